@@ -1,0 +1,47 @@
+"""Machine and environment header of a report: CPU, GPU, torch, CUDA/cuDNN, TF32 and determinism flags."""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+
+import torch
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpu_model() -> str | None:
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return None
+
+
+def machine_info() -> dict:
+    """A JSON-able description of this machine; ``machine_id`` is what runs are compared by."""
+    gpu = gpu_model()
+    info = {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "gpu": gpu,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
+        "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
+        "num_threads": torch.get_num_threads(),
+    }
+    info["machine_id"] = f"{info['hostname']}|{info['cpu']}|{gpu or 'no-gpu'}"
+    return info

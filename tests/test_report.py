@@ -1,0 +1,66 @@
+"""The report framework: section registration, failure isolation, atomic writes, bad output dirs."""
+import json
+import os
+
+import pytest
+
+from nsverify.errors import OutputDirError
+from nsverify.report import SECTIONS, section
+from nsverify.report.nightly import build_report, ensure_writable_dir, run_sections, write_report
+
+
+@pytest.fixture
+def temp_sections():
+    saved = dict(SECTIONS)
+    SECTIONS.clear()
+    yield
+    SECTIONS.clear()
+    SECTIONS.update(saved)
+
+
+def test_failing_section_is_recorded_and_others_survive(temp_sections, tmp_path, monkeypatch):
+    import nsverify.report as rep
+
+    monkeypatch.setattr(rep, "load_sections", lambda: sorted(SECTIONS.values(), key=lambda s: s.order))
+    monkeypatch.setattr("nsverify.report.nightly.load_sections", rep.load_sections)
+
+    @section("good", "Good", order=1)
+    def good(ctx):
+        ctx.progress("working", 1, 1)
+        return {"summary": "fine", "tables": [{"title": "t", "columns": ["a"], "rows": [[1]]}]}
+
+    @section("bad", "Bad", order=2)
+    def bad(ctx):
+        raise RuntimeError("boom")
+
+    res = run_sections(quick=True, scratch=tmp_path)
+    assert res["good"]["status"] == "ok"
+    assert res["bad"]["status"] == "failed"
+    assert "RuntimeError: boom" in res["bad"]["traceback"]
+    run = write_report(tmp_path, build_report(res, quick=True))
+    data = json.loads((run / "report.json").read_text())
+    assert data["schema"] == "nsverify.report/1"
+    assert set(data["sections"]) == {"good", "bad"}
+    html = (run / "index.html").read_text()
+    assert 'id="sec-bad"' in html and "boom" in html and "RED" in html
+    assert os.readlink(tmp_path / "latest") == run.name
+    # a second run repoints latest and leaves no temporary directory behind
+    run2 = write_report(tmp_path, build_report(res, quick=True), stamp=run.name)
+    assert run2 != run and os.readlink(tmp_path / "latest") == run2.name
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
+
+
+def test_unwritable_output_dir_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(OutputDirError, match="--out"):
+        ensure_writable_dir(blocker / "sub")
+
+
+def test_cli_unwritable_out(tmp_path, capsys):
+    from nsverify.cli import main
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["nightly", "--out", str(blocker / "x"), "--quick"]) == 2
+    assert "cannot write the report" in capsys.readouterr().err
