@@ -54,7 +54,7 @@ def check_gradient(
     if on_limit not in ("raise", "unknown"):
         raise NsverifyError(f"on_limit must be 'raise' or 'unknown', got {on_limit!r}")
     values = point_to_fractions(w)
-    ad_run = run(fn, w, mode="ad", conventions=conventions, values=values)
+    ad_run = run(fn, w, mode="ad", conventions=conventions, values=values, float_shadow=True)
     exact_ad = ad_run.gradient
     float_ad = float_autograd(fn, w)
     if ad is None:

@@ -62,6 +62,14 @@ class Ctx:
     call: int = -1
     op_name: str = ""
     nonaffine: bool = False  # a site whose argument is not affine in w was met
+    shadow: bool = False  # run every op in w's float dtype alongside (float-tie detection)
+    shadow_args: list | None = None  # float64 copies of the current op's float tensor arguments
+
+    def float_arg(self, k: int):
+        """The k-th float tensor argument of the current op, as a float64 array (None if unavailable)."""
+        if self.shadow_args is None or k >= len(self.shadow_args):
+            return None
+        return self.shadow_args[k]
 
     def __enter__(self):
         _STACK.append(self)

@@ -56,14 +56,23 @@ def exact_input(values: list, shape, dtype) -> ExactTensor:
     return ExactTensor(arr.reshape(tuple(shape)), dtype=dtype)
 
 
-def run(fn, w, *, mode: str = "ad", conventions: dict | None = None, decide=None, values=None) -> RunResult:
-    """Evaluate ``fn(w)`` exactly once.  ``values`` overrides the point (exact rationals, flattened)."""
+def run(fn, w, *, mode: str = "ad", conventions: dict | None = None, decide=None, values=None,
+        float_shadow: bool = False) -> RunResult:
+    """Evaluate ``fn(w)`` exactly once.  ``values`` overrides the point (exact rationals, flattened).
+
+    ``float_shadow``: also run every op in ``w``'s dtype alongside, so that each kink site records whether the
+    float computation saw the same tie (``Site.float_tie``) and ties that only rounding created are listed.
+    """
     if values is None:
         values = point_to_fractions(w)
     n = len(values)
-    ctx = Ctx(n=n, mode=mode, conventions=dict(conventions or {}), decide=decide, dtype=w.dtype)
+    ctx = Ctx(n=n, mode=mode, conventions=dict(conventions or {}), decide=decide, dtype=w.dtype,
+              shadow=float_shadow)
     with ctx:
-        out = fn(exact_input(values, w.shape, w.dtype))
+        x = exact_input(values, w.shape, w.dtype)
+        if float_shadow:
+            x.shadow = w.detach().clone()
+        out = fn(x)
     y = _scalar_output(out)
     g = grad(y)
     dense = tuple(g.get(i, F(0)) for i in range(n))

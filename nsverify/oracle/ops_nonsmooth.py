@@ -74,7 +74,13 @@ def _inexact(opname, detail=""):
     )
 
 
-def _apply_elementwise(ew, x, loc):
+def _float_only(ctx, opname, loc, fx, exact_value):
+    """Record a tie that only the float computation sees (rounding created it)."""
+    ctx.note(Site(opname, ctx.call, loc, exact_value, float_tie=True, extra={"float_only": True,
+                                                                            "float_value": float(fx)}))
+
+
+def _apply_elementwise(ew, x, loc, fx=None):
     ctx = context.current()
     v = val(x)
     idx = len(ew.breakpoints)
@@ -90,10 +96,15 @@ def _apply_elementwise(ew, x, loc):
             at = i
             break
     if at is None:
+        if fx is not None and isinstance(x, Aff) and F(fx) in ew.breakpoints:
+            _float_only(ctx, ew.name, loc, fx, v)
         return _piece_apply(ew.pieces[idx], x)
     b = ew.breakpoints[at]
     g = grad(x)
-    site = Site(ew.name, ctx.call, loc, b, affine=is_lin(x), slopes=(g,))
+    if not isinstance(x, Aff):  # a constant sitting on a kink: nothing flows through it
+        return _piece_apply(ew.pieces[at], x)
+    site = Site(ew.name, ctx.call, loc, b, affine=is_lin(x), slopes=(g,),
+                float_tie=None if fx is None else F(fx) == b)
     if ctx.mode == "ad" or not g:
         ctx.note(site)
         if not g:
@@ -132,11 +143,12 @@ def _ad_side(ew, at):
 
 def _elementwise_op(ew, a):
     a = arr(a)
+    fa = context.current().float_arg(0)
+    ff = fa.reshape(-1) if fa is not None and fa.size == a.size else None
     out = np.empty(a.shape, dtype=object)
     of, af = out.reshape(-1), a.reshape(-1)
     for i in range(af.size):
-        x = af[i]
-        of[i] = _apply_elementwise(ew, x, (i,))
+        of[i] = _apply_elementwise(ew, af[i], (i,), None if ff is None else ff[i])
     return out
 
 
@@ -200,11 +212,25 @@ def _key(x):
     return tuple(sorted((k, v) for k, v in g.items())), is_lin(x)
 
 
-def select(cands: list, larger: bool, opname: str, rule: str, loc):
-    """Choose the max (or min) of ``cands``: returns (output entry, chosen index)."""
+def _float_best(fvals, larger):
+    m = max(fvals) if larger else min(fvals)
+    return [i for i, x in enumerate(fvals) if x == m]
+
+
+def select(cands: list, larger: bool, opname: str, rule: str, loc, fvals=None):
+    """Choose the max (or min) of ``cands``: returns (output entry, chosen index).
+
+    ``fvals``: the same candidates as computed in floats (for float-tie detection), or None.
+    """
     ctx = context.current()
     tied = _argbest(cands, larger, opname)
+    depends = any(isinstance(cands[i], Aff) for i in range(len(cands)))
+    ftied = _float_best(fvals, larger) if fvals is not None and depends else None
     if len(tied) == 1:
+        if ftied is not None and len(ftied) > 1:
+            _float_only(ctx, opname, loc, fvals[ftied[0]], val(cands[tied[0]]))
+        return cands[tied[0]], tied[0]
+    if not any(isinstance(cands[i], Aff) for i in tied):  # a tie between constants: nothing flows
         return cands[tied[0]], tied[0]
     # group tied entries with identical local first-order data (Park's T_j)
     groups: dict = {}
@@ -221,6 +247,7 @@ def select(cands: list, larger: bool, opname: str, rule: str, loc):
         affine=affine,
         slopes=tuple(grad(cands[i]) for i in reps),
         extra={"tied": tied},
+        float_tie=None if ftied is None else ftied == tied,
     )
     if ctx.mode == "ad":
         ctx.note(site)
@@ -273,10 +300,15 @@ def _reduce_select(a, dims, keepdim, larger, opname, rule, want_index=False):
     moved = np.transpose(a, rest + list(dims))
     outer_shape = moved.shape[: len(rest)]
     flat = moved.reshape(outer_shape + (-1,))
+    fa = context.current().float_arg(0)
+    fflat = None
+    if fa is not None and fa.shape == a.shape:
+        fflat = np.transpose(fa, rest + list(dims)).reshape(outer_shape + (-1,))
     out = np.empty(outer_shape, dtype=object)
     idx = np.zeros(outer_shape, dtype=np.int64)
     for pos in np.ndindex(*outer_shape):
-        out[pos], idx[pos] = select(list(flat[pos]), larger, opname, rule, pos)
+        fv = None if fflat is None else list(fflat[pos])
+        out[pos], idx[pos] = select(list(flat[pos]), larger, opname, rule, pos, fv)
     if keepdim:
         for d in dims:
             out = np.expand_dims(out, d)
@@ -320,13 +352,23 @@ def _argmax(a, dim=None, keepdim=False):
 
 def _select_pairwise(a, b, opname, larger):
     a, b = np.broadcast_arrays(arr(a), arr(b))
+    ctx = context.current()
+    fa, fb = ctx.float_arg(0), ctx.float_arg(1)
+    fl = None
+    if fa is not None and fb is not None:
+        try:
+            fl = np.broadcast_arrays(fa, fb)
+            fl = fl if fl[0].shape == a.shape else None
+        except ValueError:
+            fl = None
     out = np.empty(a.shape, dtype=object)
     rule = tie_rule(opname) if opname in ("maximum", "minimum") else "inside"
     for pos in np.ndindex(*a.shape):
         if rule == "inside":  # tensor-bound clamp: the gradient follows the input a
             out[pos], _ = _clamp_pair(a[pos], b[pos], larger, opname, pos)
         else:
-            out[pos], _ = select([a[pos], b[pos]], larger, opname, rule, pos)
+            fv = None if fl is None else [fl[0][pos], fl[1][pos]]
+            out[pos], _ = select([a[pos], b[pos]], larger, opname, rule, pos, fv)
     return out
 
 
@@ -386,15 +428,21 @@ def _max_pool(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False)
     rule = tie_rule("max_pool")
     conv = context.convention("max_pool")
     strides_in = np.cumprod((1,) + sp[::-1])[:-1][::-1]
+    fx = context.current().float_arg(0)
+    if fx is not None and fx.shape != x.shape:
+        fx = None
     for L in np.ndindex(*lead):
         for o in np.ndindex(*out_sp):
-            cands, flat_ix = [], []
+            cands, flat_ix, fv = [], [], []
             for kk in np.ndindex(*k):
                 q = [o[i] * s[i] - p[i] + kk[i] * dl[i] for i in range(nsp)]
                 if all(0 <= q[i] < sp[i] for i in range(nsp)):
                     cands.append(x[L + tuple(q)])
                     flat_ix.append(int(sum(q[i] * strides_in[i] for i in range(nsp))))
-            e, j = select(cands, True, "max_pool", conv if conv is not None else rule, L + o)
+                    if fx is not None:
+                        fv.append(fx[L + tuple(q)])
+            e, j = select(cands, True, "max_pool", conv if conv is not None else rule, L + o,
+                          fv if fx is not None else None)
             out[L + o], idx[L + o] = e, flat_ix[j]
     if name.endswith("with_indices"):
         return out, idx
@@ -440,17 +488,23 @@ _CMP = {
 }
 
 
-def _compare_entry(x, y, name, loc):
+def _compare_entry(x, y, name, loc, fxy=None):
     ctx = context.current()
     diff = x - y
     s = sign(val(diff))
     if s is None:
         raise _inexact(name, " in a comparison")
     test = _CMP[name]
+    depends = isinstance(diff, Aff)
     if s != 0:
+        if fxy is not None and depends and fxy[0] == fxy[1]:
+            _float_only(ctx, name, loc, fxy[0], val(x))
         return test(s)
     g = grad(diff)
-    site = Site(name, ctx.call, loc, val(x), affine=is_lin(diff), slopes=(g,))
+    if not depends:
+        return test(0)
+    site = Site(name, ctx.call, loc, val(x), affine=is_lin(diff), slopes=(g,),
+                float_tie=None if fxy is None else bool(fxy[0] == fxy[1]))
     if ctx.mode == "ad" or (not g and is_lin(diff)):
         ctx.note(site)
         return test(0)
@@ -464,9 +518,21 @@ def _compare_entry(x, y, name, loc):
 def _compare(name):
     def impl(a, b):
         a, b = np.broadcast_arrays(arr(a), arr(b))
+        ctx = context.current()
+        fa = ctx.float_arg(0)
+        fb = ctx.float_arg(1) if ctx.float_arg(1) is not None else (
+            np.asarray(float(b.reshape(-1)[0])) if b.size == 1 and not isinstance(b.reshape(-1)[0], Aff)
+            else None)
+        fl = None
+        if fa is not None and fb is not None:
+            try:
+                fl = np.broadcast_arrays(fa, fb)
+                fl = fl if fl[0].shape == a.shape else None
+            except ValueError:
+                fl = None
         out = np.empty(a.shape, dtype=bool)
         for pos in np.ndindex(*a.shape):
-            out[pos] = _compare_entry(a[pos], b[pos], name, pos)
+            out[pos] = _compare_entry(a[pos], b[pos], name, pos, None if fl is None else (fl[0][pos], fl[1][pos]))
         return out
 
     return impl

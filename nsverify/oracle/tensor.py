@@ -130,6 +130,8 @@ def dispatch(func, args, kwargs):
     name = func.__name__  # e.g. "relu.default"
     base = func.overloadpacket.__name__
     impl = OPS.get(name) or OPS.get(base)
+    if impl is None and base.endswith("_"):  # in-place variant: same exact semantics, result written back
+        impl = OPS.get(name.replace("_.", ".", 1)) or OPS.get(base[:-1])
     if impl is None:
         raise UnsupportedOpError(
             f"op aten.{name} is not supported by the exact oracle. Rewrite the program with supported ops "
@@ -140,18 +142,71 @@ def dispatch(func, args, kwargs):
     ctx.op_name = base
     a = unwrap(args)
     kw = {k: unwrap(v) for k, v in kwargs.items()}
+    fout = _shadow_run(ctx, func, base, args, kwargs)
     out = impl(*a, **kw)
+    ctx.shadow_args = None
     if base == "_local_scalar_dense":
         return out
-    if base in _INPLACE:
+    if base.endswith("_"):
         target = args[0]
         if isinstance(target, ExactTensor):
-            target.arr = out
+            target.arr = np.broadcast_to(out, target.arr.shape).copy() if isinstance(out, np.ndarray) else out
             return target
-    return wrap(out)
+    res = wrap(out)
+    if fout is not None:
+        _attach_shadow(res, fout)
+    return res
 
 
-_INPLACE = {"copy_", "add_", "sub_", "mul_", "div_", "relu_", "clamp_", "zero_", "fill_"}
+# ------------------------------------------------------------------------------------------------------------
+# float shadow: the same op run in w's dtype alongside, so kink sites can say whether floats saw the same tie
+# ------------------------------------------------------------------------------------------------------------
+def _shadow_of(x):
+    if isinstance(x, ExactTensor):
+        sh = getattr(x, "shadow", None)
+        if sh is None:
+            raise _NoShadow()
+        return sh
+    if isinstance(x, (list, tuple)):
+        return type(x)(_shadow_of(y) for y in x)
+    return x
+
+
+class _NoShadow(Exception):
+    pass
+
+
+def _float_arrays(sargs) -> list:
+    out = []
+    for x in sargs:
+        if isinstance(x, torch.Tensor):
+            out.append(x.detach().double().numpy() if x.is_floating_point() else None)
+        elif isinstance(x, (list, tuple)):
+            out.extend(_float_arrays(x))
+    return out
+
+
+def _shadow_run(ctx, func, base, args, kwargs):
+    ctx.shadow_args = None
+    if not ctx.shadow or base == "_local_scalar_dense":
+        return None
+    try:
+        sargs = _shadow_of(args)
+        skw = {k: _shadow_of(v) for k, v in kwargs.items()}
+        ctx.shadow_args = _float_arrays(sargs)
+        with torch.no_grad():
+            return func(*sargs, **skw)
+    except Exception:  # the float program cannot run this op alongside: no float-tie information here
+        ctx.shadow_args = None
+        return None
+
+
+def _attach_shadow(res, fout):
+    if isinstance(res, ExactTensor) and isinstance(fout, torch.Tensor):
+        res.shadow = fout
+    elif isinstance(res, (list, tuple)) and isinstance(fout, (list, tuple)):
+        for r, f in zip(res, fout):
+            _attach_shadow(r, f)
 
 
 @op("_local_scalar_dense")
