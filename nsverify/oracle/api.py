@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import torch
 
-from ..errors import NsverifyError
+from ..errors import InexactError, NsverifyError
 from .interp import module_function, point_to_fractions, run
 from .jsonio import enc
 from .membership import distance, distinct, interval_member_1d, member_weights, separating_direction
@@ -54,9 +54,12 @@ def check_gradient(
     if on_limit not in ("raise", "unknown"):
         raise NsverifyError(f"on_limit must be 'raise' or 'unknown', got {on_limit!r}")
     values = point_to_fractions(w)
-    ad_run = run(fn, w, mode="ad", conventions=conventions, values=values, float_shadow=True)
-    exact_ad = ad_run.gradient
     float_ad = float_autograd(fn, w)
+    try:
+        ad_run = run(fn, w, mode="ad", conventions=conventions, values=values, float_shadow=True)
+    except InexactError as e:
+        return _undecided(f"the exact AD could not be evaluated: {e}", float_ad, ad)
+    exact_ad = ad_run.gradient
     if ad is None:
         tested, tested_is = exact_ad, "exact_ad"
     else:
@@ -66,7 +69,10 @@ def check_gradient(
                 f"ad has {len(adv)} entries but w has {len(values)}; give one entry per coordinate of w"
             )
         tested, tested_is = tuple(x if isinstance(x, (Fraction, Ival)) else F(x) for x in adv), "ad"
-    en = enumerate_pieces(fn, w, values=values, limit=max_pieces, on_limit=on_limit, time_limit=time_limit)
+    try:
+        en = enumerate_pieces(fn, w, values=values, limit=max_pieces, on_limit=on_limit, time_limit=time_limit)
+    except InexactError as e:
+        return _undecided(f"the pieces could not be enumerated exactly: {e}", float_ad, ad, ad_run)
     inner_leaves = [leaf for leaf in en.leaves if leaf.inner]
     inner = distinct(leaf.gradient for leaf in inner_leaves)
     outer = distinct(leaf.gradient for leaf in en.leaves)
@@ -148,3 +154,17 @@ def check_module(
     in ``named_parameters()`` order) or the inputs."""
     fn, w = module_function(model, loss_fn, inputs, targets, wrt)
     return check_gradient(fn, w, **kwargs)
+
+
+def _undecided(reason, float_ad, ad, ad_run=None) -> Verdict:
+    """An "unknown" verdict when intervals (or an inexact value) cannot decide."""
+    exact_ad = ad_run.gradient if ad_run is not None else None
+    if ad is not None:
+        adv = ad.detach().reshape(-1).double().tolist() if isinstance(ad, torch.Tensor) else list(ad)
+        tested, tested_is = tuple(F(x) for x in adv), "ad"
+    else:
+        tested, tested_is = (exact_ad or ()), "exact_ad"
+    return Verdict(status="unknown", exact=False, bouligand=[], certificate=None, distance=float("nan"),
+                   kinks=ad_run.sites if ad_run is not None else [], exact_ad=exact_ad, ad=float_ad,
+                   tested=tuple(tested), tested_is=tested_is, reason=reason,
+                   value=ad_run.value if ad_run is not None else None)

@@ -532,7 +532,8 @@ def _compare(name):
                 fl = None
         out = np.empty(a.shape, dtype=bool)
         for pos in np.ndindex(*a.shape):
-            out[pos] = _compare_entry(a[pos], b[pos], name, pos, None if fl is None else (fl[0][pos], fl[1][pos]))
+            fxy = None if fl is None else (fl[0][pos], fl[1][pos])
+            out[pos] = _compare_entry(a[pos], b[pos], name, pos, fxy)
         return out
 
     return impl

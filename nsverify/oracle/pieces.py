@@ -110,7 +110,7 @@ def enumerate_pieces(
                 raise _Limit()
             r = run(fn, w, mode="pieces", decide=decide, values=values)
         except _Limit:
-            nsites = en.branch_sites or _count_sites(en)
+            nsites = max(en.branch_sites, _count_sites(en), len(st.decisions))
             msg = (
                 f"more than {limit} pieces to enumerate around w ({nsites} kink/tie sites branch "
                 f"on the first "
