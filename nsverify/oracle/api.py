@@ -70,7 +70,8 @@ def check_gradient(
             )
         tested, tested_is = tuple(x if isinstance(x, (Fraction, Ival)) else F(x) for x in adv), "ad"
     try:
-        en = enumerate_pieces(fn, w, values=values, limit=max_pieces, on_limit=on_limit, time_limit=time_limit)
+        en = enumerate_pieces(fn, w, values=values, limit=max_pieces, on_limit=on_limit,
+                              time_limit=time_limit)
     except InexactError as e:
         return _undecided(f"the pieces could not be enumerated exactly: {e}", float_ad, ad, ad_run)
     inner_leaves = [leaf for leaf in en.leaves if leaf.inner]

@@ -112,7 +112,6 @@ def project(t, V):
 
 def _min_norm_point(P, tol=1e-12, max_iter=1000):
     """Wolfe (1976): the point of conv(rows of P) nearest to the origin."""
-    m = len(P)
     j0 = int(np.argmin((P * P).sum(axis=1)))
     S, lam = [j0], np.array([1.0])
     x = P[j0].copy()
