@@ -15,6 +15,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import InexactError, UnsupportedOpError
+from ..registry import pool_out_size
 from . import context
 from .context import Site
 from .numbers import Aff, grad, is_lin, mk, sign, val
@@ -127,6 +128,9 @@ def _ad_side(ew, at):
         side = side.get(ew.breakpoints[at], ew.torch_side[at])
     if isinstance(side, (int, float, Fraction)) and not isinstance(side, bool):
         return F(side)
+    if side == "mid":  # the even split of the one-sided derivatives (abs'(0) = 0)
+        b = ew.breakpoints[at]
+        return (_dpoly(ew.pieces[at].poly, b) + _dpoly(ew.pieces[at + 1].poly, b)) / 2
     if side in ("zero", "minimal", "min_norm"):
         return F(0)
     if side == "left":
@@ -414,15 +418,10 @@ def _max_pool(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False)
     s = tup(stride, k)
     p = tup(padding, (0,) * nsp)
     dl = tup(dilation, (1,) * nsp)
-    if ceil_mode:
-        raise UnsupportedOpError(
-            "max_pool with ceil_mode=True is not supported by the exact oracle; use "
-            "ceil_mode=False (pad the input explicitly if needed)"
-        )
     x = arr(x)
     lead = x.shape[:-nsp]
     sp = x.shape[-nsp:]
-    out_sp = [(sp[i] + 2 * p[i] - dl[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(nsp)]
+    out_sp = [pool_out_size(sp[i], k[i], s[i], p[i], dl[i], ceil_mode) for i in range(nsp)]
     out = np.empty(lead + tuple(out_sp), dtype=object)
     idx = np.zeros(lead + tuple(out_sp), dtype=np.int64)
     rule = tie_rule("max_pool")
