@@ -120,7 +120,7 @@ def check_gradient(
         "inner_pieces": len(inner_leaves),
         "lps": en.stats.lps,
         "witness_reuse": en.stats.witness_reuse,
-        "gordan": en.stats.gordan,
+        "gordan": en.stats.gordan, "nogood_reuse": en.stats.nogood_reuse,
         "uncertain": en.stats.uncertain,
         "branch_sites": en.branch_sites,
         "seconds": en.seconds,

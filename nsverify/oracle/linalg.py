@@ -107,3 +107,34 @@ def nonneg_solution(
         worst = min(range(len(ys)), key=lambda j: ys[j])
         support = [i for j, i in enumerate(support) if j != worst]
     return None
+
+
+def null_space(A: list[list[Fraction]], ncols: int) -> list[list[Fraction]]:
+    """A basis of {x : A x = 0} (exact reduced row echelon form)."""
+    M = [list(r) for r in A if any(x != 0 for x in r)]
+    pivots = []
+    r = 0
+    for c in range(ncols):
+        p = next((i for i in range(r, len(M)) if M[i][c] != 0), None)
+        if p is None:
+            continue
+        M[r], M[p] = M[p], M[r]
+        inv = 1 / M[r][c]
+        M[r] = [x * inv for x in M[r]]
+        for i in range(len(M)):
+            if i != r and M[i][c] != 0:
+                f = M[i][c]
+                M[i] = [x - f * y for x, y in zip(M[i], M[r])]
+        pivots.append(c)
+        r += 1
+        if r == len(M):
+            break
+    free = [c for c in range(ncols) if c not in pivots]
+    basis = []
+    for fcol in free:
+        x = [F(0)] * ncols
+        x[fcol] = F(1)
+        for i, pc in enumerate(pivots):
+            x[pc] = -M[i][fcol]
+        basis.append(x)
+    return basis
