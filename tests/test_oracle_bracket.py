@@ -1,4 +1,5 @@
 """The multiplicative case (inner/outer bracket), check_module, conventions of the exact interpreter."""
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -78,7 +79,8 @@ def test_maxpool_conventions():
 
     def f(w):  # a 2x2 window with a 4-way tie at w = 0
         return torch.nn.functional.max_pool2d((w[0] * x).reshape(1, 1, 2, 2) * 0 + w[0], 2).sum() + (
-            torch.nn.functional.max_pool1d(torch.stack([w[0], 2 * w[0], 3 * w[1]]).reshape(1, 1, 3), 3).sum())
+            torch.nn.functional.max_pool1d(torch.stack([w[0], 2 * w[0], 3 * w[1]]).reshape(1, 1, 3), 3).sum()
+        )
 
     w = torch.zeros(2, dtype=torch.float64)
     native = exact_gradient(f, w)

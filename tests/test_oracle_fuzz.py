@@ -1,4 +1,5 @@
 """Soundness and completeness of the piece enumeration on random piecewise-affine programs at exact ties."""
+
 from __future__ import annotations
 
 import random

@@ -5,6 +5,7 @@ k samples, as a function of its first-layer parameters (12 coordinates).  Hidden
 weights and bias (a dead-at-initialisation unit), so its pre-activation is exactly 0 on all k samples: k
 simultaneous kink sites, whose cones share the unit's 3 parameters; the other units are generic.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -17,8 +18,10 @@ from .cones import ConeStats, feasible
 
 def kink_net(k: int, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
-    X = (torch.randint(-8, 9, (k, 2), generator=g).double() / 4)  # dyadic inputs
-    X[X.abs().sum(1) == 0] = torch.tensor([1.0, 0.5], dtype=torch.float64)
+    grid = torch.stack(torch.meshgrid(torch.arange(-8, 9), torch.arange(-8, 9), indexing="ij"), -1).reshape(
+        -1, 2
+    )
+    X = grid[torch.randperm(len(grid), generator=g)[:k]].double() / 4  # k distinct dyadic inputs
     y = torch.randint(-4, 5, (k, 1), generator=g).double() / 2
     W2 = torch.tensor([[1.0, -0.5, 0.75, 2.0]], dtype=torch.float64)
     W1 = torch.randint(-4, 5, (4, 2), generator=g).double() / 2
@@ -54,10 +57,19 @@ def lenet_forward():
     28x28 image with padding 2, for the exact interpreter's throughput (no derivative tracking)."""
     torch.manual_seed(0)
     net = torch.nn.Sequential(
-        torch.nn.Conv2d(1, 6, 5, padding=2), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(6, 16, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
-        torch.nn.Linear(400, 120), torch.nn.ReLU(), torch.nn.Linear(120, 84), torch.nn.ReLU(),
-        torch.nn.Linear(84, 10)).double()
+        torch.nn.Conv2d(1, 6, 5, padding=2),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(6, 16, 5),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(400, 120),
+        torch.nn.ReLU(),
+        torch.nn.Linear(120, 84),
+        torch.nn.ReLU(),
+        torch.nn.Linear(84, 10),
+    ).double()
     with torch.no_grad():
         for p in net.parameters():  # dyadic weights keep the rationals short
             p.copy_(torch.round(p * 64) / 64)

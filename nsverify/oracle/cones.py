@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from .linalg import null_space, nonneg_solution, rationalize, sdot
+from .linalg import nonneg_solution, null_space, rationalize, sdot
 
 F = Fraction
 
