@@ -59,7 +59,7 @@ def check_gradient(
         ad_run = run(fn, w, mode="ad", conventions=conventions, values=values, float_shadow=True)
     except InexactError as e:
         return _undecided(f"the exact AD could not be evaluated: {e}", float_ad, ad)
-    exact_ad = ad_run.gradient
+    exact_ad, how = _exact_ad(fn, w, conventions, ad_run.gradient)
     if ad is None:
         tested, tested_is = exact_ad, "exact_ad"
     else:
@@ -70,8 +70,9 @@ def check_gradient(
             )
         tested, tested_is = tuple(x if isinstance(x, (Fraction, Ival)) else F(x) for x in adv), "ad"
     try:
-        en = enumerate_pieces(fn, w, values=values, limit=max_pieces, on_limit=on_limit,
-                              time_limit=time_limit)
+        en = enumerate_pieces(
+            fn, w, values=values, limit=max_pieces, on_limit=on_limit, time_limit=time_limit
+        )
     except InexactError as e:
         return _undecided(f"the pieces could not be enumerated exactly: {e}", float_ad, ad, ad_run)
     inner_leaves = [leaf for leaf in en.leaves if leaf.inner]
@@ -120,12 +121,14 @@ def check_gradient(
         "inner_pieces": len(inner_leaves),
         "lps": en.stats.lps,
         "witness_reuse": en.stats.witness_reuse,
-        "gordan": en.stats.gordan, "nogood_reuse": en.stats.nogood_reuse,
+        "gordan": en.stats.gordan,
+        "nogood_reuse": en.stats.nogood_reuse,
         "uncertain": en.stats.uncertain,
         "branch_sites": en.branch_sites,
         "seconds": en.seconds,
         "lp_seconds": en.stats.lp_seconds,
         "curved": en.curved,
+        "exact_ad_from": how,
     }
     return Verdict(
         status=status,
@@ -165,7 +168,39 @@ def _undecided(reason, float_ad, ad, ad_run=None) -> Verdict:
         tested, tested_is = tuple(F(x) for x in adv), "ad"
     else:
         tested, tested_is = (exact_ad or ()), "exact_ad"
-    return Verdict(status="unknown", exact=False, bouligand=[], certificate=None, distance=float("nan"),
-                   kinks=ad_run.sites if ad_run is not None else [], exact_ad=exact_ad, ad=float_ad,
-                   tested=tuple(tested), tested_is=tested_is, reason=reason,
-                   value=ad_run.value if ad_run is not None else None)
+    return Verdict(
+        status="unknown",
+        exact=False,
+        bouligand=[],
+        certificate=None,
+        distance=float("nan"),
+        kinks=ad_run.sites if ad_run is not None else [],
+        exact_ad=exact_ad,
+        ad=float_ad,
+        tested=tuple(tested),
+        tested_is=tested_is,
+        reason=reason,
+        value=ad_run.value if ad_run is not None else None,
+    )
+
+
+def _exact_ad(fn, w, conventions, forward_gradient):
+    """PyTorch's backward formulas evaluated exactly (reverse mode); forward mode when an op's backward is not
+    implemented exactly.  Both are computed; a disagreement would mean the registry's conventions and
+    PyTorch's formulas differ, and is reported as an error rather than silently picking one."""
+    from ..errors import UnsupportedOpError
+    from .backprop import exact_backprop
+
+    try:
+        g = exact_backprop(fn, w, conventions)
+    except (UnsupportedOpError, InexactError):
+        return forward_gradient, "forward"
+    if tuple(g) != tuple(forward_gradient) and all(
+        isinstance(x, Fraction) for x in tuple(g) + tuple(forward_gradient)
+    ):
+        raise NsverifyError(
+            "internal inconsistency: PyTorch's backward formulas evaluated exactly give "
+            f"{tuple(map(str, g))} but the registry's conventions give {tuple(map(str, forward_gradient))}; "
+            "please report this program (the registry entry of one of its ops is wrong)"
+        )
+    return g, "backward"
