@@ -95,6 +95,8 @@ def check_gradient(
     elif len(tested) == 1 and interval_member_1d(tested, inner) is not None:
         lo, hi = interval_member_1d(tested, inner)
         status, cert = "member", {"kind": "interval_bracket", "below": lo, "above": hi}
+    elif tested_is == "exact_ad" and (follow := _follow(fn, w, values, conventions, exact_ad)) is not None:
+        status, cert = "member", follow
     elif en.incomplete:
         reason = en.incomplete
     else:
@@ -204,3 +206,20 @@ def _exact_ad(fn, w, conventions, forward_gradient):
             "please report this program (the registry entry of one of its ops is wrong)"
         )
     return g, "backward"
+
+
+def _follow(fn, w, values, conventions, exact_ad):
+    """Certificate "adjacent_piece": AD's own local choices form a piece adjacent to w (see follow_ad)."""
+    from .pieces import follow_ad
+
+    got = follow_ad(fn, w, values=values, conventions=conventions)
+    if got is None:
+        return None
+    grad, decisions, rows, witness = got
+    for a, b in zip(grad, exact_ad):  # same arithmetic: equal when exact, overlapping intervals otherwise
+        lo_a, hi_a = (a.lo, a.hi) if isinstance(a, Ival) else (a, a)
+        lo_b, hi_b = (b.lo, b.hi) if isinstance(b, Ival) else (b, b)
+        if hi_a < lo_b or hi_b < lo_a or (not isinstance(a, Ival) and not isinstance(b, Ival) and a != b):
+            return None
+    return {"kind": "adjacent_piece", "decisions": list(decisions), "rows": [enc(r) for r in rows],
+            "witness": enc(witness), "gradient": enc(tuple(grad))}

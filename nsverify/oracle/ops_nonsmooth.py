@@ -117,8 +117,23 @@ def _apply_elementwise(ew, x, loc, fx=None):
                 _poly(ew.pieces[at].poly, b), {k: side * c for k, c in g.items()} if side else {}, is_lin(x)
             )
         return _piece_apply(ew.pieces[side], x)
+    site.ad_option = _ad_option_elementwise(ew, at)
     choice = ctx.branch(site, [("left", [_neg_g(g)]), ("right", [g])])
     return _piece_apply(ew.pieces[at + choice], x)
+
+
+def _ad_option_elementwise(ew, at):
+    """0 (left) / 1 (right) when AD's rule at breakpoint ``at`` is one side's derivative, else None."""
+    side = _ad_side(ew, at)
+    if not isinstance(side, Fraction):
+        return side - at
+    b = ew.breakpoints[at]
+    left, right = _dpoly(ew.pieces[at].poly, b), _dpoly(ew.pieces[at + 1].poly, b)
+    if side == left:
+        return 0
+    if side == right:
+        return 1
+    return None
 
 
 def _ad_side(ew, at):
@@ -268,6 +283,9 @@ def select(cands: list, larger: bool, opname: str, rule: str, loc, fvals=None):
             {k: sgn * v for k, v in _gsub(grad(cands[r]), grad(cands[o])).items()} for o in reps if o != r
         ]
         options.append((f"#{r}", rows))
+    conv = context.convention(opname)
+    if (conv if conv is not None else rule) in ("first", "native"):
+        site.ad_option = next(j for j, ix in enumerate(groups.values()) if tied[0] in ix)
     choice = ctx.branch(site, options)
     i = reps[choice]
     return cands[i], i
@@ -526,6 +544,8 @@ def _compare_entry(x, y, name, loc, fxy=None):
     if not g:  # second-order tie: first-order analysis cannot tell the side
         choice = ctx.branch(site, [("<", None), (">", None)])
     else:
+        if test(-1) != test(1):  # AD takes the exact outcome test(0): the side that gives the same outcome
+            site.ad_option = 0 if test(0) == test(-1) else 1
         choice = ctx.branch(site, [("<", [_neg_g(g)]), (">", [g])])
     return test(-1 if choice == 0 else 1)
 

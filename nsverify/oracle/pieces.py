@@ -168,3 +168,40 @@ def _take(st: _State, site, rows):
 
 def _count_sites(en):
     return max((sum(1 for s in leaf.sites if s.labels) for leaf in en.leaves), default=0)
+
+
+class _NoFollow(Exception):
+    pass
+
+
+def follow_ad(fn, w, *, values=None, conventions=None):
+    """The piece whose local choices are AD's own, if AD's rule at every branch site is a piece choice.
+
+    Returns ``(gradient, decisions, rows, witness)`` when that pattern's open cone is non-empty (exact
+    witness):
+    then AD's output *is* the gradient of a piece adjacent to w (same local derivatives, same arithmetic), a
+    Bouligand subgradient -- a membership certificate that needs no numeric comparison, so it also holds when
+    smooth parts make the values irrational.  ``None`` otherwise.
+    """
+    rows: list = []
+    decisions: list = []
+
+    def decide(site, options):
+        j = site.ad_option
+        if j is None or options[j][1] is None:
+            raise _NoFollow()
+        rows.extend(primitive(r) for r in options[j][1])
+        decisions.append(j)
+        return j
+
+    try:
+        r = run(fn, w, mode="pieces", decide=decide, values=values, conventions=conventions)
+    except _NoFollow:
+        return None
+    if not rows:
+        return r.gradient, tuple(decisions), rows, {}
+    stats = ConeStats()
+    res, cert = feasible(rows, stats)
+    if res != "open":
+        return None
+    return r.gradient, tuple(decisions), rows, cert
