@@ -33,13 +33,34 @@ def holds(rows: list[dict], d: dict | None) -> bool:
     """Exact check that every <a_i, d> > 0 (d sparse dict; None = no direction yet)."""
     if d is None:
         return not rows
-    return all(sdot(a, _Dense(d)) > 0 for a in rows)
+    if not all(isinstance(x, (int, Fraction)) for x in d.values()):
+        return False  # floats are never accepted in a certificate
+    return all(_positive(sdot(a, _Dense(d))) for a in rows)
+
+
+def _positive(x) -> bool:
+    """Exactly positive (Fraction), or provably positive (interval entirely above 0)."""
+    from .numbers import Ival, sign
+
+    if isinstance(x, Ival):
+        return sign(x) == 1
+    if not isinstance(x, (int, Fraction)):
+        return False
+    return x > 0
 
 
 def primitive(row: dict) -> dict:
     """The positive multiple of a rational row with coprime integer entries (same open half-space)."""
     import math
 
+    if not all(isinstance(c, (int, Fraction)) for c in row.values()):
+        from .numbers import sign
+
+        if len(row) == 1:  # a single interval coefficient of known sign: the half-space is exactly +-e_k
+            (k, c), = row.items()
+            if sign(c) in (1, -1):
+                return {k: sign(c)}
+        return row  # interval coefficients: kept as they are (witnesses are checked rigorously)
     den = 1
     for c in row.values():
         den = den * c.denominator // math.gcd(den, c.denominator) if isinstance(c, Fraction) else den
@@ -72,7 +93,8 @@ def feasible(rows: list[dict], stats: ConeStats):
     if any(not a for a in rows):
         i = next(i for i, a in enumerate(rows) if not a)
         return "empty", [F(1) if j == i else F(0) for j in range(len(rows))]
-    y = opposite_pair(rows)
+    exact_rows = all(isinstance(c, (int, Fraction)) for a in rows for c in a.values())
+    y = opposite_pair(rows) if exact_rows else None
     if y is not None:
         stats.gordan += 1
         return "empty", y
@@ -105,7 +127,7 @@ def feasible(rows: list[dict], stats: ConeStats):
                 return "open", d
     # Gordan certificate from the dual of the margin constraints
     y_float = -np.asarray(res.ineqlin.marginals)
-    y = _gordan(rows, cols, y_float)
+    y = _gordan(rows, cols, y_float) if exact_rows else None
     if y is not None:
         stats.gordan += 1
         return "empty", y
@@ -160,7 +182,9 @@ def opposite_pair(rows: list[dict]):
 
 def check_gordan(rows: list[dict], y: list) -> bool:
     """Exact re-check that y proves {d : A d > 0} empty."""
-    if len(y) != len(rows) or any(v < 0 for v in y) or sum(y) != 1:
+    if len(y) != len(rows) or not all(isinstance(v, (int, Fraction)) for v in y):
+        return False  # floats are never accepted in a certificate
+    if any(v < 0 for v in y) or sum(y) != 1:
         return False
     cols = {k for a in rows for k in a}
     return all(sum((yi * a.get(k, 0) for yi, a in zip(y, rows)), F(0)) == 0 for k in cols)

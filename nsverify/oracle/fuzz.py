@@ -8,6 +8,7 @@ stack, max_pool1d, a Python ``if a > b`` branch (the max1 idiom) and integer lin
 w + eps*d very close to w: every such gradient must be in ``bouligand`` (soundness) and every vertex of
 ``bouligand`` must be realised by one (completeness), and the verdict must never be "unknown".
 """
+
 from __future__ import annotations
 
 import random
@@ -41,10 +42,36 @@ def random_program(rng: random.Random, n: int, w0, depth: int = 3):
     """(fn, description): a random piecewise-affine scalar program of w."""
     if depth == 0 or rng.random() < 0.2:
         return _leaf(rng, n, w0)
-    kind = rng.choice(["relu", "abs", "maximum", "max", "pool", "branch", "lin", "relu", "min"])
-    if kind in ("relu", "abs"):
+    kind = rng.choice(
+        [
+            "relu",
+            "abs",
+            "maximum",
+            "max",
+            "pool",
+            "branch",
+            "lin",
+            "relu",
+            "min",
+            "sort",
+            "topk",
+            "hardtanh",
+            "leaky",
+            "clamp",
+            "where",
+        ]
+    )
+    if kind in ("relu", "abs", "hardtanh", "leaky", "clamp"):
         f, d = random_program(rng, n, w0, depth - 1)
-        op = torch.relu if kind == "relu" else torch.abs
+        lo = F(rng.randint(-2, 0), 2)
+        hi = lo + F(rng.randint(1, 3), 2)
+        op = {
+            "relu": torch.relu,
+            "abs": torch.abs,
+            "leaky": lambda x: Fn.leaky_relu(x, 0.25),
+            "hardtanh": lambda x: Fn.hardtanh(x, float(lo), float(hi)),
+            "clamp": lambda x: torch.clamp(x, min=float(lo), max=float(hi)),
+        }[kind]
         return (lambda w: op(f(w))), f"{kind}{d}"
     if kind == "lin":
         (f, d1), (g, d2) = random_program(rng, n, w0, depth - 1), random_program(rng, n, w0, depth - 1)
@@ -54,6 +81,20 @@ def random_program(rng: random.Random, n: int, w0, depth: int = 3):
     subs = [random_program(rng, n, w0, depth - 1) for _ in range(m)]
     fs = [s[0] for s in subs]
     ds = ",".join(s[1] for s in subs)
+    if kind in ("sort", "topk"):
+        wts = torch.tensor([float(rng.randint(-2, 3)) for _ in range(m)], dtype=torch.float64)
+
+        def srt(w):
+            x = torch.stack([f(w) for f in fs])
+            if kind == "sort":
+                return (torch.sort(x)[0] * wts).sum()
+            return torch.topk(x, 2).values.sum()
+
+        return srt, f"{kind}({ds})"
+    if kind == "where":
+        return (
+            lambda w: torch.where(fs[0](w) >= fs[1](w), fs[0](w) - fs[1](w), 2 * (fs[1](w) - fs[0](w)))
+        ), f"where({ds})"
     if kind == "maximum":
         return (lambda w: torch.maximum(fs[0](w), fs[1](w))), f"maximum({ds})"
     if kind == "min":
@@ -61,6 +102,7 @@ def random_program(rng: random.Random, n: int, w0, depth: int = 3):
     if kind == "max":
         return (lambda w: torch.max(torch.stack([f(w) for f in fs]))), f"max({ds})"
     if kind == "pool":
+
         def pool(w):
             y = torch.stack([f(w) for f in fs]).reshape(1, 1, m)
             return Fn.max_pool1d(y, 2, 1).sum()
@@ -132,8 +174,17 @@ def check_one(rng: random.Random, n: int | None = None, depth: int = 3, samples:
                 ok = True
                 break
         unrealised += not ok
-    return FuzzResult(desc, v.status, v.exact, len(B), checked, unsound, unrealised, v.stats["lps"],
-                      2 ** v.stats["branch_sites"])
+    return FuzzResult(
+        desc,
+        v.status,
+        v.exact,
+        len(B),
+        checked,
+        unsound,
+        unrealised,
+        v.stats["lps"],
+        2 ** v.stats["branch_sites"],
+    )
 
 
 def run_fuzz(count: int, seed: int = 0, depth: int = 3, samples: int = 8) -> list[FuzzResult]:
@@ -142,10 +193,14 @@ def run_fuzz(count: int, seed: int = 0, depth: int = 3, samples: int = 8) -> lis
 
 
 def summarize(results: list[FuzzResult]) -> dict:
-    return {"programs": len(results), "unknown": sum(r.status == "unknown" for r in results),
-            "inexact": sum(not r.exact for r in results),
-            "nearby_points": sum(r.samples for r in results),
-            "unsound": sum(r.unsound for r in results), "unrealised": sum(r.unrealised for r in results),
-            "vertices": sum(r.vertices for r in results),
-            "member": sum(r.status == "member" for r in results),
-            "not_member": sum(r.status == "not_member" for r in results)}
+    return {
+        "programs": len(results),
+        "unknown": sum(r.status == "unknown" for r in results),
+        "inexact": sum(not r.exact for r in results),
+        "nearby_points": sum(r.samples for r in results),
+        "unsound": sum(r.unsound for r in results),
+        "unrealised": sum(r.unrealised for r in results),
+        "vertices": sum(r.vertices for r in results),
+        "member": sum(r.status == "member" for r in results),
+        "not_member": sum(r.status == "not_member" for r in results),
+    }

@@ -28,6 +28,7 @@ def rref_rows(rows: list[list[Fraction]]) -> list[list[Fraction]]:
     pivots: list[int] = []
     keep = []
     for r in rows:
+        r = [F(x) for x in r]
         v = list(r)
         for b, p in zip(basis, pivots):
             if v[p] != 0:
@@ -44,7 +45,7 @@ def rref_rows(rows: list[list[Fraction]]) -> list[list[Fraction]]:
 def solve(A: list[list[Fraction]], b: list[Fraction]) -> list[Fraction] | None:
     """Solve a square non-singular system exactly (None if singular)."""
     n = len(A)
-    M = [list(row) + [bb] for row, bb in zip(A, b)]
+    M = [[F(x) for x in row] + [F(bb)] for row, bb in zip(A, b)]
     for c in range(n):
         p = next((r for r in range(c, n) if M[r][c] != 0), None)
         if p is None:
@@ -61,7 +62,7 @@ def solve(A: list[list[Fraction]], b: list[Fraction]) -> list[Fraction] | None:
 
 def project_affine(M: list[list[Fraction]], b: list[Fraction], y0: list[Fraction]) -> list[Fraction] | None:
     """The point of {y : M y = b} nearest to y0, exactly (None if the system is inconsistent)."""
-    aug = rref_rows([list(r) + [bb] for r, bb in zip(M, b)])
+    aug = rref_rows([[F(x) for x in r] + [F(bb)] for r, bb in zip(M, b)])
     rows = [r[:-1] for r in aug]
     if any(all(x == 0 for x in r) for r in rows):
         return None  # 0 = nonzero: inconsistent
@@ -111,7 +112,7 @@ def nonneg_solution(
 
 def null_space(A: list[list[Fraction]], ncols: int) -> list[list[Fraction]]:
     """A basis of {x : A x = 0} (exact reduced row echelon form)."""
-    M = [list(r) for r in A if any(x != 0 for x in r)]
+    M = [[F(x) for x in r] for r in A if any(x != 0 for x in r)]
     pivots = []
     r = 0
     for c in range(ncols):
