@@ -16,7 +16,6 @@ first-order test cannot certify the outcome (second-order site).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any, Callable
 
 _STACK: list["Ctx"] = []
@@ -106,7 +105,3 @@ def current() -> Ctx:
 
 def convention(name: str, default=None):
     return current().conventions.get(name, default)
-
-
-def frac(x) -> Fraction:
-    return Fraction(x)

@@ -256,7 +256,3 @@ def smooth(x, f_val, f_der):
         return f_val(x)
     d = f_der(x.v)
     return mk(f_val(x.v), _gscale(x.g, d), False if x.g else x.lin)
-
-
-def with_tangent(v, g: dict, lin: bool):
-    return mk(v, g, lin)

@@ -337,9 +337,5 @@ def _convolution(x, weight, bias, stride, padding, dilation, transposed, output_
     return out if batched else out[0]
 
 
-def is_const_array(a: np.ndarray) -> bool:
-    return all(not hasattr(x, "g") for x in a.reshape(-1))
-
-
 def values(a: np.ndarray) -> np.ndarray:
     return objmap(val, a)
