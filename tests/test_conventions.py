@@ -158,3 +158,53 @@ def test_api_bad_input():
 def test_cuda_matches_cpu():
     res = cv.run_matrix(None, ALL_DTYPES, ["cpu", "cuda"], ["eager"])
     assert not cv.differences(res), cv.differences(res)
+
+
+def _small_matrix(monkeypatch):
+    real_run, real_build = cv.run_matrix, cv.build_cases
+    few = ["relu", "amax", "clamp_tensor"]
+    monkeypatch.setattr(cv, "build_cases", lambda ops=None: real_build(ops or few))
+    fast = lambda *a, **k: real_run(*a, **{**k, "compile_backend": "aot_eager"})  # noqa: E731
+    monkeypatch.setattr(cv, "run_matrix", fast)
+
+
+def test_report_section_quick_with_gpu_data(monkeypatch, tmp_path):
+    from nsverify.report import RunContext
+    from nsverify.sections import conventions as sec
+
+    _small_matrix(monkeypatch)
+    monkeypatch.setattr(sec, "DTYPES", ("float16", "float32"))
+    fake = cv.run_matrix(["relu"], ["float32"], ["cpu"], ["eager"])
+    data = cv.to_json(fake, {"device_name": "FakeGPU"})
+    for r in data["results"]:
+        r["device"], r["rule"] = "cuda", "right"  # pretend the GPU differs
+    path = tmp_path / "conventions.json"
+    path.write_text(json.dumps(data))
+    monkeypatch.setattr(sec, "GPU_DATA", path)
+    out = sec.conventions_section(RunContext(quick=True, section="conventions"))
+    json.dumps(out)
+    keys = [m["key"] for m in out["data"]["metrics"]]
+    assert "relu|x=0|float32|cpu|eager" in keys and "relu|x=0|float16|cpu|jvp" in keys
+    assert "relu|x=0|float32|cpu|compile" in keys and "relu|x=0|float16|cpu|compile" not in keys
+    assert "relu|x=0|float32|cuda|eager" in keys
+    assert len(keys) == len(set(keys))
+    assert all(m["kind"] in ("convention", "counterexample", "info") for m in out["data"]["metrics"])
+    assert out["claims"][0]["held"] and out["claims"][1]["held"]
+    assert "CUDA" in out["claims"][-1]["claim"] and out["claims"][-1]["held"] is False
+    assert "clamp_tensor (min == max > x)" in out["summary"]
+    # without GPU data the section says so
+    monkeypatch.setattr(sec, "GPU_DATA", tmp_path / "missing.json")
+    monkeypatch.setattr(sec, "DTYPES", ("float32",))
+    assert "No GPU data" in sec.conventions_section(RunContext(quick=True, section="conventions"))["summary"]
+
+
+def test_gpu_script_smoke(tmp_path):
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gpu" / "conventions.py"
+    mod = runpy.run_path(str(script))
+    assert mod["main"](["--out", str(tmp_path), "--smoke", "--compile-budget", "60"]) == 0
+    data = json.loads((tmp_path / "conventions.json").read_text())
+    assert data["schema"] == cv.SCHEMA and data["meta"]["smoke"] and not data["unexpected"]
+    assert {r["mode"] for r in data["results"]} == {"eager", "func", "jvp", "compile"}
