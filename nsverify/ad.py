@@ -117,10 +117,17 @@ def _dynamic_guard(fn, dynamic: bool):
 # ReLU with ReLU'(0) = s
 # ----------------------------------------------------------------------------------------------------
 def _relu_s_derivative_apply(x, g, s):
-    """g * (1[x>0] + s 1[x==0]), with NaN inputs propagating g like PyTorch's threshold_backward."""
-    zero = torch.zeros((), dtype=g.dtype, device=g.device)
-    at_kink = g * s if s != 1 else g
-    return torch.where(x == 0, at_kink if s != 0 else zero, torch.where(x < 0, zero, g))
+    """g * (1[x>0] + s 1[x==0]); NaN inputs propagate g like PyTorch's threshold_backward.
+
+    PyTorch's own fused kernel does the x != 0 part; the zero entries (rare in real data) are patched only
+    when present (always, under vmap/tracing, where their presence cannot be inspected)."""
+    out = torch.ops.aten.threshold_backward(g, x, 0)
+    if s == 0:
+        return out
+    at_zero = x == 0
+    if not _might_be_true(at_zero):
+        return out
+    return torch.where(at_zero, g * s if s != 1 else g, out)
 
 
 class _ReLUS(torch.autograd.Function):
