@@ -318,14 +318,11 @@ class _TieWindows:
             self.view_shape = (n, c, ho, k[0], wo, k[1])
             self.win_shape = (n, c, ho, 1, wo, 1)
             xv = x[..., : ho * k[0], : wo * k[1]].reshape(self.view_shape)
-            # plain tensors: compare straight into a float buffer, later scaled in place (fewest passes);
-            # functorch-wrapped ones (vmap, grad) cannot take out=/in-place: the same values, out of place
+            # a bool compare then one conversion is faster than comparing into a float buffer (measured);
+            # the float mask is later scaled in place into the gradient, except for functorch-wrapped
+            # tensors (vmap, grad), which cannot be written in place
             self.plain = not _is_wrapped(x)
-            if self.plain:
-                self.maskf = torch.empty(self.view_shape, dtype=x.dtype, device=x.device)
-                torch.eq(xv, out.reshape(self.win_shape), out=self.maskf)
-            else:
-                self.maskf = (xv == out.reshape(self.win_shape)).to(x.dtype)
+            self.maskf = (xv == out.reshape(self.win_shape)).to(x.dtype)
             flat = self.maskf.reshape(n, c, ho * k[0], wo * k[1])
             self.count = F.avg_pool2d(flat, k, divisor_override=1)
         else:
