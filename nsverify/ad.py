@@ -535,7 +535,20 @@ class _NormPool2d(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         x, k, program = inputs
         ctx.save_for_backward(x, output)
+        ctx.save_for_forward(x, output)
         ctx.k, ctx.program = k, program
+
+    @staticmethod
+    def jvp(ctx, t, _k, _p):
+        x, out = ctx.saved_tensors
+        k = ctx.k
+        n, c, ho, wo = out.shape
+        crop = lambda a: a[..., : ho * k[0], : wo * k[1]].reshape(n, c, ho, k[0], wo, k[1])  # noqa: E731
+        xv, tv = crop(x), crop(t)
+        zero_win = out == 0
+        smooth = (xv * tv).sum((3, 5)) / torch.where(zero_win, 1, out)
+        at_zero = tv[:, :, :, 0, :, 0] if _resolve(ctx.program, "normpool") == "Q" else torch.zeros_like(out)
+        return torch.where(zero_win, at_zero, smooth)
 
     @staticmethod
     def backward(ctx, g):
