@@ -322,9 +322,19 @@ class _TieWindows:
             # the float mask is later scaled in place into the gradient, except for functorch-wrapped
             # tensors (vmap, grad), which cannot be written in place
             self.plain = not _is_wrapped(x)
-            self.maskf = (xv == out.reshape(self.win_shape)).to(x.dtype)
-            flat = self.maskf.reshape(n, c, ho * k[0], wo * k[1])
-            self.count = F.avg_pool2d(flat, k, divisor_override=1)
+            mask = xv == out.reshape(self.win_shape)
+            self.maskf = mask.to(x.dtype)
+            if k[0] * k[1] < 256:  # tie counts as uint8 sums of the k*k strided mask slices (cheapest)
+                mu = mask.view(torch.uint8)
+                count = mu[:, :, :, 0, :, 0].clone()
+                for a in range(k[0]):
+                    for b in range(k[1]):
+                        if a or b:
+                            count += mu[:, :, :, a, :, b]
+                self.count = count.reshape(n, c, ho, wo)
+            else:
+                flat = self.maskf.reshape(n, c, ho * k[0], wo * k[1])
+                self.count = F.avg_pool2d(flat, k, divisor_override=1)
         else:
             hp = (ho - 1) * s[0] + d[0] * (k[0] - 1) + 1
             wp = (wo - 1) * s[1] + d[1] * (k[1] - 1) + 1
