@@ -74,3 +74,16 @@ def test_cross_entropy_backprop_intervals():
     for a, r in zip(b, ref):
         lo, hi = (a.lo, a.hi) if hasattr(a, "lo") else (a, a)
         assert float(lo) - 1e-12 <= r <= float(hi) + 1e-12
+
+
+def test_adaptive_max_pool_overlapping_windows():
+    import torch.nn.functional as Fn
+
+    x = torch.tensor([0.0, 1.0, 1.0, 2.0, 2.0, 0.0, 1.0, 0.0, 3.0], dtype=torch.float64)
+    wts = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)
+    f = lambda w: (Fn.adaptive_max_pool2d(w.reshape(1, 1, 3, 3), (2, 2)) * wts).sum()  # noqa: E731
+    b = exact_backprop(f, x)
+    assert b == exact_gradient(f, x)
+    wf = x.clone().requires_grad_(True)
+    f(wf).backward()
+    assert tuple(wf.grad.tolist()) == tuple(float(v) for v in b)  # first index, overlapping windows add up

@@ -236,6 +236,27 @@ def _max_pool_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mod
     return out
 
 
+@op("adaptive_max_pool2d_backward")
+def _adaptive_max_pool_backward(grad, x, indices):
+    """PyTorch's formula: each output's gradient goes to its recorded index (conventions: native only)."""
+    x, g = arr(x), arr(grad)
+    if context.convention("max_pool") not in (None, "first", "native"):
+        from ..errors import UnsupportedOpError
+
+        raise UnsupportedOpError(
+            "adaptive_max_pool2d: only the native (first index) convention is supported in reverse mode; use "
+            "exact_gradient (forward mode) for other conventions")
+    out = _filled(x.shape, F(0))
+    nsp = 2
+    lead = x.shape[:-nsp]
+    flat_out = out.reshape(lead + (-1,))
+    ind = np.asarray(indices)
+    for pos in np.ndindex(*g.shape):
+        L = pos[:-nsp]
+        flat_out[L + (int(ind[pos]),)] = flat_out[L + (int(ind[pos]),)] + g[pos]
+    return flat_out.reshape(x.shape)
+
+
 # ---------------------------------------------------------------------------------------------- convolution
 @op("convolution_backward")
 def _conv_backward(

@@ -10,12 +10,13 @@ never create spurious branches.
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 
 import numpy as np
 
 from ..errors import InexactError, UnsupportedOpError
-from ..registry import pool_out_size
+from ..registry import adaptive_windows, pool_out_size
 from . import context
 from .context import Site
 from .numbers import Aff, KinkZero, grad, is_lin, mk, sign, val
@@ -480,6 +481,39 @@ def _max_pool(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False)
     if name.endswith("with_indices"):
         return out, idx
     return out
+
+
+def adaptive_pool_windows(shape, output_size):
+    """Yield (output index, [(input index, flat spatial index)]) of an adaptive max pool (1-d or 2-d)."""
+    nsp = len(output_size)
+    lead, sp = tuple(shape[:-nsp]), tuple(shape[-nsp:])
+    wins = [adaptive_windows(sp[i], output_size[i]) for i in range(nsp)]
+    strides_in = np.cumprod((1,) + sp[::-1])[:-1][::-1]
+    for L in np.ndindex(*lead):
+        for o in np.ndindex(*output_size):
+            win = []
+            for q in itertools.product(*[wins[i][o[i]] for i in range(nsp)]):
+                win.append((L + tuple(q), int(sum(q[i] * strides_in[i] for i in range(nsp)))))
+            yield L + o, win
+
+
+@op("adaptive_max_pool2d", "adaptive_max_pool1d")
+def _adaptive_max_pool(x, output_size):
+    x = arr(x)
+    output_size = tuple(output_size)
+    shape = x.shape[: x.ndim - len(output_size)] + output_size
+    out = np.empty(shape, dtype=object)
+    idx = np.zeros(shape, dtype=np.int64)
+    conv = context.convention("max_pool")
+    rule = conv if conv is not None else tie_rule("adaptive_max_pool")
+    fx = context.current().float_arg(0)
+    if fx is not None and fx.shape != x.shape:
+        fx = None
+    for pos, win in adaptive_pool_windows(x.shape, output_size):
+        fv = [fx[q] for q, _ in win] if fx is not None else None
+        e, j = select([x[q] for q, _ in win], True, "max_pool", rule, pos, fv)
+        out[pos], idx[pos] = e, win[j][1]
+    return out, idx
 
 
 @op("sort")
