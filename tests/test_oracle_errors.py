@@ -80,3 +80,8 @@ def test_bad_on_limit_and_wrt():
         nsverify.check_gradient(lambda w: w.sum(), Z, on_limit="maybe")
     with pytest.raises(NsverifyError, match="wrt"):
         nsverify.check_module(torch.nn.Linear(1, 1), lambda o, t: o.sum(), Z[None], None, wrt="weights")
+
+
+def test_unsupported_smooth_op_named():
+    with pytest.raises(UnsupportedOpError, match=r"aten\.gelu.*sigmoid"):
+        nsverify.check_gradient(lambda w: torch.nn.functional.gelu(w).sum(), Z)

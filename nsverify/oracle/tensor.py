@@ -125,6 +125,11 @@ def wrap(x):
     return x
 
 
+def supported_ops() -> list[str]:
+    """ATen op names the exact interpreter evaluates (backward ops included)."""
+    return sorted({k.split(".")[0] for k, f in OPS.items() if not getattr(f, "unsupported", False)})
+
+
 def dispatch(func, args, kwargs):
     ctx = context.current()
     name = func.__name__  # e.g. "relu.default"
@@ -136,7 +141,7 @@ def dispatch(func, args, kwargs):
         raise UnsupportedOpError(
             f"op aten.{name} is not supported by the exact oracle. Rewrite the program with supported ops "
             f"(e.g. torch.where / torch.maximum / relu for piecewise-linear logic), or open an issue. "
-            f"Supported: {', '.join(sorted({k.split('.')[0] for k in OPS}))}."
+            f"Supported: {', '.join(supported_ops())}."
         )
     ctx.call += 1
     ctx.op_name = base
