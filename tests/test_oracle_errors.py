@@ -85,3 +85,26 @@ def test_bad_on_limit_and_wrt():
 def test_unsupported_smooth_op_named():
     with pytest.raises(UnsupportedOpError, match=r"aten\.gelu.*sigmoid"):
         nsverify.check_gradient(lambda w: torch.nn.functional.gelu(w).sum(), Z)
+
+
+def test_inplace_writes_through_views_and_constant_targets_rejected():
+    def f(w):
+        y = w * 1
+        y[0] = y[1] * 2  # copy_ into a select view
+        z = y.view(2, 2)
+        z[1].relu_()  # in-place on a view of a view
+        return (y * torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)).sum()
+
+    w = torch.tensor([1.0, 2.0, -3.0, 0.5], dtype=torch.float64)
+    v = nsverify.check_gradient(f, w)
+    wf = w.clone().requires_grad_(True)
+    f(wf).backward()
+    assert v.ad == tuple(wf.grad.tolist()) == tuple(float(x) for x in v.exact_ad)
+
+    def g(w):
+        buf = torch.zeros(2, dtype=torch.float64)
+        buf[0] = w[0]
+        return buf.sum()
+
+    with pytest.raises(UnsupportedOpError, match="in place.*torch.stack"):
+        nsverify.check_gradient(g, w)

@@ -154,9 +154,17 @@ def dispatch(func, args, kwargs):
         return out
     if base.endswith("_"):
         target = args[0]
-        if isinstance(target, ExactTensor):
-            target.arr = np.broadcast_to(out, target.arr.shape).copy() if isinstance(out, np.ndarray) else out
-            return target
+        if not isinstance(target, ExactTensor):
+            raise UnsupportedOpError(
+                f"aten.{name} writes values that depend on w into a constant tensor in place; the exact "
+                "oracle cannot follow that. Build the tensor out of place instead (torch.stack, torch.cat, "
+                "torch.where)")
+        if isinstance(out, np.ndarray) and target.arr.flags.writeable:
+            target.arr[...] = np.broadcast_to(out, target.arr.shape)  # write through numpy views
+        else:
+            target.arr = np.broadcast_to(out, target.arr.shape).copy() if isinstance(out, np.ndarray) else \
+                out
+        return target
     res = wrap(out)
     if fout is not None:
         _attach_shadow(res, fout)
