@@ -108,3 +108,12 @@ def test_inplace_writes_through_views_and_constant_targets_rejected():
 
     with pytest.raises(UnsupportedOpError, match="in place.*torch.stack"):
         nsverify.check_gradient(g, w)
+
+
+def test_time_limit_gives_unknown_or_raises():
+    w = torch.zeros(10, dtype=torch.float64)
+    f = lambda w: torch.relu(w).sum()  # noqa: E731
+    with pytest.raises(TooManyPieces, match="time limit"):
+        nsverify.check_gradient(f, w, time_limit=0.0)
+    v = nsverify.check_gradient(f, w, ad=[3.0] * 10, time_limit=0.0, on_limit="unknown")
+    assert v.status == "unknown" and "time limit" in v.reason

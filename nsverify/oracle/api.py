@@ -39,7 +39,7 @@ def check_gradient(
     conventions: dict | None = None,
     max_pieces: int = 10_000,
     on_limit: str = "raise",
-    time_limit: float | None = None,
+    time_limit: float | None = 600.0,
 ) -> Verdict:
     """Decide whether the AD of ``fn`` at ``w`` lies in the Clarke subdifferential of the real function.
 
