@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from .linalg import nonneg_solution, null_space, rationalize, sdot
+from .linalg import nonneg_solution, null_space, rationalize
 
 F = Fraction
 
@@ -35,18 +35,21 @@ def holds(rows: list[dict], d: dict | None) -> bool:
         return not rows
     if not all(isinstance(x, (int, Fraction)) for x in d.values()):
         return False  # floats are never accepted in a certificate
-    return all(_positive(sdot(a, _Dense(d))) for a in rows)
+    get = d.get
+    return all(_positive(sum([c * get(k, 0) for k, c in a.items()])) for a in rows)  # ints stay ints
 
 
 def _positive(x) -> bool:
-    """Exactly positive (Fraction), or provably positive (interval entirely above 0)."""
+    """Exactly positive (int/Fraction), or provably positive (interval entirely above 0)."""
+    if type(x) is int:
+        return x > 0
     from .numbers import Ival, sign
 
     if isinstance(x, Ival):
         return sign(x) == 1
-    if not isinstance(x, (int, Fraction)):
-        return False
-    return x > 0
+    if isinstance(x, (int, Fraction)):
+        return x > 0
+    return False
 
 
 def primitive(row: dict) -> dict:
@@ -69,18 +72,6 @@ def primitive(row: dict) -> dict:
     for v in ints.values():
         g = math.gcd(g, v)
     return {k: v // g for k, v in ints.items()} if g > 1 else ints
-
-
-class _Dense:
-    """Sparse dict read as a dense vector (missing entries are 0)."""
-
-    __slots__ = ("d",)
-
-    def __init__(self, d):
-        self.d = d
-
-    def __getitem__(self, k):
-        return self.d.get(k, 0)
 
 
 def feasible(rows: list[dict], stats: ConeStats):
