@@ -129,7 +129,8 @@ def _fit_exponent(ps, ratios) -> float:
     return sum((a - mx) * (b - my) for a, b in zip(xs, ys)) / sum((a - mx) ** 2 for a in xs)
 
 
-def measure_scaling(ps=(16, 32, 64, 128, 256, 512, 1024), reps: int = 5, dtype=None, seed: int = 0) -> dict:
+def measure_scaling(ps=(16, 32, 64, 128, 256, 512, 1024), reps: int = 5, dtype=None, seed: int = 0,
+                    fit_min_p: int = 64) -> dict:
     """Time p directional derivatives at the kink x = 0 (3 matrix-matrix products, the natural program) against
     F and its full gradient at a smooth point (3 matrix-vector products and their backward), side by side.
 
@@ -137,6 +138,8 @@ def measure_scaling(ps=(16, 32, 64, 128, 256, 512, 1024), reps: int = 5, dtype=N
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    if len(ps) < 2:
+        raise NsverifyError(f"fitting an exponent needs at least two sizes p, got {list(ps)}.")
     dtype = dtype or torch.float32
     g = torch.Generator().manual_seed(seed)
     rows = []
@@ -173,7 +176,9 @@ def measure_scaling(ps=(16, 32, 64, 128, 256, 512, 1024), reps: int = 5, dtype=N
         fg = fc.get_total_flops()
         rows.append(dict(p=p, t_dirs=td, t_grad=tg, ratio_wall=td / tg, flops_dirs=fd, flops_grad=fg,
                          ratio_flops=fd / fg))
-    fit_from = [r for r in rows if r["p"] >= 64] or rows
+    fit_from = [r for r in rows if r["p"] >= fit_min_p]
+    if len(fit_from) < 2:
+        fit_from = rows
     return dict(rows=rows,
                 exponent_wall=_fit_exponent([r["p"] for r in fit_from], [r["ratio_wall"] for r in fit_from]),
                 exponent_flops=_fit_exponent([r["p"] for r in fit_from], [r["ratio_flops"] for r in fit_from]),

@@ -27,6 +27,8 @@ class Program:
     nodes: list[Node] = field(default_factory=list)
 
     def __post_init__(self):
+        if not isinstance(self.p, int) or self.p < 1:
+            raise NsverifyError(f"a program needs p >= 1 inputs (got p={self.p!r}).")
         if self.nodes:
             self.validate()
 
