@@ -1,4 +1,5 @@
 """Hardness: Lemma 3, the 3-SAT reduction (Theorem 6), exact Clarke vs SAT, Proposition 4 vs brute force."""
+
 import itertools
 import math
 import random
@@ -9,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsverify.costs.bouligand import bouligand_set
+from nsverify.costs.checks import random_relu_net
 from nsverify.costs.prop4 import ad_set_two, ad_set_vertices
 from nsverify.costs.relunet import ReluNet, max_network, sat_network
 from nsverify.costs.sat import brute_force_sat, random_3cnf, satisfies
@@ -22,7 +24,7 @@ def test_lemma3_max_network(k):
     net = max_network(k)
     rng = random.Random(k)
     for _ in range(20):
-        x = [Fraction(rng.randint(-20, 20), rng.randint(1, 5)) for _ in range(2 ** k)]
+        x = [Fraction(rng.randint(-20, 20), rng.randint(1, 5)) for _ in range(2**k)]
         assert net(x) == max(x)
     assert net.n_relu_layers == k
     assert max(net.widths) <= 3 * 2 ** (k - 1)
@@ -35,22 +37,22 @@ def test_sat_network_shape_sign_and_truth_table(p, n, seed):
     clauses = random_3cnf(p, n, seed)
     net = sat_network(clauses, p)
     n2 = 2 ** math.ceil(math.log2(n)) if n > 1 else 1
-    assert net.n_relu_layers == int(math.log2(n2)) + 3                         # log2(n) + 3 ReLU layers
-    assert max(net.widths) <= 6 * n2                                           # width <= 6n
+    assert net.n_relu_layers == int(math.log2(n2)) + 3  # log2(n) + 3 ReLU layers
+    assert max(net.widths) <= 6 * n2  # width <= 6n
     assert net.entries() <= {-1, 0, 1}
     assert net([0] * p) == 0
     rng = random.Random(seed)
     for _ in range(10):
         assert net([Fraction(rng.randint(-9, 9), 4) for _ in range(p)]) >= 0
-    for x in itertools.product((-1, 1), repeat=p):                            # F(x) > 0 iff pi(b) = 1
+    for x in itertools.product((-1, 1), repeat=p):  # F(x) > 0 iff pi(b) = 1
         assert (net(list(x)) > 0) == satisfies(clauses, [v > 0 for v in x])
 
 
 FORMULAS = [
     ([(1, 2, -3)], 3),
-    ([(1, 1, 1), (-1, -1, -1)], 1),                                  # unsatisfiable
-    ([(1, 2, 2), (-1, -1, -2), (1, -2, -2)], 2),                     # satisfiable: x1 true, x2 false
-    ([(1, 2, 2), (-1, -1, 2), (1, -2, -2), (-1, -2, -2)], 2),        # unsatisfiable
+    ([(1, 1, 1), (-1, -1, -1)], 1),  # unsatisfiable
+    ([(1, 2, 2), (-1, -1, -2), (1, -2, -2)], 2),  # satisfiable: x1 true, x2 false
+    ([(1, 2, 2), (-1, -1, 2), (1, -2, -2), (-1, -2, -2)], 2),  # unsatisfiable
 ]
 
 
@@ -93,20 +95,10 @@ def test_exact_enumeration_fails_clearly_past_its_limit():
         bouligand_set(net, [0, 0, 0], max_regions=3)
 
 
-def _random_net(rng):
-    widths = [rng.randint(1, 4) for _ in range(rng.randint(1, 3))]
-    p = rng.randint(1, 3)
-    dims = [p] + widths + [1]
-    mats = [[[rng.choice([-1, 0, 0, 1, 2]) for _ in range(dims[i])] for _ in range(dims[i + 1])]
-            for i in range(len(dims) - 1)]
-    relu = [[rng.random() < 0.8 for _ in range(w)] for w in widths]
-    return ReluNet(mats, relu), [rng.choice([0, 0, 1, -1]) for _ in range(p)]
-
-
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 10 ** 6))
+@given(st.integers(0, 10**6))
 def test_prop4_matches_brute_force_over_vertex_assignments(seed):
-    net, x = _random_net(random.Random(seed))
+    net, x = random_relu_net(random.Random(seed))
     verts = ad_set_vertices(net, x)
     res = ad_set_two(net, x)
     assert res.nonsingleton == (len(verts) > 1)
@@ -119,7 +111,7 @@ def test_prop4_matches_brute_force_over_vertex_assignments(seed):
 def test_ad_set_is_nontrivial_even_where_clarke_is_zero(clauses, p):
     net = sat_network(clauses, p)
     res = ad_set_two(net, [0] * p)
-    assert res.nonsingleton                       # D^a(0) has two elements ...
+    assert res.nonsingleton  # D^a(0) has two elements ...
     if len(clauses) == 1:
         assert len(ad_set_vertices(net, [0] * p)) > 1
     # ... whatever the satisfiability: Proposition 4 is polynomial, Clarke is NP-hard

@@ -1,4 +1,5 @@
-"""Interpreter properties: eqs 2.10/2.11, Theorem 3 / Corollary 2 bounds, forward = backward, torch agreement."""
+"""Interpreter properties: eqs 2.10/2.11, Theorem 3 / Corollary 2 bounds, forward = backward, torch."""
+
 from fractions import Fraction
 
 import pytest
@@ -20,9 +21,9 @@ FEW = settings(max_examples=25, deadline=None)
 def test_backprop_cost_is_eq_2_10_and_bounded_by_omega_b(seed, p, n_ops, model):
     prog = random_program(seed, p, n_ops)
     rep = backprop(prog, random_inputs(seed, p), model)
-    assert rep.cost_program == pytest.approx(prog.cost(model), rel=1e-12)          # eq 2.8
+    assert rep.cost_program == pytest.approx(prog.cost(model), rel=1e-12)  # eq 2.8
     assert rep.cost == pytest.approx(prog.cost_backprop_formula(model), rel=1e-12)  # eq 2.10
-    assert rep.cost <= prog.omega_b(model) * rep.cost_program * (1 + 1e-12)        # Theorem 3 (i)
+    assert rep.cost <= prog.omega_b(model) * rep.cost_program * (1 + 1e-12)  # Theorem 3 (i)
 
 
 @FEW
@@ -31,7 +32,7 @@ def test_relu_programs_backprop_at_most_five_times_cost(seed, p, n_ops):
     prog = random_program(seed, p, n_ops, ops=D_RELU)
     assert prog.ops_used() <= set(D_RELU)
     rep = backprop(prog, random_inputs(seed, p), UNIT)
-    assert rep.cost <= 5 * rep.cost_program                                        # Corollary 2
+    assert rep.cost <= 5 * rep.cost_program  # Corollary 2
     assert prog.omega_b(UNIT) <= 5
 
 
@@ -88,9 +89,9 @@ def test_selections_at_kinks_follow_the_thesis():
         prog.add(op, 0, param=1.0 if op == "elu" else None)
         return backprop(prog, [x]).derivative[0]
 
-    assert grad("relu", 0) == 0      # Example 1
-    assert grad("abs", 0) == -1      # Case 8: (-x, -1) unless x > 0
-    assert grad("elu", 0.0) == 1     # Case 9: branch x >= 0
+    assert grad("relu", 0) == 0  # Example 1
+    assert grad("abs", 0) == -1  # Case 8: (-x, -1) unless x > 0
+    assert grad("elu", 0.0) == 1  # Case 9: branch x >= 0
 
 
 def test_bad_programs_raise_clear_errors():

@@ -1,4 +1,5 @@
 """Tables 2.1-2.3 recomputed: what reproduces and exactly where the published bounds fail."""
+
 from nsverify.costs.tables import failures, recompute, status
 
 ROWS = recompute()

@@ -4,6 +4,7 @@
 forward sweep of Algorithm 2, counting every primitive as it executes.  Works over any number type that
 supports + and * (float, fractions.Fraction for the rational ops).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -20,9 +21,9 @@ from .program import Program
 class CostReport:
     value: Any
     derivative: list
-    cost_program: float            # eq 2.8, counted while running Algorithm 1
-    cost_alg1prime: float          # eq 2.9, counted while running Algorithm 1'
-    cost_sweep: float              # counted in the backward/forward loop of Algorithm 2
+    cost_program: float  # eq 2.8, counted while running Algorithm 1
+    cost_alg1prime: float  # eq 2.9, counted while running Algorithm 1'
+    cost_sweep: float  # counted in the backward/forward loop of Algorithm 2
     counts: Counter = field(default_factory=Counter)
 
     @property

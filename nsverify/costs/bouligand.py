@@ -1,12 +1,13 @@
 """Exact Bouligand (and hence Clarke) set of a ReLU network (2.13) at a point, by enumerating the activation
 patterns realised by open regions around the point, with exact rational LPs (:mod:`.exact_lp`).
 
-Near x0, F(x0 + d) is positively homogeneous piecewise linear in d; a neuron whose pre-activation is nonzero at
-x0 keeps its sign, a ReLU neuron with zero pre-activation splits on the sign of a linear form in d.  Each open
-cone of the split carries one gradient; the Bouligand set is the set of those gradients and the Clarke set
-their convex hull.  The number of cones is exponential in the worst case (Theorem 5-6): ``max_regions`` bounds
+Near x0, F(x0 + d) is positively homogeneous piecewise linear in d; a neuron whose pre-activation is nonzero
+at x0 keeps its sign, a ReLU neuron with zero pre-activation splits on the sign of a linear form in d.  Each
+open cone of the split carries one gradient; the Bouligand set is the set of those gradients and the Clarke
+set their convex hull.  The number of cones is exponential in the worst case (Theorem 5-6): ``max_regions`` bounds
 the work and :class:`~nsverify.errors.TooManyPieces` is raised beyond it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,8 +24,8 @@ Vec = tuple[Fraction, ...]
 
 @dataclass
 class BouligandResult:
-    gradients: set[Vec]      # the Bouligand set (exact)
-    regions: int             # open cones enumerated
+    gradients: set[Vec]  # the Bouligand set (exact)
+    regions: int  # open cones enumerated
     lp_calls: int
 
     @property
@@ -53,7 +54,7 @@ def _ray_witness(rows, w, k):
     """Cheap exact try before an LP: move the witness w along k, staying strictly inside rows."""
     kk = sum(v * v for v in k)
     kw = sum(a * b for a, b in zip(k, w))
-    t_lo = -Fraction(kw) / kk                      # need t > t_lo for k . (w + t k) > 0
+    t_lo = -Fraction(kw) / kk  # need t > t_lo for k . (w + t k) > 0
     t_hi = None
     for c in rows:
         ck = sum(a * b for a, b in zip(c, k))
@@ -106,28 +107,39 @@ def bouligand_set(net: ReluNet, x0: Sequence, max_regions: int = 20_000) -> Boul
                         neg = tuple(-v for v in key)
                         for sgn, k2 in ((1, key), (-1, neg)):
                             if tuple(-v for v in k2) in cs:
-                                continue                      # opposite sign already imposed
+                                continue  # opposite sign already imposed
                             if k2 in cs:
                                 w2 = w
                             elif sum(s * t for s, t in zip(k2, w)) > 0:
-                                w2 = w                         # the current witness already satisfies it
+                                w2 = w  # the current witness already satisfies it
                             else:
                                 w2 = _ray_witness(rw, w, k2)
                                 if w2 is None:
                                     w2 = feasible(cs | {k2}, rw + [list(k2)])
                                 if w2 is None:
                                     continue
-                            grown.append((ov + [0], of + [a[u] if sgn > 0 else zero],
-                                          cs | {k2}, rw if k2 in cs else rw + [list(k2)], w2))
+                            grown.append(
+                                (
+                                    ov + [0],
+                                    of + [a[u] if sgn > 0 else zero],
+                                    cs | {k2},
+                                    rw if k2 in cs else rw + [list(k2)],
+                                    w2,
+                                )
+                            )
                 partial = grown
                 if len(partial) > max_regions:
                     raise TooManyPieces(
-                        f"exact Clarke enumeration passed {max_regions} activation regions at a layer of width "
-                        f"{len(M)} (input dimension {p}): the problem is NP-hard in general (Theorem 6). Use a "
-                        f"smaller instance, raise max_regions, or use the polynomial AD set (prop4.ad_set_two).")
+                        f"exact Clarke enumeration passed {max_regions} activation regions at a layer of "
+                        f"width {len(M)} (input dimension {p}): the problem is NP-hard in general "
+                        f"(Theorem 6). Use a smaller instance, raise max_regions, or use the polynomial AD "
+                        f"set (prop4.ad_set_two)."
+                    )
             new_states += [(ov, of, cs, rw, w) for ov, of, cs, rw, w in partial]
         states = new_states
     last = net.mats[-1][0]
-    grads = {tuple(Fraction(sum(c * f[j] for c, f in zip(last, forms))) for j in range(p))
-             for _, forms, _, _, _ in states}
+    grads = {
+        tuple(Fraction(sum(c * f[j] for c, f in zip(last, forms))) for j in range(p))
+        for _, forms, _, _, _ in states
+    }
     return BouligandResult(grads, len(states), lp_calls)

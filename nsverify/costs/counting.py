@@ -17,6 +17,7 @@ compare    comparison of two numbers              c_relu
 
 With ``c_nonlin = c_relu = 1`` this is Assumption 1 (every operation of D'_ReLU has unit cost).
 """
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,10 @@ class CostModel:
         for name in ("c_nonlin", "c_relu"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise NsverifyError(f"CostModel.{name}={v!r} must be a finite number >= 0 "
-                                    f"(the paper uses c_nonlin >= 1, c_ReLU >= 0).")
+                raise NsverifyError(
+                    f"CostModel.{name}={v!r} must be a finite number >= 0 "
+                    f"(the paper uses c_nonlin >= 1, c_ReLU >= 0)."
+                )
 
     def cost(self, primitive: str) -> float:
         if primitive in ("add", "mul", "addc", "mulc"):
@@ -85,8 +88,10 @@ class OpCounter:
     def inv(self, a):
         self.tick("inv")
         if a == 0:
-            raise NsverifyError("inv(0): the program divides by zero at this input; choose an input where "
-                                "every inv argument is nonzero.")
+            raise NsverifyError(
+                "inv(0): the program divides by zero at this input; choose an input where "
+                "every inv argument is nonzero."
+            )
         return 1 / a
 
     def exp(self, a):
@@ -96,7 +101,9 @@ class OpCounter:
     def log(self, a):
         self.tick("log")
         if a <= 0:
-            raise NsverifyError(f"log({a}) outside the domain: choose inputs where every log argument is > 0.")
+            raise NsverifyError(
+                f"log({a}) outside the domain: choose inputs where every log argument is > 0."
+            )
         return math.log(a)
 
     def sign_positive(self, a) -> bool:

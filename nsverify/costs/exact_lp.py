@@ -4,6 +4,7 @@ over fractions.Fraction with Bland's rule, so it terminates and is exact).
 The system is feasible iff C d >= 1 is (scale any strict solution).  Used by :mod:`.bouligand` to decide which
 activation patterns of a ReLU network are realised by open regions.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -30,21 +31,33 @@ def _float_certificate(C, p):
     A = np.array([[float(v) for v in row] for row in C])
     m = len(C)
     # maximise t subject to C d >= t, -1 <= d <= 1, t <= 1
-    res = linprog(np.r_[np.zeros(p), -1.0], A_ub=np.c_[-A, np.ones(m)], b_ub=np.zeros(m),
-                  bounds=[(-1, 1)] * p + [(None, 1)], method="highs")
+    res = linprog(
+        np.r_[np.zeros(p), -1.0],
+        A_ub=np.c_[-A, np.ones(m)],
+        b_ub=np.zeros(m),
+        bounds=[(-1, 1)] * p + [(None, 1)],
+        method="highs",
+    )
     if res.status == 0 and -res.fun > 1e-7:
-        d = [Fraction(v).limit_denominator(10 ** 6) for v in res.x[:p]]
+        d = [Fraction(v).limit_denominator(10**6) for v in res.x[:p]]
         if all(sum(Fraction(c) * v for c, v in zip(row, d)) > 0 for row in C):
             return True, d
         return None
     # Gordan: y >= 0, sum y = 1, C^T y = 0
-    res = linprog(np.zeros(m), A_eq=np.r_[A.T, np.ones((1, m))], b_eq=np.r_[np.zeros(p), 1.0],
-                  bounds=[(0, None)] * m, method="highs")
+    res = linprog(
+        np.zeros(m),
+        A_eq=np.r_[A.T, np.ones((1, m))],
+        b_eq=np.r_[np.zeros(p), 1.0],
+        bounds=[(0, None)] * m,
+        method="highs",
+    )
     if res.status != 0:
         return None
     support = [i for i in range(m) if res.x[i] > 1e-9]
-    y = _solve_exact([[Fraction(C[i][j]) for i in support] for j in range(p)] + [[Fraction(1)] * len(support)],
-                     [Fraction(0)] * p + [Fraction(1)])
+    y = _solve_exact(
+        [[Fraction(C[i][j]) for i in support] for j in range(p)] + [[Fraction(1)] * len(support)],
+        [Fraction(0)] * p + [Fraction(1)],
+    )
     if y is None or any(v < 0 for v in y):
         return None
     if any(sum(Fraction(C[i][j]) * v for i, v in zip(support, y)) != 0 for j in range(p)) or sum(y) != 1:

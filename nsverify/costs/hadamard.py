@@ -1,13 +1,15 @@
-"""Theorem 4 (thesis 001 L701-710, proof L926-958): p directional derivatives at a kink cost like a matrix product.
+"""Theorem 4 (thesis 001 L701-710, proof L926-958): p directional derivatives at a kink cost like a matrix
+product.
 
 F(x, B, M) = (1/p) sum_i |[U B^T M x]_i| with U a p x p Sylvester-Hadamard matrix (entries +-1, orthogonal
-columns of squared norm p).  On the open set S where sign(U B^T M a_i) = u_i (2.12), the directional derivative
-at the kink x = 0 is F'(0; a_i) = b_i^T M a_i, so the p directional derivatives along the columns of A sum to
-Tr(M A B^T), whose gradient in M is B A^T: computing them is as hard as a matrix product.
+columns of squared norm p).  On the open set S where sign(U B^T M a_i) = u_i (2.12), the directional
+derivative at the kink x = 0 is F'(0; a_i) = b_i^T M a_i, so the p directional derivatives along the
+columns of A sum to Tr(M A B^T), whose gradient in M is B A^T: computing them is as hard as a matrix product.
 
 Exact pieces (Fractions) serve the property tests; :func:`measure_scaling` times p directional derivatives at
 the kink against one gradient at a smooth point and fits the exponent of their ratio in p.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,7 +24,9 @@ from .program import Program
 def sylvester(p: int) -> list[list[int]]:
     """The p x p Sylvester-Hadamard matrix (p a power of 2)."""
     if p < 1 or p & (p - 1):
-        raise NsverifyError(f"the Hadamard construction needs p a power of 2 (got p={p}); use 1, 2, 4, 8, ...")
+        raise NsverifyError(
+            f"the Hadamard construction needs p a power of 2 (got p={p}); use 1, 2, 4, 8, ..."
+        )
     H = [[1]]
     while len(H) < p:
         H = [r + r for r in H] + [r + [-v for v in r] for r in H]
@@ -62,8 +66,10 @@ def F_exact(x, B, M, U) -> Fraction:
 def directions_in_S(B, M, U, R):
     """Columns a_i with U B^T M a_i = u_i * r_i (r_i > 0 entrywise), so sign(U B^T M a_i) = u_i: (2.12)."""
     p = len(U)
-    K = [[sum(U[i][k] * sum(B[l][k] * M[l][j] for l in range(p)) for k in range(p)) for j in range(p)]
-         for i in range(p)]  # U B^T M
+    K = [
+        [sum(U[i][k] * sum(B[l][k] * M[l][j] for l in range(p)) for k in range(p)) for j in range(p)]
+        for i in range(p)
+    ]  # U B^T M
     cols = []
     for i in range(p):
         if any(r <= 0 for r in R[i]):
@@ -109,9 +115,9 @@ def program_PF(p: int) -> Program:
             acc = t if acc is None else prog.add("add", acc, t)
         return acc
 
-    y = [dot([prog.add("mul", Mi(r, c), X[c]) for c in range(p)]) for r in range(p)]           # M x
-    z = [dot([prog.add("mul", Bi(c, r), y[c]) for c in range(p)]) for r in range(p)]           # B^T y
-    w = [dot([prog.add("mulc", z[c], param=U[r][c]) for c in range(p)]) for r in range(p)]           # U z
+    y = [dot([prog.add("mul", Mi(r, c), X[c]) for c in range(p)]) for r in range(p)]  # M x
+    z = [dot([prog.add("mul", Bi(c, r), y[c]) for c in range(p)]) for r in range(p)]  # B^T y
+    w = [dot([prog.add("mulc", z[c], param=U[r][c]) for c in range(p)]) for r in range(p)]  # U z
     absv = []
     for v in w:
         neg = prog.add("mulc", v, param=-1)
@@ -122,6 +128,7 @@ def program_PF(p: int) -> Program:
 
 # ---------------- cost-scaling measurement ----------------
 
+
 def _fit_exponent(ps, ratios) -> float:
     xs = [math.log(p) for p in ps]
     ys = [math.log(r) for r in ratios]
@@ -129,10 +136,12 @@ def _fit_exponent(ps, ratios) -> float:
     return sum((a - mx) * (b - my) for a, b in zip(xs, ys)) / sum((a - mx) ** 2 for a in xs)
 
 
-def measure_scaling(ps=(16, 32, 64, 128, 256, 512, 1024), reps: int = 5, dtype=None, seed: int = 0,
-                    fit_min_p: int = 64) -> dict:
-    """Time p directional derivatives at the kink x = 0 (3 matrix-matrix products, the natural program) against
-    F and its full gradient at a smooth point (3 matrix-vector products and their backward), side by side.
+def measure_scaling(
+    ps=(16, 32, 64, 128, 256, 512, 1024), reps: int = 5, dtype=None, seed: int = 0, fit_min_p: int = 64
+) -> dict:
+    """Time p directional derivatives at the kink x = 0 (3 matrix-matrix products, the natural program)
+    against F and its full gradient at a smooth point (3 matrix-vector products and their backward), side by
+    side.
 
     Returns per-p wall-clock and FLOP ratios (FLOPs from torch.utils.flop_counter) and fitted exponents."""
     import torch
@@ -150,10 +159,10 @@ def measure_scaling(ps=(16, 32, 64, 128, 256, 512, 1024), reps: int = 5, dtype=N
         A = torch.randn(p, p, generator=g, dtype=dtype)
         x = torch.randn(p, 1, generator=g, dtype=dtype)
 
-        def dirs():
+        def dirs(U=U, B=B, M=M, A=A, p=p):
             return (U @ (B.T @ (M @ A))).abs().sum(0) / p
 
-        def grad():
+        def grad(U=U, B=B, M=M, x=x, p=p):
             xx, BB, MM = (t.detach().requires_grad_(True) for t in (x, B, M))
             out = (U @ (BB.T @ (MM @ xx))).abs().sum() / p
             return torch.autograd.grad(out, (xx, BB, MM))
@@ -174,12 +183,24 @@ def measure_scaling(ps=(16, 32, 64, 128, 256, 512, 1024), reps: int = 5, dtype=N
         with FlopCounterMode(display=False) as fc:
             grad()
         fg = fc.get_total_flops()
-        rows.append(dict(p=p, t_dirs=td, t_grad=tg, ratio_wall=td / tg, flops_dirs=fd, flops_grad=fg,
-                         ratio_flops=fd / fg))
+        rows.append(
+            dict(
+                p=p,
+                t_dirs=td,
+                t_grad=tg,
+                ratio_wall=td / tg,
+                flops_dirs=fd,
+                flops_grad=fg,
+                ratio_flops=fd / fg,
+            )
+        )
     fit_from = [r for r in rows if r["p"] >= fit_min_p]
     if len(fit_from) < 2:
         fit_from = rows
-    return dict(rows=rows,
-                exponent_wall=_fit_exponent([r["p"] for r in fit_from], [r["ratio_wall"] for r in fit_from]),
-                exponent_flops=_fit_exponent([r["p"] for r in fit_from], [r["ratio_flops"] for r in fit_from]),
-                fit_range=[fit_from[0]["p"], fit_from[-1]["p"]], dtype=str(dtype).removeprefix("torch."))
+    return dict(
+        rows=rows,
+        exponent_wall=_fit_exponent([r["p"] for r in fit_from], [r["ratio_wall"] for r in fit_from]),
+        exponent_flops=_fit_exponent([r["p"] for r in fit_from], [r["ratio_flops"] for r in fit_from]),
+        fit_range=[fit_from[0]["p"], fit_from[-1]["p"]],
+        dtype=str(dtype).removeprefix("torch."),
+    )

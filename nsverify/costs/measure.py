@@ -5,6 +5,7 @@ The operation-count model of the thesis predicts a ratio <= 5 that is flat in de
 Corollary 2, Fig. 2.1).  FLOP counts of matmuls/convolutions give about 3 (one product forward, two backward);
 wall-clock adds memory traffic, kernel launch and dtype effects, which the op-count model does not describe.
 """
+
 from __future__ import annotations
 
 import time
@@ -63,7 +64,8 @@ def flop_ratio(model: nn.Module, x: torch.Tensor) -> dict:
 
 
 def wall_ratio(model: nn.Module, x: torch.Tensor, reps: int = 5, warmup: int = 2) -> dict:
-    """Wall-clock of forward (autograd on, as in training) and of forward+backward, interleaved, min of reps."""
+    """Wall-clock of forward (autograd on, as in training) and of forward+backward, interleaved; min of
+    the repeats (robust to other load)."""
     device = x.device
 
     def fwd():
@@ -93,8 +95,17 @@ def measure(model: nn.Module, x: torch.Tensor, reps: int = 5) -> dict:
     return out
 
 
-def mlp_row(depth: int, width: int, dtype="float32", device="cpu", batch: int = 64, d_in: int = 784,
-            d_out: int = 10, reps: int = 5, seed: int = 0) -> dict:
+def mlp_row(
+    depth: int,
+    width: int,
+    dtype="float32",
+    device="cpu",
+    batch: int = 64,
+    d_in: int = 784,
+    d_out: int = 10,
+    reps: int = 5,
+    seed: int = 0,
+) -> dict:
     """One MLP measurement: ``depth`` hidden layers of ``width`` units."""
     dt, dev = parse_dtype(dtype), parse_device(device)
     torch.manual_seed(seed)
@@ -105,14 +116,21 @@ def mlp_row(depth: int, width: int, dtype="float32", device="cpu", batch: int = 
     return row
 
 
-def cnn_row(width_mult: float = 0.25, dtype="float32", device="cpu", batch: int = 8, reps: int = 3,
-            seed: int = 0) -> dict:
+def cnn_row(
+    width_mult: float = 0.25, dtype="float32", device="cpu", batch: int = 8, reps: int = 3, seed: int = 0
+) -> dict:
     dt, dev = parse_dtype(dtype), parse_device(device)
     torch.manual_seed(seed)
     model = vgg11(width_mult).to(device=dev, dtype=dt)
     x = torch.randn(batch, 3, 32, 32, device=dev, dtype=dt)
-    row = dict(model=f"vgg11x{width_mult:g}", depth=8, width=int(512 * width_mult), batch=batch,
-               dtype=dtype_name(dt), device=str(dev))
+    row = dict(
+        model=f"vgg11x{width_mult:g}",
+        depth=8,
+        width=int(512 * width_mult),
+        batch=batch,
+        dtype=dtype_name(dt),
+        device=str(dev),
+    )
     row.update(measure(model, x, reps=reps))
     return row
 

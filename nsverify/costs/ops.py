@@ -9,6 +9,7 @@ Each op also declares the closed-form costs ``cost_g(model, n)``/``cost_gd(model
 arguments); the property tests check that what the programs actually execute equals these formulas, and
 :mod:`.tables` compares them with the published Tables 2.1-2.3.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,13 +22,13 @@ from .counting import CostModel, OpCounter
 @dataclass(frozen=True)
 class OpSpec:
     name: str
-    arity: int | None          # None: any number n >= 1 of arguments
-    param: str | None          # name of the constant parameter ("c", "alpha", "patch") or None
+    arity: int | None  # None: any number n >= 1 of arguments
+    param: str | None  # name of the constant parameter ("c", "alpha", "patch") or None
     g: Callable[[OpCounter, list, Any], Any]
     gd: Callable[[OpCounter, list, Any], tuple[Any, list]]
     cost_g: Callable[[CostModel, int], float]
     cost_gd: Callable[[CostModel, int], float]
-    rational: bool = True      # exact over fractions.Fraction
+    rational: bool = True  # exact over fractions.Fraction
     doc: str = ""
 
 
@@ -56,12 +57,12 @@ def _inv_g(c, a, _):
     return c.inv(a[0])
 
 
-def _inv_gd(c, a, _):          # Case 5: d = -1/a^2: one square and one (-1) multiplication
+def _inv_gd(c, a, _):  # Case 5: d = -1/a^2: one square and one (-1) multiplication
     r = c.inv(a[0])
     return r, [c.mulc(c.mul(r, r), -1)]
 
 
-def _exp_gd(c, a, _):          # Case 4: derivative = value
+def _exp_gd(c, a, _):  # Case 4: derivative = value
     v = c.exp(a[0])
     return v, [v]
 
@@ -70,16 +71,16 @@ def _log_g(c, a, _):
     return c.log(a[0])
 
 
-def _log_gd(c, a, _):          # Case 3: derivative needs inv
+def _log_gd(c, a, _):  # Case 3: derivative needs inv
     return c.log(a[0]), [c.inv(a[0])]
 
 
-def _relu_gd(c, a, _):         # Case 6: one sign test gives both ReLU and ReLU'
+def _relu_gd(c, a, _):  # Case 6: one sign test gives both ReLU and ReLU'
     pos = c.sign_positive(a[0])
     return (a[0] if pos else 0 * a[0]), [1 if pos else 0]
 
 
-def _mulrelu_gd(c, a, _):      # Case 7: (a, b) -> a * ReLU(b); one sign test and one multiplication
+def _mulrelu_gd(c, a, _):  # Case 7: (a, b) -> a * ReLU(b); one sign test and one multiplication
     x, b = a
     pos = c.sign_positive(b)
     prod = c.mul(x, b)
@@ -89,12 +90,12 @@ def _mulrelu_gd(c, a, _):      # Case 7: (a, b) -> a * ReLU(b); one sign test an
 
 
 # --- nonsmooth extensions (Table 2.3) ---
-def _abs_gd(c, a, _):          # Case 8: sign test and one multiplication by +-1
+def _abs_gd(c, a, _):  # Case 8: sign test and one multiplication by +-1
     s = 1 if c.sign_positive(a[0]) else -1
     return c.mulc(a[0], s), [s]
 
 
-def _elu_gd(c, a, alpha):      # Case 9: sign, exp, multiplication by alpha, subtraction of alpha
+def _elu_gd(c, a, alpha):  # Case 9: sign, exp, multiplication by alpha, subtraction of alpha
     x = a[0]
     c.tick("sign")
     nonneg = x >= 0
@@ -106,7 +107,9 @@ def _elu_gd(c, a, alpha):      # Case 9: sign, exp, multiplication by alpha, sub
     return val, [ae]
 
 
-def _maxpool_gd(c, a, patch):  # Case 11: 9 kernel weights, fixed 5x5 patch: 9 x (9 mul + 8 add) + 8 comparisons
+def _maxpool_gd(
+    c, a, patch
+):  # Case 11: 9 kernel weights, fixed 5x5 patch: 9 x (9 mul + 8 add) + 8 comparisons
     outs = []
     for r in range(3):
         for s in range(3):
@@ -124,7 +127,7 @@ def _maxpool_gd(c, a, patch):  # Case 11: 9 kernel weights, fixed 5x5 patch: 9 x
     return outs[best], [patch[r + u][s + v] for u in range(3) for v in range(3)]
 
 
-def _l1_gd(c, a, _):           # Case 12: n multiplications by -1, n comparisons, n - 1 additions
+def _l1_gd(c, a, _):  # Case 12: n multiplications by -1, n comparisons, n - 1 additions
     total, grad = None, []
     for x in a:
         neg = c.mulc(x, -1)
@@ -137,7 +140,7 @@ def _l1_gd(c, a, _):           # Case 12: n multiplications by -1, n comparisons
     return total, grad
 
 
-def _linf_gd(c, a, _):         # n absolute values (sign + multiplication each) and n - 1 comparisons
+def _linf_gd(c, a, _):  # n absolute values (sign + multiplication each) and n - 1 comparisons
     absv, signs = [], []
     for x in a:
         s = 1 if c.sign_positive(x) else -1
@@ -169,26 +172,102 @@ _reg(
     OpSpec("mul", 2, None, _g_from_gd(_mul_gd), _mul_gd, _const(1), _const(1), doc="a * b"),
     OpSpec("addc", 1, "c", _g_from_gd(_addc_gd), _addc_gd, _const(1), _const(1), doc="a + c"),
     OpSpec("mulc", 1, "c", _g_from_gd(_mulc_gd), _mulc_gd, _const(1), _const(1), doc="c * a"),
-    OpSpec("inv", 1, None, _inv_g, _inv_gd, lambda m, n: m.c_nonlin, lambda m, n: m.c_nonlin + 2, doc="1 / a"),
-    OpSpec("exp", 1, None, _g_from_gd(_exp_gd), _exp_gd, lambda m, n: m.c_nonlin, lambda m, n: m.c_nonlin,
-           rational=False, doc="exp(a)"),
-    OpSpec("log", 1, None, _log_g, _log_gd, lambda m, n: m.c_nonlin, lambda m, n: 2 * m.c_nonlin,
-           rational=False, doc="log(a)"),
-    OpSpec("relu", 1, None, _g_from_gd(_relu_gd), _relu_gd, lambda m, n: m.c_relu, lambda m, n: m.c_relu,
-           doc="max(a, 0)"),
-    OpSpec("mulrelu", 2, None, _g_from_gd(_mulrelu_gd), _mulrelu_gd, lambda m, n: 1 + m.c_relu,
-           lambda m, n: 1 + m.c_relu, doc="a * ReLU(b) (the xReLU of Table 2.2)"),
-    OpSpec("abs", 1, None, _g_from_gd(_abs_gd), _abs_gd, lambda m, n: 1 + m.c_relu, lambda m, n: 1 + m.c_relu,
-           doc="|a|"),
-    OpSpec("elu", 1, "alpha", _g_from_gd(_elu_gd), _elu_gd, lambda m, n: 2 + m.c_relu + m.c_nonlin,
-           lambda m, n: 2 + m.c_relu + m.c_nonlin, rational=False, doc="ELU(a) with parameter alpha"),
-    OpSpec("maxpool3x3", 9, "patch", _g_from_gd(_maxpool_gd), _maxpool_gd, lambda m, n: 153 + 8 * m.c_relu,
-           lambda m, n: 153 + 8 * m.c_relu, doc="max over the 3x3 correlation of a fixed 5x5 patch with the "
-           "9 kernel weights (Case 11)"),
-    OpSpec("l1", None, None, _g_from_gd(_l1_gd), _l1_gd, lambda m, n: 2 * n - 1 + n * m.c_relu,
-           lambda m, n: 2 * n - 1 + n * m.c_relu, doc="sum |a_i|"),
-    OpSpec("linf", None, None, _g_from_gd(_linf_gd), _linf_gd, lambda m, n: n + (2 * n - 1) * m.c_relu,
-           lambda m, n: n + (2 * n - 1) * m.c_relu, doc="max |a_i|"),
+    OpSpec(
+        "inv", 1, None, _inv_g, _inv_gd, lambda m, n: m.c_nonlin, lambda m, n: m.c_nonlin + 2, doc="1 / a"
+    ),
+    OpSpec(
+        "exp",
+        1,
+        None,
+        _g_from_gd(_exp_gd),
+        _exp_gd,
+        lambda m, n: m.c_nonlin,
+        lambda m, n: m.c_nonlin,
+        rational=False,
+        doc="exp(a)",
+    ),
+    OpSpec(
+        "log",
+        1,
+        None,
+        _log_g,
+        _log_gd,
+        lambda m, n: m.c_nonlin,
+        lambda m, n: 2 * m.c_nonlin,
+        rational=False,
+        doc="log(a)",
+    ),
+    OpSpec(
+        "relu",
+        1,
+        None,
+        _g_from_gd(_relu_gd),
+        _relu_gd,
+        lambda m, n: m.c_relu,
+        lambda m, n: m.c_relu,
+        doc="max(a, 0)",
+    ),
+    OpSpec(
+        "mulrelu",
+        2,
+        None,
+        _g_from_gd(_mulrelu_gd),
+        _mulrelu_gd,
+        lambda m, n: 1 + m.c_relu,
+        lambda m, n: 1 + m.c_relu,
+        doc="a * ReLU(b) (the xReLU of Table 2.2)",
+    ),
+    OpSpec(
+        "abs",
+        1,
+        None,
+        _g_from_gd(_abs_gd),
+        _abs_gd,
+        lambda m, n: 1 + m.c_relu,
+        lambda m, n: 1 + m.c_relu,
+        doc="|a|",
+    ),
+    OpSpec(
+        "elu",
+        1,
+        "alpha",
+        _g_from_gd(_elu_gd),
+        _elu_gd,
+        lambda m, n: 2 + m.c_relu + m.c_nonlin,
+        lambda m, n: 2 + m.c_relu + m.c_nonlin,
+        rational=False,
+        doc="ELU(a) with parameter alpha",
+    ),
+    OpSpec(
+        "maxpool3x3",
+        9,
+        "patch",
+        _g_from_gd(_maxpool_gd),
+        _maxpool_gd,
+        lambda m, n: 153 + 8 * m.c_relu,
+        lambda m, n: 153 + 8 * m.c_relu,
+        doc="max over the 3x3 correlation of a fixed 5x5 patch with the 9 kernel weights (Case 11)",
+    ),
+    OpSpec(
+        "l1",
+        None,
+        None,
+        _g_from_gd(_l1_gd),
+        _l1_gd,
+        lambda m, n: 2 * n - 1 + n * m.c_relu,
+        lambda m, n: 2 * n - 1 + n * m.c_relu,
+        doc="sum |a_i|",
+    ),
+    OpSpec(
+        "linf",
+        None,
+        None,
+        _g_from_gd(_linf_gd),
+        _linf_gd,
+        lambda m, n: n + (2 * n - 1) * m.c_relu,
+        lambda m, n: n + (2 * n - 1) * m.c_relu,
+        doc="max |a_i|",
+    ),
 )
 
 #: The dictionary D_ReLU of (2.6).
@@ -199,5 +278,6 @@ def get_op(name: str) -> OpSpec:
     try:
         return OPS[name]
     except KeyError:
-        raise UnknownOpError(f"unknown op {name!r} in a cost program; the dictionary has "
-                             f"{', '.join(sorted(OPS))}.") from None
+        raise UnknownOpError(
+            f"unknown op {name!r} in a cost program; the dictionary has {', '.join(sorted(OPS))}."
+        ) from None

@@ -4,6 +4,7 @@ and elementary programs g_i from the dictionary; a single output (the last node)
 Memory indices are 0-based here: inputs are 0..p-1, node k of ``nodes`` has index p + k.  ``pr`` is an ordered
 argument list (``mul`` of a value with itself has pr = (j, j), two edges), so |pr(i)| counts edges.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -50,13 +51,17 @@ class Program:
             i = self.p + k
             spec = get_op(node.op)
             if not node.pr:
-                raise NsverifyError(f"node {i} ({node.op}) has an empty predecessor list; give its arguments.")
+                raise NsverifyError(
+                    f"node {i} ({node.op}) has an empty predecessor list; give its arguments."
+                )
             if spec.arity is not None and len(node.pr) != spec.arity:
                 raise NsverifyError(f"node {i}: {node.op} takes {spec.arity} argument(s), got pr={node.pr}.")
             for j in node.pr:
                 if not isinstance(j, int) or j < 0 or j >= i:
-                    raise NsverifyError(f"node {i} ({node.op}) has predecessor {j!r}: predecessors must be "
-                                        f"earlier memory indices 0..{i - 1} (Algorithm 1 needs j < i).")
+                    raise NsverifyError(
+                        f"node {i} ({node.op}) has predecessor {j!r}: predecessors must be "
+                        f"earlier memory indices 0..{i - 1} (Algorithm 1 needs j < i)."
+                    )
             if spec.param is not None and node.param is None:
                 raise NsverifyError(f"node {i}: {node.op} needs its constant parameter {spec.param!r}.")
             if spec.name == "maxpool3x3":
@@ -93,20 +98,32 @@ class Program:
     def cost_forprop_formula(self, model: CostModel) -> float:
         """eq 2.11: sum_i cost(gd_i) + p |pr(i)| cost(x) + p (|pr(i)| - 1) cost(+)."""
         a, x, p = model.cost("add"), model.cost("mul"), self.p
-        return sum(get_op(n.op).cost_gd(model, len(n.pr)) + p * len(n.pr) * x + p * (len(n.pr) - 1) * a
-                   for n in self.nodes)
+        return sum(
+            get_op(n.op).cost_gd(model, len(n.pr)) + p * len(n.pr) * x + p * (len(n.pr) - 1) * a
+            for n in self.nodes
+        )
 
     def omega_b(self, model: CostModel) -> float:
         """eq 2.5: max_i (cost(gd_i) + 2 max(cost(+), cost(x)) |pr(i)|) / cost(g_i)."""
         two_max = 2 * max(model.cost("add"), model.cost("mul"))
-        return max(_ratio(get_op(n.op).cost_gd(model, len(n.pr)) + two_max * len(n.pr),
-                          get_op(n.op).cost_g(model, len(n.pr))) for n in self.nodes)
+        return max(
+            _ratio(
+                get_op(n.op).cost_gd(model, len(n.pr)) + two_max * len(n.pr),
+                get_op(n.op).cost_g(model, len(n.pr)),
+            )
+            for n in self.nodes
+        )
 
     def omega_f(self, model: CostModel) -> float:
         """Theorem 3 (ii): max_i (cost(gd_i) + p|pr(i)| cost(x) + p(|pr(i)|-1) cost(+)) / cost(g_i)."""
         a, x, p = model.cost("add"), model.cost("mul"), self.p
-        return max(_ratio(get_op(n.op).cost_gd(model, len(n.pr)) + p * len(n.pr) * x + p * (len(n.pr) - 1) * a,
-                          get_op(n.op).cost_g(model, len(n.pr))) for n in self.nodes)
+        return max(
+            _ratio(
+                get_op(n.op).cost_gd(model, len(n.pr)) + p * len(n.pr) * x + p * (len(n.pr) - 1) * a,
+                get_op(n.op).cost_g(model, len(n.pr)),
+            )
+            for n in self.nodes
+        )
 
 
 def _ratio(num: float, den: float) -> float:

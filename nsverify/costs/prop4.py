@@ -2,14 +2,16 @@
 (Definition 4) in polynomial time, by reachability in a layered graph, and a brute-force check over vertex
 assignments.
 
-D^a_F(x) = { M_1^T D_1 M_2^T D_2 ... M_{L-1}^T D_{L-1} M_L^T }, D_i diagonal, entries fixed by the sign pattern at
-x except at ReLU units with zero pre-activation, where they range over [0, 1].  The expression is multilinear in
-those free entries; it is non-constant iff some monomial has a nonzero coefficient iff, in the graph whose nodes
-are the free units (plus the p input coordinates and a sink) and whose edge (i,k) -> (j,l) carries the entry
-[M_{i+1}^T Qbar_{i+1} ... Qbar_{j-1} M_j^T]_{k,l}, a path with all-nonzero edges leads from an input coordinate
-through at least one free unit to the sink.  A path with the fewest free units gives the second element
-(free units on the path set to 1, the rest 0); the first element sets every free unit to 0 (ReLU'(0) = 0).
+D^a_F(x) = { M_1^T D_1 M_2^T D_2 ... M_{L-1}^T D_{L-1} M_L^T }, D_i diagonal, entries fixed by the sign
+pattern at x except at ReLU units with zero pre-activation, where they range over [0, 1].  The expression is
+multilinear in those free entries; it is non-constant iff some monomial has a nonzero coefficient iff, in the
+graph whose nodes are the free units (plus the p input coordinates and a sink) and whose edge (i,k) -> (j,l)
+carries the entry [M_{i+1}^T Qbar_{i+1} ... Qbar_{j-1} M_j^T]_{k,l}, a path with all-nonzero edges leads from
+an input coordinate through at least one free unit to the sink.  A path with the fewest free units gives the
+second element (free units on the path set to 1, the rest 0); the first element sets every free unit to 0
+(ReLU'(0) = 0).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -67,7 +69,7 @@ class Prop4Result:
     nonsingleton: bool
     first: Vec
     second: Vec | None
-    path: list[tuple[int, int]]      # free units (layer, unit) on the shortest path
+    path: list[tuple[int, int]]  # free units (layer, unit) on the shortest path
     n_free: int
     n_edges: int
 
@@ -75,8 +77,8 @@ class Prop4Result:
 def ad_set_two(net: ReluNet, x: Sequence) -> Prop4Result:
     """Proposition 4: decide whether D^a_F(x) is a singleton and return two distinct elements if not."""
     qbar, free = free_units(net, x)
-    L = len(net.mats)                        # matrices M_1..M_L; hidden layers 1..L-1
-    G = [_T(M) for M in net.mats]            # G[i] = M_{i+1}^T, shape p_i x p_{i+1}
+    L = len(net.mats)  # matrices M_1..M_L; hidden layers 1..L-1
+    G = [_T(M) for M in net.mats]  # G[i] = M_{i+1}^T, shape p_i x p_{i+1}
     # R[(i, j)] = G[i] Qbar_{i+1} G[i+1] ... Qbar_{j-1} G[j-1], rows: layer i units, cols: layer j units
     # (layer 0 = input coordinates, layer L = the sink)
     R = {}
@@ -129,8 +131,10 @@ def ad_set_vertices(net: ReluNet, x: Sequence, max_free: int = 16) -> set[Vec]:
     _, free = free_units(net, x)
     units = [(i, k) for i, f in enumerate(free) for k in f]
     if len(units) > max_free:
-        raise TooManyPieces(f"{len(units)} ReLU units have zero pre-activation: brute force needs 2^{len(units)} "
-                            f"products (limit 2^{max_free}). Use ad_set_two (Proposition 4, polynomial).")
+        raise TooManyPieces(
+            f"{len(units)} ReLU units have zero pre-activation: brute force needs 2^{len(units)} "
+            f"products (limit 2^{max_free}). Use ad_set_two (Proposition 4, polynomial)."
+        )
     out = set()
     for bits in itertools.product((0, 1), repeat=len(units)):
         out.add(ad_element(net, x, dict(zip(units, bits))))

@@ -3,6 +3,7 @@
 Random programs keep every log/inv argument away from its singularity by construction: log and inv are only
 applied to ``exp(z) + 1/2`` or ``|z| + 1/2`` subprograms, and exp to ``c * z`` with |c| <= 1/4.
 """
+
 from __future__ import annotations
 
 import random
@@ -29,7 +30,7 @@ def random_program(seed: int, p: int = 3, n_ops: int = 8, ops=ALL_OPS, exact: bo
     while len(prog.nodes) < n_ops:
         op = rng.choice(ops)
         avail = list(range(prog.m))
-        pick = lambda: rng.choice(avail[-4:] if rng.random() < 0.6 else avail)
+        pick = lambda avail=avail: rng.choice(avail[-4:] if rng.random() < 0.6 else avail)
         if op in ("add", "mul", "mulrelu"):
             prog.add(op, pick(), pick())
         elif op in ("addc", "mulc"):

@@ -5,6 +5,7 @@ Includes Lemma 3 (max of 2^k numbers with k ReLU layers of width <= 3 * 2^(k-1),
 the 3-SAT reduction of Theorem 6 (L1030-1068): F >= 0, F(0) = 0, and F > 0 somewhere iff the formula is
 satisfiable, with log2(n) + 3 ReLU layers of width <= 6n.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,23 +19,28 @@ Matrix = list[list[int]]
 
 @dataclass
 class ReluNet:
-    mats: list[Matrix]          # M_1 .. M_L; M_i has p_i rows and p_{i-1} columns, M_L has one row
-    relu: list[list[bool]]      # relu[i][k]: coordinate k of hidden layer i+1 uses ReLU (else identity)
+    mats: list[Matrix]  # M_1 .. M_L; M_i has p_i rows and p_{i-1} columns, M_L has one row
+    relu: list[list[bool]]  # relu[i][k]: coordinate k of hidden layer i+1 uses ReLU (else identity)
 
     def __post_init__(self):
         if not self.mats:
             raise NsverifyError("a ReLU network needs at least one matrix M_1.")
         if len(self.relu) != len(self.mats) - 1:
-            raise NsverifyError(f"{len(self.mats)} matrices need {len(self.mats) - 1} activation layers, "
-                                f"got {len(self.relu)}.")
+            raise NsverifyError(
+                f"{len(self.mats)} matrices need {len(self.mats) - 1} activation layers, "
+                f"got {len(self.relu)}."
+            )
         for i, M in enumerate(self.mats):
             if not M or any(len(r) != len(M[0]) for r in M):
                 raise NsverifyError(f"M_{i + 1} is empty or ragged.")
             if i > 0 and len(M[0]) != len(self.mats[i - 1]):
-                raise NsverifyError(f"M_{i + 1} has {len(M[0])} columns but layer {i} has "
-                                    f"{len(self.mats[i - 1])} units.")
+                raise NsverifyError(
+                    f"M_{i + 1} has {len(M[0])} columns but layer {i} has {len(self.mats[i - 1])} units."
+                )
             if i < len(self.relu) and len(self.relu[i]) != len(M):
-                raise NsverifyError(f"activation layer {i + 1} has {len(self.relu[i])} flags for {len(M)} units.")
+                raise NsverifyError(
+                    f"activation layer {i + 1} has {len(self.relu[i])} flags for {len(M)} units."
+                )
         if len(self.mats[-1]) != 1:
             raise NsverifyError("the last matrix M_L must have one row (a scalar network).")
 
@@ -134,6 +140,7 @@ def sat_network(clauses: Sequence[Sequence[int]], p: int) -> ReluNet:
     """Theorem 6's network for a 3-CNF formula (DIMACS literals +-v, v in 1..p):
     F(x) = min_clauses ReLU(max(literals)), clauses padded to n = 2^k with tautologies (1, -1, 1)."""
     from .sat import check_formula
+
     check_formula(clauses, p)
     cl = [tuple(c) for c in clauses]
     n = 1
@@ -141,17 +148,17 @@ def sat_network(clauses: Sequence[Sequence[int]], p: int) -> ReluNet:
         n *= 2
     cl += [(1, -1, 1)] * (n - len(cl))
     k = n.bit_length() - 1
-    m1, m2, m3 = lemma3_max(2)                     # max of 4: 6 x 4, 3 x 6, 1 x 3
+    m1, m2, m3 = lemma3_max(2)  # max of 4: 6 x 4, 3 x 6, 1 x 3
     L1 = blockdiag(*[matmul(m1, _clause_literal_matrix(c, p)) for c in cl])
     # blockdiag stacks columns per clause; all clauses read the same x: sum the column blocks
     L1 = [[sum(r[j * p + v] for j in range(n)) for v in range(p)] for r in L1]
     L2 = blockdiag(*[m2] * n)
-    L3 = blockdiag(*[m3] * n)                      # outer ReLU of each clause
+    L3 = blockdiag(*[m3] * n)  # outer ReLU of each clause
     mats = [L1, L2, L3]
     if k == 0:
         mats.append([[1]])
     else:
-        mx = lemma3_max(k)                         # min(c) = -max(-c)
+        mx = lemma3_max(k)  # min(c) = -max(-c)
         mats.append([[-v for v in r] for r in mx[0]])
         mats += mx[1:-1]
         mats.append([[-v for v in r] for r in mx[-1]])

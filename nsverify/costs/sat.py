@@ -1,4 +1,5 @@
 """3-CNF formulas: validation, a brute-force SAT solver, random instances (DIMACS literals +-v, v in 1..p)."""
+
 from __future__ import annotations
 
 import itertools
@@ -15,11 +16,15 @@ def check_formula(clauses: Sequence[Sequence[int]], p: int) -> None:
         raise NsverifyError("the formula has no clause; give at least one 3-literal clause.")
     for c in clauses:
         if len(c) != 3:
-            raise NsverifyError(f"clause {tuple(c)} has {len(c)} literals; 3-CNF clauses have exactly 3 "
-                                f"(repeat a literal to pad a shorter clause).")
+            raise NsverifyError(
+                f"clause {tuple(c)} has {len(c)} literals; 3-CNF clauses have exactly 3 "
+                f"(repeat a literal to pad a shorter clause)."
+            )
         for lit in c:
             if not isinstance(lit, int) or lit == 0 or abs(lit) > p:
-                raise NsverifyError(f"literal {lit!r} in clause {tuple(c)}: literals are +-v with v in 1..{p}.")
+                raise NsverifyError(
+                    f"literal {lit!r} in clause {tuple(c)}: literals are +-v with v in 1..{p}."
+                )
 
 
 def satisfies(clauses, assignment: Sequence[bool]) -> bool:

@@ -8,6 +8,7 @@ Table 2.3 fail for small c_ReLU).
 
 Run ``PYTHONPATH=. python3 -m nsverify.costs.tables`` to print the grid and every failure.
 """
+
 from __future__ import annotations
 
 import random
@@ -26,10 +27,10 @@ class Column:
     table: str
     label: str
     op: str
-    bound: float | None                # published bound on omega (None: no published claim)
-    pub_cost_g: object                 # (c_nl, c_R, n) -> published cost(g)
-    pub_cost_gd: object                # (c_nl, c_R, n) -> published cost(gd)
-    pub_pr: object                     # n -> published |pr|
+    bound: float | None  # published bound on omega (None: no published claim)
+    pub_cost_g: object  # (c_nl, c_R, n) -> published cost(g)
+    pub_cost_gd: object  # (c_nl, c_R, n) -> published cost(gd)
+    pub_pr: object  # n -> published |pr|
     note: str = ""
 
 
@@ -52,19 +53,48 @@ COLUMNS = [
     Column("2.2", "exp", "exp", 3, lambda cn, cr, n: cn, lambda cn, cr, n: cn, lambda n: 1),
     Column("2.2", "inv", "inv", 5, lambda cn, cr, n: cn, lambda cn, cr, n: cn + 2, lambda n: 1),
     Column("2.2", "xReLU", "mulrelu", 5, lambda cn, cr, n: 1 + cr, lambda cn, cr, n: 1 + cr, lambda n: 2),
-    Column("2.2", "ReLU (plain)", "relu", None, lambda cn, cr, n: cr, lambda cn, cr, n: cr, lambda n: 1,
-           note="not a published column: the thesis replaces ReLU by xReLU because plain ReLU costs c_ReLU"),
+    Column(
+        "2.2",
+        "ReLU (plain)",
+        "relu",
+        None,
+        lambda cn, cr, n: cr,
+        lambda cn, cr, n: cr,
+        lambda n: 1,
+        note="not a published column: the thesis replaces ReLU by xReLU because plain ReLU costs c_ReLU",
+    ),
     # Table 2.3
     Column("2.3", "|.|", "abs", 3, lambda cn, cr, n: 1 + cr, lambda cn, cr, n: 1 + cr, lambda n: 1),
     Column("2.3", "ELU", "elu", 2, lambda cn, cr, n: 2 + cr + cn, lambda cn, cr, n: 2 + cr + cn, lambda n: 1),
-    Column("2.3", "3x3-max-pool", "maxpool3x3", 1.12, lambda cn, cr, n: 153 + 8 * cr,
-           lambda cn, cr, n: 153 + 8 * cr, lambda n: 9,
-           note="Case 11 text writes 8 c_nonlin, the table 8 c_R (erratum); the interpreter uses comparisons"),
-    Column("2.3", "l_inf norm", "linf", 3, lambda cn, cr, n: n + 2 * n * cr - 1,
-           lambda cn, cr, n: n + 2 * n * cr - 1, lambda n: n,
-           note="interpreter: n |x_i| (sign + xc each) and n-1 comparisons = n + (2n-1) c_R"),
-    Column("2.3", "l_1 norm", "l1", 2, lambda cn, cr, n: n * (2 + cr) - 1, lambda cn, cr, n: n * (2 + cr) - 1,
-           lambda n: n),
+    Column(
+        "2.3",
+        "3x3-max-pool",
+        "maxpool3x3",
+        1.12,
+        lambda cn, cr, n: 153 + 8 * cr,
+        lambda cn, cr, n: 153 + 8 * cr,
+        lambda n: 9,
+        note="Case 11 text writes 8 c_nonlin, the table 8 c_R (erratum); the interpreter uses comparisons",
+    ),
+    Column(
+        "2.3",
+        "l_inf norm",
+        "linf",
+        3,
+        lambda cn, cr, n: n + 2 * n * cr - 1,
+        lambda cn, cr, n: n + 2 * n * cr - 1,
+        lambda n: n,
+        note="interpreter: n |x_i| (sign + xc each) and n-1 comparisons = n + (2n-1) c_R",
+    ),
+    Column(
+        "2.3",
+        "l_1 norm",
+        "l1",
+        2,
+        lambda cn, cr, n: n * (2 + cr) - 1,
+        lambda cn, cr, n: n * (2 + cr) - 1,
+        lambda n: n,
+    ),
 ]
 
 
@@ -77,8 +107,12 @@ def _one_node_program(op: str, n: int, rng: random.Random) -> tuple[Program, lis
         p = 2
     else:
         p = 1
-    param = {"addc": 0.5, "mulc": 1.5, "elu": 1.0,
-             "maxpool3x3": [[rng.uniform(-1, 1) for _ in range(5)] for _ in range(5)]}.get(op)
+    param = {
+        "addc": 0.5,
+        "mulc": 1.5,
+        "elu": 1.0,
+        "maxpool3x3": [[rng.uniform(-1, 1) for _ in range(5)] for _ in range(5)],
+    }.get(op)
     prog = Program(p, [])
     prog.add(op, *range(p), param=param)
     x = [rng.uniform(0.5, 2.0) for _ in range(p)]
@@ -95,8 +129,11 @@ def recompute(c_nonlin=(1, 2, 10), c_relu=(0, 0.01, 0.1, 0.5, 1, 2), ns=(2, 3, 1
     rows = []
     for col in COLUMNS:
         grid_cn = c_nonlin if col.table != "2.1" and col.op in USES_C_NONLIN else (1,)
-        grid_cr = c_relu if col.table != "2.1" and col.op not in ("add", "mul", "addc", "mulc", "log", "exp",
-                                                                  "inv") else (1,)
+        grid_cr = (
+            c_relu
+            if col.table != "2.1" and col.op not in ("add", "mul", "addc", "mulc", "log", "exp", "inv")
+            else (1,)
+        )
         grid_n = ns if col.op in ("l1", "linf") else (None,)
         for cn in grid_cn:
             for cr in grid_cr:
@@ -109,13 +146,26 @@ def recompute(c_nonlin=(1, 2, 10), c_relu=(0, 0.01, 0.1, 0.5, 1, 2), ns=(2, 3, 1
                     pub_w = _ratio(col.pub_cost_gd(cn, cr, nn) + 2 * col.pub_pr(nn), pub_g)
                     bound = col.bound
                     omega = rep.ratio
-                    rows.append(dict(
-                        table=col.table, column=col.label, op=col.op, c_nonlin=cn, c_relu=cr, n=n,
-                        cost_g=rep.cost_program, pub_cost_g=pub_g, cost_g_matches=abs(rep.cost_program - pub_g)
-                        < EPS, cost_backprop=rep.cost, omega=omega, omega_published_costs=pub_w, bound=bound,
-                        holds=None if bound is None else omega <= bound + EPS,
-                        holds_published_costs=None if bound is None else pub_w <= bound + EPS,
-                        note=col.note))
+                    rows.append(
+                        dict(
+                            table=col.table,
+                            column=col.label,
+                            op=col.op,
+                            c_nonlin=cn,
+                            c_relu=cr,
+                            n=n,
+                            cost_g=rep.cost_program,
+                            pub_cost_g=pub_g,
+                            cost_g_matches=abs(rep.cost_program - pub_g) < EPS,
+                            cost_backprop=rep.cost,
+                            omega=omega,
+                            omega_published_costs=pub_w,
+                            bound=bound,
+                            holds=None if bound is None else omega <= bound + EPS,
+                            holds_published_costs=None if bound is None else pub_w <= bound + EPS,
+                            note=col.note,
+                        )
+                    )
     return rows
 
 
@@ -134,12 +184,16 @@ def failures(rows: list[dict]) -> list[dict]:
 
 
 def format_rows(rows: list[dict]) -> str:
-    out = [f"{'table':5} {'column':14} {'c_nl':>5} {'c_R':>5} {'n':>4} {'cost(g)':>8} {'pub':>8} "
-           f"{'omega':>7} {'omega_pub':>9} {'bound':>6}  status"]
+    out = [
+        f"{'table':5} {'column':14} {'c_nl':>5} {'c_R':>5} {'n':>4} {'cost(g)':>8} {'pub':>8} "
+        f"{'omega':>7} {'omega_pub':>9} {'bound':>6}  status"
+    ]
     for r in rows:
-        out.append(f"{r['table']:5} {r['column']:14} {r['c_nonlin']:>5} {r['c_relu']:>5} {str(r['n'] or ''):>4} "
-                   f"{r['cost_g']:>8.3g} {r['pub_cost_g']:>8.3g} {r['omega']:>7.4g} "
-                   f"{r['omega_published_costs']:>9.4g} {str(r['bound'] or ''):>6}  {status(r)}")
+        out.append(
+            f"{r['table']:5} {r['column']:14} {r['c_nonlin']:>5} {r['c_relu']:>5} {str(r['n'] or ''):>4} "
+            f"{r['cost_g']:>8.3g} {r['pub_cost_g']:>8.3g} {r['omega']:>7.4g} "
+            f"{r['omega_published_costs']:>9.4g} {str(r['bound'] or ''):>6}  {status(r)}"
+        )
     return "\n".join(out)
 
 

@@ -1,5 +1,6 @@
 """Timing table for the hardness results: exact Clarke set at 0 of the 3-SAT network (exponential) against
 Proposition 4 for the AD conservative set (polynomial), over instance size."""
+
 from __future__ import annotations
 
 import time
@@ -14,11 +15,12 @@ QUICK_SIZES = ((3, 1), (3, 2), (3, 4), (3, "unsat"), (4, 4), (4, 8))
 FULL_SIZES = QUICK_SIZES + ((5, 8), (5, 16), (6, 16))
 
 
-def hardness_table(sizes=QUICK_SIZES, seed: int = 0, max_regions: int = 5000,
-                   time_budget: float | None = None, progress=None) -> list[dict]:
-    """One row per (p variables, n clauses; n = "unsat": the 8-clause unsatisfiable core on 3 variables): network size, SAT (brute force), exact Clarke at 0 with its
-    time and region count, Proposition 4's verdict for D^a(0) with its time.  Sizes whose exact enumeration
-    passes ``max_regions`` are reported as such (the limit is the point of Theorem 6)."""
+def hardness_table(
+    sizes=QUICK_SIZES, seed: int = 0, max_regions: int = 5000, time_budget: float | None = None, progress=None
+) -> list[dict]:
+    """One row per (p variables, n clauses; n = "unsat": the 8-clause unsatisfiable core on 3 variables):
+    network size, SAT (brute force), exact Clarke at 0 with its time and region count, Proposition 4's
+    verdict for D^a(0) with its time.  Sizes whose exact enumeration passes ``max_regions`` are reported as such (the limit is the point of Theorem 6)."""
     rows = []
     t_start = time.perf_counter()
     for idx, (p, n) in enumerate(sizes):
@@ -31,8 +33,16 @@ def hardness_table(sizes=QUICK_SIZES, seed: int = 0, max_regions: int = 5000,
         t0 = time.perf_counter()
         res = ad_set_two(net, [0] * p)
         t_prop4 = time.perf_counter() - t0
-        row = dict(p=p, clauses=n, neurons=net.n_neurons, relu_layers=net.n_relu_layers, size=net.size(),
-                   sat=sat, ad_nonsingleton=res.nonsingleton, t_prop4=t_prop4)
+        row = dict(
+            p=p,
+            clauses=n,
+            neurons=net.n_neurons,
+            relu_layers=net.n_relu_layers,
+            size=net.size(),
+            sat=sat,
+            ad_nonsingleton=res.nonsingleton,
+            t_prop4=t_prop4,
+        )
         over = time_budget is not None and time.perf_counter() - t_start > time_budget
         if over:
             row.update(clarke_nontrivial=None, regions=None, t_clarke=None, clarke_status="skipped (budget)")
@@ -40,10 +50,19 @@ def hardness_table(sizes=QUICK_SIZES, seed: int = 0, max_regions: int = 5000,
             t0 = time.perf_counter()
             try:
                 b = bouligand_set(net, [0] * p, max_regions=max_regions)
-                row.update(clarke_nontrivial=not b.clarke_is_zero, regions=b.regions, lp_calls=b.lp_calls,
-                           t_clarke=time.perf_counter() - t0, clarke_status="exact")
+                row.update(
+                    clarke_nontrivial=not b.clarke_is_zero,
+                    regions=b.regions,
+                    lp_calls=b.lp_calls,
+                    t_clarke=time.perf_counter() - t0,
+                    clarke_status="exact",
+                )
             except TooManyPieces:
-                row.update(clarke_nontrivial=None, regions=f">{max_regions}", t_clarke=time.perf_counter() - t0,
-                           clarke_status="too many regions")
+                row.update(
+                    clarke_nontrivial=None,
+                    regions=f">{max_regions}",
+                    t_clarke=time.perf_counter() - t0,
+                    clarke_status="too many regions",
+                )
         rows.append(row)
     return rows

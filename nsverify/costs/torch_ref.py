@@ -1,4 +1,5 @@
 """The same programs in torch: for comparing the interpreter with torch autograd (float64)."""
+
 from __future__ import annotations
 
 from typing import Sequence
