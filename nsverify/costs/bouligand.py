@@ -1,11 +1,11 @@
 """Exact Bouligand (and hence Clarke) set of a ReLU network (2.13) at a point, by enumerating the activation
 patterns realised by open regions around the point, with exact rational LPs (:mod:`.exact_lp`).
 
-Near x0, F(x0 + d) is positively homogeneous piecewise linear in d; a neuron whose pre-activation is nonzero
-at x0 keeps its sign, a ReLU neuron with zero pre-activation splits on the sign of a linear form in d.  Each
-open cone of the split carries one gradient; the Bouligand set is the set of those gradients and the Clarke
-set their convex hull.  The number of cones is exponential in the worst case (Theorem 5-6): ``max_regions`` bounds
-the work and :class:`~nsverify.errors.TooManyPieces` is raised beyond it.
+Near x0, F(x0 + d) is positively homogeneous piecewise linear in d; a neuron whose pre-activation is
+nonzero at x0 keeps its sign, a ReLU neuron with zero pre-activation splits on the sign of a linear form in
+d.  Each open cone of the split carries one gradient; the Bouligand set is the set of those gradients and
+the Clarke set their convex hull.  The number of cones is exponential in the worst case (Theorem 5-6):
+``max_regions`` bounds the work and :class:`~nsverify.errors.TooManyPieces` is raised beyond it.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ def hardness_table(
 ) -> list[dict]:
     """One row per (p variables, n clauses; n = "unsat": the 8-clause unsatisfiable core on 3 variables):
     network size, SAT (brute force), exact Clarke at 0 with its time and region count, Proposition 4's
-    verdict for D^a(0) with its time.  Sizes whose exact enumeration passes ``max_regions`` are reported as such (the limit is the point of Theorem 6)."""
+    verdict for D^a(0) with its time.  Sizes whose exact enumeration passes ``max_regions`` are reported as
+    such (the limit is the point of Theorem 6)."""
     rows = []
     t_start = time.perf_counter()
     for idx, (p, n) in enumerate(sizes):
