@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from fractions import Fraction
 
 from ..errors import NsverifyError
@@ -137,7 +136,8 @@ def _fit_exponent(ps, ratios) -> float:
 
 
 def measure_scaling(
-    ps=(16, 32, 64, 128, 256, 512, 1024), reps: int = 5, dtype=None, seed: int = 0, fit_min_p: int = 64
+    ps=(16, 32, 64, 128, 256, 512, 1024), reps: int = 5, dtype=None, seed: int = 0, fit_min_p: int = 64,
+    threads: int | None = 1,
 ) -> dict:
     """Time p directional derivatives at the kink x = 0 (3 matrix-matrix products, the natural program)
     against F and its full gradient at a smooth point (3 matrix-vector products and their backward), side by
@@ -146,6 +146,8 @@ def measure_scaling(
     Returns per-p wall-clock and FLOP ratios (FLOPs from torch.utils.flop_counter) and fitted exponents."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
+
+    from .timeit import cpu_threads, interleaved_min
 
     if len(ps) < 2:
         raise NsverifyError(f"fitting an exponent needs at least two sizes p, got {list(ps)}.")
@@ -167,16 +169,8 @@ def measure_scaling(
             out = (U @ (BB.T @ (MM @ xx))).abs().sum() / p
             return torch.autograd.grad(out, (xx, BB, MM))
 
-        def timed(fn):
-            fn()
-            best = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                fn()
-                best.append(time.perf_counter() - t0)
-            return min(best)  # min over repeats: robust to other load on a shared machine
-
-        td, tg = timed(dirs), timed(grad)
+        with cpu_threads(threads):
+            td, tg = interleaved_min([dirs, grad], reps=reps)
         with FlopCounterMode(display=False) as fc:
             dirs()
         fd = fc.get_total_flops()

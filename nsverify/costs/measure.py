@@ -8,8 +8,6 @@ wall-clock adds memory traffic, kernel launch and dtype effects, which the op-co
 
 from __future__ import annotations
 
-import time
-
 import torch
 from torch import nn
 
@@ -63,9 +61,12 @@ def flop_ratio(model: nn.Module, x: torch.Tensor) -> dict:
     return dict(flops_fwd=f, flops_fwdbwd=fb, flop_ratio=fb / f if f else float("nan"))
 
 
-def wall_ratio(model: nn.Module, x: torch.Tensor, reps: int = 5, warmup: int = 2) -> dict:
-    """Wall-clock of forward (autograd on, as in training) and of forward+backward, interleaved; min of
-    the repeats (robust to other load)."""
+def wall_ratio(model: nn.Module, x: torch.Tensor, reps: int = 5, warmup: int = 2,
+               threads: int | None = 1) -> dict:
+    """Wall-clock of forward (autograd on, as in training) and of forward+backward, interleaved; minimum over
+    the repeats (robust to other load).  On CPU, ``threads`` intra-op threads (default 1)."""
+    from .timeit import cpu_threads, interleaved_min
+
     device = x.device
 
     def fwd():
@@ -74,19 +75,10 @@ def wall_ratio(model: nn.Module, x: torch.Tensor, reps: int = 5, warmup: int = 2
     def fwdbwd():
         model(x).float().sum().backward()
 
-    for _ in range(warmup):
-        fwd()
-        fwdbwd()
-    tf, tfb = [], []
-    for _ in range(reps):
-        for fn, acc in ((fwd, tf), (fwdbwd, tfb)):
-            _sync(device)
-            t0 = time.perf_counter()
-            fn()
-            _sync(device)
-            acc.append(time.perf_counter() - t0)
+    with cpu_threads(threads if device.type == "cpu" else None):
+        tf, tfb = interleaved_min([fwd, fwdbwd], reps=reps, warmup=warmup, sync=lambda: _sync(device))
     model.zero_grad(set_to_none=True)
-    return dict(t_fwd=min(tf), t_fwdbwd=min(tfb), wall_ratio=min(tfb) / min(tf))
+    return dict(t_fwd=tf, t_fwdbwd=tfb, wall_ratio=tfb / tf)
 
 
 def measure(model: nn.Module, x: torch.Tensor, reps: int = 5) -> dict:
