@@ -41,9 +41,13 @@ def _same(a, b) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-def _fmt(m: dict) -> str:
+def format_metric(m: dict | None) -> str:
+    """A metric's value as text: exact JSON for conventions/verdicts, 6 digits plus its interval otherwise."""
+    if m is None:
+        return ""
     v = m["value"]
-    s = f"{v:.6g}" if isinstance(v, float) else json.dumps(v)
+    numeric = m["kind"] not in ("convention", "verdict")
+    s = f"{v:.6g}" if isinstance(v, float) and numeric else json.dumps(v)
     if m["kind"] == "share":
         s += f" [{m['lo']:.4g}, {m['hi']:.4g}]"
     elif m["kind"] == "convergence":
@@ -135,8 +139,8 @@ def compare_reports(base: dict, new: dict, bench_factor: float = DEFAULT_BENCH_F
             if verdict == "same":
                 continue
             kind = (cur or old)["kind"]
-            was = _fmt(old) if old else "absent"
-            now = _fmt(cur) if cur else "absent"
+            was = format_metric(old) if old else "absent"
+            now = format_metric(cur) if cur else "absent"
             entry = {"section": name, "key": key, "kind": kind, "rule": rule, "old": was, "new": now,
                      "message": f"{key}: {was} -> {now} ({rule})"}
             if verdict == "regression":

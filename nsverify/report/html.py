@@ -9,6 +9,8 @@ from __future__ import annotations
 import html
 import json
 
+from .compare import format_metric
+
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
 h1{margin-bottom:.2em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
@@ -36,18 +38,6 @@ def _cell(value) -> str:
     if isinstance(value, (dict, list)):
         return esc(json.dumps(value))
     return esc(value)
-
-
-def _metric_value(m: dict | None) -> str:
-    if m is None:
-        return ""
-    v = m.get("value")
-    s = f"{v:.6g}" if isinstance(v, float) else json.dumps(v)
-    if m.get("kind") == "share":
-        s += f" [{m.get('lo'):.4g}, {m.get('hi'):.4g}]"
-    elif m.get("kind") == "convergence":
-        s += f" ±{m.get('spread'):.3g}"
-    return s + (f" {m['unit']}" if m.get("unit") else "")
 
 
 def render_table(tab: dict, row_classes: list[str] | None = None, table_id: str = "") -> str:
@@ -124,7 +114,7 @@ def _metrics_table(sec: dict) -> str:
     if not metrics:
         return ""
     return render_table({"title": "Comparable metrics", "columns": ["key", "kind", "value"],
-                         "rows": [[m["key"], m["kind"], _metric_value(m)] for m in metrics]})
+                         "rows": [[m["key"], m["kind"], format_metric(m)] for m in metrics]})
 
 
 def _trends(name: str, report: dict) -> str:
@@ -164,7 +154,7 @@ def render_merged_section(name: str, sec: dict, report: dict) -> str:
         for k in keys:
             ms = [metrics[label].get(k) for label in labels]
             kind = next(m["kind"] for m in ms if m)
-            vals = [_metric_value(m) for m in ms]
+            vals = [format_metric(m) for m in ms]
             differs = len({v for v, m in zip(vals, ms) if m}) > 1 and kind != "info"
             cls = ' class="differs" title="differs across machines (not a regression)"' if differs else ""
             rows.append(f"<tr><td>{esc(k)}</td><td>{esc(kind)}</td>"
