@@ -11,9 +11,12 @@ import pytest
 
 from nsverify.cli import main
 from nsverify.report import RunContext, section
-from nsverify.report.nightly import run_nightly, write_report
+from nsverify.report.nightly import run_nightly
 from nsverify.report.schema import load_report
-from tests.report_fakes import fake_machine, fake_sections, metric, register_conventions  # noqa: F401
+from tests import report_fakes
+from tests.report_fakes import metric, register_conventions
+
+fake_sections, fake_machine = report_fakes.fake_sections, report_fakes.fake_machine  # fixtures
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,7 +30,7 @@ def latest(out):
 
 
 def test_done_when_one_change_is_flagged_on_top(tmp_path, fake_sections, fake_machine, capsys):
-    """Run twice, swap ReLU'(0), run again: exactly that change is flagged at the top, linked to its section."""
+    """Run twice, swap ReLU'(0), run again: exactly that change is flagged on top, linked to its section."""
     state = {"relu0": 0.0, "ratio": 1.0}
     register_conventions(state)
     assert nightly(tmp_path, "--fail-on-regression") == 0
@@ -106,14 +109,16 @@ def test_merge_cpu_and_gpu_runs(tmp_path, fake_sections, fake_machine, capsys):
     assert main(["nightly", "--out", str(tmp_path / "merged"), "--merge", str(cpu), str(gpu_root)]) == 0
     rep, html = latest(tmp_path / "merged")
     assert rep["kind"] == "merged" and rep["regressions"] == []
-    assert list(rep["sections"]["conv"]["machines"]) == ["box (Fake CPU 9000)", "gpubox (NVIDIA H100 80GB HBM3)"]
+    labels = ["box (Fake CPU 9000)", "gpubox (NVIDIA H100 80GB HBM3)"]
+    assert list(rep["sections"]["conv"]["machines"]) == labels
     assert "<th>box (Fake CPU 9000)</th><th>gpubox (NVIDIA H100 80GB HBM3)</th>" in html
     assert 'class="differs"' in html  # ReLU'(0) differs across machines: shown, not a regression
     assert "GREEN" in html
     # merging one machine twice, or a merged report, is refused
     assert main(["nightly", "--out", str(tmp_path / "m2"), "--merge", str(cpu), str(cpu)]) == 2
     assert "same machine" in capsys.readouterr().err
-    assert main(["nightly", "--out", str(tmp_path / "m2"), "--merge", str(tmp_path / "merged"), str(cpu)]) == 2
+    merged = str(tmp_path / "merged")
+    assert main(["nightly", "--out", str(tmp_path / "m2"), "--merge", merged, str(cpu)]) == 2
     assert "itself a merged report" in capsys.readouterr().err
 
 

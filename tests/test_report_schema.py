@@ -9,8 +9,11 @@ from nsverify.errors import ReportFormatError
 from nsverify.report import section
 from nsverify.report.nightly import run_nightly, write_report
 from nsverify.report.schema import load_report, validate_metrics
-from tests.report_fakes import fake_machine, fake_sections, metric  # noqa: F401
+from tests import report_fakes
+from tests.report_fakes import metric
 from tests.test_report_compare import run_report
+
+fake_sections, fake_machine = report_fakes.fake_sections, report_fakes.fake_machine  # fixtures
 
 
 def test_valid_report_roundtrip(tmp_path):
