@@ -14,7 +14,7 @@ from nsverify.report import RunContext, section
 from nsverify.report.nightly import run_nightly
 from nsverify.report.schema import load_report
 from tests import report_fakes
-from tests.report_fakes import metric, register_conventions
+from tests.report_fakes import register_conventions
 
 fake_sections, fake_machine = report_fakes.fake_sections, report_fakes.fake_machine  # fixtures
 
