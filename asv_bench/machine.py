@@ -2,6 +2,7 @@
 
     python asv_bench/machine.py                      # print the name; write it to ~/.asv-machine.json
     python asv_bench/machine.py asv run --quick ...   # same, then run `asv run --machine NAME --quick ...`
+    python asv_bench/machine.py asv continuous -E virtualenv main HEAD
 
 asv's own machine name is the hostname, which says nothing about the GPU; results of a CPU box and a GPU box
 must not share a name. The entry also records ``gpu``, ``torch`` and ``cuda`` (asv keeps extra fields).
@@ -56,6 +57,10 @@ def register(path: Path | None = None) -> str:
     return name
 
 
+#: asv subcommands that take --machine (others, such as `asv check`, run unchanged)
+MACHINE_COMMANDS = {"run", "continuous", "find", "compare", "show", "profile"}
+
+
 def main(argv: list[str]) -> int:
     name = register()
     if not argv:
@@ -64,7 +69,7 @@ def main(argv: list[str]) -> int:
     if len(argv) < 2 or "--machine" in argv:
         print("usage: machine.py [asv SUBCOMMAND ARGS...]  (--machine is added for you)", file=sys.stderr)
         return 2
-    cmd = [*argv[:2], "--machine", name, *argv[2:]]
+    cmd = [*argv[:2], "--machine", name, *argv[2:]] if argv[1] in MACHINE_COMMANDS else list(argv)
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     return subprocess.call(cmd)
 
