@@ -35,7 +35,7 @@ def test_done_when_one_change_is_flagged_on_top(tmp_path, fake_sections, fake_ma
     register_conventions(state)
     assert nightly(tmp_path, "--fail-on-regression") == 0
     first, html = latest(tmp_path)
-    assert "First run on this machine" in first["comparison"]["label"] and 'id="summary-status">GREEN' in html
+    assert "First quick run on this machine" in first["comparison"]["label"] and 'id="summary-status">GREEN' in html
     state["ratio"] = 1.04  # benchmark noise within the 1.10 factor
     assert nightly(tmp_path, "--fail-on-regression") == 0
     second, html = latest(tmp_path)
@@ -231,3 +231,15 @@ def test_killed_run_keeps_latest_and_rerun_resumes(tmp_path):
     rep = load_report(out / "latest")
     assert os.readlink(out / "latest") != first and rep["regressions"] == []
     assert json.loads(json.dumps(rep["sections"]["expensive"]["data"]["metrics"]))[0]["value"] == 6
+
+
+def test_quick_and_full_runs_have_separate_baselines(tmp_path, fake_sections, fake_machine):
+    state = {"relu0": 0.0}
+    register_conventions(state)
+    quick = load_report(run_nightly(tmp_path, quick=True))
+    state["relu0"] = 1.0
+    full = load_report(run_nightly(tmp_path, quick=False))
+    assert full["comparison"]["baseline"] is None and "First full run" in full["comparison"]["label"]
+    again = load_report(run_nightly(tmp_path, quick=True))
+    assert again["comparison"]["baseline"]["created"] == quick["created"]
+    assert [r["key"] for r in again["regressions"]] == ["relu|0|float32|cpu|eager"]

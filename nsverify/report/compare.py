@@ -116,8 +116,10 @@ def compare_reports(base: dict, new: dict, bench_factor: float = DEFAULT_BENCH_F
     same_machine = ida == idb
     env = _env_changes(base["machine"], new["machine"])
     where = f"run {base.get('created')}" + (f" ({base_path})" if base_path else "")
+    if base.get("quick") != new.get("quick"):
+        where += " (a quick run)" if base.get("quick") else " (a full run)"
     if same_machine:
-        label = f"Compared with the previous {where} on this machine."
+        label = f"Compared with {where} on this machine."
     else:
         label = (f"CROSS-MACHINE comparison with {where} from machine {ida!r} (this run: {idb!r}); "
                  f"differences may come from the hardware, not from a change.")

@@ -38,9 +38,15 @@ def list_runs(out: Path | str, limit: int = HISTORY_LIMIT, stream=None) -> list[
     return runs[-limit:]
 
 
-def previous_run(runs: list[tuple[Path, dict]], machine_id: str) -> tuple[Path, dict] | None:
-    """The newest run of ``runs`` taken on ``machine_id`` (None on a machine's first run)."""
-    same = [r for r in runs if r[1]["machine"].get("machine_id") == machine_id]
+def same_kind_runs(runs: list[tuple[Path, dict]], machine_id: str, quick: bool) -> list[tuple[Path, dict]]:
+    """The runs taken on ``machine_id`` in the same mode (``--quick`` runs are compared with quick runs)."""
+    return [r for r in runs if r[1]["machine"].get("machine_id") == machine_id
+            and bool(r[1].get("quick")) == bool(quick)]
+
+
+def previous_run(runs: list[tuple[Path, dict]], machine_id: str, quick: bool) -> tuple[Path, dict] | None:
+    """The newest run of ``runs`` on ``machine_id`` in the same mode (None on a machine's first run)."""
+    same = same_kind_runs(runs, machine_id, quick)
     return same[-1] if same else None
 
 

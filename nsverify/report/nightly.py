@@ -30,7 +30,7 @@ from ..errors import NsverifyError, OutputDirError
 from . import RunContext, load_sections
 from .atomic import atomic_write_text, json_default
 from .compare import DEFAULT_BENCH_FACTOR, compare_reports
-from .history import list_runs, previous_run, trend_series
+from .history import list_runs, previous_run, same_kind_runs, trend_series
 from .html import render_report
 from .machine import machine_info
 from .schema import SCHEMA, load_report, resolve_report_path, validate_metrics
@@ -134,17 +134,18 @@ def attach_comparison(report: dict, out: Path, baseline: Path | str | None = Non
     if baseline is not None:
         base = (str(resolve_report_path(baseline)), load_report(baseline))
     else:
-        prev = previous_run(runs, mid)
+        prev = previous_run(runs, mid, report["quick"])
         if prev is not None:
             base = (str(prev[0]), prev[1])
     if base is None:
-        report["comparison"] = {"label": "First run on this machine: nothing to compare with.",
+        mode = "quick" if report["quick"] else "full"
+        report["comparison"] = {"label": f"First {mode} run on this machine: nothing to compare with.",
                                 "same_machine": True, "environment_changes": [], "regressions": [],
                                 "changes": [], "baseline": None, "bench_factor": bench_factor}
     else:
         report["comparison"] = compare_reports(base[1], report, bench_factor, base_path=base[0])
     report["regressions"] = report["comparison"]["regressions"]
-    same = [rep for _, rep in runs if rep["machine"].get("machine_id") == mid]
+    same = [rep for _, rep in same_kind_runs(runs, mid, report["quick"])]
     report["trends"] = trend_series(same + [report])
     return report
 
