@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from nsverify.report.nightly import run_nightly
+from nsverify.report.nightly import merge_nightly, run_nightly
 from nsverify.report.schema import load_report
 from tests import report_fakes
 from tests.report_fakes import register_conventions
@@ -47,6 +47,14 @@ def test_index_html_renders_in_chromium(tmp_path, fake_sections, fake_machine):
     for name in report["sections"]:
         assert f'<section id="sec-{name}" class="section">' in dom
     assert dom.count("<svg") >= 1 and 'id="machine"' in dom
+    # a merged report (CPU box + GPU box) renders with one column per machine
+    fake_machine.update(gpu="NVIDIA H200", machine_id="gpubox|cpu|H200", hostname="gpubox")
+    gpu = run_nightly(tmp_path / "g", quick=True)
+    merged = merge_nightly(tmp_path / "m", [run, gpu])
+    dom = chromium(tmp_path, "--dump-dom", (merged / "index.html").as_uri())
+    assert '<div id="summary">' in dom and "<th>gpubox (NVIDIA H200)</th>" in dom
+    for name in report["sections"]:
+        assert f'<section id="sec-{name}" class="section">' in dom
     png = tmp_path / "shot.png"
     chromium(tmp_path, f"--screenshot={png}", "--window-size=1200,1600", index.as_uri())
     assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

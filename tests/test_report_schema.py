@@ -109,3 +109,15 @@ def test_history_skips_corrupted_run(tmp_path, fake_sections, fake_machine, caps
     second = load_report(run_nightly(tmp_path, quick=True))
     assert "skipping stored run" in capsys.readouterr().err
     assert second["comparison"]["baseline"] is None and second["regressions"] == []
+
+
+def test_report_content_is_escaped_never_executed(tmp_path):
+    """Text from report.json (e.g. a foreign or tampered report) is escaped in index.html; no script runs."""
+    from nsverify.report.html import render_report
+
+    rep = run_report([metric("<img src=x onerror=alert(1)>", "convention", "</td><script>alert(2)</script>")])
+    rep["sections"]["s"]["summary"] = "<script>alert(3)</script>"
+    rep["sections"]["s"]["tables"] = [{"title": "<b>t</b>", "columns": ["<i>c</i>"], "rows": [["<u>v</u>"]]}]
+    page = render_report(rep)
+    assert "<script" not in page and "<img src=x" not in page and "<b>t</b>" not in page
+    assert "&lt;script&gt;alert(3)&lt;/script&gt;" in page
