@@ -121,6 +121,9 @@ def test_merge_cpu_and_gpu_runs(tmp_path, fake_sections, fake_machine, capsys):
     merged = str(tmp_path / "merged")
     assert main(["nightly", "--out", str(tmp_path / "m2"), "--merge", merged, str(cpu)]) == 2
     assert "itself a merged report" in capsys.readouterr().err
+    assert main(["nightly", "--out", str(tmp_path / "cpu"), "--baseline", merged]) == 2
+    assert "the --baseline report is a merged report" in capsys.readouterr().err
+    assert main(["compare", merged, str(cpu)]) == 2
 
 
 def test_interrupted_run_leaves_latest_valid(tmp_path, fake_sections, fake_machine):

@@ -24,6 +24,7 @@ import json
 import math
 import sys
 
+from ..errors import NsverifyError, ReportFormatError
 from .schema import load_report
 
 DEFAULT_BENCH_FACTOR = 1.10
@@ -103,15 +104,19 @@ def _env_changes(ma: dict, mb: dict) -> list[str]:
     return [f"{k}: {ma.get(k)!r} -> {mb.get(k)!r}" for k in ENV_KEYS if not _same(ma.get(k), mb.get(k))]
 
 
+def require_run(report: dict, what: str) -> dict:
+    """Raise unless ``report`` is a single-machine run (merged reports are not compared)."""
+    if report.get("kind", "run") != "run":
+        raise ReportFormatError(f"the {what} report is a merged report; compare single-machine runs "
+                                f"(each machine's own report.json), then merge.")
+    return report
+
+
 def compare_reports(base: dict, new: dict, bench_factor: float = DEFAULT_BENCH_FACTOR,
                     base_path: str = "") -> dict:
     """Compare run report ``new`` against ``base``; returns the ``comparison`` block of a report."""
-    for rep, what in ((base, "baseline"), (new, "new")):
-        if rep.get("kind", "run") != "run":
-            from ..errors import ReportFormatError
-
-            raise ReportFormatError(f"the {what} report is a merged report; compare single-machine runs "
-                                    f"(each machine's own report.json), then merge.")
+    require_run(base, "baseline")
+    require_run(new, "new")
     ida, idb = base["machine"].get("machine_id"), new["machine"].get("machine_id")
     same_machine = ida == idb
     env = _env_changes(base["machine"], new["machine"])
@@ -184,8 +189,6 @@ def register_cli(sub) -> None:
 
 
 def check_bench_factor(factor: float) -> float:
-    from ..errors import NsverifyError
-
     if not (math.isfinite(factor) and factor >= 1.0):
         raise NsverifyError(f"--bench-factor {factor} is invalid: give a factor >= 1.0 (for example 1.10 = "
                             f"10% slower is a regression).")

@@ -29,7 +29,7 @@ from pathlib import Path
 from ..errors import NsverifyError, OutputDirError
 from . import RunContext, load_sections
 from .atomic import atomic_write_text, json_default
-from .compare import DEFAULT_BENCH_FACTOR, compare_reports
+from .compare import DEFAULT_BENCH_FACTOR, compare_reports, require_run
 from .history import list_runs, previous_run, same_kind_runs, trend_series
 from .html import render_report
 from .machine import machine_info
@@ -208,8 +208,8 @@ def run_nightly(out: Path | str = "reports", quick: bool = False, only: list[str
                 bench_factor: float = DEFAULT_BENCH_FACTOR) -> Path:
     """Run every registered section, compare, and write the report; returns the run directory."""
     out = ensure_writable_dir(Path(out))
-    if baseline is not None:
-        load_report(baseline)  # a bad baseline fails before hours of work
+    if baseline is not None:  # a bad baseline fails before hours of work
+        require_run(load_report(baseline), "--baseline")
     machine = machine_info()
     scratch = out / ".scratch" / run_key(quick, only, options, machine)
     sections = run_sections(quick=quick, only=only, scratch=scratch, options=options, stream=stream)
