@@ -89,6 +89,25 @@ def test_bouligand_enumeration_agrees_with_the_issue3_oracle():
         assert {tuple(g) for g in v.bouligand} == bouligand_set(net, [0] * p).gradients
 
 
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 10**6))
+def test_bouligand_matches_the_issue3_oracle_on_random_networks(seed):
+    torch = pytest.importorskip("torch")
+    oracle = pytest.importorskip("nsverify.oracle")
+    net, x = random_relu_net(random.Random(seed))
+
+    def fn(v):
+        h = v
+        for M, flags in zip(net.mats[:-1], net.relu):
+            h = torch.tensor(M, dtype=v.dtype) @ h
+            h = torch.where(torch.tensor(flags), torch.relu(h), h)
+        return (torch.tensor(net.mats[-1], dtype=v.dtype) @ h).sum()
+
+    v = oracle.check_gradient(fn, torch.tensor(x, dtype=torch.float64))
+    assert v.exact
+    assert {tuple(g) for g in v.bouligand} == bouligand_set(net, x).gradients
+
+
 def test_exact_enumeration_fails_clearly_past_its_limit():
     net = sat_network([(1, 2, -3), (1, 3, -2)], 3)
     with pytest.raises(TooManyPieces, match="NP-hard"):
