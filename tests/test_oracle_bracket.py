@@ -1,4 +1,5 @@
 """The multiplicative case (inner/outer bracket), check_module, conventions of the exact interpreter."""
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -78,7 +79,8 @@ def test_maxpool_conventions():
 
     def f(w):  # a 2x2 window with a 4-way tie at w = 0
         return torch.nn.functional.max_pool2d((w[0] * x).reshape(1, 1, 2, 2) * 0 + w[0], 2).sum() + (
-            torch.nn.functional.max_pool1d(torch.stack([w[0], 2 * w[0], 3 * w[1]]).reshape(1, 1, 3), 3).sum())
+            torch.nn.functional.max_pool1d(torch.stack([w[0], 2 * w[0], 3 * w[1]]).reshape(1, 1, 3), 3).sum()
+        )
 
     w = torch.zeros(2, dtype=torch.float64)
     native = exact_gradient(f, w)
@@ -95,3 +97,37 @@ def test_wolfe_projection():
     assert np.allclose(project([0, 0], [[0, 0], [0, 1], [0, 2]]), [0, 0])
     assert np.allclose(project([1, 1], [[0, 0], [1, 0], [0, 1]]), [0.5, 0.5])
     assert np.allclose(project([5, 5], [[0, 0], [0, 1], [0, 2]]), [0, 2])
+
+
+def _ce_net():
+    m = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.Linear(3, 3)).double()
+    with torch.no_grad():
+        m[0].weight.copy_(torch.tensor([[1.0, 1.0], [1.0, -1.0], [0.5, 2.0]]))
+        m[0].bias.copy_(torch.tensor([-2.0, 0.0, 1.0]))
+        m[2].weight.copy_(torch.tensor([[1.0, -2.0, 0.5], [0.0, 1.0, 1.0], [1.0, 1.0, -1.0]]))
+        m[2].bias.zero_()
+    return m, torch.tensor([[1.0, 1.0]], dtype=torch.float64), torch.tensor([1])
+
+
+def test_cross_entropy_at_kinks_certified_by_adjacent_piece():
+    """Irrational gradients (log_softmax): AD's own choices form an adjacent piece -> member, exactly."""
+    m, X, y = _ce_net()
+    for wrt in ("inputs", "parameters"):
+        v = nsverify.check_module(m, torch.nn.functional.cross_entropy, X, y, wrt=wrt)
+        assert v.status == "member" and v.certificate["kind"] == "adjacent_piece"
+        assert verify_certificate(v.to_json())
+        assert any(hasattr(x, "lo") for x in v.exact_ad)  # really irrational
+        # PyTorch's float gradient lies inside the exact intervals' neighbourhood
+        assert all(abs(float(a) - b) < 1e-12 for a, b in zip(v.exact_ad, v.ad))
+
+
+def test_no_adjacent_piece_for_even_split_or_mid_rules():
+    """amax's even split and abs'(0) = 0 are not piece choices: no adjacent_piece certificate."""
+    f = lambda w: torch.exp(torch.amax(torch.stack([w[0], -w[0]])))  # noqa: E731
+    v = nsverify.check_gradient(f, torch.zeros(1, dtype=torch.float64))
+    assert v.status == "member" and v.certificate["kind"] != "adjacent_piece"  # 0 in [-1, 1] (exp(0) = 1)
+    from nsverify.oracle.pieces import follow_ad
+
+    assert follow_ad(f, torch.zeros(1, dtype=torch.float64)) is None
+    assert follow_ad(lambda w: w[0].abs(), torch.zeros(1, dtype=torch.float64)) is None
+    assert follow_ad(lambda w: torch.relu(w[0]), torch.zeros(1, dtype=torch.float64)) is not None

@@ -1,4 +1,5 @@
 """Bad input and undecidable cases: clear nsverify errors or an honest "unknown", never a wrong verdict."""
+
 from __future__ import annotations
 
 import pytest

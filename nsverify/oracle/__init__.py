@@ -11,10 +11,13 @@ See docs/oracle.md.
 from __future__ import annotations
 
 from .api import check_gradient, check_module, float_autograd
+from .backprop import exact_backprop, exact_module_backprop
 from .interp import exact_forward, exact_gradient, exact_module_gradient, module_function
 from .verdict import Verdict, verify_certificate
 
 __all__ = [
+    "exact_backprop",
+    "exact_module_backprop",
     "check_gradient",
     "check_module",
     "exact_gradient",

@@ -59,7 +59,7 @@ def check_gradient(
         ad_run = run(fn, w, mode="ad", conventions=conventions, values=values, float_shadow=True)
     except InexactError as e:
         return _undecided(f"the exact AD could not be evaluated: {e}", float_ad, ad)
-    exact_ad = ad_run.gradient
+    exact_ad, how = _exact_ad(fn, w, conventions, ad_run.gradient)
     if ad is None:
         tested, tested_is = exact_ad, "exact_ad"
     else:
@@ -70,8 +70,9 @@ def check_gradient(
             )
         tested, tested_is = tuple(x if isinstance(x, (Fraction, Ival)) else F(x) for x in adv), "ad"
     try:
-        en = enumerate_pieces(fn, w, values=values, limit=max_pieces, on_limit=on_limit,
-                              time_limit=time_limit)
+        en = enumerate_pieces(
+            fn, w, values=values, limit=max_pieces, on_limit=on_limit, time_limit=time_limit
+        )
     except InexactError as e:
         return _undecided(f"the pieces could not be enumerated exactly: {e}", float_ad, ad, ad_run)
     inner_leaves = [leaf for leaf in en.leaves if leaf.inner]
@@ -94,6 +95,8 @@ def check_gradient(
     elif len(tested) == 1 and interval_member_1d(tested, inner) is not None:
         lo, hi = interval_member_1d(tested, inner)
         status, cert = "member", {"kind": "interval_bracket", "below": lo, "above": hi}
+    elif tested_is == "exact_ad" and (follow := _follow(fn, w, values, conventions, exact_ad)) is not None:
+        status, cert = "member", follow
     elif en.incomplete:
         reason = en.incomplete
     else:
@@ -121,11 +124,13 @@ def check_gradient(
         "lps": en.stats.lps,
         "witness_reuse": en.stats.witness_reuse,
         "gordan": en.stats.gordan,
+        "nogood_reuse": en.stats.nogood_reuse,
         "uncertain": en.stats.uncertain,
         "branch_sites": en.branch_sites,
         "seconds": en.seconds,
         "lp_seconds": en.stats.lp_seconds,
         "curved": en.curved,
+        "exact_ad_from": how,
     }
     return Verdict(
         status=status,
@@ -165,7 +170,56 @@ def _undecided(reason, float_ad, ad, ad_run=None) -> Verdict:
         tested, tested_is = tuple(F(x) for x in adv), "ad"
     else:
         tested, tested_is = (exact_ad or ()), "exact_ad"
-    return Verdict(status="unknown", exact=False, bouligand=[], certificate=None, distance=float("nan"),
-                   kinks=ad_run.sites if ad_run is not None else [], exact_ad=exact_ad, ad=float_ad,
-                   tested=tuple(tested), tested_is=tested_is, reason=reason,
-                   value=ad_run.value if ad_run is not None else None)
+    return Verdict(
+        status="unknown",
+        exact=False,
+        bouligand=[],
+        certificate=None,
+        distance=float("nan"),
+        kinks=ad_run.sites if ad_run is not None else [],
+        exact_ad=exact_ad,
+        ad=float_ad,
+        tested=tuple(tested),
+        tested_is=tested_is,
+        reason=reason,
+        value=ad_run.value if ad_run is not None else None,
+    )
+
+
+def _exact_ad(fn, w, conventions, forward_gradient):
+    """PyTorch's backward formulas evaluated exactly (reverse mode); forward mode when an op's backward is not
+    implemented exactly.  Both are computed; a disagreement would mean the registry's conventions and
+    PyTorch's formulas differ, and is reported as an error rather than silently picking one."""
+    from ..errors import UnsupportedOpError
+    from .backprop import exact_backprop
+
+    try:
+        g = exact_backprop(fn, w, conventions)
+    except (UnsupportedOpError, InexactError):
+        return forward_gradient, "forward"
+    if tuple(g) != tuple(forward_gradient) and all(
+        isinstance(x, Fraction) for x in tuple(g) + tuple(forward_gradient)
+    ):
+        raise NsverifyError(
+            "internal inconsistency: PyTorch's backward formulas evaluated exactly give "
+            f"{tuple(map(str, g))} but the registry's conventions give {tuple(map(str, forward_gradient))}; "
+            "please report this program (the registry entry of one of its ops is wrong)"
+        )
+    return g, "backward"
+
+
+def _follow(fn, w, values, conventions, exact_ad):
+    """Certificate "adjacent_piece": AD's own local choices form a piece adjacent to w (see follow_ad)."""
+    from .pieces import follow_ad
+
+    got = follow_ad(fn, w, values=values, conventions=conventions)
+    if got is None:
+        return None
+    grad, decisions, rows, witness = got
+    for a, b in zip(grad, exact_ad):  # same arithmetic: equal when exact, overlapping intervals otherwise
+        lo_a, hi_a = (a.lo, a.hi) if isinstance(a, Ival) else (a, a)
+        lo_b, hi_b = (b.lo, b.hi) if isinstance(b, Ival) else (b, b)
+        if hi_a < lo_b or hi_b < lo_a or (not isinstance(a, Ival) and not isinstance(b, Ival) and a != b):
+            return None
+    return {"kind": "adjacent_piece", "decisions": list(decisions), "rows": [enc(r) for r in rows],
+            "witness": enc(witness), "gradient": enc(tuple(grad))}

@@ -34,6 +34,7 @@ class Site:
     slopes: tuple = ()  # the distinct first-order forms involved (sparse dicts)
     float_tie: bool | None = None  # did the float computation see the same tie (filled later)
     extra: dict = field(default_factory=dict)
+    ad_option: int | None = None  # pieces mode: the option whose local derivative AD uses (None: no option)
 
     def to_json(self) -> dict:
         from .jsonio import enc

@@ -57,6 +57,10 @@ def member_weights(t, V: list) -> dict | None:
 
 
 def check_weights(t, V, w: dict) -> bool:
+    exact = lambda x: isinstance(x, (int, Fraction))  # noqa: E731
+    if not all(exact(x) for x in w.values()) or not all(exact(x) for v in V for x in v) or not all(
+            exact(x) for x in t):
+        return False  # floats are never accepted in a certificate
     if any(x < 0 for x in w.values()) or sum(w.values()) != 1:
         return False
     return all(sum((c * V[i][k] for i, c in w.items()), F(0)) == t[k] for k in range(len(t)))
@@ -92,6 +96,9 @@ def separating_direction(t, V: list):
 
 def margin(h, t, V):
     """Exact (or rigorous lower bound of the) margin <h,t> - max <h,v_i> if positive, else None."""
+    ok = lambda x: isinstance(x, (int, Fraction, Ival))  # noqa: E731
+    if not all(ok(x) for x in h) or not all(ok(x) for x in t) or not all(ok(x) for v in V for x in v):
+        return None  # floats are never accepted in a certificate
     ht = dot(h, t)
     best = None
     for v in V:

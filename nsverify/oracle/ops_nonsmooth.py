@@ -18,7 +18,7 @@ from ..errors import InexactError, UnsupportedOpError
 from ..registry import pool_out_size
 from . import context
 from .context import Site
-from .numbers import Aff, grad, is_lin, mk, sign, val
+from .numbers import Aff, KinkZero, grad, is_lin, mk, sign, val
 from .ops_linear import arr, objmap
 from .semantics import clamp as clamp_sem
 from .semantics import elementwise, tie_rule
@@ -102,8 +102,9 @@ def _apply_elementwise(ew, x, loc, fx=None):
         return _piece_apply(ew.pieces[idx], x)
     b = ew.breakpoints[at]
     g = grad(x)
-    if not isinstance(x, Aff):  # a constant sitting on a kink: nothing flows through it
-        return _piece_apply(ew.pieces[at], x)
+    if not isinstance(x, Aff):  # a constant sitting on a kink: nothing flows through forward mode
+        out = _piece_apply(ew.pieces[at], x)
+        return KinkZero() if ew.name == "relu" and ctx.mode == "ad" else out
     site = Site(ew.name, ctx.call, loc, b, affine=is_lin(x), slopes=(g,),
                 float_tie=None if fx is None else F(fx) == b)
     if ctx.mode == "ad" or not g:
@@ -116,8 +117,23 @@ def _apply_elementwise(ew, x, loc, fx=None):
                 _poly(ew.pieces[at].poly, b), {k: side * c for k, c in g.items()} if side else {}, is_lin(x)
             )
         return _piece_apply(ew.pieces[side], x)
+    site.ad_option = _ad_option_elementwise(ew, at)
     choice = ctx.branch(site, [("left", [_neg_g(g)]), ("right", [g])])
     return _piece_apply(ew.pieces[at + choice], x)
+
+
+def _ad_option_elementwise(ew, at):
+    """0 (left) / 1 (right) when AD's rule at breakpoint ``at`` is one side's derivative, else None."""
+    side = _ad_side(ew, at)
+    if not isinstance(side, Fraction):
+        return side - at
+    b = ew.breakpoints[at]
+    left, right = _dpoly(ew.pieces[at].poly, b), _dpoly(ew.pieces[at + 1].poly, b)
+    if side == left:
+        return 0
+    if side == right:
+        return 1
+    return None
 
 
 def _ad_side(ew, at):
@@ -267,6 +283,9 @@ def select(cands: list, larger: bool, opname: str, rule: str, loc, fvals=None):
             {k: sgn * v for k, v in _gsub(grad(cands[r]), grad(cands[o])).items()} for o in reps if o != r
         ]
         options.append((f"#{r}", rows))
+    conv = context.convention(opname)
+    if (conv if conv is not None else rule) in ("first", "native"):
+        site.ad_option = next(j for j, ix in enumerate(groups.values()) if tied[0] in ix)
     choice = ctx.branch(site, options)
     i = reps[choice]
     return cands[i], i
@@ -399,6 +418,42 @@ def _minimum(a, b):
     return _select_pairwise(a, b, "minimum", False)
 
 
+def pool_windows(name: str, shape, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """Yield (output index, [(input index, flat spatial index)]) of a max pool, windows in row-major order."""
+    nsp = 1 if "1d" in name else 3 if "3d" in name else 2
+
+    def tup(v, dflt):
+        if isinstance(v, (list, tuple)) and len(v):
+            return tuple(v) * (nsp if len(v) == 1 else 1)
+        return (v,) * nsp if isinstance(v, int) else dflt
+
+    k = tup(kernel_size, None)
+    s = tup(stride, k)
+    p = tup(padding, (0,) * nsp)
+    dl = tup(dilation, (1,) * nsp)
+    lead, sp = tuple(shape[:-nsp]), tuple(shape[-nsp:])
+    out_sp = tuple(pool_out_size(sp[i], k[i], s[i], p[i], dl[i], ceil_mode) for i in range(nsp))
+    strides_in = np.cumprod((1,) + sp[::-1])[:-1][::-1]
+    for L in np.ndindex(*lead):
+        for o in np.ndindex(*out_sp):
+            win = []
+            for kk in np.ndindex(*k):
+                q = [o[i] * s[i] - p[i] + kk[i] * dl[i] for i in range(nsp)]
+                if all(0 <= q[i] < sp[i] for i in range(nsp)):
+                    win.append((L + tuple(q), int(sum(q[i] * strides_in[i] for i in range(nsp)))))
+            yield L + o, win
+    return lead + out_sp
+
+
+def pool_out_shape(name, shape, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    gen = pool_windows(name, shape, kernel_size, stride, padding, dilation, ceil_mode)
+    while True:
+        try:
+            next(gen)
+        except StopIteration as e:
+            return e.value
+
+
 @op(
     "max_pool2d_with_indices",
     "max_pool1d_with_indices",
@@ -408,41 +463,20 @@ def _minimum(a, b):
 )
 def _max_pool(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     name = context.current().op_name
-    nsp = 1 if "1d" in name else 3 if "3d" in name else 2
-    tup = lambda v, dflt: (
-        tuple(v) * (nsp if len(tuple(v)) == 1 else 1)
-        if isinstance(v, (list, tuple)) and v
-        else ((v,) * nsp if isinstance(v, int) else dflt)
-    )
-    k = tup(kernel_size, None)
-    s = tup(stride, k)
-    p = tup(padding, (0,) * nsp)
-    dl = tup(dilation, (1,) * nsp)
     x = arr(x)
-    lead = x.shape[:-nsp]
-    sp = x.shape[-nsp:]
-    out_sp = [pool_out_size(sp[i], k[i], s[i], p[i], dl[i], ceil_mode) for i in range(nsp)]
-    out = np.empty(lead + tuple(out_sp), dtype=object)
-    idx = np.zeros(lead + tuple(out_sp), dtype=np.int64)
+    oshape = pool_out_shape(name, x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    out = np.empty(oshape, dtype=object)
+    idx = np.zeros(oshape, dtype=np.int64)
     rule = tie_rule("max_pool")
     conv = context.convention("max_pool")
-    strides_in = np.cumprod((1,) + sp[::-1])[:-1][::-1]
     fx = context.current().float_arg(0)
     if fx is not None and fx.shape != x.shape:
         fx = None
-    for L in np.ndindex(*lead):
-        for o in np.ndindex(*out_sp):
-            cands, flat_ix, fv = [], [], []
-            for kk in np.ndindex(*k):
-                q = [o[i] * s[i] - p[i] + kk[i] * dl[i] for i in range(nsp)]
-                if all(0 <= q[i] < sp[i] for i in range(nsp)):
-                    cands.append(x[L + tuple(q)])
-                    flat_ix.append(int(sum(q[i] * strides_in[i] for i in range(nsp))))
-                    if fx is not None:
-                        fv.append(fx[L + tuple(q)])
-            e, j = select(cands, True, "max_pool", conv if conv is not None else rule, L + o,
-                          fv if fx is not None else None)
-            out[L + o], idx[L + o] = e, flat_ix[j]
+    for pos, win in pool_windows(name, x.shape, kernel_size, stride, padding, dilation, ceil_mode):
+        cands = [x[q] for q, _ in win]
+        fv = [fx[q] for q, _ in win] if fx is not None else None
+        e, j = select(cands, True, "max_pool", conv if conv is not None else rule, pos, fv)
+        out[pos], idx[pos] = e, win[j][1]
     if name.endswith("with_indices"):
         return out, idx
     return out
@@ -510,6 +544,8 @@ def _compare_entry(x, y, name, loc, fxy=None):
     if not g:  # second-order tie: first-order analysis cannot tell the side
         choice = ctx.branch(site, [("<", None), (">", None)])
     else:
+        if test(-1) != test(1):  # AD takes the exact outcome test(0): the side that gives the same outcome
+            site.ad_option = 0 if test(0) == test(-1) else 1
         choice = ctx.branch(site, [("<", [_neg_g(g)]), (">", [g])])
     return test(-1 if choice == 0 else 1)
 

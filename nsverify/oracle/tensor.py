@@ -36,11 +36,11 @@ class ExactTensor(torch.Tensor):
     arr: np.ndarray
 
     @staticmethod
-    def __new__(cls, arr: np.ndarray, dtype=None):
+    def __new__(cls, arr: np.ndarray, dtype=None, requires_grad: bool = False):
         if dtype is None:
             dtype = _dtype_of(arr)
         t = torch.Tensor._make_wrapper_subclass(
-            cls, tuple(arr.shape), dtype=dtype, device="cpu", requires_grad=False
+            cls, tuple(arr.shape), dtype=dtype, device="cpu", requires_grad=requires_grad
         )
         t.arr = arr
         return t
