@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from nsverify.costs.bouligand import bouligand_set
 from nsverify.costs.checks import random_relu_net
 from nsverify.costs.prop4 import ad_set_two, ad_set_vertices
-from nsverify.costs.relunet import ReluNet, max_network, sat_network
+from nsverify.costs.relunet import ReluNet, max_network, sat_network, to_torch_fn
 from nsverify.costs.sat import brute_force_sat, random_3cnf, satisfies
 from nsverify.errors import NsverifyError, TooManyPieces
 
@@ -77,14 +77,7 @@ def test_bouligand_enumeration_agrees_with_the_issue3_oracle():
     oracle = pytest.importorskip("nsverify.oracle")
     for clauses, p in FORMULAS[:2]:
         net = sat_network(clauses, p)
-
-        def fn(x, net=net):
-            h = x
-            for M in net.mats[:-1]:
-                h = torch.relu(torch.tensor(M, dtype=x.dtype) @ h)
-            return (torch.tensor(net.mats[-1], dtype=x.dtype) @ h).sum()
-
-        v = oracle.check_gradient(fn, torch.zeros(p, dtype=torch.float64))
+        v = oracle.check_gradient(to_torch_fn(net), torch.zeros(p, dtype=torch.float64))
         assert v.exact
         assert {tuple(g) for g in v.bouligand} == bouligand_set(net, [0] * p).gradients
 
@@ -95,17 +88,19 @@ def test_bouligand_matches_the_issue3_oracle_on_random_networks(seed):
     torch = pytest.importorskip("torch")
     oracle = pytest.importorskip("nsverify.oracle")
     net, x = random_relu_net(random.Random(seed))
-
-    def fn(v):
-        h = v
-        for M, flags in zip(net.mats[:-1], net.relu):
-            h = torch.tensor(M, dtype=v.dtype) @ h
-            h = torch.where(torch.tensor(flags), torch.relu(h), h)
-        return (torch.tensor(net.mats[-1], dtype=v.dtype) @ h).sum()
-
-    v = oracle.check_gradient(fn, torch.tensor(x, dtype=torch.float64))
+    v = oracle.check_gradient(to_torch_fn(net), torch.tensor(x, dtype=torch.float64))
     assert v.exact
     assert {tuple(g) for g in v.bouligand} == bouligand_set(net, x).gradients
+
+
+def test_hardness_table_rows():
+    from nsverify.costs.timing import hardness_table
+
+    rows = hardness_table(((3, 1), (3, "unsat")), oracle_max_p=0)  # the oracle cross-check is tested above
+    assert [r["sat"] for r in rows] == [True, False]
+    assert [r["clarke_nontrivial"] for r in rows] == [True, False]
+    assert all(r["ad_nonsingleton"] for r in rows)
+    assert "t_oracle" not in rows[0]
 
 
 def test_exact_enumeration_fails_clearly_past_its_limit():

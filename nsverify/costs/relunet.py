@@ -86,6 +86,20 @@ class ReluNet:
         return sum(a * b for a, b in zip(self.mats[-1][0], h))
 
 
+def to_torch_fn(net: ReluNet):
+    """The network as a torch function of a 1-D input tensor (for torch autograd and the issue-3 oracle)."""
+    import torch
+
+    def fn(x):
+        h = x
+        for M, flags in zip(net.mats[:-1], net.relu):
+            h = torch.tensor(M, dtype=x.dtype) @ h
+            h = torch.where(torch.tensor(flags), torch.relu(h), h)
+        return (torch.tensor(net.mats[-1], dtype=x.dtype) @ h).sum()
+
+    return fn
+
+
 def matmul(A: Matrix, B: Matrix) -> Matrix:
     return [[sum(A[i][k] * B[k][j] for k in range(len(B))) for j in range(len(B[0]))] for i in range(len(A))]
 

@@ -16,12 +16,14 @@ FULL_SIZES = QUICK_SIZES + ((5, 8), (5, 16), (6, 16))
 
 
 def hardness_table(
-    sizes=QUICK_SIZES, seed: int = 0, max_regions: int = 5000, time_budget: float | None = None, progress=None
+    sizes=QUICK_SIZES, seed: int = 0, max_regions: int = 5000, time_budget: float | None = None, progress=None,
+    oracle_max_p: int = 3,
 ) -> list[dict]:
     """One row per (p variables, n clauses; n = "unsat": the 8-clause unsatisfiable core on 3 variables):
     network size, SAT (brute force), exact Clarke at 0 with its time and region count, Proposition 4's
     verdict for D^a(0) with its time.  Sizes whose exact enumeration passes ``max_regions`` are reported as
-    such (the limit is the point of Theorem 6)."""
+    such (the limit is the point of Theorem 6).  For p <= ``oracle_max_p`` the issue-3 oracle
+    ``nsverify.check_gradient`` is timed too, and its Bouligand set compared with ours (``oracle_agrees``)."""
     rows = []
     t_start = time.perf_counter()
     for idx, (p, n) in enumerate(sizes):
@@ -65,5 +67,23 @@ def hardness_table(
                     t_clarke=time.perf_counter() - t0,
                     clarke_status="too many regions",
                 )
+        row.update(_oracle(net, p, b.gradients if row["clarke_status"] == "exact" else None)
+                   if p <= oracle_max_p and not over else {})
         rows.append(row)
     return rows
+
+
+def _oracle(net, p, gradients) -> dict:
+    try:
+        import torch
+
+        from ..oracle import check_gradient
+    except ImportError:  # the oracle lives on another branch until merged, or torch is absent
+        return {}
+    from .relunet import to_torch_fn
+
+    t0 = time.perf_counter()
+    v = check_gradient(to_torch_fn(net), torch.zeros(p, dtype=torch.float64), max_pieces=20_000,
+                       on_limit="unknown")
+    agrees = None if gradients is None or not v.exact else {tuple(g) for g in v.bouligand} == gradients
+    return dict(t_oracle=time.perf_counter() - t0, oracle_exact=v.exact, oracle_agrees=agrees)

@@ -199,7 +199,7 @@ def costs_section(ctx) -> dict:
                 "regions",
                 "t exact Clarke (s)",
                 "D^a non-singleton",
-                "t Prop 4 (s)",
+                "t Prop 4 (s)", "t check_gradient (s)",
             ],
             [
                 [
@@ -213,6 +213,7 @@ def costs_section(ctx) -> dict:
                     _fmt(r["t_clarke"]) if r["t_clarke"] is not None else r["clarke_status"],
                     r["ad_nonsingleton"],
                     _fmt(r["t_prop4"], 4),
+                    _fmt(r["t_oracle"]) if "t_oracle" in r else "-",
                 ]
                 for r in hard
             ],
@@ -220,6 +221,8 @@ def costs_section(ctx) -> dict:
     )
     mism = sum(r["clarke_nontrivial"] is not None and r["clarke_nontrivial"] != r["sat"] for r in hard)
     metrics.append({"key": "hardness|clarke_vs_sat", "kind": "counterexample", "value": mism})
+    metrics.append({"key": "hardness|enumeration_vs_oracle", "kind": "counterexample",
+                    "value": sum(r.get("oracle_agrees") is False for r in hard)})
     for r in hard:
         metrics.append(
             {"key": f"hardness|p{r['p']}n{r['clauses']}|t_clarke", "kind": "info", "value": r["t_clarke"]}
