@@ -183,7 +183,7 @@ def costs_section(ctx) -> dict:
     # 4. hardness --------------------------------------------------------------------------------------
     ctx.progress("hardness: exact Clarke vs Proposition 4")
     hard = hardness_table(
-        QUICK_SIZES if ctx.quick else FULL_SIZES, time_budget=40 if ctx.quick else 600, progress=ctx.progress
+        QUICK_SIZES if ctx.quick else FULL_SIZES, time_budget=60 if ctx.quick else 600, progress=ctx.progress
     )
     tables.append(
         table(
