@@ -13,7 +13,8 @@ from .problems import Problem, make_problem
 
 
 def _sgd(ps, lr, momentum=0.0):
-    # heavy-ball as in Arnekvist (6)-(7) with eta = lr/(1-beta) is SGD(lr, momentum) -- see nsverify.dying_relu
+    # heavy-ball as in Arnekvist (6)-(7) with eta = lr/(1-beta) is SGD(lr, momentum) -- see
+    # nsverify.dying_relu
     return torch.optim.SGD(ps, lr=lr, momentum=momentum)
 
 
@@ -23,10 +24,12 @@ OPTIMIZERS = {
     "SGD": (lambda ps, lr: _sgd(ps, lr), "sgd"),
     "heavy-ball": (lambda ps, lr: _sgd(ps, lr * 0.1, momentum=0.9), "sgd"),
     "INNA": (lambda ps, lr: INNA(ps, lr=lr, alpha=0.5, beta=0.1), "sgd"),
-    "INNAprop(0.1,0.9)": (lambda ps, lr: INNAprop(ps, lr=lr, alpha=0.1, beta=0.9, weight_decay=0.0), "adaptive"),
+    "INNAprop(0.1,0.9)": (lambda ps, lr: INNAprop(ps, lr=lr, alpha=0.1, beta=0.9, weight_decay=0.0),
+                          "adaptive"),
     "INNAprop(1,1)": (lambda ps, lr: INNAprop(ps, lr=lr, alpha=1.0, beta=1.0, weight_decay=0.0), "adaptive"),
     "INNAprop(2,2)": (lambda ps, lr: INNAprop(ps, lr=lr, alpha=2.0, beta=2.0, weight_decay=0.0), "adaptive"),
-    "INNApropMomentum(0.1,0.9)": (lambda ps, lr: INNApropMomentum(ps, lr=lr, alpha=0.1, beta=0.9), "adaptive"),
+    "INNApropMomentum(0.1,0.9)": (lambda ps, lr: INNApropMomentum(ps, lr=lr, alpha=0.1, beta=0.9),
+                                  "adaptive"),
 }
 #: default step sizes per problem and family (cosine-annealed to 0 over the run)
 LR = {"adaptive": 0.02, "sgd": 0.02}
@@ -104,14 +107,16 @@ def compare(problem_name: str, optimizers: list[str], *, seeds=(0, 1, 2), steps:
             s["speedup_vs_baseline"] = mean_ci([x for _, x in m if x is not None and math.isfinite(x)])
             s["matched_baseline"] = sum(k is not None for k, _ in m)
         summary[o] = s
-    return {"problem": problem_name, "seeds": list(seeds), "steps": steps, "dtype": str(dtype), "target": target,
+    return {"problem": problem_name, "seeds": list(seeds), "steps": steps, "dtype": str(dtype),
+            "target": target,
             "summary": summary, "runs": runs}
 
 
 def precision_study(problem_name: str = "lasso", *, seeds=(0, 1, 2), steps: int = 2000, lr: float = 1e-3,
                     dtypes=("float64", "float32", "bfloat16"),
                     optimizers=("INNAprop(0.1,0.9)", "INNApropMomentum(0.1,0.9)"), progress=None) -> dict:
-    """Final gap of INNAprop and its momentum variant per dtype (cosine schedule to 0, lr 1e-3 as in Fig 4.10),
+    """Final gap of INNAprop and its momentum variant per dtype (cosine schedule to 0, lr 1e-3 as in Fig
+    4.10),
     and the largest distance of each run's objective from the same optimizer's float64 run."""
     out = {}
     for o in optimizers:

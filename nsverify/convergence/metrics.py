@@ -22,7 +22,7 @@ def steps_to_target(values: Sequence[float], target: float, steps: Sequence[int]
 
 def steps_to_match(values_a: Sequence[float], values_b: Sequence[float],
                    steps: Sequence[int] | None = None) -> tuple[int | None, float | None]:
-    """(first step where A <= min(B), speed-up = step of B's best / that step); (None, None) if A never does."""
+    """(first step where A <= min(B), speed-up = step of B's best / that step); (None, None) if never."""
     steps = list(range(len(values_b))) if steps is None else list(steps)
     best_b = min(values_b)
     k_best_b = steps[list(values_b).index(best_b)]
@@ -33,7 +33,7 @@ def steps_to_match(values_a: Sequence[float], values_b: Sequence[float],
 
 
 def mean_ci(xs: Sequence[float], level: float = 0.95) -> dict:
-    """Mean, 95% t-interval, spread (max - min) and n over seeds; non-finite values are counted, not averaged."""
+    """Mean, 95% t-interval, spread (max - min) and n over seeds; non-finite values are counted only."""
     vals = [float(x) for x in xs if x is not None and math.isfinite(float(x))]
     n = len(vals)
     out = {"n": n, "n_failed": len(xs) - n}

@@ -31,7 +31,8 @@ def _solve(build) -> float:
     try:
         import cvxpy as cp
     except ImportError as exc:  # pragma: no cover - environment dependent
-        raise NsverifyError("computing f* needs cvxpy: pip install cvxpy (or skip the convex problems).") from exc
+        raise NsverifyError("computing f* needs cvxpy: pip install cvxpy (or skip the convex problems).") \
+            from exc
     objective, constraints = build(cp)
     prob = cp.Problem(cp.Minimize(objective), constraints)
     for solver in ("CLARABEL", "ECOS", "SCS"):
@@ -57,7 +58,8 @@ def lasso(seed: int, n: int = 80, d: int = 40, lam: float = 0.1) -> Problem:
     A = r.standard_normal((n, d))
     x_true = np.where(r.random(d) < 0.2, r.standard_normal(d), 0.0)
     b = A @ x_true + 0.1 * r.standard_normal(n)
-    fstar = _solve(lambda cp: ((cp.sum_squares(A @ (x := cp.Variable(d)) - b) / (2 * n) + lam * cp.norm1(x)), []))
+    fstar = _solve(lambda cp: ((cp.sum_squares(A @ (x := cp.Variable(d)) - b) / (2 * n) + lam * cp.norm1(x)),
+                               []))
     At, bt = torch.tensor(A), torch.tensor(b)
 
     def loss(ps):
@@ -92,7 +94,7 @@ def least_absolute_deviations(seed: int, n: int = 100, d: int = 20) -> Problem:
     r = np.random.default_rng(seed)
     A = r.standard_normal((n, d))
     b = A @ r.standard_normal(d) + r.standard_t(1.5, n)
-    fstar = _solve(lambda cp: (cp.norm1(A @ (x := cp.Variable(d)) - b) / n, []))
+    fstar = _solve(lambda cp: (cp.norm1(A @ cp.Variable(d) - b) / n, []))
     At, bt = torch.tensor(A), torch.tensor(b)
 
     def loss(ps):
@@ -122,8 +124,8 @@ def teacher_student(seed: int, n: int = 256, d: int = 8, teacher_width: int = 4,
     """Regress a random one-hidden-layer ReLU teacher with a wider ReLU student: f* = 0 (realizable)."""
     r = np.random.default_rng(seed)
     X = r.standard_normal((n, d))
-    W1, b1, w2 = r.standard_normal((teacher_width, d)), 0.5 * r.standard_normal(teacher_width), r.standard_normal(
-        teacher_width)
+    W1, b1 = r.standard_normal((teacher_width, d)), 0.5 * r.standard_normal(teacher_width)
+    w2 = r.standard_normal(teacher_width)
     y = np.maximum(X @ W1.T + b1, 0) @ w2
     Xt, yt = torch.tensor(X), torch.tensor(y)
     init = _rng_init(seed, [(width, d), (width,), (width,), ()], scale=0.5)
@@ -145,8 +147,8 @@ def digits_mlp(seed: int, hidden: int = 32, batch: int = 64) -> Problem:
     Xtr, Xte, ytr, yte = train_test_split(X / 16.0, y, test_size=0.3, random_state=seed)
     Xtr_t, ytr_t, Xte_t, yte_t = (torch.tensor(Xtr), torch.tensor(ytr), torch.tensor(Xte), torch.tensor(yte))
     g = np.random.default_rng(seed + 10_000)
-    arrays = [g.uniform(-1, 1, (hidden, 64)) / 8, np.zeros(hidden), g.uniform(-1, 1, (10, hidden)) / np.sqrt(hidden),
-              np.zeros(10)]
+    arrays = [g.uniform(-1, 1, (hidden, 64)) / 8, np.zeros(hidden),
+              g.uniform(-1, 1, (10, hidden)) / np.sqrt(hidden), np.zeros(10)]
 
     def init(dtype):
         return [torch.tensor(a, dtype=dtype, requires_grad=True) for a in arrays]
