@@ -10,6 +10,15 @@ from nsverify.convergence import compare, make_problem, mean_ci, run_one, steps_
 from nsverify.errors import NsverifyError
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # tiny problems run ~20x slower when two intra-op threads compete with other processes on 2 cores
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 def test_metrics_on_known_sequences():
     vals = [5.0, 3.0, 1.0, 0.5, 0.2]
     assert steps_to_target(vals, 1.0) == 2

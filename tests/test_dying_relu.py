@@ -23,6 +23,15 @@ from nsverify.dying_relu import (
 from nsverify.errors import NsverifyError
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # tiny problems run ~20x slower when two intra-op threads compete with other processes on 2 cores
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 def test_dead_units_exact_counts_mlp_and_conv():
     lin = torch.nn.Linear(3, 4)
     with torch.no_grad():
