@@ -296,3 +296,42 @@ def test_sparse_and_complex_rejected():
     c.grad = torch.zeros_like(c)
     with pytest.raises(NsverifyError, match="complex"):
         INNAprop([c]).step()
+
+
+def test_gpu_script_smoke(tmp_path):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "gpu" / "optim.py"
+    spec = importlib.util.spec_from_file_location("gpu_optim_script", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--out", str(tmp_path), "--smoke"]) == 0
+    data = json.loads((tmp_path / "optim.json").read_text())
+    assert {r["dtype"] for r in data["results"]} == {"float32", "bfloat16"}
+    for r in data["results"]:
+        assert r["state_bytes_per_param"]["adamw"] == r["state_bytes_per_param"]["innaprop"]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_paths_match_adamw_and_each_other():
+    def run(make, foreach):
+        g = torch.Generator(device="cuda").manual_seed(0)
+        ps = [torch.randn(1000, generator=g, device="cuda").requires_grad_() for _ in range(3)]
+        opt = make(ps, foreach)
+        for _ in range(30):
+            opt.zero_grad()
+            _loss(ps).backward()
+            opt.step()
+        return [p.detach().cpu() for p in ps]
+
+    adamw = lambda ps, fe: torch.optim.AdamW(ps, lr=1e-2, betas=(0.0, 0.999), weight_decay=0.01, foreach=fe)
+    inn = lambda ps, fe: INNAprop(ps, lr=1e-2, alpha=1.0, beta=1.0, weight_decay=0.01, foreach=fe)
+    assert _bitwise(run(adamw, False), run(inn, False))
+    for x, y in zip(run(adamw, True), run(inn, True)):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
+    gen = lambda ps, fe: INNAprop(ps, lr=1e-2, alpha=0.1, beta=0.9, foreach=fe)
+    for x, y in zip(run(gen, False), run(gen, True)):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
