@@ -297,16 +297,36 @@ def network_run(dataset: str, gamma: float, optimizer: str, seed: int, steps: in
 
 
 def network_experiment(datasets=("diabetes", "friedman"), gammas=(1.0, 1e-2, 1e-4),
-                       optimizers=tuple(NETWORK_OPTIMIZERS), seeds=(0, 1, 2), steps: int = 3000,
-                       progress=None) -> list[dict]:
+                       optimizers=tuple(NETWORK_OPTIMIZERS), seeds=(0, 1, 2), steps: int = 50000,
+                       progress=None, cache=None) -> list[dict]:
+    """Dead shares over datasets x gammas x optimizers with seeds (mean and 95% CI).
+
+    ``cache``: optional JSON file path; finished runs are stored there and reused, so an interrupted long run
+    (003 trains 250000 steps; units start dying after ~1e4 steps here) resumes where it stopped.
+    """
+    import json
+    from pathlib import Path
+
     from .convergence.metrics import mean_ci
+
+    done = {}
+    if cache is not None and Path(cache).exists():
+        done = json.loads(Path(cache).read_text())
+
+    def one(d, g, o, s):
+        key = f"{d}|{g!r}|{o}|{s}|{steps}"
+        if key not in done:
+            done[key] = network_run(d, g, o, s, steps)
+            if cache is not None:
+                Path(cache).write_text(json.dumps(done))
+        return done[key]
 
     rows = []
     combos = [(d, g, o) for d in datasets for g in gammas for o in optimizers]
     for i, (d, g, o) in enumerate(combos):
         if progress:
             progress(f"dying ReLU {d} gamma={g:g} {o}", i, len(combos))
-        runs = [network_run(d, g, o, s, steps) for s in seeds]
+        runs = [one(d, g, o, s) for s in seeds]
         rows.append({"dataset": d, "gamma": g, "optimizer": o,
                      "dead_share": mean_ci([r["dead_share"] for r in runs]),
                      "mse_over_gamma2": mean_ci([r["mse_over_gamma2"] for r in runs]),

@@ -16,6 +16,8 @@ from nsverify.dying_relu import (
     heavy_ball_matrix,
     in_dead_cone,
     in_linear_cone,
+    network_experiment,
+    network_run,
     region_map,
     single_relu_grad,
     single_relu_grad_quadrature,
@@ -161,3 +163,17 @@ def test_region_map_fractions_are_a_partition():
         assert 0 <= c["optimum"] <= 1 and 0 <= c["dead"] <= 1
         assert abs(c["optimum"] + c["dead"] + c["other"] - 1) < 1e-12
         assert c["n_inits"] == 42
+
+
+def test_network_experiment_runs_and_resumes_from_cache(tmp_path):
+    cache = tmp_path / "runs.json"
+    kw = dict(datasets=("diabetes",), gammas=(1.0, 1e-4), optimizers=("SGD", "Adam(beta1=0)"), seeds=(0,),
+              steps=5)
+    rows = network_experiment(cache=cache, **kw)
+    assert len(rows) == 4 and all(0 <= r["dead_share"]["mean"] <= 1 for r in rows)
+    assert len(__import__("json").loads(cache.read_text())) == 4
+    assert network_experiment(cache=cache, **kw) == rows  # served from the cache
+    with pytest.raises(NsverifyError, match="unknown data set"):
+        network_run("mnist", 1.0, "SGD", 0, 1)
+    with pytest.raises(NsverifyError, match="unknown optimizer"):
+        network_run("diabetes", 1.0, "Lion", 0, 1)
