@@ -6,6 +6,8 @@ import json
 import math
 from pathlib import Path
 
+import torch
+
 from ..report import figure_png, section, table
 
 CONVEX = ("lasso", "hinge_svm", "lad", "max_affine")
@@ -120,32 +122,30 @@ def optim_section(ctx) -> dict:
     with torch_threads(1):
         # -- identities ------------------------------------------------------------------------------------
         ctx.progress("INNAprop identities")
-        ident = {
-            f"{a:g},{b:g}": adamw_mismatches(a, b) for a, b in ((1.0, 1.0), (0.5, 2.0), (1 / 0.41, 0.41))
-        }
+        cases = {"1,1|float32": (1.0, 1.0, torch.float32), "1,1|float64": (1.0, 1.0, torch.float64),
+                 "0.5,2|float32": (0.5, 2.0, torch.float32), "0.25,4|float64": (0.25, 4.0, torch.float64),
+                 "1/0.09,0.09|float64": (1 / 0.09, 0.09, torch.float64)}
+        ident = {k: adamw_mismatches(a, b, dtype=dt) for k, (a, b, dt) in cases.items()}
+        bad = {k: v["mismatched_steps"] for k, v in ident.items()}
         for k, v in ident.items():
-            metrics.append(
-                {
-                    "key": f"innaprop_vs_adamw_bitwise|{k}|float32|cpu",
-                    "kind": "counterexample",
-                    "value": v["mismatched_steps"],
-                }
-            )
+            metrics.append({"key": f"innaprop_vs_adamw_bitwise|{k}|cpu", "kind": "counterexample",
+                            "value": v["mismatched_steps"]})
         claims.append(
             _claim(
                 "INNAprop with alpha = beta = 1 is AdamW with beta1 = 0 (001 Remark 13)",
-                f"single-tensor paths bitwise equal on {ident['1,1']['steps']} float32 steps: "
-                f"{ident['1,1']['mismatched_steps']} mismatches; psi stayed 0: {ident['1,1']['psi_zero']}",
-                ident["1,1"]["mismatched_steps"] == 0,
+                f"single-tensor paths, {ident['1,1|float32']['steps']} steps: mismatched steps float32 "
+                f"{bad['1,1|float32']}, float64 {bad['1,1|float64']}; "
+                f"psi stayed 0: {ident['1,1|float32']['psi_zero']}",
+                bad["1,1|float32"] == 0 == bad["1,1|float64"],
             )
         )
         claims.append(
             _claim(
                 "alpha = 1/beta gives AdamW(lr*beta, beta1=0), exactly for beta a power of 2",
-                f"beta=2: {ident['0.5,2']['mismatched_steps']} mismatched steps; beta=0.41 "
-                f"(fl(fl(1/beta)*beta) != 1, psi_0 != 0): {ident['2.43902,0.41']['mismatched_steps']} "
-                "mismatched steps in float32",
-                ident["0.5,2"]["mismatched_steps"] == 0,
+                f"mismatched steps: beta=2 float32 {bad['0.5,2|float32']}, beta=4 float64 "
+                f"{bad['0.25,4|float64']}; beta=0.09 (fl(fl(1/beta)*beta) != 1, so psi_0 != 0) float64 "
+                f"{bad['1/0.09,0.09|float64']}",
+                bad["0.5,2|float32"] == 0 == bad["0.25,4|float64"],
             )
         )
         claims.append(
