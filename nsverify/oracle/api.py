@@ -96,7 +96,9 @@ def check_gradient(
     elif len(tested) == 1 and interval_member_1d(tested, inner) is not None:
         lo, hi = interval_member_1d(tested, inner)
         status, cert = "member", {"kind": "interval_bracket", "below": lo, "above": hi}
-    elif tested_is == "exact_ad" and (follow := _follow(fn, w, values, conventions, exact_ad)) is not None:
+    elif tested_is == "exact_ad" and (
+        follow := _follow(fn, w, values, conventions, exact_ad, ad_run.gradient)
+    ) is not None:
         status, cert = "member", follow
     elif en.incomplete:
         reason = en.incomplete
@@ -209,14 +211,23 @@ def _exact_ad(fn, w, conventions, forward_gradient):
     return g, "backward"
 
 
-def _follow(fn, w, values, conventions, exact_ad):
-    """Certificate "adjacent_piece": AD's own local choices form a piece adjacent to w (see follow_ad)."""
+def _follow(fn, w, values, conventions, exact_ad, forward_ad):
+    """Certificate "adjacent_piece": AD's own local choices form a piece adjacent to w (see follow_ad).
+
+    The piece's gradient is computed by the same forward-mode arithmetic as the forward-mode AD, so the two
+    must agree *identically* (same Fractions, same interval endpoints); the reverse-mode exact AD must agree
+    with them (exactly, or with overlapping intervals).  Anything else declines the certificate.
+    """
     from .pieces import follow_ad
 
     got = follow_ad(fn, w, values=values, conventions=conventions)
     if got is None:
         return None
     grad, decisions, rows, witness = got
+    same = lambda a, b: (a.lo, a.hi) == (b.lo, b.hi) if isinstance(a, Ival) and isinstance(b, Ival) else (  # noqa
+        not isinstance(a, Ival) and not isinstance(b, Ival) and a == b)
+    if not all(same(a, b) for a, b in zip(grad, forward_ad)):
+        return None
     for a, b in zip(grad, exact_ad):  # same arithmetic: equal when exact, overlapping intervals otherwise
         lo_a, hi_a = (a.lo, a.hi) if isinstance(a, Ival) else (a, a)
         lo_b, hi_b = (b.lo, b.hi) if isinstance(b, Ival) else (b, b)
