@@ -117,3 +117,16 @@ def test_time_limit_gives_unknown_or_raises():
         nsverify.check_gradient(f, w, time_limit=0.0)
     v = nsverify.check_gradient(f, w, ad=[3.0] * 10, time_limit=0.0, on_limit="unknown")
     assert v.status == "unknown" and "time limit" in v.reason
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_point_and_constants():
+    from nsverify.oracle.cases import park_lemma7
+
+    v = nsverify.check_gradient(park_lemma7, torch.zeros(2, dtype=torch.float32, device="cuda"))
+    assert v.status == "not_member" and v.ad == (2.0, 0.0)
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0], device="cuda")
+    v = nsverify.check_gradient(lambda w: torch.max(w[0] * x) - torch.relu(w[0] * x).sum(),
+                                torch.zeros(1, device="cuda"))
+    assert v.status in ("member", "not_member") and v.kinks

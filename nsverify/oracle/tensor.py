@@ -193,7 +193,7 @@ def _float_arrays(sargs) -> list:
     out = []
     for x in sargs:
         if isinstance(x, torch.Tensor):
-            out.append(x.detach().double().numpy() if x.is_floating_point() else None)
+            out.append(x.detach().cpu().double().numpy() if x.is_floating_point() else None)
         elif isinstance(x, (list, tuple)):
             out.extend(_float_arrays(x))
     return out
