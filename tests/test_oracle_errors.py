@@ -130,3 +130,17 @@ def test_cuda_point_and_constants():
     v = nsverify.check_gradient(lambda w: torch.max(w[0] * x) - torch.relu(w[0] * x).sum(),
                                 torch.zeros(1, device="cuda"))
     assert v.status in ("member", "not_member") and v.kinks
+
+
+def test_hard_deadline_on_a_program_too_large_for_forward_mode():
+    import time
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)).double()
+    X, y = torch.randn(32, 64, dtype=torch.float64), torch.randint(0, 10, (32,))
+    t0 = time.perf_counter()
+    with pytest.raises(TooManyPieces, match="time limit"):
+        nsverify.check_module(m, torch.nn.functional.cross_entropy, X, y, time_limit=0.2)
+    v = nsverify.check_module(m, torch.nn.functional.cross_entropy, X, y, time_limit=0.2, on_limit="unknown")
+    assert v.status == "unknown" and "time limit" in v.reason
+    assert time.perf_counter() - t0 < 30

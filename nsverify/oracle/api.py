@@ -43,13 +43,45 @@ def check_gradient(
 ) -> Verdict:
     """Decide whether the AD of ``fn`` at ``w`` lies in the Clarke subdifferential of the real function.
 
-    ``fn``: callable on a 1-D (or any-shape) float tensor, returning a scalar tensor; ``w`` is taken as the
-    exact
-    rationals its floats represent.  ``ad``: a vector to test instead of the program's exact AD
-    (taken as exact
-    rationals).  ``conventions``: AD rules at kinks for the exact AD (see :func:`exact_gradient`).
-    ``max_pieces``: limit on enumerated patterns; past it raise :class:`TooManyPieces` or, with
-    ``on_limit="unknown"``, return "unknown".
+    ``fn``: callable on a float tensor (any shape), returning a scalar tensor; ``w`` is taken as the exact
+    rationals its floats represent.  ``ad``: a vector to test instead of the program's exact AD (taken as
+    exact rationals).  ``conventions``: AD rules at kinks for the exact AD (see :func:`exact_gradient`).
+    ``max_pieces`` / ``time_limit`` (seconds): past them raise :class:`TooManyPieces` or, with
+    ``on_limit="unknown"``, return "unknown" (member stays possible on the pieces already certified).
+    """
+    if on_limit not in ("raise", "unknown"):
+        raise NsverifyError(f"on_limit must be 'raise' or 'unknown', got {on_limit!r}")
+    from ..errors import TooManyPieces
+    from .context import deadline
+
+    # a hard stop slightly after time_limit, for single evaluations too large to finish (huge forward mode)
+    with deadline(None if time_limit is None else time_limit * 1.1 + 1):
+        try:
+            return _check_gradient(fn, w, ad, conventions=conventions, max_pieces=max_pieces,
+                                   on_limit=on_limit, time_limit=time_limit)
+        except TooManyPieces as e:
+            if on_limit != "unknown":
+                raise
+            return _undecided(str(e), float_autograd(fn, w), ad)
+
+
+def _check_gradient(
+    fn,
+    w: torch.Tensor,
+    ad=None,
+    *,
+    conventions: dict | None = None,
+    max_pieces: int = 10_000,
+    on_limit: str = "raise",
+    time_limit: float | None = 600.0,
+) -> Verdict:
+    """Decide whether the AD of ``fn`` at ``w`` lies in the Clarke subdifferential of the real function.
+
+    ``fn``: callable on a float tensor (any shape), returning a scalar tensor; ``w`` is taken as the exact
+    rationals its floats represent.  ``ad``: a vector to test instead of the program's exact AD (taken as
+    exact rationals).  ``conventions``: AD rules at kinks for the exact AD (see :func:`exact_gradient`).
+    ``max_pieces`` / ``time_limit`` (seconds): past them raise :class:`TooManyPieces` or, with
+    ``on_limit="unknown"``, return "unknown" (member stays possible on the pieces already certified).
     """
     if on_limit not in ("raise", "unknown"):
         raise NsverifyError(f"on_limit must be 'raise' or 'unknown', got {on_limit!r}")

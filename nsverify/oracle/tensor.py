@@ -145,6 +145,7 @@ def dispatch(func, args, kwargs):
         )
     ctx.call += 1
     ctx.op_name = base
+    context.check_deadline()
     a = unwrap(args)
     kw = {k: unwrap(v) for k, v in kwargs.items()}
     fout = _shadow_run(ctx, func, base, args, kwargs)
