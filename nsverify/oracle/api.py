@@ -256,8 +256,11 @@ def _follow(fn, w, values, conventions, exact_ad, forward_ad):
     if got is None:
         return None
     grad, decisions, rows, witness = got
-    same = lambda a, b: (a.lo, a.hi) == (b.lo, b.hi) if isinstance(a, Ival) and isinstance(b, Ival) else (  # noqa
-        not isinstance(a, Ival) and not isinstance(b, Ival) and a == b)
+    def same(a, b):
+        if isinstance(a, Ival) and isinstance(b, Ival):
+            return (a.lo, a.hi) == (b.lo, b.hi)
+        return not isinstance(a, Ival) and not isinstance(b, Ival) and a == b
+
     if not all(same(a, b) for a, b in zip(grad, forward_ad)):
         return None
     for a, b in zip(grad, exact_ad):  # same arithmetic: equal when exact, overlapping intervals otherwise

@@ -127,8 +127,8 @@ def check_deadline() -> None:
             raise TooManyPieces(
                 "the exact analysis ran out of its time limit: the program is too large for exact evaluation "
                 "with respect to this many coordinates (forward mode carries one derivative per coordinate). "
-                "Check fewer coordinates (wrt='inputs', or one layer's parameters), a smaller batch, or raise "
-                "time_limit; on_limit='unknown' returns 'unknown' instead of raising")
+                "Check fewer coordinates (wrt='inputs', or one layer's parameters), a smaller batch, or "
+                "raise time_limit; on_limit='unknown' returns 'unknown' instead of raising")
 
 
 def current() -> Ctx:

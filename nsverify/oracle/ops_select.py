@@ -1,8 +1,8 @@
 """Exact selections: max/min (full, dim), amax/amin, argmax, maximum/minimum, tensor-bound clamp, max_pool and
 adaptive max pool windows, sort/topk.
 
-At a tie, ``"ad"`` mode applies PyTorch's tie rule (from the registry) or an override; ``"pieces"`` mode makes the
-tie a branch point whose options are the tied entries, grouped when their local first-order data coincide
+At a tie, ``"ad"`` mode applies PyTorch's tie rule (from the registry) or an override; ``"pieces"`` mode makes
+the tie a branch point whose options are the tied entries, grouped when their local first-order data coincide
 (Park et al.'s T_j).
 """
 from __future__ import annotations
