@@ -54,7 +54,7 @@ def check_dtype_device(dtype: torch.dtype, device: torch.device, allow_slow: boo
             "a GPU (scripts/gpu/zones.py), or pass allow_slow=True / --allow-slow-fp16 to run it anyway.")
 
 
-def loss_fn(logits, y, reduction: str = "sum"):
+def loss_fn(logits, y, reduction: str = "mean"):
     if reduction not in ("sum", "mean"):
         raise NsverifyError(f"reduction must be 'sum' (eq 3.11) or 'mean' (PyTorch default), got {reduction!r}.")
     return F.cross_entropy(logits, y, reduction=reduction)
@@ -101,7 +101,7 @@ def _view_hooks(model):
     return view, hooks
 
 
-def program_grads(model: nn.Module, x, y, programs=("native", "minimal"), reduction: str = "sum",
+def program_grads(model: nn.Module, x, y, programs=("native", "minimal"), reduction: str = "mean",
                   view: bool = False):
     """Flat float64 gradients of the loss for each program, from ONE forward pass.
 
@@ -129,13 +129,13 @@ def variation(g1: torch.Tensor, g2: torch.Tensor, norm: float = 1) -> float:
     return float(torch.linalg.vector_norm(g1 - g2, ord=norm))
 
 
-def backprop_variation(model, x, y, p="native", q="minimal", norm: float = 1, reduction: str = "sum") -> float:
+def backprop_variation(model, x, y, p="native", q="minimal", norm: float = 1, reduction: str = "mean") -> float:
     """D(P, Q) on one minibatch (eq 3.11 with explicit norm and reduction)."""
     (gp, gq), _, _ = program_grads(model, x, y, (p, q), reduction)
     return variation(gp, gq, norm)
 
 
-def rerun_variation(model, x, y, program="native", norm: float = 1, reduction: str = "sum") -> float:
+def rerun_variation(model, x, y, program="native", norm: float = 1, reduction: str = "mean") -> float:
     """D(P, P~): the same program run twice, forward included (eq 3.12's inner term).  Zero on CPU (kernels
     are deterministic); non-zero only under nondeterministic kernels (GPU atomics)."""
     g = []
@@ -161,7 +161,7 @@ class Thresholds:
 
 
 def thresholds(model_factory, batches, dtype: torch.dtype, device: torch.device = torch.device("cpu"),
-               norm: float = 1, reduction: str = "sum", tau1_program: str = "native",
+               norm: float = 1, reduction: str = "mean", tau1_program: str = "native",
                allow_slow: bool = False) -> Thresholds:
     """Measure tau1 (eq 3.12) and tau2 (eq 3.13) over ``batches`` (list of (x, y)) and fresh models.
 

@@ -74,6 +74,16 @@ def dist_info() -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
+def dist_cleanup() -> None:
+    """Barrier and destroy the process group (if this module created one); safe to call always."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+
+
 def _draw_seed(seed: int, m: int) -> int:
     return (seed * 1_000_003 + m * 7919 + 12345) % (2**63)
 
@@ -179,7 +189,7 @@ def estimate_volume(cfg: VolumeConfig, thresholds: dict, resume: str | Path | No
         progress(f"rank {rank}/{world}: draw {m} done ({time.perf_counter() - t0:.1f}s)", i + 1, len(todo))
     elapsed = time.perf_counter() - t0
     records = _gather(mine, world)
-    return summarize(cfg, records, thresholds, alpha, extra={"world_size": world, "elapsed_s_rank": elapsed,
+    return summarize(cfg, records, thresholds, alpha, extra={"world_size": world, "rank": rank, "elapsed_s_rank": elapsed,
                                                                "computed_draws_rank": len(todo)},
                      reduce_counts=(world > 1))
 
