@@ -14,6 +14,7 @@ read files a user already has and fail with a clear message otherwise.
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import pickle
 from pathlib import Path
@@ -28,15 +29,29 @@ class DataNotFoundError(NsverifyError, FileNotFoundError):
     """A dataset file that is not on disk (nsverify never downloads data)."""
 
 
-def digits28(dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
-    """The 1797 scikit-learn digits as (N, 1, 28, 28) images with exact values k/16, and labels."""
-    from sklearn.datasets import load_digits
+@functools.lru_cache(maxsize=1)
+def _digits8() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits (8x8, 0..16): read its bundled CSV directly (importing sklearn takes seconds)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn")
+    path = Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz" if spec else None
+    if path is not None and path.exists():
+        raw = np.loadtxt(path, delimiter=",")
+        return raw[:, :-1].reshape(-1, 8, 8), raw[:, -1].astype(np.int64)
+    from sklearn.datasets import load_digits  # pragma: no cover - layout changed
 
     d = load_digits()
-    x = torch.tensor(d.images, dtype=torch.float64) / 16.0
+    return d.images, d.target
+
+
+def digits28(dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """The 1797 scikit-learn digits as (N, 1, 28, 28) images with exact values k/16, and labels."""
+    images, target = _digits8()
+    x = torch.tensor(images, dtype=torch.float64) / 16.0
     x = x.repeat_interleave(3, 1).repeat_interleave(3, 2)  # 24x24, duplicated patches
     x = torch.nn.functional.pad(x, (2, 2, 2, 2))  # flat zero border
-    return x.unsqueeze(1).to(dtype), torch.tensor(d.target, dtype=torch.long)
+    return x.unsqueeze(1).to(dtype), torch.tensor(target, dtype=torch.long)
 
 
 def plateaus(n: int = 512, seed: int = 0, shape: tuple[int, int, int] = (3, 32, 32), classes: int = 10,
