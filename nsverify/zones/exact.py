@@ -332,3 +332,39 @@ def classify_exact(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> ExactC
     zone = "regular" if not site_ex.any() else ("bifurcation" if bif.any() else "compensation")
     return ExactClass(zone, relu_sites, tie_windows, [int(i) for i in np.nonzero(bif)[0]],
                       [int(i) for i in np.nonzero(site_ex)[0]], per_layer, masks)
+
+
+def point_report(model: nn.Module, x: torch.Tensor, y: torch.Tensor, dtypes=("bfloat16", "float32", "float64"),
+                 thresholds: dict | None = None, norm: float = 1, reduction: str = "mean",
+                 programs=("native", "relu1_minimal")) -> dict:
+    """Both views of one point: for each dtype, the parameters and inputs rounded to that dtype are
+    classified exactly, and the float computation in that dtype is reported (D between the extreme programs,
+    kink sites it saw, and the sites that rounding created or destroyed relative to the exact computation).
+    With ``thresholds`` (dtype -> tau), the float verdict 'impacted' is D > tau."""
+    import copy
+
+    from ..devices import parse_dtype
+    from .measure import program_grads, threshold_for, variation
+
+    out = {"programs": list(programs), "norm": norm, "reduction": reduction, "dtypes": {}}
+    for name in dtypes:
+        dtype = parse_dtype(name)
+        m = copy.deepcopy(model).to(dtype)
+        xd = x.to(dtype)
+        exact = classify_exact(m, xd, y)
+        (gp, gq), _, fv = program_grads(m, xd, y, programs, reduction, view=True, keep_masks=True)
+        d = variation(gp, gq, norm)
+        created = destroyed = 0
+        for fm, em in zip(fv.masks, exact.masks):
+            created += int((fm & ~em).sum())
+            destroyed += int((em & ~fm).sum())
+        entry = {"exact": exact.as_dict(), "float": {"D": d, "relu_zeros": fv.relu_zeros,
+                                                     "tied_windows": fv.pool_tied_windows,
+                                                     "sites_created_by_rounding": created,
+                                                     "sites_destroyed_by_rounding": destroyed}}
+        if thresholds is not None:
+            tau = threshold_for(thresholds, name)
+            entry["float"]["tau"] = tau
+            entry["float"]["impacted"] = d > tau
+        out["dtypes"][name] = entry
+    return out

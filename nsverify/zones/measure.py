@@ -70,9 +70,10 @@ class ForwardView:
     pool_windows: int = 0
     min_abs_preact: float = math.inf
     per_layer: list = field(default_factory=list)
+    masks: list = field(default_factory=list, repr=False)
 
 
-def _view_hooks(model):
+def _view_hooks(model, keep_masks: bool = False):
     view = ForwardView()
     hooks = []
 
@@ -84,6 +85,8 @@ def _view_hooks(model):
         nz = x.abs()
         view.min_abs_preact = min(view.min_abs_preact, float(nz.min()))
         view.per_layer.append(("relu", z))
+        if keep_masks:
+            view.masks.append((x == 0).cpu().numpy())
 
     def pool_hook(mod, inp, out):
         x = inp[0].detach()
@@ -91,7 +94,10 @@ def _view_hooks(model):
         k, s, p, d = mod.kernel_size, mod.stride, mod.padding, mod.dilation
         xp = F.pad(x, (p[1], p[1], p[0], p[0]), value=float("-inf")) if any(p) else x
         cols = F.unfold(xp.reshape(n * c, 1, *xp.shape[-2:]), k, dilation=d, stride=s)
-        tied = int(((cols == out.detach().reshape(n * c, 1, -1)).sum(1) > 1).sum())
+        tmask = (cols == out.detach().reshape(n * c, 1, -1)).sum(1) > 1
+        tied = int(tmask.sum())
+        if keep_masks:
+            view.masks.append(tmask.reshape(out.shape).cpu().numpy())
         view.pool_tied_windows += tied
         view.pool_windows += out.numel()
         view.per_layer.append(("maxpool", tied))
@@ -102,13 +108,13 @@ def _view_hooks(model):
 
 
 def program_grads(model: nn.Module, x, y, programs=("native", "minimal"), reduction: str = "mean",
-                  view: bool = False):
+                  view: bool = False, keep_masks: bool = False):
     """Flat float64 gradients of the loss for each program, from ONE forward pass.
 
     Returns ``(grads, loss, forward_view)``; ``forward_view`` is a :class:`ForwardView` when ``view``."""
     require_nonsmooth(model)
     params = [p for p in model.parameters() if p.requires_grad]
-    fv, hooks = _view_hooks(model) if view else (None, [])
+    fv, hooks = _view_hooks(model, keep_masks) if view else (None, [])
     try:
         loss = loss_fn(model(x), y, reduction)
     finally:
