@@ -33,9 +33,13 @@ import torch
 from numpy.lib.stride_tricks import sliding_window_view
 from torch import nn
 
+from .. import ad
 from ..errors import NonFiniteError, UnsupportedOpError
 from .measure import require_nonsmooth
-from .rules import MaxPool2dS, ReLUS
+from .rules import pool_geometry
+
+RELU_TYPES = (nn.ReLU, ad.ReLUVariant)
+POOL_TYPES = (nn.MaxPool2d, ad.MaxPool2dVariant)
 
 INT = object
 
@@ -85,8 +89,7 @@ def _is_zero(x: np.ndarray) -> np.ndarray:
 def _layers(model: nn.Module) -> list[nn.Module]:
     if isinstance(model, nn.Sequential):
         return [leaf for m in model for leaf in _layers(m)]
-    if isinstance(model, (nn.Flatten, nn.Linear, nn.Conv2d, nn.ReLU, ReLUS, nn.MaxPool2d, MaxPool2dS,
-                          nn.Identity)):
+    if isinstance(model, (nn.Flatten, nn.Linear, nn.Conv2d, nn.Identity, *RELU_TYPES, *POOL_TYPES)):
         return [model]
     if isinstance(model, nn.Dropout) and (model.p == 0 or not model.training):
         return [nn.Identity()]
@@ -163,13 +166,12 @@ def forward_exact(model: nn.Module, x: torch.Tensor) -> tuple[Dy, list[_Tape]]:
             tape.append(_Tape("conv", m, x=Dy(xi, h.exp), shape=h.ints.shape, params={"w": w, "k": k, "s": s,
                                                                                        "p": p, "cols": cols}))
             h = out
-        elif isinstance(m, (nn.ReLU, ReLUS)):
+        elif isinstance(m, RELU_TYPES):
             pos, zero = _is_pos(h.ints), _is_zero(h.ints)
             tape.append(_Tape("relu", m, mask_pos=pos, mask_zero=zero))
             h = Dy(np.where(pos, h.ints, 0).astype(object), h.exp)
-        elif isinstance(m, (nn.MaxPool2d, MaxPool2dS)):
-            k, s, p = _geom(m)
-            d = m.dilation if isinstance(m.dilation, tuple) else (m.dilation, m.dilation)
+        elif isinstance(m, POOL_TYPES):
+            k, s, p, d = pool_geometry(m)
             if any(p) or d != (1, 1) or getattr(m, "ceil_mode", False):
                 raise UnsupportedOpError("exact MaxPool supports padding=0, dilation=1, ceil_mode=False.")
             v = sliding_window_view(h.ints, k, axis=(2, 3))[:, :, :: s[0], :: s[1]]
@@ -278,9 +280,8 @@ class ExactClass:
 
 def classify_exact(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> ExactClass:
     """Exact zone of the model's parameters (as exact rationals) on minibatch (x, y); cross-entropy loss."""
-    require_nonsmooth(model) if any(isinstance(m, (ReLUS, MaxPool2dS)) for m in model.modules()) else None
-    if not any(isinstance(m, (ReLUS, MaxPool2dS, nn.ReLU, nn.MaxPool2d)) for m in model.modules()):
-        require_nonsmooth(model)
+    if not any(isinstance(m, RELU_TYPES + POOL_TYPES) for m in model.modules()):
+        require_nonsmooth(model)  # raises NoNonsmoothLayersError with advice
     logits, tape = forward_exact(model, x)
     n = logits.ints.shape[0]
     site_ex = np.zeros(n, dtype=bool)

@@ -18,7 +18,7 @@ from torch import nn
 
 from ..devices import dtype_name
 from ..errors import DeviceUnavailableError, NsverifyError, UnsupportedDtypeError
-from .rules import MaxPool2dS, ReLUS, as_rule, nonsmooth_layers, use_rule
+from .rules import as_rule, is_relu, nonsmooth_layers, pool_geometry, use_rule
 
 
 class NoNonsmoothLayersError(NsverifyError, ValueError):
@@ -91,7 +91,7 @@ def _view_hooks(model, keep_masks: bool = False):
     def pool_hook(mod, inp, out):
         x = inp[0].detach()
         n, c, h, w = x.shape
-        k, s, p, d = mod.kernel_size, mod.stride, mod.padding, mod.dilation
+        k, s, p, d = pool_geometry(mod)
         xp = F.pad(x, (p[1], p[1], p[0], p[0]), value=float("-inf")) if any(p) else x
         cols = F.unfold(xp.reshape(n * c, 1, *xp.shape[-2:]), k, dilation=d, stride=s)
         tmask = (cols == out.detach().reshape(n * c, 1, -1)).sum(1) > 1
@@ -103,7 +103,7 @@ def _view_hooks(model, keep_masks: bool = False):
         view.per_layer.append(("maxpool", tied))
 
     for _, m in nonsmooth_layers(model):
-        hooks.append(m.register_forward_hook(relu_hook if isinstance(m, ReLUS) else pool_hook))
+        hooks.append(m.register_forward_hook(relu_hook if is_relu(m) else pool_hook))
     return view, hooks
 
 

@@ -1,26 +1,27 @@
-"""Backward rules chosen at BACKWARD time: one forward pass, several programs' gradients.
+"""Programs for zone measurements, as backward rules of :mod:`nsverify.ad` chosen at BACKWARD time.
 
-A *program* (Boustany Def 5 / Def 10, Bertoin's backprop_s) is described here by a :class:`BackwardRule`:
+A *program* (Boustany Def 5 / Def 10, Bertoin's backprop_s) is described by a :class:`BackwardRule`:
 ``relu_s`` is ReLU'(0) and ``pool_beta`` the hybrid MaxPool Jacobian weight (0 = native first index,
-1 = minimal 1/|A| on the tie set, other values = (1-beta) native + beta minimal).  The layers
-:class:`ReLUS` and :class:`MaxPool2dS` compute the ordinary forward once; their backward reads the rule that
-is active *when the backward runs* (:func:`use_rule`), so
+1 = minimal 1/|A| on the tie set, other values = (1-beta) native + beta minimal).  The layers are
+:class:`nsverify.ad.ReLUVariant` / :class:`nsverify.ad.MaxPool2dVariant` built with ``None`` rules
+(:class:`ReLUS` / :class:`MaxPool2dS` here): their forward is PyTorch's, bitwise, and their backward reads the
+rule active when the backward runs, so
 
     loss = loss_fn(model(x), y)                 # one forward
-    with use_rule(NATIVE):  gP = torch.autograd.grad(loss, params, retain_graph=True)
-    with use_rule(MINIMAL): gQ = torch.autograd.grad(loss, params, retain_graph=True)
+    with use_rule("native"):  gP = torch.autograd.grad(loss, params, retain_graph=True)
+    with use_rule("minimal"): gQ = torch.autograd.grad(loss, params, retain_graph=True)
 
 gives both programs' gradients of the *same* forward values (no second model copy, no second forward).
-The rule is a process-wide setting (not thread-local: CUDA autograd runs backward on device threads).
 """
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
 
-import torch
-import torch.nn.functional as F
 from torch import nn
+
+from .. import ad
+from ..errors import NsverifyError, UnsupportedOpError
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,16 @@ class BackwardRule:
     def __str__(self) -> str:
         return f"relu_s={self.relu_s:g},beta={self.pool_beta:g}"
 
+    def ad_rules(self) -> dict:
+        """The same program as keyword arguments of :func:`nsverify.ad.backward_rules`."""
+        if self.pool_beta == 0.0:
+            pool = {"maxpool": "native"}
+        elif self.pool_beta == 1.0:
+            pool = {"maxpool": "minimal"}
+        else:
+            pool = {"maxpool": "hybrid", "beta": float(self.pool_beta)}
+        return {"relu_s": float(self.relu_s), **pool}
+
 
 #: named programs; "native" is what PyTorch itself computes
 PROGRAMS: dict[str, BackwardRule] = {
@@ -44,17 +55,9 @@ PROGRAMS: dict[str, BackwardRule] = {
 NATIVE = PROGRAMS["native"]
 MINIMAL = PROGRAMS["minimal"]
 
-_current: list[BackwardRule] = [NATIVE]
-
-
-def current_rule() -> BackwardRule:
-    return _current[-1]
-
 
 def as_rule(program: str | BackwardRule) -> BackwardRule:
-    """A :class:`BackwardRule` from a name in :data:`PROGRAMS`, ``"beta=<b>"``, ``"relu_s=<s>"`` or a rule."""
-    from ..errors import NsverifyError
-
+    """A :class:`BackwardRule` from a name in :data:`PROGRAMS`, ``"relu_s=<s>,beta=<b>"`` or a rule."""
     if isinstance(program, BackwardRule):
         return program
     name = str(program)
@@ -62,7 +65,9 @@ def as_rule(program: str | BackwardRule) -> BackwardRule:
         return PROGRAMS[name]
     try:
         fields = dict(part.split("=") for part in name.split(","))
-        return BackwardRule(float(fields.pop("relu_s", 0.0)), float(fields.pop("beta", 0.0)))
+        rule = BackwardRule(float(fields.pop("relu_s", 0.0)), float(fields.pop("beta", 0.0)))
+        if not fields:
+            return rule
     except (ValueError, TypeError):
         pass
     raise NsverifyError(f"unknown program {program!r}: use one of {', '.join(PROGRAMS)}, "
@@ -71,108 +76,29 @@ def as_rule(program: str | BackwardRule) -> BackwardRule:
 
 @contextlib.contextmanager
 def use_rule(program: str | BackwardRule):
-    """Make ``program`` the backward rule of every :class:`ReLUS`/:class:`MaxPool2dS` for the block."""
-    _current.append(as_rule(program))
-    try:
-        yield _current[-1]
-    finally:
-        _current.pop()
+    """Make ``program`` the backward rule of every rule-less ReLU/MaxPool variant for the block."""
+    rule = as_rule(program)
+    with ad.backward_rules(**rule.ad_rules()):
+        yield rule
 
 
-class _ReLUSFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return torch.relu(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        s = current_rule().relu_s
-        out = g * (x > 0).to(g.dtype)
-        if s != 0.0:  # ReLU'(0) = s multiplies the upstream gradient (not the constant s)
-            out = out + (g * s) * (x == 0).to(g.dtype)
-        return out
-
-
-class ReLUS(nn.Module):
+class ReLUS(ad.ReLUVariant):
     """ReLU whose derivative at 0 is the active rule's ``relu_s`` (read at backward time)."""
 
-    nonsmooth = "relu"
-
-    def forward(self, x):
-        return _ReLUSFn.apply(x)
+    def __init__(self):
+        super().__init__(None)
 
 
-def _minimal_pool_grad(g, x, out, k, s, p, d):
-    """1/|A| on each window's tie set A (ties = entries equal to the window max, in x's dtype); overlapping
-    windows accumulate (F.fold sums)."""
-    n, c, h, w = x.shape
-    xp = F.pad(x, (p[1], p[1], p[0], p[0]), value=float("-inf")) if any(p) else x
-    hp, wp = xp.shape[-2:]
-    cols = F.unfold(xp.reshape(n * c, 1, hp, wp), k, dilation=d, stride=s)  # (nc, kk, L)
-    mask = (cols == out.reshape(n * c, 1, -1)).to(g.dtype)
-    count = mask.sum(1, keepdim=True)
-    contrib = mask * (g.reshape(n * c, 1, -1) / count)
-    back = F.fold(contrib, (hp, wp), k, dilation=d, stride=s).reshape(n, c, hp, wp)
-    if any(p):
-        back = back[..., p[0]:p[0] + h, p[1]:p[1] + w]
-    return back
-
-
-class _MaxPoolSFn(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, k, s, p, d):
-        out, idx = torch.ops.aten.max_pool2d_with_indices(x, k, s, p, d, False)
-        ctx.save_for_backward(x, out, idx)
-        ctx.geom = (k, s, p, d)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        x, out, idx = ctx.saved_tensors
-        k, s, p, d = ctx.geom
-        beta = current_rule().pool_beta
-        grad = None
-        if beta != 1.0:
-            native = torch.ops.aten.max_pool2d_with_indices_backward(g, x, k, s, p, d, False, idx)
-            grad = native if beta == 0.0 else native * (1.0 - beta)
-        if beta != 0.0:
-            minimal = _minimal_pool_grad(g, x, out, k, s, p, d)
-            minimal = minimal if beta == 1.0 else minimal * beta
-            grad = minimal if grad is None else grad + minimal
-        return grad, None, None, None, None
-
-
-def _pair(v) -> tuple[int, int]:
-    return (v, v) if isinstance(v, int) else tuple(v)
-
-
-class MaxPool2dS(nn.Module):
-    """MaxPool2d (any kernel/stride/padding/dilation, ceil_mode=False) whose Jacobian is the active rule's
-    hybrid(beta); the forward is computed once and equals torch's max exactly."""
-
-    nonsmooth = "maxpool"
+class MaxPool2dS(ad.MaxPool2dVariant):
+    """MaxPool2d whose Jacobian is the active rule's hybrid(beta), read at backward time."""
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1):
-        super().__init__()
-        self.kernel_size = _pair(kernel_size)
-        self.stride = _pair(stride if stride is not None else kernel_size)
-        self.padding = _pair(padding)
-        self.dilation = _pair(dilation)
-
-    def forward(self, x):
-        return _MaxPoolSFn.apply(x, self.kernel_size, self.stride, self.padding, self.dilation)
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        super().__init__(kernel_size, stride, padding, dilation, False, None, None)
 
 
 def switchable(model: nn.Module) -> nn.Module:
     """Replace every ``nn.ReLU`` and ``nn.MaxPool2d`` submodule of ``model`` (in place) by the switchable
     variants; return the model.  Functional calls (``F.relu`` inside ``forward``) cannot be replaced."""
-    from ..errors import UnsupportedOpError
-
     for name, child in list(model.named_children()):
         if isinstance(child, nn.ReLU):
             setattr(model, name, ReLUS())
@@ -186,6 +112,25 @@ def switchable(model: nn.Module) -> nn.Module:
     return model
 
 
+def is_relu(m: nn.Module) -> bool:
+    return isinstance(m, ad.ReLUVariant) and m.s is None
+
+
+def is_maxpool(m: nn.Module) -> bool:
+    return isinstance(m, ad.MaxPool2dVariant) and m.jacobian is None and not m.ceil_mode
+
+
 def nonsmooth_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The switchable nonsmooth layers of ``model`` (name, module)."""
-    return [(n, m) for n, m in model.named_modules() if isinstance(m, (ReLUS, MaxPool2dS))]
+    """The switchable nonsmooth layers of ``model`` (name, module): rule-less nsverify.ad variants."""
+    return [(n, m) for n, m in model.named_modules() if is_relu(m) or is_maxpool(m)]
+
+
+def _pair(v) -> tuple[int, int]:
+    return (int(v), int(v)) if isinstance(v, int) else tuple(int(a) for a in v)
+
+
+def pool_geometry(m: nn.Module) -> tuple:
+    """((kh, kw), (sh, sw), (ph, pw), (dh, dw)) of an nn.MaxPool2d or nsverify.ad.MaxPool2dVariant."""
+    k = _pair(m.kernel_size)
+    s = k if m.stride is None or m.stride == [] else _pair(m.stride)
+    return k, s, _pair(m.padding), _pair(m.dilation)
