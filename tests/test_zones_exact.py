@@ -103,8 +103,8 @@ def test_point_report_both_views():
     for name in ("float32", "float64"):
         e, f = r["dtypes"][name]["exact"], r["dtypes"][name]["float"]
         assert e["zone"] in ("regular", "compensation", "bifurcation")
-        assert f["tied_windows"] + f["relu_zeros"] == (e["tie_windows"] + e["relu_sites"] + f["sites_created_by_rounding"]
-                                                       - f["sites_destroyed_by_rounding"])
+        created, destroyed = f["sites_created_by_rounding"], f["sites_destroyed_by_rounding"]
+        assert f["tied_windows"] + f["relu_zeros"] == e["tie_windows"] + e["relu_sites"] + created - destroyed
         assert f["impacted"] == (f["D"] > f["tau"])
         if e["zone"] == "regular":
             assert f["D"] == 0.0 or f["sites_created_by_rounding"] > 0

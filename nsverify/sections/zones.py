@@ -59,7 +59,7 @@ def _fig_shares(rows: list) -> str:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    for i, (label, s) in enumerate(rows):
+    for i, (_label, s) in enumerate(rows):
         lo, hi = s["clopper_pearson"]
         ax.errorbar([i], [s["value"]], yerr=[[s["value"] - lo], [hi - s["value"]]], fmt="o", capsize=4)
     ax.set_xticks(range(len(rows)), [r[0] for r in rows], rotation=30, ha="right", fontsize=7)
@@ -96,6 +96,29 @@ def _fig_curves(sgd: dict, sweep: dict) -> str:
     return figure_png(fig)
 
 
+def _points(size) -> list:
+    import torch
+
+    from ..datasets import digits28
+    from ..models import lenet5
+    from ..zones.exact import point_report
+    from ..zones.measure import PAPER_THRESHOLDS
+
+    taus = {**PAPER_THRESHOLDS["lenet5"], "bfloat16": PAPER_THRESHOLDS["lenet5"]["float16"]}
+    x, y = digits28()
+    rows = []
+    for draw in range(2):
+        torch.manual_seed(draw)
+        rep = point_report(lenet5(width=0.5), x[4 * draw:4 * draw + 4], y[4 * draw:4 * draw + 4],
+                           ("bfloat16", "float32", "float64"), taus)
+        for name, v in rep["dtypes"].items():
+            e, f = v["exact"], v["float"]
+            rows.append([draw, name, e["zone"], e["tie_windows"], e["relu_sites"], f["tied_windows"], f["relu_zeros"],
+                         f["sites_created_by_rounding"], f["sites_destroyed_by_rounding"], f"{f['D']:.2e}",
+                         f["tau"], f["impacted"]])
+    return rows
+
+
 @section("zones", "Bifurcation and compensation zones (Bertoin; Boustany Ch.3)", order=40,
          description="Tables 3.1/3.3, zone volumes per dtype, SGD divergence, beta sweep")
 def zones_section(ctx) -> dict:
@@ -122,7 +145,7 @@ def zones_section(ctx) -> dict:
 
     ctx.progress("Fig 3.3 analogue: LeNet-5 fp32, D(P,P~) and D(P,Q)")
     m, r = size["fig33"]
-    f33 = repro.fig_3_3(draws=m, batches=r)
+    f33 = ctx.checkpoint(f"fig33-{m}x{r}", lambda: repro.fig_3_3(draws=m, batches=r))
     claims.append({"claim": f33["claim"], "measured": f33["measured"], "held": f33["held"]})
     data["fig33"] = {k: f33[k] for k in ("D_same", "D_diff", "bulk_share", "tail_share", "held_parts")}
     metrics.append({"key": "fig3.3|lenet5|float32|tail_share", "kind": "info", "value": f33["tail_share"]})
@@ -165,14 +188,32 @@ def zones_section(ctx) -> dict:
                       "bn_on": bn_cmp[1]["dtypes"]["float32"]["pair_share"]}
 
     ctx.progress("Bertoin dichotomy: MLP at init, ReLU'(0)=0 vs 1")
-    dich = repro.bertoin_dichotomy(**size["dich"])
+    dich = ctx.checkpoint(f"dichotomy-{size['dich']}", lambda: repro.bertoin_dichotomy(**size["dich"]))
     claims.append({"claim": dich["claim"], "measured": dich["measured"], "held": dich["held"]})
     for name, d in dich["result"]["dtypes"].items():
         metrics.append(_share_metric(f"bertoin|mlp|{name}|pairs_D>0", d["pair_share"]))
         share_rows.append((f"{name} MLP relu", d["pair_share"]))
 
+    trows = [[name, "not measurable on CPU (deterministic kernels)", d["min_nonzero_D"],
+              f"{d['pair_share']['count']}/{d['pair_share']['n']}"] for name, d in dich["result"]["dtypes"].items()]
+    tables.append(table("Thresholds (MLP at init, digits28): tau1 = max D(P,P~), tau2 = min non-zero D(ReLU'(0)=0, 1)"
+                        " (None: no kink was hit, so ReLU'(0) never mattered)",
+                        ["dtype", "tau1", "tau2", "batches with D(R0,R1) > 0"], trows))
+
+    ctx.progress("Exact classification vs float view (LeNet-5 width 0.5, 4 digits, 2 draws)")
+    pts = ctx.checkpoint("points-lenet5", lambda: _points(size))
+    tables.append(table(
+        "Both views of each point: exact zone of the point rounded to the dtype (exact rational arithmetic, "
+        "programs E0=(ReLU'(0)=0, native) vs E1=(ReLU'(0)=1, minimal)) and what the float computation saw",
+        ["draw", "dtype", "exact zone", "exact ties", "exact ReLU zeros", "float ties", "float ReLU zeros",
+         "sites created by rounding", "destroyed", "float D(E0,E1)", "tau", "float impacted"], pts))
+    data["points"] = pts
+
     ctx.progress("SGD trajectories ReLU'(0)=0 vs 1")
-    sgd = {name: repro.sgd_pair(getattr(__import__("torch"), name), steps=size["sgd_steps"])
+    import torch
+
+    sgd = {name: ctx.checkpoint(f"sgd-{name}-{size['sgd_steps']}",
+                                lambda name=name: repro.sgd_pair(getattr(torch, name), steps=size["sgd_steps"]))
            for name in size["sgd_dtypes"]}
     claims += repro.sgd_claims(sgd)
     data["sgd"] = sgd
@@ -180,7 +221,8 @@ def zones_section(ctx) -> dict:
         metrics.append({"key": f"sgd|mlp|{name}|first_divergence", "kind": "info", "value": r["first_divergence"]})
 
     ctx.progress("Training sweep over beta and ReLU'(0)")
-    sweep = repro.training_sweep(**size["sweep"], progress=lambda msg, i, n: ctx.progress(msg, i, n))
+    sweep = ctx.checkpoint(f"sweep-{size['sweep']}", lambda: repro.training_sweep(
+        **size["sweep"], progress=lambda msg, i, n: ctx.progress(msg, i, n)))
     claims += repro.sweep_claims(sweep)
     data["sweep"] = sweep
     tables.append(table("Training sweep (LeNet-5 width 0.5, digits28, SGD lr 0.05): final training loss",
@@ -201,6 +243,18 @@ def zones_section(ctx) -> dict:
         data["gpu"] = gpu
         for c in gpu.get("claims", []):
             claims.append({**c, "claim": "[GPU] " + c["claim"]})
+        grows = []
+        for bn in ("noBN", "BN"):
+            for name, d in gpu.get("volumes", {}).get(bn, {}).get("dtypes", {}).items():
+                t = gpu.get("taus", {}).get(f"{name}|{bn}", {})
+                ps = d["pair_share"]
+                above_t1 = sum(v > (t.get("tau1") or 0.0) for v in d["D"])
+                grows.append([name, bn, gpu["volumes"][bn]["thresholds"][name], f"{ps['count']}/{ps['n']}",
+                              f"{d['max_D']:.2e}", t.get("tau1"), t.get("tau2"), f"{above_t1}/{len(d['D'])}"])
+        tables.append(table(f"GPU ({gpu.get('device')}, torch {gpu.get('torch')}, TF32 off): full-width VGG11 on "
+                            f"plateau images, batch 128, native vs minimal maxpool",
+                            ["dtype", "BN", "tau (Table 3.4)", "pairs impacted", "max D", "tau1 (measured)",
+                             "tau2 (measured)", "pairs with D > tau1"], grows))
         for key, s in gpu.get("shares", {}).items():
             metrics.append({"key": f"gpu|{key}", "kind": "share", "value": s["value"],
                             "lo": s["clopper_pearson"][0], "hi": s["clopper_pearson"][1]})

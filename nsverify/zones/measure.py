@@ -166,7 +166,7 @@ class Thresholds:
         return dict(self.__dict__)
 
 
-def thresholds(model_factory, batches, dtype: torch.dtype, device: torch.device = torch.device("cpu"),
+def thresholds(model_factory, batches, dtype: torch.dtype, device: torch.device | str = "cpu",
                norm: float = 1, reduction: str = "mean", tau1_program: str = "native",
                allow_slow: bool = False) -> Thresholds:
     """Measure tau1 (eq 3.12) and tau2 (eq 3.13) over ``batches`` (list of (x, y)) and fresh models.
@@ -174,6 +174,7 @@ def thresholds(model_factory, batches, dtype: torch.dtype, device: torch.device 
     ``model_factory(i)`` returns the i-th parameter draw.  On CPU, tau1 is reported as None with the note
     'not measurable' (deterministic kernels make every rerun identical); tau2 is None when ReLU'(0)=0 and 1 never
     differed (no kink was hit in this dtype)."""
+    device = torch.device(device)
     check_dtype_device(dtype, device, allow_slow)
     nondet = device.type == "cuda"
     t1 = 0.0

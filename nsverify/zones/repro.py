@@ -224,13 +224,15 @@ def bertoin_dichotomy(draws: int = 4, batches: int = 4, batch_size: int = 128, w
 
 
 def sgd_pair(dtype, steps: int = 60, width: float = 0.125, batch_size: int = 64, lr: float = 0.05,
-             seed: int = 0, rules=(BackwardRule(0.0, 0.0), BackwardRule(1.0, 0.0)), model_name: str = "mlp",
+             seed: int = 0, rules=("native", "relu1"), model_name: str = "mlp",
              bn: bool = False) -> dict:
     """Two SGD trajectories from the same init, differing only in the backward rule; ||theta_0 - theta_1||_1
     per step and the first step at which they differ bitwise."""
     from ..datasets import digits28
     from ..models import build_model
+    from .rules import as_rule
 
+    rules = [as_rule(r) for r in rules]
     x, y = digits28()
     torch.manual_seed(seed)
     base = build_model(model_name, width, bn).to(dtype)

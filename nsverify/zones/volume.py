@@ -150,7 +150,7 @@ def load_partial(path: str | Path | None, cfg: VolumeConfig) -> dict:
 
 
 def _save_partial(path: Path, cfg: VolumeConfig, draws: dict) -> None:
-    from ..report.nightly import atomic_write_text
+    from ..report.atomic import atomic_write_text
 
     path.parent.mkdir(parents=True, exist_ok=True)
     blob = {"schema": PARTIAL_SCHEMA, "key": cfg.key(), "config": asdict(cfg),
@@ -189,9 +189,8 @@ def estimate_volume(cfg: VolumeConfig, thresholds: dict, resume: str | Path | No
         progress(f"rank {rank}/{world}: draw {m} done ({time.perf_counter() - t0:.1f}s)", i + 1, len(todo))
     elapsed = time.perf_counter() - t0
     records = _gather(mine, world)
-    return summarize(cfg, records, thresholds, alpha, extra={"world_size": world, "rank": rank, "elapsed_s_rank": elapsed,
-                                                               "computed_draws_rank": len(todo)},
-                     reduce_counts=(world > 1))
+    extra = {"world_size": world, "rank": rank, "elapsed_s_rank": elapsed, "computed_draws_rank": len(todo)}
+    return summarize(cfg, records, thresholds, alpha, extra=extra, reduce_counts=(world > 1))
 
 
 def _gather(mine: dict, world: int) -> dict:
@@ -213,7 +212,7 @@ def _counts(cfg, records, thresholds):
     for name in cfg.dtypes:
         tau = threshold_for(thresholds, name)
         kd = kp = 0
-        for m, rec in records.items():
+        for rec in records.values():
             hits = [row[0] > tau for row in rec[name]]
             kd += any(hits)
             kp += sum(hits)

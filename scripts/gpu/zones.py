@@ -54,18 +54,19 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     if a.smoke:
-        device, width, batch, draws, batches, pairs = "cpu", 0.0625, 8, 2, 1, 2
+        device, width, batch, draws, batches, pairs = "cpu", 0.0625, 4, 1, 1, 1
         dtypes = ["bfloat16", "float32", "float64"]
     else:
         if not torch.cuda.is_available():
             print("no CUDA GPU: run with --smoke on CPU, or on a GPU machine", file=sys.stderr)
             return 2
-        device, width, batch, draws, batches, pairs = "cuda", 1.0, 128, 12, 4, 8
+        # 12 draws x 4 batches took 392 s on an H200 (float64 convolutions dominate); 6 x 3 fits ~150 s
+        device, width, batch, draws, batches, pairs = "cuda", 1.0, 128, 6, 3, 8
         dtypes = ["float16", "bfloat16", "float32", "float64"]
         torch.backends.cuda.matmul.allow_tf32 = False  # TF32 would make "float32" a 10-bit-mantissa computation
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cudnn.deterministic = False  # tau1 needs the nondeterministic kernels
-        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.benchmark = True  # autotuned (possibly nondeterministic) algorithms, as in training
     taus = {**PAPER_THRESHOLDS["vgg11"], "bfloat16": PAPER_THRESHOLDS["vgg11"]["float16"]}
     result = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu (smoke)",
               "torch": torch.__version__, "smoke": a.smoke, "thresholds_used": taus, "volumes": {}, "shares": {},
@@ -90,6 +91,14 @@ def main(argv=None) -> int:
             result["taus"][f"{name}|{label}"] = measure_tau(cfg, name, device, pairs)
     for key, t in result["taus"].items():
         log(f"  {key}: tau1 {t['tau1']:.2e} ({t['tau1_nonzero_pairs']}/{t['pairs']} reruns differ), tau2 {t['tau2']}")
+    # the same program run twice must agree for the threshold logic to make sense: record how often it did not
+    result["claims"].append({
+        "claim": "Boustany 3.3.1: run-to-run variation of one program (tau1) is far below the native-vs-minimal "
+                 "variation at 16 bits",
+        "measured": "; ".join(f"{k}: tau1 {v['tau1']:.2e}" for k, v in result["taus"].items()),
+        "held": all(result["taus"][f"{n}|noBN"]["tau1"] < max(1e-300, result["volumes"]["noBN"]["dtypes"][n]["max_D"]
+                                                              or 0.0)
+                    for n in dtypes if n in ("float16", "bfloat16"))})
     result["elapsed_s"] = time.time() - t0
     (out / "zones.json").write_text(json.dumps(result))
     log(f"wrote {out / 'zones.json'} in {result['elapsed_s']:.1f}s")
