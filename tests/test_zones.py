@@ -257,3 +257,20 @@ def test_data_and_config_errors(tmp_path):
         build_model("vgg12")
     with pytest.raises(NsverifyError, match="batches"):
         estimate_volume(_cfg(batch_size=1000, batches=4), TAUS)
+
+
+def test_cli_volume_and_thresholds(tmp_path, capsys):
+    from nsverify.cli import main
+
+    out = tmp_path / "r.json"
+    args = ["zones", "volume", "--model", "lenet5", "--width", "0.25", "--draws", "2", "--batches", "1",
+            "--batch-size", "8", "--dtypes", "float32", "--tau", "float32=1e-9", "--json", str(out)]
+    assert main(args) == 0
+    res = json.loads(out.read_text())
+    assert res["draws_done"] == 2 and res["dtypes"]["float32"]["pair_share"]["n"] == 2
+    assert "float32" in capsys.readouterr().out
+    assert main(args[:-4] + ["--json", str(out)]) == 2  # no --tau: MissingThresholdError -> exit 2
+    assert "no threshold tau given for float32" in capsys.readouterr().err
+    assert main(["zones", "thresholds", "--model", "mlp", "--width", "0.03", "--draws", "2", "--batches", "1",
+                 "--batch-size", "8", "--dtypes", "float32"]) == 0
+    assert "not measurable on CPU" in capsys.readouterr().out
