@@ -12,6 +12,7 @@ from .errors import NsverifyError
 COMMAND_MODULES = [
     "nsverify.report.cli",
     "nsverify.report.compare",
+    "nsverify.conventions",
     "nsverify.zones.cli",
 ]
 

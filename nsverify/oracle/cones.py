@@ -1,0 +1,190 @@
+"""Is the open cone {d : <a_i, d> > 0 for all i} non-empty?  Decided by a small LP, answered exactly.
+
+The LP (bounded box, strict margin t):  maximise t  s.t.  <a_i, d> >= t,  -1 <= d <= 1,  t <= 1.
+* t* > 0: the LP's direction d is rationalised and checked exactly (``<a_i, d> > 0`` in Fractions): a
+  *witness*.
+* t* = 0: the LP's dual gives y >= 0, sum y = 1, A^T y = 0 (Gordan's alternative, which proves the open cone
+  empty); it is re-solved exactly on its support and checked.
+If neither exact check passes, the answer is ``None`` (uncertain), never a guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from .linalg import nonneg_solution, null_space, rationalize, sdot
+
+F = Fraction
+
+
+@dataclass
+class ConeStats:
+    lps: int = 0
+    witness_reuse: int = 0
+    gordan: int = 0
+    nogood_reuse: int = 0
+    uncertain: int = 0
+    lp_seconds: float = 0.0
+    notes: list = field(default_factory=list)
+
+
+def holds(rows: list[dict], d: dict | None) -> bool:
+    """Exact check that every <a_i, d> > 0 (d sparse dict; None = no direction yet)."""
+    if d is None:
+        return not rows
+    if not all(isinstance(x, (int, Fraction)) for x in d.values()):
+        return False  # floats are never accepted in a certificate
+    return all(_positive(sdot(a, _Dense(d))) for a in rows)
+
+
+def _positive(x) -> bool:
+    """Exactly positive (Fraction), or provably positive (interval entirely above 0)."""
+    from .numbers import Ival, sign
+
+    if isinstance(x, Ival):
+        return sign(x) == 1
+    if not isinstance(x, (int, Fraction)):
+        return False
+    return x > 0
+
+
+def primitive(row: dict) -> dict:
+    """The positive multiple of a rational row with coprime integer entries (same open half-space)."""
+    import math
+
+    if not all(isinstance(c, (int, Fraction)) for c in row.values()):
+        from .numbers import sign
+
+        if len(row) == 1:  # a single interval coefficient of known sign: the half-space is exactly +-e_k
+            (k, c), = row.items()
+            if sign(c) in (1, -1):
+                return {k: sign(c)}
+        return row  # interval coefficients: kept as they are (witnesses are checked rigorously)
+    den = 1
+    for c in row.values():
+        den = den * c.denominator // math.gcd(den, c.denominator) if isinstance(c, Fraction) else den
+    ints = {k: int(c * den) for k, c in row.items()}
+    g = 0
+    for v in ints.values():
+        g = math.gcd(g, v)
+    return {k: v // g for k, v in ints.items()} if g > 1 else ints
+
+
+class _Dense:
+    """Sparse dict read as a dense vector (missing entries are 0)."""
+
+    __slots__ = ("d",)
+
+    def __init__(self, d):
+        self.d = d
+
+    def __getitem__(self, k):
+        return self.d.get(k, 0)
+
+
+def feasible(rows: list[dict], stats: ConeStats):
+    """('open', witness d) | ('empty', Gordan y) | (None, reason).  ``rows`` are sparse dicts of Fractions."""
+    import time
+
+    import numpy as np
+    from scipy.optimize import linprog
+
+    if any(not a for a in rows):
+        i = next(i for i, a in enumerate(rows) if not a)
+        return "empty", [F(1) if j == i else F(0) for j in range(len(rows))]
+    exact_rows = all(isinstance(c, (int, Fraction)) for a in rows for c in a.values())
+    y = opposite_pair(rows) if exact_rows else None
+    if y is not None:
+        stats.gordan += 1
+        return "empty", y
+    cols = sorted({k for a in rows for k in a})
+    idx = {k: j for j, k in enumerate(cols)}
+    m, n = len(rows), len(cols)
+    A = np.zeros((m, n))
+    for i, a in enumerate(rows):
+        for k, c in a.items():
+            A[i, idx[k]] = float(c)
+    scale = np.abs(A).max(axis=1)
+    A = A / scale[:, None]
+    # variables (d_1..d_n, t): minimise -t  s.t.  -A d + t <= 0
+    c = np.zeros(n + 1)
+    c[-1] = -1.0
+    A_ub = np.hstack([-A, np.ones((m, 1))])
+    bounds = [(-1.0, 1.0)] * n + [(None, 1.0)]
+    t0 = time.perf_counter()
+    res = linprog(c, A_ub=A_ub, b_ub=np.zeros(m), bounds=bounds, method="highs")
+    stats.lp_seconds += time.perf_counter() - t0
+    stats.lps += 1
+    if res.status != 0:
+        stats.uncertain += 1
+        return None, f"LP status {res.status}: {res.message}"
+    t = -res.fun
+    if t > 1e-9:
+        for den in (10**4, 10**8, None):
+            d = primitive({cols[j]: rationalize(res.x[j], den) for j in range(n) if res.x[j] != 0})
+            if holds(rows, d):
+                return "open", d
+    # Gordan certificate from the dual of the margin constraints
+    y_float = -np.asarray(res.ineqlin.marginals)
+    y = _gordan(rows, cols, y_float) if exact_rows else None
+    if y is not None:
+        stats.gordan += 1
+        return "empty", y
+    stats.uncertain += 1
+    return None, f"LP margin {t:.3g} but no exact certificate either way"
+
+
+def _gordan(rows, cols, y_float):
+    """Exact y >= 0, sum y = 1, sum_i y_i a_i = 0, or None.
+
+    First the exact null space of the rows on the LP's support (a basic dual solution has a one-dimensional
+    one: no rounding involved); otherwise the rationalised LP answer projected exactly.
+    """
+    top = max(y_float) if len(y_float) else 0
+    support = [i for i, v in enumerate(y_float) if v > 1e-9 * max(top, 1e-300)]
+    ns = null_space([[rows[i].get(k, F(0)) for i in support] for k in cols], len(support))
+    if len(ns) == 1:
+        v = ns[0]
+        tot = sum(v)
+        if tot != 0:
+            v = [x / tot for x in v]
+            if all(x >= 0 for x in v):
+                y = [F(0)] * len(rows)
+                for i, x in zip(support, v):
+                    y[i] = x
+                if check_gordan(rows, y):
+                    return y
+    M = [[a.get(k, F(0)) for a in rows] for k in cols] + [[F(1)] * len(rows)]
+    b = [F(0)] * len(cols) + [F(1)]
+    y = nonneg_solution(M, b, list(y_float))
+    if y is None or not check_gordan(rows, y):
+        return None
+    return y
+
+
+def opposite_pair(rows: list[dict]):
+    """A Gordan certificate without any LP when the last row is a negative multiple of an earlier one."""
+    r = rows[-1]
+    if not r:
+        return None
+    k0 = next(iter(r))
+    for i, a in enumerate(rows[:-1]):
+        if a.keys() != r.keys() or a[k0] == 0:
+            continue
+        c = r[k0] / a[k0]
+        if c < 0 and all(r[k] == c * a[k] for k in r):
+            y = [F(0)] * len(rows)
+            y[i], y[-1] = -c / (1 - c), 1 / (1 - c)
+            return y if check_gordan(rows, y) else None
+    return None
+
+
+def check_gordan(rows: list[dict], y: list) -> bool:
+    """Exact re-check that y proves {d : A d > 0} empty."""
+    if len(y) != len(rows) or not all(isinstance(v, (int, Fraction)) for v in y):
+        return False  # floats are never accepted in a certificate
+    if any(v < 0 for v in y) or sum(y) != 1:
+        return False
+    cols = {k for a in rows for k in a}
+    return all(sum((yi * a.get(k, 0) for yi, a in zip(y, rows)), F(0)) == 0 for k in cols)

@@ -1,0 +1,207 @@
+"""Depth-first enumeration of the pieces of a program adjacent to a point, pruned by exact cone tests.
+
+Each evaluation of the program (a *trace*) replays a prefix of decisions and then, at every new branch point,
+takes the first option whose open cone of directions is non-empty, pushing the other feasible options on the
+stack.  A feasible option is certified by an exact witness direction (the parent's witness is reused when it
+already satisfies the new constraints, so most children cost no LP); an infeasible one is pruned only with an
+exact Gordan certificate.  Options that cannot be certified either way, and options below a site whose
+argument is not affine in w (where the first-order cone is only an approximation), are kept as *outer-only*
+pieces: they belong to the outer bracket, not to the certified inner set.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..errors import TooManyPieces
+from .cones import ConeStats, feasible, holds, primitive
+from .interp import run
+
+
+@dataclass
+class Leaf:
+    decisions: tuple
+    gradient: tuple
+    value: object
+    inner: bool  # certified adjacent piece (its whole pattern realised by ``witness``)
+    witness: dict | None  # exact direction d realising the pattern (None: no constraint / not certified)
+    sites: list
+
+
+@dataclass
+class Enumeration:
+    leaves: list
+    stats: ConeStats
+    gordan: list = field(default_factory=list)  # exact emptiness certificates of pruned patterns
+    branch_sites: int = 0  # number of kink/tie sites that branched (on the first trace)
+    max_depth: int = 0
+    incomplete: str | None = None  # set when the limit stopped the enumeration (on_limit="unknown")
+    seconds: float = 0.0
+    curved: bool = False  # some branch site had a non-affine argument
+
+    @property
+    def exact(self) -> bool:
+        return self.incomplete is None and all(leaf.inner for leaf in self.leaves)
+
+
+POOL = 12  # how many recent witnesses to try before solving an LP
+
+
+class _State:
+    __slots__ = ("prefix", "rows", "witness", "inner", "curved", "decisions")
+
+    def __init__(self, prefix, witness, inner):
+        self.prefix = prefix
+        self.rows: list = []
+        self.witness = witness
+        self.inner = inner
+        self.curved = False
+        self.decisions: list = []
+
+
+def enumerate_pieces(
+    fn, w, *, values=None, limit: int = 10_000, on_limit: str = "raise", time_limit: float | None = None
+) -> Enumeration:
+    """All pieces of ``fn`` adjacent to ``w`` (exact rationals of w, or ``values``)."""
+    t0 = time.perf_counter()
+    stats = ConeStats()
+    en = Enumeration([], stats)
+    stack = [((), None, True)]
+    pool: list = []  # exact witnesses found so far: tried before any new LP
+    nogoods: list = []  # exact Gordan certificates (row keys, [(row, y)]): reused when their rows recur
+    while stack:
+        prefix, witness, inner = stack.pop()
+        st = _State(prefix, witness, inner)
+
+        def decide(site, options, st=st):
+            # rows as coprime integer vectors: same cones, integer arithmetic, canonical keys for nogoods
+            options = [(lbl, None if rows is None else [primitive(r) for r in rows]) for lbl, rows in options]
+            i = len(st.decisions)
+            if i < len(st.prefix):
+                c = st.prefix[i]
+                _take(st, site, options[c][1])
+                st.decisions.append(c)
+                return c
+            feas = []
+            for j, (_label, rows) in enumerate(options):
+                if rows is None or not st.inner:
+                    feas.append((j, None, False))
+                    continue
+                allrows = st.rows + rows
+                wit = next((d for d in [st.witness] + pool[-POOL:] if holds(allrows, d)), None)
+                if wit is not None:
+                    stats.witness_reuse += 1
+                    feas.append((j, wit, True))
+                    continue
+                keys = {_rkey(r) for r in allrows}
+                ng = next((c for c in nogoods if c[0] <= keys), None)
+                if ng is not None and not (st.curved or not site.affine):
+                    stats.nogood_reuse += 1  # a known exact contradiction among these constraints
+                    continue
+                res, cert = feasible(allrows, stats)
+                if res == "empty":
+                    used = [(r, y) for r, y in zip(allrows, cert) if y > 0]
+                    nogoods.append((frozenset(_rkey(r) for r, _ in used), used))
+                if res == "open":
+                    feas.append((j, cert, True))
+                    pool.append(cert)
+                elif res == "empty" and not (st.curved or not site.affine):
+                    en.gordan.append(nogoods[-1][1])
+                else:  # uncertain, or empty only to first order at a curved site: outer-only
+                    feas.append((j, None, False))
+            if not feas:  # every option certified empty: impossible for a non-empty parent cone
+                feas = [(0, None, False)]
+            for j, wit, inn in feas[1:]:
+                stack.append((tuple(st.decisions) + (j,), wit, inn))
+            j, wit, inn = feas[0]
+            _take(st, site, options[j][1])
+            st.witness, st.inner = (wit, inn) if inn else (None, False)
+            st.decisions.append(j)
+            if len(en.leaves) + len(stack) > limit:
+                raise _Limit()
+            return j
+
+        try:
+            if time_limit is not None and time.perf_counter() - t0 > time_limit:
+                raise _Limit()
+            r = run(fn, w, mode="pieces", decide=decide, values=values)
+        except _Limit:
+            nsites = max(en.branch_sites, _count_sites(en), len(st.decisions))
+            msg = (
+                f"more than {limit} pieces to enumerate around w ({nsites} kink/tie sites branch "
+                f"on the first "
+                f"trace; the worst case is exponential, NP-hard in general). Check fewer coordinates "
+                f"(a single layer's parameters), a smaller batch, or pass on_limit='unknown' / a larger "
+                f"max_pieces"
+            )
+            if on_limit == "unknown":
+                en.incomplete = msg
+                break
+            raise TooManyPieces(msg) from None
+        if not en.leaves:
+            en.branch_sites = sum(1 for s in r.sites if s.labels)
+        en.curved = en.curved or r.nonaffine
+        en.max_depth = max(en.max_depth, len(st.decisions))
+        en.leaves.append(Leaf(tuple(st.decisions), r.gradient, r.value, st.inner, st.witness, r.sites))
+    en.seconds = time.perf_counter() - t0
+    return en
+
+
+class _Limit(Exception):
+    pass
+
+
+def _rkey(row: dict):
+    return tuple(sorted(row.items()))
+
+
+def _take(st: _State, site, rows):
+    if rows is None:
+        st.inner = False
+        st.witness = None
+        return
+    if not site.affine:
+        st.curved = True
+    st.rows = st.rows + rows
+
+
+def _count_sites(en):
+    return max((sum(1 for s in leaf.sites if s.labels) for leaf in en.leaves), default=0)
+
+
+class _NoFollow(Exception):
+    pass
+
+
+def follow_ad(fn, w, *, values=None, conventions=None):
+    """The piece whose local choices are AD's own, if AD's rule at every branch site is a piece choice.
+
+    Returns ``(gradient, decisions, rows, witness)`` when that pattern's open cone is non-empty (exact
+    witness):
+    then AD's output *is* the gradient of a piece adjacent to w (same local derivatives, same arithmetic), a
+    Bouligand subgradient -- a membership certificate that needs no numeric comparison, so it also holds when
+    smooth parts make the values irrational.  ``None`` otherwise.
+    """
+    rows: list = []
+    decisions: list = []
+
+    def decide(site, options):
+        j = site.ad_option
+        if j is None or options[j][1] is None:
+            raise _NoFollow()
+        rows.extend(primitive(r) for r in options[j][1])
+        decisions.append(j)
+        return j
+
+    try:
+        r = run(fn, w, mode="pieces", decide=decide, values=values, conventions=conventions)
+    except _NoFollow:
+        return None
+    if not rows:
+        return r.gradient, tuple(decisions), rows, {}
+    stats = ConeStats()
+    res, cert = feasible(rows, stats)
+    if res != "open":
+        return None
+    return r.gradient, tuple(decisions), rows, cert
