@@ -251,7 +251,8 @@ def sgd_pair(dtype, steps: int = 60, width: float = 0.125, batch_size: int = 64,
                 for p, gr in zip(model.parameters(), grads):
                     p -= lr * gr
             losses[i].append(loss.item())
-        d = sum(float((p.double() - q.double()).abs().sum()) for p, q in zip(*[m.parameters() for m in models]))
+        with torch.no_grad():
+            d = sum(float((p.double() - q.double()).abs().sum()) for p, q in zip(*[m.parameters() for m in models]))
         dist.append(d)
         if first is None and d != 0:
             first = step + 1
