@@ -274,3 +274,19 @@ def test_cli_volume_and_thresholds(tmp_path, capsys):
     assert main(["zones", "thresholds", "--model", "mlp", "--width", "0.03", "--draws", "2", "--batches", "1",
                  "--batch-size", "8", "--dtypes", "float32"]) == 0
     assert "not measurable on CPU" in capsys.readouterr().out
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_float16_volume_and_tau1():
+    cfg = _cfg(dtypes=["float16", "float32"], device="cuda", draws=2, batches=1)
+    res = estimate_volume(cfg, {"float16": 1e-1, "float32": 1e-8}, progress=lambda *a, **k: None)
+    assert res["dtypes"]["float16"]["pair_share"]["n"] == 2
+    x, y = get_dataset("digits28")
+
+    def factory(i):
+        torch.manual_seed(i)
+        return build_model("lenet5", width=0.5)
+
+    th = thresholds(factory, [(x[:16], y[:16])], torch.float16, "cuda")
+    assert th.tau1 is not None and th.tau1 >= 0 and "nondeterministic" in th.tau1_note
