@@ -161,6 +161,7 @@ class Thresholds:
     tau2: float | None
     n_pairs: int
     n_nonzero_relu: int
+    n_rerun_differ: int | None = None
 
     def as_dict(self):
         return dict(self.__dict__)
@@ -177,19 +178,19 @@ def thresholds(model_factory, batches, dtype: torch.dtype, device: torch.device 
     device = torch.device(device)
     check_dtype_device(dtype, device, allow_slow)
     nondet = device.type == "cuda"
-    t1 = 0.0
-    d2 = []
+    d1, d2 = [], []
     for i, (x, y) in enumerate(batches):
         model = model_factory(i).to(device=device, dtype=dtype)
         x, y = x.to(device=device, dtype=dtype), y.to(device)
         (g0, g1), _, _ = program_grads(model, x, y, ("native", "relu1"), reduction)
         d2.append(variation(g0, g1, norm))
         if nondet:
-            t1 = max(t1, rerun_variation(model, x, y, tau1_program, norm, reduction))
+            d1.append(rerun_variation(model, x, y, tau1_program, norm, reduction))
     nz = [d for d in d2 if d > 0]
     note = ("measured with nondeterministic CUDA kernels" if nondet else
             "not measurable on CPU: kernels are deterministic, reruns are bitwise identical (tau1 = 0)")
-    return Thresholds(dtype_name(dtype), t1 if nondet else None, note, min(nz) if nz else None, len(d2), len(nz))
+    return Thresholds(dtype_name(dtype), max(d1, default=0.0) if nondet else None, note, min(nz) if nz else None,
+                      len(d2), len(nz), sum(d > 0 for d in d1) if nondet else None)
 
 
 #: Boustany Table 3.4 (powers of ten); the values the paper used for the volume estimates (tau2 at 16 bits,
