@@ -290,3 +290,15 @@ def test_cuda_float16_volume_and_tau1():
 
     th = thresholds(factory, [(x[:16], y[:16])], torch.float16, "cuda")
     assert th.tau1 is not None and th.tau1 >= 0 and "nondeterministic" in th.tau1_note
+
+
+def test_claim_logic_requires_significance():
+    mk = lambda k, n: {"dtypes": {"float32": {"pair_share": share_intervals(k, n)}}}
+    weak = repro.trend_claims({8: mk(0, 18), 32: mk(1, 18)}, mk(0, 4), mk(4, 4))
+    assert [c["held"] for c in weak] == [False, False] and "not significant" in weak[0]["measured"]
+    strong = repro.trend_claims({8: mk(0, 18), 128: mk(12, 18)}, mk(1, 18), mk(18, 18))
+    assert [c["held"] for c in strong] == [True, True]
+    res = {"dtypes": {"float64": {"pair_share": share_intervals(0, 10)},
+                      "float32": {"pair_share": share_intervals(10, 10)},
+                      "bfloat16": {"pair_share": share_intervals(10, 10)}}}
+    assert [c["held"] for c in repro.table_3_2_claims(res)] == [True, False, True]

@@ -10,7 +10,7 @@ from ..report import figure_png, section, table
 GPU_JSON = Path(__file__).resolve().parents[1] / "data" / "gpu" / "zones.json"
 
 QUICK = dict(fig33=(3, 2), table=dict(width=0.0625, draws=3, batches=2, batch_size=16),
-             trend_batches=(4, 32), trend=dict(width=0.0625, draws=2, batches=2),
+             trend_batches=(4, 32), trend=dict(width=0.0625, draws=3, batches=2),
              dich=dict(draws=2, batches=2, batch_size=128), sgd_steps=30, sgd_dtypes=("float64", "bfloat16"),
              sweep=dict(seeds=(0,), steps=15, betas=(0.0, 1e2, 1e4)))
 FULL = dict(fig33=(16, 8), table=dict(width=0.125, draws=16, batches=4, batch_size=64),
