@@ -1,6 +1,6 @@
 """GPU run of the conventions matrix: every registry kink/tie on CUDA, 4 dtypes, eager/func/jvp/compile.
 
-Usage:  PYTHONPATH=. python3 scripts/gpu/conventions.py --out DIR        (CUDA; about a minute on an H200)
+Usage:  PYTHONPATH=. python3 scripts/gpu/conventions.py --out DIR        (CUDA; ~1-1.5 min on an H200)
         PYTHONPATH=. python3 scripts/gpu/conventions.py --out DIR --smoke  (tiny, CPU: checks the script runs)
 Writes DIR/conventions.json (schema nsverify.conventions/1, see docs/conventions.md); the report section reads
 it from nsverify/data/gpu/conventions.json.  torch.compile is timed per dtype and stops starting new dtypes
@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="output directory (created)")
     ap.add_argument("--smoke", action="store_true", help="tiny CPU run: few ops, float32, aot_eager compile")
-    ap.add_argument("--compile-budget", type=float, default=45.0,
+    ap.add_argument("--compile-budget", type=float, default=25.0,
                     help="seconds for torch.compile, all dtypes together")
     args = ap.parse_args(argv)
     out = Path(args.out)
