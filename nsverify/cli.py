@@ -11,8 +11,9 @@ from .errors import NsverifyError
 #: modules providing ``register_cli(subparsers)``; each sets ``func`` on its parser via set_defaults
 COMMAND_MODULES = [
     "nsverify.report.cli",
-    "nsverify.report.compare",
     "nsverify.conventions",
+    "nsverify.costs.cli",
+    "nsverify.report.compare",
     "nsverify.zones.cli",
 ]
 

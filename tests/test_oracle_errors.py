@@ -85,3 +85,62 @@ def test_bad_on_limit_and_wrt():
 def test_unsupported_smooth_op_named():
     with pytest.raises(UnsupportedOpError, match=r"aten\.gelu.*sigmoid"):
         nsverify.check_gradient(lambda w: torch.nn.functional.gelu(w).sum(), Z)
+
+
+def test_inplace_writes_through_views_and_constant_targets_rejected():
+    def f(w):
+        y = w * 1
+        y[0] = y[1] * 2  # copy_ into a select view
+        z = y.view(2, 2)
+        z[1].relu_()  # in-place on a view of a view
+        return (y * torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)).sum()
+
+    w = torch.tensor([1.0, 2.0, -3.0, 0.5], dtype=torch.float64)
+    v = nsverify.check_gradient(f, w)
+    wf = w.clone().requires_grad_(True)
+    f(wf).backward()
+    assert v.ad == tuple(wf.grad.tolist()) == tuple(float(x) for x in v.exact_ad)
+
+    def g(w):
+        buf = torch.zeros(2, dtype=torch.float64)
+        buf[0] = w[0]
+        return buf.sum()
+
+    with pytest.raises(UnsupportedOpError, match="in place.*torch.stack"):
+        nsverify.check_gradient(g, w)
+
+
+def test_time_limit_gives_unknown_or_raises():
+    w = torch.zeros(10, dtype=torch.float64)
+    f = lambda w: torch.relu(w).sum()  # noqa: E731
+    with pytest.raises(TooManyPieces, match="time limit"):
+        nsverify.check_gradient(f, w, time_limit=0.0)
+    v = nsverify.check_gradient(f, w, ad=[3.0] * 10, time_limit=0.0, on_limit="unknown")
+    assert v.status == "unknown" and "time limit" in v.reason
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_point_and_constants():
+    from nsverify.oracle.cases import park_lemma7
+
+    v = nsverify.check_gradient(park_lemma7, torch.zeros(2, dtype=torch.float32, device="cuda"))
+    assert v.status == "not_member" and v.ad == (2.0, 0.0)
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0], device="cuda")
+    v = nsverify.check_gradient(lambda w: torch.max(w[0] * x) - torch.relu(w[0] * x).sum(),
+                                torch.zeros(1, device="cuda"))
+    assert v.status in ("member", "not_member") and v.kinks
+
+
+def test_hard_deadline_on_a_program_too_large_for_forward_mode():
+    import time
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)).double()
+    X, y = torch.randn(32, 64, dtype=torch.float64), torch.randint(0, 10, (32,))
+    t0 = time.perf_counter()
+    with pytest.raises(TooManyPieces, match="time limit"):
+        nsverify.check_module(m, torch.nn.functional.cross_entropy, X, y, time_limit=0.2)
+    v = nsverify.check_module(m, torch.nn.functional.cross_entropy, X, y, time_limit=0.2, on_limit="unknown")
+    assert v.status == "unknown" and "time limit" in v.reason
+    assert time.perf_counter() - t0 < 30

@@ -113,3 +113,31 @@ def test_float_ties_created_and_destroyed():
     # kept: relu(w) at 0
     v = nsverify.check_gradient(lambda w: torch.relu(w[0]), torch.zeros(1))
     assert [k.float_tie for k in v.kinks] == [True]
+
+
+class _ReluRight(torch.autograd.Function):
+    """Park et al.'s h: ReLU whose AD uses h'(0) = 1, as a custom autograd Function."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.relu(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (x >= 0)
+
+
+def test_park_f2_f3_with_a_custom_autograd_function():
+    """exact_ad comes from PyTorch's backward (custom rules included), evaluated exactly."""
+    h = _ReluRight.apply
+    z = torch.zeros(1, dtype=torch.float64)
+    with pytest.warns(UserWarning, match="custom autograd.Function"):
+        v2 = nsverify.check_gradient(lambda w: torch.relu(w[0]) - h(w[0]), z)
+    with pytest.warns(UserWarning, match="custom autograd.Function"):
+        v3 = nsverify.check_gradient(lambda w: h(-h(w[0])), z)
+    for v, ad in ((v2, -1), (v3, -1)):
+        assert v.status == "not_member" and v.exact_ad == (F(ad),) and v.ad == (float(ad),)
+        assert v.bouligand == [(F(0),)]
+        assert verify_certificate(v.to_json())

@@ -19,8 +19,9 @@ from . import context
 from .context import Ctx
 from .interp import _scalar_output, point_to_fractions
 from .numbers import KinkZero, sign, val
+from .ops_kinks import _ad_side, _dpoly
 from .ops_linear import _filled, _matmul, arr, objmap
-from .ops_nonsmooth import _ad_mix, _ad_side, _dpoly, pool_windows
+from .ops_select import _ad_mix, pool_windows
 from .ops_smooth import exp
 from .semantics import clamp as clamp_sem
 from .semantics import elementwise

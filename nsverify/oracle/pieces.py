@@ -124,16 +124,15 @@ def enumerate_pieces(
 
         try:
             if time_limit is not None and time.perf_counter() - t0 > time_limit:
-                raise _Limit()
+                raise _Limit(f"the time limit of {time_limit:g} s ran out after {len(en.leaves)} pieces")
             r = run(fn, w, mode="pieces", decide=decide, values=values)
-        except _Limit:
+        except _Limit as e:
             nsites = max(en.branch_sites, _count_sites(en), len(st.decisions))
+            what = e.args[0] if e.args else f"more than {limit} pieces to enumerate around w"
             msg = (
-                f"more than {limit} pieces to enumerate around w ({nsites} kink/tie sites branch "
-                f"on the first "
-                f"trace; the worst case is exponential, NP-hard in general). Check fewer coordinates "
-                f"(a single layer's parameters), a smaller batch, or pass on_limit='unknown' / a larger "
-                f"max_pieces"
+                f"{what} ({nsites} kink/tie sites branch on the first trace; the worst case is exponential, "
+                f"NP-hard in general). Check fewer coordinates (a single layer's parameters), a smaller "
+                f"batch, or pass on_limit='unknown' / a larger max_pieces / time_limit"
             )
             if on_limit == "unknown":
                 en.incomplete = msg

@@ -145,6 +145,7 @@ def dispatch(func, args, kwargs):
         )
     ctx.call += 1
     ctx.op_name = base
+    context.check_deadline()
     a = unwrap(args)
     kw = {k: unwrap(v) for k, v in kwargs.items()}
     fout = _shadow_run(ctx, func, base, args, kwargs)
@@ -154,9 +155,17 @@ def dispatch(func, args, kwargs):
         return out
     if base.endswith("_"):
         target = args[0]
-        if isinstance(target, ExactTensor):
-            target.arr = np.broadcast_to(out, target.arr.shape).copy() if isinstance(out, np.ndarray) else out
-            return target
+        if not isinstance(target, ExactTensor):
+            raise UnsupportedOpError(
+                f"aten.{name} writes values that depend on w into a constant tensor in place; the exact "
+                "oracle cannot follow that. Build the tensor out of place instead (torch.stack, torch.cat, "
+                "torch.where)")
+        if isinstance(out, np.ndarray) and target.arr.flags.writeable:
+            target.arr[...] = np.broadcast_to(out, target.arr.shape)  # write through numpy views
+        else:
+            target.arr = np.broadcast_to(out, target.arr.shape).copy() if isinstance(out, np.ndarray) else \
+                out
+        return target
     res = wrap(out)
     if fout is not None:
         _attach_shadow(res, fout)
@@ -185,7 +194,7 @@ def _float_arrays(sargs) -> list:
     out = []
     for x in sargs:
         if isinstance(x, torch.Tensor):
-            out.append(x.detach().double().numpy() if x.is_floating_point() else None)
+            out.append(x.detach().cpu().double().numpy() if x.is_floating_point() else None)
         elif isinstance(x, (list, tuple)):
             out.extend(_float_arrays(x))
     return out

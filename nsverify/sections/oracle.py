@@ -13,6 +13,8 @@ def _clarke(v):
     if v.clarke is not None:
         lo, hi = v.clarke
         return f"{{{lo}}}" if lo == hi else f"[{lo}, {hi}]"
+    if len(v.bouligand) == 1:
+        return "{" + _vec(v.bouligand[0]) + "}"
     return (
         "conv{"
         + ", ".join(_vec(b) for b in v.bouligand[:4])
