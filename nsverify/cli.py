@@ -14,6 +14,7 @@ COMMAND_MODULES = [
     "nsverify.conventions",
     "nsverify.costs.cli",
     "nsverify.report.compare",
+    "nsverify.zones.cli",
 ]
 
 
