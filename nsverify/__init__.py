@@ -17,4 +17,10 @@ def __getattr__(name):  # lazy: importing nsverify stays cheap and needs no cvxp
 
         mod, attr = _LAZY[name]
         return getattr(importlib.import_module(mod), attr)
+    if not name.startswith("_"):  # submodules on first use: nsverify.oracle, nsverify.ad, ...
+        import importlib
+        import importlib.util
+
+        if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'nsverify' has no attribute {name!r}")
