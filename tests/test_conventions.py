@@ -178,6 +178,8 @@ def test_report_section_quick_with_gpu_data(monkeypatch, tmp_path):
     data = cv.to_json(fake, {"device_name": "FakeGPU"})
     for r in data["results"]:
         r["device"], r["rule"] = "cuda", "right"  # pretend the GPU differs
+    # a real GPU file also holds that machine's CPU rows: they must not duplicate the local CPU keys
+    data["results"] += cv.to_json(fake, {"device_name": "FakeGPU"})["results"]
     path = tmp_path / "conventions.json"
     path.write_text(json.dumps(data))
     monkeypatch.setattr(sec, "GPU_DATA", path)
@@ -188,6 +190,9 @@ def test_report_section_quick_with_gpu_data(monkeypatch, tmp_path):
     assert "relu|x=0|float32|cpu|compile" in keys and "relu|x=0|float16|cpu|compile" not in keys
     assert "relu|x=0|float32|cuda|eager" in keys
     assert len(keys) == len(set(keys))
+    from nsverify.report.schema import validate_metrics
+
+    validate_metrics(out["data"]["metrics"], "conventions")
     assert all(m["kind"] in ("convention", "counterexample", "info") for m in out["data"]["metrics"])
     assert out["claims"][0]["held"] and out["claims"][1]["held"]
     assert "CUDA" in out["claims"][-1]["claim"] and out["claims"][-1]["held"] is False

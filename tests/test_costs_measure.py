@@ -71,12 +71,19 @@ def test_section_reads_gpu_json(tmp_path, monkeypatch):
 
     path = tmp_path / "costs.json"
     path.write_text(json.dumps({"device": "NVIDIA H200", "torch": "2.11", "rows": [
-        {"model": "mlp", "batch": 1024, "dtype": "float32", "wall_ratio": 3.0, "flop_ratio": 2.99}]}))
+        {"model": "mlp", "batch": 1024, "dtype": "float32", "wall_ratio": 3.0, "flop_ratio": 2.99},
+        {"model": "mlp_sweep", "depth": 1, "width": 64, "batch": 1024, "dtype": "float32", "wall_ratio": 2.0,
+         "flop_ratio": 2.0},
+        {"model": "mlp_sweep", "depth": 5, "width": 64, "batch": 1024, "dtype": "float32", "wall_ratio": 2.5,
+         "flop_ratio": 2.5}]}))
     monkeypatch.setattr(sec, "GPU_JSON", path)
     metrics, claims, tables = [], [], []
     rows = sec._gpu_rows(metrics, claims, tables)
     assert rows and tables[0]["rows"][0][-1] == 2.9          # the H200 anchor next to the measurement
     assert metrics[0]["kind"] == "bench_ratio"
+    from nsverify.report.schema import validate_metrics
+
+    validate_metrics(metrics, "costs")  # unique keys: one per model, depth, width and dtype
     monkeypatch.setattr(sec, "GPU_JSON", tmp_path / "absent.json")
     claims = []
     assert sec._gpu_rows([], claims, []) == [] and claims[0]["held"] is None

@@ -60,7 +60,8 @@ def conventions_section(ctx) -> dict:
     if gpu:
         tables.append(gpu["table"])
         claims.append(gpu["claim"])
-        results_gpu = gpu.get("results", [])
+        # the GPU file also holds that machine's CPU rows; the local CPU rows above already cover those keys
+        results_gpu = [r for r in gpu.get("results", []) if r.device != "cpu"]
     else:
         results_gpu = []
     summary = (f"{len(ops)} primitives, {len(by_case)} kinks/tie cases, {len(results)} evaluations on CPU "

@@ -409,7 +409,7 @@ def _gpu_rows(metrics, claims, tables) -> list:
     for r in rows:
         metrics.append(
             {
-                "key": f"ratio|{r['model']}|{r['dtype']}|cuda|wall",
+                "key": f"ratio|{r['model']}|d{r.get('depth')}|w{r.get('width')}|{r['dtype']}|cuda|wall",
                 "kind": "bench_ratio",
                 "value": r["wall_ratio"],
                 "unit": "x",
