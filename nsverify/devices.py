@@ -1,6 +1,8 @@
 """Parsing and validation of dtype and device arguments, shared by the CLI, generators and benchmarks."""
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from .errors import DeviceUnavailableError, UnsupportedDtypeError
@@ -64,3 +66,19 @@ def parse_device(spec: str | torch.device) -> torch.device:
 def dtype_supported_fast(dtype: torch.dtype, device: torch.device) -> bool:
     """float16 matmul/convolution on CPU is extremely slow; callers warn or switch to bfloat16."""
     return not (dtype == torch.float16 and device.type == "cpu")
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None = 1):
+    """Temporarily set torch's intra-op thread count (None: leave it as is).
+
+    Small problems run ~20x slower when two intra-op threads fight other jobs on a 2-core machine."""
+    if n is None:
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)

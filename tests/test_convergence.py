@@ -7,16 +7,14 @@ import pytest
 import torch
 
 from nsverify.convergence import compare, make_problem, mean_ci, run_one, steps_to_match, steps_to_target
+from nsverify.devices import torch_threads
 from nsverify.errors import NsverifyError
 
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    # tiny problems run ~20x slower when two intra-op threads compete with other processes on 2 cores
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+    with torch_threads(1):
+        yield
 
 
 def test_metrics_on_known_sequences():

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from nsverify.devices import torch_threads
 from nsverify.dying_relu import (
     complex_eigen_interval,
     dead_units,
@@ -27,11 +28,8 @@ from nsverify.errors import NsverifyError
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    # tiny problems run ~20x slower when two intra-op threads compete with other processes on 2 cores
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+    with torch_threads(1):
+        yield
 
 
 def test_dead_units_exact_counts_mlp_and_conv():

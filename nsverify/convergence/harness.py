@@ -1,12 +1,11 @@
 """Run optimizers on problems with seeds and dtypes; collect curves and metrics."""
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
 
-from ..devices import parse_dtype
+from ..devices import parse_dtype, torch_threads  # noqa: F401 (re-exported)
 from ..errors import NsverifyError
 from ..optim import INNA, INNAprop, INNApropMomentum
 from .metrics import mean_ci, steps_to_match, steps_to_target
@@ -37,15 +36,6 @@ LR = {"adaptive": 0.02, "sgd": 0.02}
 LR_NETWORK = {"adaptive": 0.01, "sgd": 0.1}
 
 
-@contextlib.contextmanager
-def torch_threads(n: int = 1):
-    """Run with ``n`` intra-op threads (small problems run 20x slower when 2 threads fight other jobs)."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def run_one(problem: Problem, optimizer: str, steps: int, *, dtype="float64", seed: int = 0,

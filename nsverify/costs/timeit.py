@@ -2,25 +2,12 @@
 time per function, and (on CPU) one intra-op thread so that other load does not stall a thread pool."""
 from __future__ import annotations
 
-import contextlib
 import time
 from typing import Callable, Sequence
 
+from ..devices import torch_threads
 
-@contextlib.contextmanager
-def cpu_threads(n: int | None):
-    """Temporarily set torch's intra-op thread count (None: leave as is)."""
-    import torch
-
-    if n is None:
-        yield
-        return
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
+cpu_threads = torch_threads  # one implementation, in nsverify.devices
 
 
 def interleaved_min(fns: Sequence[Callable[[], object]], reps: int = 5, min_total: float = 0.05,

@@ -65,26 +65,9 @@ def check_gradient(
             return _undecided(str(e), float_autograd(fn, w), ad)
 
 
-def _check_gradient(
-    fn,
-    w: torch.Tensor,
-    ad=None,
-    *,
-    conventions: dict | None = None,
-    max_pieces: int = 10_000,
-    on_limit: str = "raise",
-    time_limit: float | None = 600.0,
-) -> Verdict:
-    """Decide whether the AD of ``fn`` at ``w`` lies in the Clarke subdifferential of the real function.
-
-    ``fn``: callable on a float tensor (any shape), returning a scalar tensor; ``w`` is taken as the exact
-    rationals its floats represent.  ``ad``: a vector to test instead of the program's exact AD (taken as
-    exact rationals).  ``conventions``: AD rules at kinks for the exact AD (see :func:`exact_gradient`).
-    ``max_pieces`` / ``time_limit`` (seconds): past them raise :class:`TooManyPieces` or, with
-    ``on_limit="unknown"``, return "unknown" (member stays possible on the pieces already certified).
-    """
-    if on_limit not in ("raise", "unknown"):
-        raise NsverifyError(f"on_limit must be 'raise' or 'unknown', got {on_limit!r}")
+def _check_gradient(fn, w: torch.Tensor, ad, *, conventions: dict | None, max_pieces: int, on_limit: str,
+                    time_limit: float | None) -> Verdict:
+    """The work of :func:`check_gradient` (arguments already validated there)."""
     values = point_to_fractions(w)
     float_ad = float_autograd(fn, w)
     try:

@@ -230,6 +230,17 @@ def _compare_entry(x, y, name, loc, fxy=None):
     return test(-1 if choice == 0 else 1)
 
 
+def _float_pair(shape, fa, fb):
+    """The float run's two operands broadcast to ``shape``; None when missing or of another shape."""
+    if fa is None or fb is None:
+        return None
+    try:
+        fl = np.broadcast_arrays(fa, fb)
+    except ValueError:
+        return None
+    return fl if fl[0].shape == shape else None
+
+
 def _compare(name):
     def impl(a, b):
         a, b = np.broadcast_arrays(arr(a), arr(b))
@@ -238,13 +249,7 @@ def _compare(name):
         fb = ctx.float_arg(1) if ctx.float_arg(1) is not None else (
             np.asarray(float(b.reshape(-1)[0])) if b.size == 1 and not isinstance(b.reshape(-1)[0], Aff)
             else None)
-        fl = None
-        if fa is not None and fb is not None:
-            try:
-                fl = np.broadcast_arrays(fa, fb)
-                fl = fl if fl[0].shape == a.shape else None
-            except ValueError:
-                fl = None
+        fl = _float_pair(a.shape, fa, fb)
         out = np.empty(a.shape, dtype=bool)
         for pos in np.ndindex(*a.shape):
             fxy = None if fl is None else (fl[0][pos], fl[1][pos])

@@ -17,7 +17,7 @@ from ..registry import adaptive_windows, pool_out_size
 from . import context
 from .context import Site
 from .numbers import Aff, grad, is_lin, mk, sign, val
-from .ops_kinks import _elementwise_op, _float_only, _gsub, _inexact
+from .ops_kinks import _elementwise_op, _float_only, _float_pair, _gsub, _inexact
 from .ops_linear import arr
 from .semantics import clamp as clamp_sem
 from .semantics import tie_rule
@@ -210,14 +210,7 @@ def _argmax(a, dim=None, keepdim=False):
 def _select_pairwise(a, b, opname, larger):
     a, b = np.broadcast_arrays(arr(a), arr(b))
     ctx = context.current()
-    fa, fb = ctx.float_arg(0), ctx.float_arg(1)
-    fl = None
-    if fa is not None and fb is not None:
-        try:
-            fl = np.broadcast_arrays(fa, fb)
-            fl = fl if fl[0].shape == a.shape else None
-        except ValueError:
-            fl = None
+    fl = _float_pair(a.shape, ctx.float_arg(0), ctx.float_arg(1))
     out = np.empty(a.shape, dtype=object)
     rule = tie_rule(opname) if opname in ("maximum", "minimum") else "inside"
     for pos in np.ndindex(*a.shape):
