@@ -28,9 +28,9 @@ F = Fraction
 Vec = tuple[Fraction, ...]
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 # Elementwise pieces
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Piece:
     """One smooth piece of an elementwise function.
@@ -120,6 +120,8 @@ class Elementwise:
             return right
         if side == "inside":  # the derivative of the piece between the two outer kinks (clamp)
             return self.pieces[1].derivative(x)
+        if side == "mid":  # the even split (left + right) / 2 (abs: the minimal-norm element 0)
+            return (left + right) / 2
         raise ValueError(side)
 
     def mp_value(self, x):
@@ -137,9 +139,9 @@ class Elementwise:
         return p.mp(x)
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 # Selection ops and tie cases
-# --------------------------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TieCase:
     """A concrete input sitting exactly on a kink/tie of a primitive.
@@ -223,3 +225,97 @@ def names(kind: str | None = None) -> list[str]:
 
 def as_fraction_vec(xs: Sequence) -> Vec:
     return tuple(F(x) for x in xs)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Elementwise entries (torch_side measured on torch 2.13 CPU, NOTES.md section 2)
+# ----------------------------------------------------------------------------------------------------
+def _const(c) -> Piece:
+    return Piece(poly=(F(c),))
+
+
+def _mp_exp_piece(scale, alpha) -> Piece:
+    """scale * alpha * (exp(x) - 1), the negative branch of elu/selu (mpmath; not rational)."""
+    return Piece(mp=lambda x: scale * alpha * (mpmath.exp(x) - 1),
+                 dmp=lambda x: scale * alpha * mpmath.exp(x))
+
+
+def _elementwise_entries():
+    import torch
+    import torch.nn.functional as tF
+
+    yield Elementwise("relu", ("relu", "relu_", "threshold_backward"), torch.relu, (F(0),),
+                      (_const(0), lin(1)), ("left",), doc="max(x, 0); PyTorch: relu'(0) = 0")
+    yield Elementwise("leaky_relu", ("leaky_relu", "leaky_relu_"), tF.leaky_relu, (F(0),),
+                      (lin(F(1, 100)), lin(1)), ("left",), kwargs={"negative_slope": 0.01},
+                      doc="slope 1/100 below 0; the real slope is not dyadic: in a float dtype the slope "
+                          "PyTorch uses (and returns at 0) is 0.01 rounded to the dtype's compute type "
+                          "(see :func:`dtype_value`)")
+    yield Elementwise("relu6", ("relu6",), tF.relu6, (F(0), F(6)),
+                      (_const(0), lin(1), _const(6)), ("left", "right"))
+    yield Elementwise("hardtanh", ("hardtanh", "hardtanh_"), tF.hardtanh, (F(-1), F(1)),
+                      (_const(-1), lin(1), _const(1)), ("left", "right"))
+    yield Elementwise("hardsigmoid", ("hardsigmoid",), tF.hardsigmoid, (F(-3), F(3)),
+                      (_const(0), lin(F(1, 6), F(1, 2)), _const(1)), ("left", "right"))
+    yield Elementwise("hardswish", ("hardswish",), tF.hardswish, (F(-3), F(3)),
+                      (_const(0), Piece(poly=(F(0), F(1, 2), F(1, 6))), lin(1)), ("left", "right"),
+                      doc="x * relu6(x + 3) / 6")
+    yield Elementwise("elu", ("elu",), tF.elu, (F(0),), (_mp_exp_piece(1, 1), lin(1)), ("left",),
+                      kwargs={"alpha": 1.0},
+                      doc="alpha = 1: both one-sided derivatives are 1 (C^1, a piece boundary, no kink)")
+    yield Elementwise("selu", ("selu",), tF.selu, (F(0),),
+                      (_mp_exp_piece(SELU_SCALE, SELU_ALPHA), Piece(mp=lambda x: SELU_SCALE * x,
+                                                                     dmp=lambda x: SELU_SCALE)),
+                      ("left",), doc="left derivative scale*alpha ~ 1.7581, right scale ~ 1.0507 (mpmath)")
+    yield Elementwise("abs", ("abs", "abs_"), torch.abs, (F(0),), (lin(-1), lin(1)), ("mid",),
+                      doc="PyTorch: abs'(0) = sgn(0) = 0, the minimal-norm element")
+    yield Elementwise("clamp", ("clamp", "clamp_", "clip"), torch.clamp, (F(0), F(1)),
+                      (_const(0), lin(1), _const(1)), ("inside", "inside"), kwargs={"min": 0.0, "max": 1.0},
+                      doc="clamp(x, 0, 1) with scalar bounds: derivative 1 at both bounds (unlike hardtanh)")
+
+
+SELU_ALPHA = mpmath.mpf("1.6732632423543772848170429916717")
+SELU_SCALE = mpmath.mpf("1.0507009873554804934193349852946")
+
+for _e in _elementwise_entries():
+    register(_e)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Pooling windows (shared by the selection entries, the AD-variant tests and the oracle)
+# ----------------------------------------------------------------------------------------------------
+def pool_out_size(n: int, k: int, s: int, p: int, d: int, ceil_mode: bool = False) -> int:
+    """PyTorch's pooling output length (ATen pooling_output_shape)."""
+    span = n + 2 * p - d * (k - 1) - 1
+    out = (span + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= n + p:
+        out -= 1
+    return out
+
+
+def pool2d_windows(h: int, w: int, kernel, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """Windows of a 2-d max pool over an (h, w) plane: ``(out_shape, windows)`` where ``windows[j]`` lists the
+    flat indices ``r * w + c`` of the real (non-padding) entries of output j's window, in row-major window
+    order -- the order in which PyTorch's "first index" rule scans them."""
+    pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
+    k, p, d = pair(kernel), pair(padding), pair(dilation)
+    s = k if stride is None else pair(stride)
+    ho = pool_out_size(h, k[0], s[0], p[0], d[0], ceil_mode)
+    wo = pool_out_size(w, k[1], s[1], p[1], d[1], ceil_mode)
+    windows = []
+    for i in range(ho):
+        for j in range(wo):
+            win = []
+            for a in range(k[0]):
+                r = i * s[0] - p[0] + a * d[0]
+                for b in range(k[1]):
+                    c = j * s[1] - p[1] + b * d[1]
+                    if 0 <= r < h and 0 <= c < w:
+                        win.append(r * w + c)
+            windows.append(win)
+    return (ho, wo), windows
+
+
+def adaptive_windows(n: int, out: int) -> list[range]:
+    """ATen's adaptive pooling windows along one axis: [floor(i n / out), ceil((i + 1) n / out))."""
+    return [range((i * n) // out, -((-(i + 1) * n) // out)) for i in range(out)]
