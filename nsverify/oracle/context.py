@@ -1,0 +1,111 @@
+"""The evaluation context: which mode the exact interpreter runs in, and where kink/tie sites are recorded.
+
+Two modes:
+
+* ``"ad"`` -- the program's automatic derivative evaluated exactly: at every kink/tie the local derivative
+  follows PyTorch's convention (or a user override in ``conventions``), comparisons use the exact values;
+* ``"pieces"`` -- every kink/tie site whose outcome depends on the direction of approach is a *branch point*;
+  ``decide(site, options)`` chooses the outcome (the piece enumerator drives it).
+
+Each option of a branch point is ``(label, rows)``: the open cone of directions d
+for which that outcome occurs
+is ``{d : <r, d> > 0 for r in rows}`` (rows are sparse ``{index: Fraction}`` dicts), or ``rows=None`` when a
+first-order test cannot certify the outcome (second-order site).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Callable
+
+_STACK: list["Ctx"] = []
+
+
+@dataclass
+class Site:
+    op: str
+    call: int  # number of the ATen call in the trace (0-based)
+    loc: tuple  # location inside that op (output index)
+    value: Any  # exact value at the kink (the breakpoint, or the tied maximum)
+    labels: tuple = ()
+    chosen: int | None = None  # option index (pieces mode) or None (ad mode / no branch)
+    affine: bool = True
+    slopes: tuple = ()  # the distinct first-order forms involved (sparse dicts)
+    float_tie: bool | None = None  # did the float computation see the same tie (filled later)
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        from .jsonio import enc
+
+        return {
+            "op": self.op,
+            "call": self.call,
+            "loc": list(self.loc),
+            "value": enc(self.value),
+            "options": list(self.labels),
+            "chosen": self.chosen,
+            "affine": self.affine,
+            "float_tie": self.float_tie,
+            **({"extra": self.extra} if self.extra else {}),
+        }
+
+
+@dataclass
+class Ctx:
+    n: int
+    mode: str = "ad"  # "ad" | "pieces"
+    conventions: dict = field(default_factory=dict)
+    decide: Callable | None = None
+    dtype: Any = None
+    sites: list = field(default_factory=list)
+    call: int = -1
+    op_name: str = ""
+    nonaffine: bool = False  # a site whose argument is not affine in w was met
+    shadow: bool = False  # run every op in w's float dtype alongside (float-tie detection)
+    shadow_args: list | None = None  # float64 copies of the current op's float tensor arguments
+
+    def float_arg(self, k: int):
+        """The k-th float tensor argument of the current op, as a float64 array (None if unavailable)."""
+        if self.shadow_args is None or k >= len(self.shadow_args):
+            return None
+        return self.shadow_args[k]
+
+    def __enter__(self):
+        _STACK.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _STACK.pop()
+
+    def branch(self, site: Site, options: list) -> int:
+        """Record a kink/tie site; in pieces mode let the enumerator choose among ``options``."""
+        self.sites.append(site)
+        if not site.affine:
+            self.nonaffine = True
+        if self.mode != "pieces" or len(options) <= 1:
+            site.chosen = 0 if options else None
+            return 0
+        site.labels = tuple(lbl for lbl, _ in options)
+        site.chosen = self.decide(site, options)
+        return site.chosen
+
+    def note(self, site: Site) -> None:
+        """Record a site that needs no decision (AD mode, or a tie between identical local functions)."""
+        self.sites.append(site)
+        if not site.affine:
+            self.nonaffine = True
+
+
+def current() -> Ctx:
+    if not _STACK:
+        raise RuntimeError("no exact evaluation context is active (internal error)")
+    return _STACK[-1]
+
+
+def convention(name: str, default=None):
+    return current().conventions.get(name, default)
+
+
+def frac(x) -> Fraction:
+    return Fraction(x)

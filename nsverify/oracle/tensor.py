@@ -1,0 +1,225 @@
+"""``ExactTensor``: a torch Tensor subclass whose entries are exact numbers (or affine forms in w).
+
+Running a program on ExactTensors makes every ATen op reach :func:`dispatch`, which evaluates it exactly with
+the implementation registered in :data:`OPS` (see ``ops_*.py``).  Python branching on tensor values
+(``if x[i] > best:``) goes through ``aten._local_scalar_dense`` on a comparison whose outcome was already
+resolved exactly (or chosen by the enumerator at a tie), so data-dependent control flow is analysed too.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ..errors import DataDependentControlFlowError, NonFiniteError, UnsupportedOpError
+from . import context
+from .numbers import Aff
+
+OPS: dict[str, Callable] = {}
+
+
+def op(*names: str):
+    """Register an exact implementation for ATen ops (``"relu"`` = every overload, ``"sum.dim_IntList"``)."""
+
+    def deco(fn):
+        for n in names:
+            OPS[n] = fn
+        return fn
+
+    return deco
+
+
+class ExactTensor(torch.Tensor):
+    arr: np.ndarray
+
+    @staticmethod
+    def __new__(cls, arr: np.ndarray, dtype=None):
+        if dtype is None:
+            dtype = _dtype_of(arr)
+        t = torch.Tensor._make_wrapper_subclass(
+            cls, tuple(arr.shape), dtype=dtype, device="cpu", requires_grad=False
+        )
+        t.arr = arr
+        return t
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    def __repr__(self, *, tensor_contents=None):
+        return f"ExactTensor(shape={tuple(self.arr.shape)}, {self.arr.tolist()!r})"
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return dispatch(func, args, kwargs or {})
+
+
+def _dtype_of(arr: np.ndarray):
+    if arr.dtype == bool:
+        return torch.bool
+    if np.issubdtype(arr.dtype, np.integer):
+        return torch.int64
+    ctx = context._STACK[-1] if context._STACK else None
+    return ctx.dtype if ctx is not None and ctx.dtype is not None else torch.float64
+
+
+def to_exact_array(t) -> np.ndarray:
+    """A plain tensor (constant of the program) as an exact array: floats become exact Fractions."""
+    if isinstance(t, ExactTensor):
+        return t.arr
+    t = t.detach().cpu()
+    if t.dtype == torch.bool:
+        return t.numpy().astype(bool)
+    if not t.is_floating_point():
+        if t.is_complex():
+            raise UnsupportedOpError("complex tensors are not supported by the exact oracle")
+        return t.numpy().astype(np.int64)
+    x = t.double().numpy() if t.dtype != torch.float64 else t.numpy()
+    if not np.isfinite(x).all():
+        raise NonFiniteError(
+            "a constant tensor of the program holds NaN or inf: exact analysis needs finite "
+            "values; replace them (e.g. torch.nan_to_num) before checking"
+        )
+    out = np.empty(x.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, v in enumerate(x.reshape(-1).tolist()):
+        flat[i] = Fraction(v)
+    return out
+
+
+def scalar(x):
+    """A Python scalar argument as an exact number."""
+    if isinstance(x, bool):
+        return x
+    if isinstance(x, int):
+        return Fraction(x)
+    if isinstance(x, float):
+        if x != x or x in (float("inf"), float("-inf")):
+            raise NonFiniteError(
+                f"a scalar argument of the program is {x}: exact analysis needs finite values"
+            )
+        return Fraction(x)
+    return x
+
+
+def unwrap(x):
+    if isinstance(x, ExactTensor):
+        return x.arr
+    if isinstance(x, torch.Tensor):
+        return to_exact_array(x)
+    if isinstance(x, (list, tuple)):
+        return type(x)(unwrap(y) for y in x)
+    return x
+
+
+def wrap(x):
+    if isinstance(x, np.ndarray):
+        return ExactTensor(x)
+    if isinstance(x, (Aff, Fraction)) or type(x).__name__ == "Ival":
+        a = np.empty((), dtype=object)
+        a[()] = x
+        return ExactTensor(a)
+    if isinstance(x, (list, tuple)):
+        return type(x)(wrap(y) for y in x)
+    return x
+
+
+def dispatch(func, args, kwargs):
+    ctx = context.current()
+    name = func.__name__  # e.g. "relu.default"
+    base = func.overloadpacket.__name__
+    impl = OPS.get(name) or OPS.get(base)
+    if impl is None and base.endswith("_"):  # in-place variant: same exact semantics, result written back
+        impl = OPS.get(name.replace("_.", ".", 1)) or OPS.get(base[:-1])
+    if impl is None:
+        raise UnsupportedOpError(
+            f"op aten.{name} is not supported by the exact oracle. Rewrite the program with supported ops "
+            f"(e.g. torch.where / torch.maximum / relu for piecewise-linear logic), or open an issue. "
+            f"Supported: {', '.join(sorted({k.split('.')[0] for k in OPS}))}."
+        )
+    ctx.call += 1
+    ctx.op_name = base
+    a = unwrap(args)
+    kw = {k: unwrap(v) for k, v in kwargs.items()}
+    fout = _shadow_run(ctx, func, base, args, kwargs)
+    out = impl(*a, **kw)
+    ctx.shadow_args = None
+    if base == "_local_scalar_dense":
+        return out
+    if base.endswith("_"):
+        target = args[0]
+        if isinstance(target, ExactTensor):
+            target.arr = np.broadcast_to(out, target.arr.shape).copy() if isinstance(out, np.ndarray) else out
+            return target
+    res = wrap(out)
+    if fout is not None:
+        _attach_shadow(res, fout)
+    return res
+
+
+# ------------------------------------------------------------------------------------------------------------
+# float shadow: the same op run in w's dtype alongside, so kink sites can say whether floats saw the same tie
+# ------------------------------------------------------------------------------------------------------------
+def _shadow_of(x):
+    if isinstance(x, ExactTensor):
+        sh = getattr(x, "shadow", None)
+        if sh is None:
+            raise _NoShadow()
+        return sh
+    if isinstance(x, (list, tuple)):
+        return type(x)(_shadow_of(y) for y in x)
+    return x
+
+
+class _NoShadow(Exception):
+    pass
+
+
+def _float_arrays(sargs) -> list:
+    out = []
+    for x in sargs:
+        if isinstance(x, torch.Tensor):
+            out.append(x.detach().double().numpy() if x.is_floating_point() else None)
+        elif isinstance(x, (list, tuple)):
+            out.extend(_float_arrays(x))
+    return out
+
+
+def _shadow_run(ctx, func, base, args, kwargs):
+    ctx.shadow_args = None
+    if not ctx.shadow or base == "_local_scalar_dense":
+        return None
+    try:
+        sargs = _shadow_of(args)
+        skw = {k: _shadow_of(v) for k, v in kwargs.items()}
+        ctx.shadow_args = _float_arrays(sargs)
+        with torch.no_grad():
+            return func(*sargs, **skw)
+    except Exception:  # the float program cannot run this op alongside: no float-tie information here
+        ctx.shadow_args = None
+        return None
+
+
+def _attach_shadow(res, fout):
+    if isinstance(res, ExactTensor) and isinstance(fout, torch.Tensor):
+        res.shadow = fout
+    elif isinstance(res, (list, tuple)) and isinstance(fout, (list, tuple)):
+        for r, f in zip(res, fout):
+            _attach_shadow(r, f)
+
+
+@op("_local_scalar_dense")
+def _local_scalar(a):
+    x = a.reshape(-1)[0] if isinstance(a, np.ndarray) else a
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, Aff):
+        raise DataDependentControlFlowError(
+            "the program turns a value that depends on w into a Python number (.item(), float(), int() or "
+            "indexing by a tensor value), so the exact analysis cannot follow it. Keep it a tensor: use "
+            "torch.where(cond, a, b) or torch.maximum(a, b) instead of Python arithmetic on .item()."
+        )
+    return float(x)

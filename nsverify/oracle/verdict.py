@@ -1,0 +1,150 @@
+"""The oracle's answer: :class:`Verdict`, with ``explain()``, ``to_json()`` and an independent certificate
+check."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from .jsonio import dec, enc
+from .membership import check_weights, interval_member_1d, margin
+
+
+@dataclass
+class Verdict:
+    status: str  # "member" | "not_member" | "unknown"
+    exact: bool
+    bouligand: list  # exact vectors (inner set when not exact)
+    certificate: dict | None
+    distance: float
+    kinks: list  # Site records (AD trace)
+    exact_ad: tuple | None
+    ad: tuple | None
+    tested: tuple
+    tested_is: str  # "exact_ad" | "ad" (user-given)
+    outer: list = field(default_factory=list)  # outer bracket (== bouligand when exact)
+    reason: str = ""
+    value: object = None
+    stats: dict = field(default_factory=dict)
+    ad_distance: float | None = None
+    distance_bounds: tuple | None = None
+
+    @property
+    def clarke(self):
+        """1-D: the Clarke interval (lo, hi) of the exact bouligand set; None otherwise."""
+        if not self.bouligand or len(self.bouligand[0]) != 1:
+            return None
+        vals = [v[0] for v in self.bouligand]
+        key = lambda x: float(x)
+        return (min(vals, key=key), max(vals, key=key))
+
+    def explain(self) -> str:
+        fmt = lambda v: "(" + ", ".join(_s(x) for x in v) + ")"
+        lines = [f"status: {self.status}" + (f" -- {self.reason}" if self.reason else "")]
+        lines.append(f"tested vector ({self.tested_is}): {fmt(self.tested)}")
+        if self.ad is not None:
+            lines.append(
+                f"PyTorch autograd (float): {fmt(self.ad)}; distance to the Clarke set {_f(self.ad_distance)}"
+            )
+        nb = len(self.bouligand)
+        kind = "exact enumeration" if self.exact else "inner bracket (certified pieces)"
+        lines.append(
+            f"Bouligand gradients ({kind}, {nb}): "
+            + ", ".join(fmt(v) for v in self.bouligand[:6])
+            + (" ..." if nb > 6 else "")
+        )
+        if not self.exact:
+            lines.append(f"outer bracket: {len(self.outer)} candidate gradients")
+        lines.append(
+            f"kink/tie sites at w: {len(self.kinks)}"
+            + (f" ({', '.join(sorted({k.op for k in self.kinks}))})" if self.kinks else "")
+        )
+        flips = [k for k in self.kinks if k.float_tie is False]
+        if flips:
+            lines.append(
+                f"  {len(flips)} exact tie(s) NOT seen by the float computation (rounding destroyed them)"
+            )
+        fo = [k for k in self.kinks if k.extra.get("float_only")]
+        if fo:
+            lines.append(f"  {len(fo)} tie(s) seen only by the float computation (rounding created them)")
+        if self.certificate:
+            lines.append(f"certificate: {self.certificate['kind']}")
+        lines.append(f"distance of the tested vector to the Clarke set: {_f(self.distance)}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        return {
+            "status": self.status,
+            "exact": self.exact,
+            "reason": self.reason,
+            "tested": enc(self.tested),
+            "tested_is": self.tested_is,
+            "exact_ad": enc(self.exact_ad) if self.exact_ad is not None else None,
+            "ad": list(self.ad) if self.ad is not None else None,
+            "bouligand": enc(self.bouligand),
+            "outer": enc(self.outer),
+            "certificate": self.certificate,
+            "distance": _jf(self.distance),
+            "ad_distance": _jf(self.ad_distance),
+            "distance_bounds": [_jf(x) for x in self.distance_bounds] if self.distance_bounds else None,
+            "kinks": [k.to_json() for k in self.kinks],
+            "value": enc(self.value),
+            "stats": self.stats,
+        }
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    def __repr__(self):
+        return (
+            f"Verdict(status={self.status!r}, exact={self.exact}, "
+            f"tested={tuple(_s(x) for x in self.tested)}, "
+            f"bouligand={len(self.bouligand)} vectors, certificate={(self.certificate or {}).get('kind')})"
+        )
+
+
+def _s(x):
+    return str(x) if isinstance(x, Fraction) else repr(x)
+
+
+def _f(x):
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def _jf(x):
+    if x is None or x != x:
+        return None
+    return float(x)
+
+
+def verify_certificate(verdict) -> bool:
+    """Re-check a verdict's certificate exactly from its JSON form (a dict, a JSON string or a Verdict).
+
+    member: the weights are non-negative, sum to 1 and reproduce the tested vector from ``bouligand``;
+    not_member: <h, tested> > max <h, v> over ``bouligand`` (exact case) or ``outer`` (bracket case).
+    Returns False for "unknown" verdicts (nothing to check) and for any failed check.
+    """
+    d = (
+        verdict.to_dict()
+        if isinstance(verdict, Verdict)
+        else (json.loads(verdict) if isinstance(verdict, str) else verdict)
+    )
+    cert = d.get("certificate")
+    if not cert:
+        return False
+    t = dec(d["tested"])
+    kind = cert["kind"]
+    if kind == "convex_weights":
+        V = [dec(v) for v in d["bouligand"]]
+        w = {int(k): Fraction(v) for k, v in cert["weights"].items()}
+        return d["status"] == "member" and check_weights(t, V, w)
+    if kind == "separating_direction":
+        V = [dec(v) for v in d["outer" if cert.get("over") == "outer" else "bouligand"]]
+        h = [Fraction(x) for x in cert["h"]]
+        return d["status"] == "not_member" and margin(h, t, V) is not None
+    if kind == "interval_bracket":
+        V = [dec(v) for v in d["bouligand"]]
+        got = interval_member_1d(t, V)
+        return d["status"] == "member" and got is not None
+    return False
