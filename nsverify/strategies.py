@@ -260,6 +260,21 @@ def _pow2(v: Fraction) -> bool:
     return v.numerator & (v.numerator - 1) == 0 and v.denominator & (v.denominator - 1) == 0
 
 
+def _chooser(draw):
+    return lambda n: draw(st.integers(0, n - 1), label="adjuster")
+
+
+def retie(spec: NetSpec, kinks) -> NetSpec | None:
+    """Put each (layer, index, value) pre-activation back exactly on ``value`` with the first available adjuster
+    (deterministic; used when shrinking a counterexample). None when some site cannot be re-tied."""
+    ed = _Editable(spec)
+    used: set = set()
+    for li, idx, value in sorted(kinks, key=lambda k: k[0]):
+        if not _set_pre(lambda n: 0, ed, li, idx, value, used):
+            return None
+    return ed.freeze()
+
+
 def _apply(ed: _Editable, key, delta: Fraction):
     kind, li, flat = key
     if kind == "b":
@@ -270,7 +285,7 @@ def _apply(ed: _Editable, key, delta: Fraction):
         ed.x[flat] += delta
 
 
-def _set_pre(draw, ed: _Editable, li: int, idx: tuple, target: Fraction, used: set) -> bool:
+def _set_pre(choose, ed: _Editable, li: int, idx: tuple, target: Fraction, used: set) -> bool:
     """Move pre-activation y_li[idx] exactly to ``target`` with one adjuster not used before."""
     spec = ed.freeze()
     trace = exact_forward(spec)
@@ -284,7 +299,7 @@ def _set_pre(draw, ed: _Editable, li: int, idx: tuple, target: Fraction, used: s
     cands = [(k, c) for k, c in _adjusters(spec, trace, li, idx) if k not in used]
     if not cands:
         return False
-    key, coef = cands[draw(st.integers(0, len(cands) - 1), label="adjuster")]
+    key, coef = cands[choose(len(cands))]
     _apply(ed, key, (target - cur) / coef)
     used.add(key)
     return True
@@ -365,7 +380,7 @@ def _force(draw, ed: _Editable, li: int, kind: str, used: set):
     if kind == "kink":
         idx = draw(st.sampled_from(list(np.ndindex(*y.shape))), label="kink entry")
         kink = draw(st.sampled_from(list(L.activation.breakpoints)), label="which kink")
-        if _set_pre(draw, ed, li, idx, kink, used):
+        if _set_pre(_chooser(draw), ed, li, idx, kink, used):
             return Site("kink", li, idx, kink, how="kink")
         return None
     windows = list(pool_windows(L, y.shape[1:]))
@@ -374,7 +389,7 @@ def _force(draw, ed: _Editable, li: int, kind: str, used: set):
     if kind == "pool_dead":
         low = L.activation.flat_low()
         for m in members:
-            if not _set_pre(draw, ed, li, (b, *m), low, used):
+            if not _set_pre(_chooser(draw), ed, li, (b, *m), low, used):
                 return None
         value = L.activation.exact(low)
         return Site("pool", li, (b, *oidx), value, tuple((b, *m) for m in members), how="dead")
@@ -386,7 +401,7 @@ def _force(draw, ed: _Editable, li: int, kind: str, used: set):
         top = max(members, key=lambda m: a[(b, *m)])
         target = y[(b, *top)]
         for m in (mp, mq):
-            if not _set_pre(draw, ed, li, m, target, used):
+            if not _set_pre(_chooser(draw), ed, li, m, target, used):
                 return None
         how = "equal"
     else:  # pool_dup
@@ -464,7 +479,7 @@ def near_ties(draw, spec_strategy, ulps=(1, 4), dtype=torch.float32, device="cpu
     ed = _Editable(spec)
     used: set = set()
     target = site.value + k * step
-    assume(_set_pre(draw, ed, site.layer, site.index, target, used))
+    assume(_set_pre(_chooser(draw), ed, site.layer, site.index, target, used))
     out = ed.freeze()
     rec: list = []
     with torch.no_grad():
