@@ -291,67 +291,109 @@ def _pair(v, name):
     return v
 
 
-def _pool_geometry(x_shape, out_shape, k, s, p, d):
-    """Padded extent (Hp, Wp) covering every window (ceil_mode windows may pass the input's end)."""
-    hp = (out_shape[-2] - 1) * s[0] + d[0] * (k[0] - 1) + 1
-    wp = (out_shape[-1] - 1) * s[1] + d[1] * (k[1] - 1) + 1
-    return hp, wp
+class _TieWindows:
+    """The tie sets of every pooling window: ``count`` (|A_j| per output, 0 for NaN windows), ``spread(r)``
+    (the input-grid sum over windows of ``r_j`` on A_j -- overlapping windows add up) and ``gather(t)``
+    (per window, the sum of ``t`` over A_j).
 
-
-def _is_simple(x, out, k, s, p, d):
-    """Non-overlapping windows inside the input: x viewed as (N, C, Ho, kh, Wo, kw) covers them all."""
-    return (s == k and p == (0, 0) and d == (1, 1) and out.shape[-2] * k[0] <= x.shape[-2]
-            and out.shape[-1] * k[1] <= x.shape[-1])
-
-
-def _windows(x, out, k, s, p, d):
-    """Tie mask per window and tie counts.
-
-    Returns (mask, count, layout) with mask/count in a layout understood by :func:`_scatter_windows`.
-    Fast layout for non-overlapping windows (stride = kernel, no padding/dilation): a 6-d view of x.
-    General layout: im2col columns (N, C, kh*kw, L) with padding positions masked out.
+    Non-overlapping windows inside the input (stride = kernel, no padding/dilation) use a 6-d view of x
+    and fused in-place kernels (the fast path).  Everything else loops over the kh*kw kernel offsets: offset
+    (a, b) of every window is one strided slice of the NaN-padded input, so no im2col copy is made;
+    padding never ties (NaN compares unequal) and a window whose max is NaN has count 0.
     """
-    n, c, ho, wo = out.shape
-    if _is_simple(x, out, k, s, p, d):
-        xs = x[..., : ho * k[0], : wo * k[1]]
-        xv = xs.reshape(n, c, ho, k[0], wo, k[1])
-        mask = xv == out.reshape(n, c, ho, 1, wo, 1)
-        maskf = mask.to(x.dtype).reshape(n, c, ho * k[0], wo * k[1])
-        count = F.avg_pool2d(maskf, k, divisor_override=1).reshape(n, c, ho, 1, wo, 1)
-        return mask, count, ("view", maskf)
-    hp, wp = _pool_geometry(x.shape, out.shape, k, s, p, d)
-    h, w = x.shape[-2:]
-    pad = (p[1], max(0, wp - w - p[1]), p[0], max(0, hp - h - p[0]))
-    xp = F.pad(x, pad)[..., :hp, :wp]
-    valid = F.pad(torch.ones((1, 1, h, w), dtype=x.dtype, device=x.device), pad)[..., :hp, :wp]
-    cols = F.unfold(xp, k, dilation=d, stride=s).reshape(n, c, k[0] * k[1], ho * wo)
-    vcols = F.unfold(valid, k, dilation=d, stride=s).reshape(1, 1, k[0] * k[1], ho * wo) > 0
-    mask = (cols == out.reshape(n, c, 1, ho * wo)) & vcols
-    count = mask.sum(2, keepdim=True).to(x.dtype)
-    return mask, count, ("cols", (hp, wp, pad))
 
+    def __init__(self, x, out, k, s, p, d):
+        self.x, self.out, self.k, self.s, self.p, self.d = x, out, k, s, p, d
+        n, c, ho, wo = out.shape
+        self.fast = (s == k and p == (0, 0) and d == (1, 1) and ho * k[0] <= x.shape[-2]
+                     and wo * k[1] <= x.shape[-1])
+        if self.fast:
+            self.view_shape = (n, c, ho, k[0], wo, k[1])
+            self.win_shape = (n, c, ho, 1, wo, 1)
+            xv = x[..., : ho * k[0], : wo * k[1]].reshape(self.view_shape)
+            # plain tensors: compare straight into a float buffer, later scaled in place (fewest passes);
+            # functorch-wrapped ones (vmap, grad) cannot take out=/in-place: the same values, out of place
+            self.plain = not _is_wrapped(x)
+            if self.plain:
+                self.maskf = torch.empty(self.view_shape, dtype=x.dtype, device=x.device)
+                torch.eq(xv, out.reshape(self.win_shape), out=self.maskf)
+            else:
+                self.maskf = (xv == out.reshape(self.win_shape)).to(x.dtype)
+            flat = self.maskf.reshape(n, c, ho * k[0], wo * k[1])
+            self.count = F.avg_pool2d(flat, k, divisor_override=1)
+        else:
+            hp = (ho - 1) * s[0] + d[0] * (k[0] - 1) + 1
+            wp = (wo - 1) * s[1] + d[1] * (k[1] - 1) + 1
+            h, w = x.shape[-2:]
+            self.padded = (hp, wp, h, w)
+            pad = (p[1], max(0, wp - w - p[1]), p[0], max(0, hp - h - p[0]))
+            xp = F.pad(x, pad, value=float("nan"))[..., :hp, :wp]
+            self.masks = [self._slice(xp, a, b) == out for a in range(k[0]) for b in range(k[1])]
+            count = self.masks[0].to(x.dtype)
+            for m in self.masks[1:]:
+                count = count + m
+            self.count = count
 
-def _scatter_windows(vals, mask, layout, x, out, k, s, p, d):
-    """Sum over windows of ``where(mask, vals, 0)`` placed back on the input grid (overlaps add up)."""
-    n, c, ho, wo = out.shape
-    kind, info = layout
-    zero = torch.zeros((), dtype=vals.dtype, device=vals.device)
-    if kind == "view":
-        grid = torch.where(mask, vals, zero).reshape(n, c, ho * k[0], wo * k[1])
-        if grid.shape[-2:] == x.shape[-2:]:
-            return grid
-        return F.pad(grid, (0, x.shape[-1] - wo * k[1], 0, x.shape[-2] - ho * k[0]))
-    hp, wp, pad = info
-    contrib = torch.where(mask, vals, zero).reshape(n, c * k[0] * k[1], ho * wo)
-    grid = F.fold(contrib, (hp, wp), k, dilation=d, stride=s)
-    h, w = x.shape[-2:]
-    grid = F.pad(grid, (0, max(0, w + pad[0] - wp), 0, max(0, h + pad[2] - hp)))
-    return grid[..., pad[2]: pad[2] + h, pad[0]: pad[0] + w]
+    def _slice(self, t, a, b):
+        (ho, wo), s, d = self.out.shape[-2:], self.s, self.d
+        r0, c0 = a * d[0], b * d[1]
+        return t[..., r0: r0 + (ho - 1) * s[0] + 1: s[0], c0: c0 + (wo - 1) * s[1] + 1: s[1]]
+
+    def spread(self, r):
+        """sum_j r_j 1[A_j] on the input grid (r: one value per output, with r = 0 on NaN windows)."""
+        x, k = self.x, self.k
+        if self.fast:
+            rb = r.reshape(self.win_shape)
+            masked = self.maskf.mul_(rb) if self.plain else self.maskf * rb
+            grid = masked.reshape(x.shape[:-2] + (self.view_shape[2] * k[0], self.view_shape[4] * k[1]))
+            if grid.shape[-2:] == x.shape[-2:]:
+                return grid
+            return F.pad(grid, (0, x.shape[-1] - grid.shape[-1], 0, x.shape[-2] - grid.shape[-2]))
+        hp, wp, h, w = self.padded
+        p = self.p
+        size = x.shape[:-2] + (max(hp, h + p[0]), max(wp, w + p[1]))
+        grid = torch.zeros(size, dtype=r.dtype, device=r.device)
+        zero = torch.zeros((), dtype=r.dtype, device=r.device)
+        i = 0
+        for a in range(k[0]):
+            for b in range(k[1]):
+                view = self._slice(grid, a, b)
+                view.add_(torch.where(self.masks[i], r, zero))
+                i += 1
+        return grid[..., p[0]: p[0] + h, p[1]: p[1] + w]
+
+    def gather(self, t):
+        """Per window, the sum of t over its tie set."""
+        zero = torch.zeros((), dtype=t.dtype, device=t.device)
+        if self.fast:
+            n, c, ho, kh, wo, kw = self.view_shape
+            tv = t[..., : ho * kh, : wo * kw].reshape(self.view_shape)
+            mask = self.maskf != 0
+            return torch.where(mask, tv, zero).sum((3, 5))
+        hp, wp, h, w = self.padded
+        p = self.p
+        pad = (p[1], max(0, wp - w - p[1]), p[0], max(0, hp - h - p[0]))
+        tp = F.pad(t, pad)[..., :hp, :wp]
+        total = torch.zeros_like(self.out, dtype=t.dtype)
+        i = 0
+        for a in range(self.k[0]):
+            for b in range(self.k[1]):
+                total = total + torch.where(self.masks[i], self._slice(tp, a, b), zero)
+                i += 1
+        return total
 
 
 def _native_bwd(g, x, idx, k, s, p, d, ceil_mode):
     return torch.ops.aten.max_pool2d_with_indices_backward(g, x, list(k), list(s), list(p), list(d),
                                                            ceil_mode, idx)
+
+
+def _is_wrapped(t: torch.Tensor) -> bool:
+    """Is t a functorch-wrapped tensor (inside vmap/grad/jvp transforms)?"""
+    try:
+        return bool(torch._C._functorch.is_functorch_wrapped_tensor(t))
+    except (AttributeError, RuntimeError):  # pragma: no cover - older torch
+        return False
 
 
 def _might_be_true(t: torch.Tensor) -> bool:
@@ -362,25 +404,32 @@ def _might_be_true(t: torch.Tensor) -> bool:
         return True
 
 
+def _add_at_first_index(grad, vals, idx):
+    """grad[first index of window j] += vals_j (in place; grad is fresh)."""
+    flat = grad.reshape(grad.shape[:-2] + (-1,))
+    flat.scatter_add_(-1, idx.reshape(idx.shape[:-2] + (-1,)), vals.reshape(vals.shape[:-2] + (-1,)))
+    return flat.reshape(grad.shape)
+
+
 def _maxpool_vjp(g, x, out, idx, geom, jacobian, beta):
     k, s, p, d, ceil_mode = geom
     if jacobian == "native":
         return _native_bwd(g, x, idx, k, s, p, d, ceil_mode)
-    mask, count, layout = _windows(x, out, k, s, p, d)
-    gb = g.reshape(count.shape)
+    win = _TieWindows(x, out, k, s, p, d)
+    count = win.count
     nan_win = count == 0  # windows whose max is NaN: fall back to the native index
+    zero = torch.zeros((), dtype=g.dtype, device=g.device)
     if jacobian == "minimal":
-        grad = _scatter_windows(gb / count, mask, layout, x, out, k, s, p, d)
+        grad = win.spread(torch.where(nan_win, zero, g / count))
         if _might_be_true(nan_win):
-            nan_g = torch.where(nan_win, gb, 0).reshape(g.shape)
-            grad = grad + _native_bwd(nan_g, x, idx, k, s, p, d, ceil_mode)
+            grad = _add_at_first_index(grad, torch.where(nan_win, g, zero), idx)
         return grad
     # hybrid: (1-beta) native + beta minimal; exactly g on tie-free windows
     one = count == 1
-    tied = torch.where(one, gb, (gb * beta) / count) if beta != 1 else gb / count
-    grad = _scatter_windows(tied, mask, layout, x, out, k, s, p, d)
-    native_part = torch.where(one, 0, torch.where(nan_win, gb, gb * (1 - beta)))
-    return grad + _native_bwd(native_part.reshape(g.shape), x, idx, k, s, p, d, ceil_mode)
+    tied = torch.where(one, g, (g * beta) / count) if beta != 1 else g / count
+    grad = win.spread(torch.where(nan_win, zero, tied))
+    native_part = torch.where(one, zero, torch.where(nan_win, g, g * (1 - beta)))
+    return _add_at_first_index(grad, native_part, idx)
 
 
 def _maxpool_jvp(t, x, out, idx, geom, jacobian, beta):
@@ -389,16 +438,8 @@ def _maxpool_jvp(t, x, out, idx, geom, jacobian, beta):
     native = t.flatten(-2).gather(-1, idx.flatten(-2)).reshape(out.shape)
     if jacobian == "native":
         return native
-    mask, count, layout = _windows(x, out, k, s, p, d)
-    n, c, ho, wo = out.shape
-    tp = t if layout[0] == "view" else F.pad(t, layout[1][2])[..., : layout[1][0], : layout[1][1]]
-    if layout[0] == "view":
-        tv = tp[..., : ho * k[0], : wo * k[1]].reshape(n, c, ho, k[0], wo, k[1])
-        summed = torch.where(mask, tv, 0).sum((3, 5)).reshape(out.shape)
-    else:
-        tv = F.unfold(tp, k, dilation=d, stride=s).reshape(n, c, k[0] * k[1], ho * wo)
-        summed = torch.where(mask, tv, 0).sum(2).reshape(out.shape)
-    cnt = count.reshape(out.shape)
+    win = _TieWindows(x, out, k, s, p, d)
+    summed, cnt = win.gather(t), win.count
     if jacobian == "minimal":
         return torch.where(cnt == 0, native, summed / cnt)
     # same arithmetic as the VJP: (t beta) / |A| on the tie set, plus (1 - beta) t on the first index

@@ -49,11 +49,13 @@ class Piece:
         return self.mp(x)
 
     def derivative(self, x):
-        """Exact Fraction when the piece is polynomial and x is a Fraction; an mpf otherwise."""
+        """Exact Fraction when the piece is polynomial and x is a Fraction; an mpf (computed with 40 digits)
+        otherwise."""
         if self.poly is not None:
             zero = F(0) if isinstance(x, Fraction) else 0
             return sum((k * c * x ** (k - 1) for k, c in enumerate(self.poly) if k), zero)
-        return self.dmp(mpmath.mpf(x.numerator) / x.denominator if isinstance(x, Fraction) else x)
+        with mpmath.workdps(40):
+            return +self.dmp(mpmath.mpf(x.numerator) / x.denominator if isinstance(x, Fraction) else x)
 
     @property
     def exact(self) -> bool:
@@ -97,7 +99,12 @@ class Elementwise:
     def one_sided(self, b: Fraction) -> tuple:
         """(left derivative, right derivative) at breakpoint b, exact when both pieces are polynomial."""
         i = self.breakpoints.index(b)
-        return self.pieces[i].derivative(b), self.pieces[i + 1].derivative(b)
+        left, right = self.pieces[i].derivative(b), self.pieces[i + 1].derivative(b)
+        if isinstance(left, mpmath.mpf) != isinstance(right, mpmath.mpf):  # compare like with like
+            with mpmath.workdps(40):
+                left, right = (mpmath.mpf(v.numerator) / v.denominator if isinstance(v, Fraction) else v
+                               for v in (left, right))
+        return left, right
 
     def clarke(self, x: Fraction) -> tuple:
         """Clarke subdifferential at x as an interval (lo, hi)."""
@@ -163,10 +170,38 @@ class TieCase:
     torch_rule: str
     cotangent: Vec | None = None
     extra: dict = field(default_factory=dict)
+    #: the op's outputs as selection windows (see :class:`Window`), for exact directional derivatives
+    windows: tuple = ()
+
+    @property
+    def weights(self) -> Vec:
+        return self.cotangent if self.cotangent is not None else (F(1),) * len(self.windows)
+
+    def directional(self, tangent: Sequence) -> Fraction:
+        """Exact one-sided directional derivative of sum_j w_j op(x)_j at the tie along ``tangent``: the
+        piece selected by ordering tied entries by the tangent (then by index)."""
+        v = as_fraction_vec(tangent)
+        n = len(self.values)
+        key = {i: (v[i], -i) for i in range(n)}
+        g = _grad(n, self.windows, self.weights, [_select(self.values, w, key) for w in self.windows])
+        return sum(a * b for a, b in zip(g, v))
 
     @property
     def clarke_vertices(self) -> tuple[Vec, ...]:
         return self.pieces
+
+    def in_clarke(self, vec: Sequence) -> bool:
+        """Exact: is ``vec`` (exact values, e.g. Fractions of a float gradient) in the Clarke set?"""
+        from .hull import in_hull
+
+        return in_hull(as_fraction_vec(vec), self.pieces)
+
+    def tensor(self, dtype, device="cpu"):
+        """The input as a tensor of ``dtype``; raises InexactError if a value is not representable."""
+        return exact_tensor(self.values, dtype, device).reshape(self.shape)
+
+    def cotangent_tensor(self, dtype, device="cpu"):
+        return None if self.cotangent is None else exact_tensor(self.cotangent, dtype, device)
 
 
 @dataclass(frozen=True)
@@ -177,11 +212,27 @@ class Selection:
     aten: tuple[str, ...]
     torch_fn: Callable
     tie_rule: str  # "even", "first", ... (PyTorch's rule at ties)
-    cases: tuple[TieCase, ...] = ()
+    #: the tie cases, or a zero-argument function building them (computed on first use: exact Bouligand
+    #: enumeration is too slow for import time)
+    case_source: tuple[TieCase, ...] | Callable[[], tuple[TieCase, ...]] = ()
     kwargs: dict = field(default_factory=dict)
     doc: str = ""
+    #: how to read the input: "single" tensor, or "pair" (maximum/minimum: rows 0 and 1 are x and y),
+    #: or "triple" (clamp with tensor bounds: rows x, min, max)
+    packing: str = "single"
 
     kind = "selection"
+
+    @property
+    def cases(self) -> tuple[TieCase, ...]:
+        if callable(self.case_source):
+            if self.name not in _CASE_CACHE:
+                _CASE_CACHE[self.name] = tuple(self.case_source())
+            return _CASE_CACHE[self.name]
+        return tuple(self.case_source)
+
+
+_CASE_CACHE: dict[str, tuple] = {}
 
 
 Primitive = Elementwise | Selection
@@ -211,8 +262,14 @@ def get(name: str) -> Primitive:
 
 
 def by_aten(aten_name: str) -> Primitive | None:
-    """The primitive that handles an ATen op name (e.g. 'aten.relu.default'), or None if smooth/unknown."""
-    base = aten_name.removeprefix("aten.").split(".")[0]
+    """The primitive that handles an ATen op name (e.g. 'aten.relu.default', 'aten.max.dim'), or None if
+    smooth/unknown.  An entry listing "name.overload" wins over one listing the bare name."""
+    parts = aten_name.removeprefix("aten.").split(".")
+    base = parts[0]
+    if len(parts) > 1:
+        for p in PRIMITIVES.values():
+            if f"{base}.{parts[1]}" in p.aten:
+                return p
     for p in PRIMITIVES.values():
         if base in p.aten:
             return p
@@ -274,8 +331,9 @@ def _elementwise_entries():
                       doc="clamp(x, 0, 1) with scalar bounds: derivative 1 at both bounds (unlike hardtanh)")
 
 
-SELU_ALPHA = mpmath.mpf("1.6732632423543772848170429916717")
-SELU_SCALE = mpmath.mpf("1.0507009873554804934193349852946")
+with mpmath.workdps(40):
+    SELU_ALPHA = mpmath.mpf("1.6732632423543772848170429916717")
+    SELU_SCALE = mpmath.mpf("1.0507009873554804934193349852946")
 
 for _e in _elementwise_entries():
     register(_e)
@@ -319,3 +377,280 @@ def pool2d_windows(h: int, w: int, kernel, stride=None, padding=0, dilation=1, c
 def adaptive_windows(n: int, out: int) -> list[range]:
     """ATen's adaptive pooling windows along one axis: [floor(i n / out), ceil((i + 1) n / out))."""
     return [range((i * n) // out, -((-(i + 1) * n) // out)) for i in range(out)]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Exact inputs for a dtype
+# ----------------------------------------------------------------------------------------------------
+def round_to_dtype(value, dtype) -> Fraction:
+    """The exact value of ``value`` after conversion to ``dtype`` the way PyTorch treats a Python scalar
+    constant: to float64, then (for float16/bfloat16 kernels, which compute in float32) to float32, then to
+    the dtype.  Use it to compare a returned derivative with an exact rule value honestly (leaky_relu's
+    0.01, hardsigmoid's 1/6, a 1/3 even split)."""
+    import torch
+
+    v = float(value) if not isinstance(value, mpmath.mpf) else float(value)
+    t = torch.tensor(v, dtype=torch.float64)
+    if dtype in (torch.float16, torch.bfloat16):
+        t = t.to(torch.float32)
+    return F(t.to(dtype).item())
+
+
+def exact_tensor(values: Sequence, dtype, device="cpu"):
+    """A 1-d tensor holding exactly ``values`` in ``dtype``; InexactError names the first value that is not
+    representable (use dyadic values k/2^m with few significant bits)."""
+    import torch
+
+    from .errors import InexactError
+
+    t = torch.tensor([float(F(v)) for v in values], dtype=torch.float64).to(dtype)
+    back = t.to(device).double().cpu().tolist()
+    for v, b in zip(values, back):
+        if F(b) != F(v):
+            raise InexactError(
+                f"value {v} is not exactly representable in {dtype} (it rounds to {b}); choose a dyadic "
+                "value k/2^m with few significant bits, or a wider dtype.")
+    return t.to(device)
+
+
+def kink_inputs(entry: Elementwise, dtype, device="cpu"):
+    """A 1-d tensor with one entry sitting exactly on each kink of an elementwise primitive."""
+    return exact_tensor(entry.breakpoints, dtype, device)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Selection semantics: windows, Bouligand pieces, candidate tie rules
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Window:
+    """Output j of a selection op: the entry of rank ``rank`` (0 = most extreme in ``direction``) among the
+    input entries ``indices`` (flat, in PyTorch's scan order)."""
+
+    indices: tuple[int, ...]
+    rank: int = 0
+    direction: str = "max"  # "max": ranks from the top; "min": from the bottom
+
+
+def _select(values, win: Window, key) -> int:
+    """Index selected by ``win`` when ties are broken by ``key[i]`` (larger key = more extreme)."""
+    sign = 1 if win.direction == "max" else -1
+    order = sorted(win.indices, key=lambda i: (sign * values[i], key[i]), reverse=True)
+    return order[win.rank]
+
+
+def _grad(n, windows, weights, sel) -> Vec:
+    g = [F(0)] * n
+    for w, j in zip(weights, sel):
+        g[j] += w
+    return tuple(g)
+
+
+def rule_vectors(values: Vec, windows: Sequence[Window], weights: Vec) -> dict:
+    """Candidate AD outputs at a tie: "first" (ties go to the earliest index, as if it were the most
+    extreme), "last", and "even" (each output's weight split evenly over the entries equal to it)."""
+    n = len(values)
+    first = {i: -i for i in range(n)}
+    last = {i: i for i in range(n)}
+    rules = {"first": _grad(n, windows, weights, [_select(values, w, first) for w in windows]),
+             "last": _grad(n, windows, weights, [_select(values, w, last) for w in windows])}
+    even = [F(0)] * n
+    for w, win in zip(weights, windows):
+        v = values[_select(values, win, first)]
+        ties = [i for i in win.indices if values[i] == v]
+        for i in ties:
+            even[i] += w / len(ties)
+    rules["even"] = tuple(even)
+    return rules
+
+
+MAX_PIECES = 20_000
+
+
+def bouligand_pieces(values: Vec, windows: Sequence[Window], weights: Vec) -> tuple[Vec, ...]:
+    """Exact Bouligand set of x -> sum_j weights_j op(x)_j at ``values``: the gradients on the smooth pieces
+    around the tie, one per way of ordering the tied entries (enumerated without repeats)."""
+    import itertools
+
+    from .errors import TooManyPieces
+
+    n = len(values)
+    if all(w.rank == 0 for w in windows) and len({w.direction for w in windows}) == 1:
+        # max/min-type windows: choose the most extreme remaining entry, resolve its windows, recurse
+        sign = 1 if windows[0].direction == "max" else -1
+        memo: dict = {}
+
+        def rec(unresolved: frozenset) -> set:
+            if not unresolved:
+                return {tuple([F(0)] * n)}
+            if unresolved in memo:
+                return memo[unresolved]
+            live = {i for j in unresolved for i in windows[j].indices}
+            top = max(sign * values[i] for i in live)
+            out = set()
+            for e in sorted(i for i in live if sign * values[i] == top):
+                hit = frozenset(j for j in unresolved if e in windows[j].indices)
+                add = sum(weights[j] for j in hit)
+                for g in rec(unresolved - hit):
+                    g2 = list(g)
+                    g2[e] += add
+                    out.add(tuple(g2))
+                    if len(out) > MAX_PIECES:
+                        raise TooManyPieces(f"more than {MAX_PIECES} Bouligand pieces at this tie; use a "
+                                            "smaller input or fewer tied entries.")
+            memo[unresolved] = out
+            return out
+
+        return tuple(sorted(rec(frozenset(range(len(windows))))))
+    groups: dict = {}
+    for i, v in enumerate(values):
+        groups.setdefault(v, []).append(i)
+    tied = [g for g in groups.values() if len(g) > 1]
+    total = 1
+    for g in tied:
+        total *= len(list(itertools.permutations(g))) if len(g) <= 8 else 10**9
+    if total > MAX_PIECES:
+        raise TooManyPieces(f"{total} orderings of the tied entries exceed {MAX_PIECES}; use fewer ties.")
+    out = set()
+    for perms in itertools.product(*[list(itertools.permutations(g)) for g in tied]):
+        key = {i: 0 for i in range(n)}
+        for perm in perms:
+            for r, i in enumerate(perm):
+                key[i] = r
+        out.add(_grad(n, windows, weights, [_select(values, w, key) for w in windows]))
+    return tuple(sorted(out))
+
+
+def selection_case(label: str, values, shape, windows: Sequence[Window], torch_rule: str,
+                   cotangent=None, **extra) -> TieCase:
+    """Build a TieCase from exact input values and the op's windows (pieces and rules computed exactly)."""
+    vals = as_fraction_vec(values)
+    weights = as_fraction_vec(cotangent) if cotangent is not None else (F(1),) * len(windows)
+    if len(weights) != len(windows):
+        raise ValueError(f"{label}: {len(windows)} outputs but {len(weights)} cotangent weights")
+    return TieCase(label=label, values=vals, shape=tuple(shape),
+                   pieces=bouligand_pieces(vals, windows, weights),
+                   rules=rule_vectors(vals, windows, weights), torch_rule=torch_rule,
+                   cotangent=None if cotangent is None else weights, extra=dict(extra),
+                   windows=tuple(windows))
+
+
+def _pool_windows_2d(h, w, **geom) -> list[Window]:
+    _, wins = pool2d_windows(h, w, **geom)
+    return [Window(tuple(win)) for win in wins]
+
+
+def _selection_entries():
+    import torch
+    import torch.nn.functional as tF
+
+    W, case = Window, selection_case
+    # --- binary elementwise max/min: input rows (x, y), output j compares x_j and y_j
+    pair = lambda n, d: [W((j, n + j), 0, d) for j in range(n)]  # noqa: E731
+    yield Selection("maximum", ("maximum", "fmax"), lambda t: torch.maximum(t[0], t[1]), "even", lambda: (
+        case("x == y", [1, 0, 2, 1, 3, 2], (2, 3), pair(3, "max"), "even", cotangent=[1, 2, 3]),),
+        packing="pair", doc="torch.maximum(x, y): 1/2 to each side at x == y")
+    yield Selection("minimum", ("minimum", "fmin"), lambda t: torch.minimum(t[0], t[1]), "even", lambda: (
+        case("x == y", [1, 0, 2, 1, -3, 2], (2, 3), pair(3, "min"), "even", cotangent=[1, 2, 3]),),
+        packing="pair")
+    # --- full reductions: even split
+    for name, fn, d in [("amax", torch.amax, "max"), ("amin", torch.amin, "min"), ("max", torch.max, "max"),
+                        ("min", torch.min, "min")]:
+        yield Selection(name, (name,), (lambda f: lambda t: f(t))(fn), "even", _reduction_cases(d),
+                        doc=f"torch.{name}(x), full reduction: even split over the tie set (minimal norm)")
+    # --- reductions along a dim: first index
+    rows = lambda r, c, d: [W(tuple(i * c + j for j in range(c)), 0, d) for i in range(r)]  # noqa: E731
+    yield Selection("max_dim", ("max.dim",), lambda t: torch.max(t, 1).values, "first", lambda: (
+        case("ties in rows", [1, 1, 0, 2, 0, 2], (2, 3), rows(2, 3, "max"), "first", cotangent=[1, 2]),
+        case("all tied", [0, 0, 0, 0], (1, 4), rows(1, 4, "max"), "first")),
+        kwargs={"dim": 1}, doc="torch.max(x, dim): the first maximal index")
+    yield Selection("min_dim", ("min.dim",), lambda t: torch.min(t, 1).values, "first", lambda: (
+        case("ties in rows", [1, 1, 2, 0, 3, 0], (2, 3), rows(2, 3, "min"), "first", cotangent=[1, 2]),),
+        kwargs={"dim": 1}, doc="torch.min(x, dim): the first minimal index")
+    yield Selection("median", ("median",), lambda t: torch.median(t), "even", lambda: (
+        case("3 tied at the median", [1, 1, 1, 2], (4,), [W((0, 1, 2, 3), 1, "min")], "even"),
+        case("all tied", [0, 0, 0, 0], (4,), [W((0, 1, 2, 3), 1, "min")], "even")),
+        doc="torch.median(x) (lower median): even split over the entries equal to it (measured, torch 2.13)")
+    yield Selection("median_dim", ("median.dim",), lambda t: torch.median(t, 1).values, "first", lambda: (
+        case("3 tied", [1, 1, 1], (1, 3), [W((0, 1, 2), 1, "min")], "first"),
+        case("3 tied among 5", [2, 1, 1, 1, 0], (1, 5), [W((0, 1, 2, 3, 4), 2, "min")], "first")),
+        kwargs={"dim": 1}, doc="torch.median(x, dim): the gradient goes to the returned index, the one a "
+                              "stable ascending sort puts at the median rank (measured on CPU, torch 2.13)")
+    # --- pooling: first index in row-major window order, overlapping windows accumulate
+    yield Selection("max_pool1d", ("max_pool1d", "max_pool1d_with_indices"),
+                    lambda t: tF.max_pool1d(t.reshape(1, 1, -1), 2, stride=1).flatten(), "first", lambda: (
+                        case("overlapping k=2 s=1", [0, 0, 1, 1], (4,),
+                             _pool_windows_2d(1, 4, kernel=(1, 2), stride=(1, 1)), "first",
+                             cotangent=[1, 2, 3]),
+                        case("Despres (t, 4t) at t=0", [0, 0], (2,),
+                             _pool_windows_2d(1, 2, kernel=(1, 2), stride=(1, 1)), "first")),
+                    kwargs={"kernel_size": 2, "stride": 1})
+    yield Selection("max_pool2d", ("max_pool2d", "max_pool2d_with_indices"), _max_pool2d_case_fn, "first",
+                    _max_pool2d_cases, doc="first index in row-major window order; overlapping windows add "
+                    "up. torch_fn(t, geom=...) takes the case's geometry (case.extra)")
+    yield Selection("adaptive_max_pool2d", ("adaptive_max_pool2d",),
+                    lambda t: tF.adaptive_max_pool2d(t.reshape(1, 1, 3, 3), 2).flatten(), "first", lambda: (
+                        case("3x3 -> 2x2 (overlapping) all tied", [0] * 9, (3, 3), _adaptive_windows_2d(3, 2),
+                             "first", cotangent=[1, 2, 3, 1]),),
+                    kwargs={"output_size": 2})
+    # --- sort / topk
+    yield Selection("sort", ("sort",), lambda t: torch.sort(t).values, "first", lambda: (
+        case("3 tied", [1, 0, 1, 1], (4,), [W((0, 1, 2, 3), r, "min") for r in range(4)], "first",
+             cotangent=[1, 2, 3, 4]),),
+        doc="ascending sort: tied entries keep their index order (measured, torch 2.13 CPU)")
+    yield Selection("topk", ("topk",), lambda t: torch.topk(t, 2).values, "other", lambda: (
+        case("3 tied, k=2", [1, 0, 1, 1], (4,), [W((0, 1, 2, 3), r, "max") for r in range(2)], "other",
+             cotangent=[1, 2]),),
+        kwargs={"k": 2}, doc="topk at ties returns later indices in ascending order (measured, torch 2.13 "
+                            "CPU): a Bouligand piece, but neither the first- nor the last-index rule")
+    # --- clamp with tensor bounds = median of (x, min, max) when min <= max
+    med3 = lambda n: [W((j, n + j, 2 * n + j), 1, "max") for j in range(n)]  # noqa: E731
+    yield Selection("clamp_tensor", (), lambda t: torch.clamp(t[0], t[1], t[2]), "other", lambda: (
+        case("x == min, x == max", [0, 1, 2, 0, 0, 0, 1, 1, 3], (3, 3), med3(3), "other",
+             cotangent=[1, 2, 3]),
+        case("min == max > x", [2, 3, 3], (3, 1), med3(1), "other")),
+        packing="triple", doc="torch.clamp(x, min_tensor, max_tensor) (aten.clamp.Tensor): the whole "
+        "gradient goes to x at x == min or x == max (like the scalar clamp); when min == max > x it is 0 for "
+        "every input, outside the Clarke set conv{e_min, e_max} (measured, torch 2.13 CPU)")
+
+
+def _reduction_cases(d: str):
+    """Tie cases of a full max (d="max") or min reduction."""
+    big = 3 if d == "max" else -3
+    full = [Window((0, 1, 2, 3), 0, d)]
+    return lambda: (selection_case("2 ties", [1, big, big, 0], (2, 2), full, "even"),
+                    selection_case("3 ties", [big, big, 0, big], (4,), full, "even"),
+                    selection_case("all tied", [0, 0, 0, 0], (4,), full, "even"))
+
+
+def _adaptive_windows_2d(n: int, out: int) -> list[Window]:
+    a = adaptive_windows(n, out)
+    return [Window(tuple(r * n + c for r in a[i] for c in a[j])) for i in range(out) for j in range(out)]
+
+
+MAX_POOL2D_GEOMS = (("k=2 non-overlapping", 4, 4, {"kernel": 2}),
+                    ("k=3 s=1 overlapping", 4, 4, {"kernel": 3, "stride": 1}),
+                    ("k=3 s=2 p=1", 4, 4, {"kernel": 3, "stride": 2, "padding": 1}),
+                    ("k=2 s=1 dilation=2", 4, 4, {"kernel": 2, "stride": 1, "dilation": 2}))
+
+
+def _max_pool2d_cases():
+    out = []
+    for label, h, w, geom in MAX_POOL2D_GEOMS:
+        # a plateau filling the top-left window, one more 1 at the corner, zeros elsewhere: ties everywhere
+        vals = [int((i < 2 and j < 2) or (i == h - 1 and j == w - 1)) for i in range(h) for j in range(w)]
+        wins = _pool_windows_2d(h, w, **geom)
+        cot = [(k % 3) + 1 for k in range(len(wins))]
+        out.append(selection_case(label, vals, (h, w), wins, "first", cotangent=cot, geom=geom))
+    return tuple(out)
+
+
+def _max_pool2d_case_fn(t, geom=None):
+    import torch.nn.functional as tF
+
+    g = dict(geom or {"kernel": 2})
+    k = g.pop("kernel")
+    return tF.max_pool2d(t.reshape(1, 1, *t.shape[-2:]), k, **g).flatten()
+
+
+for _e in _selection_entries():
+    register(_e)

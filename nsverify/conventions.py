@@ -1,0 +1,403 @@
+"""The conventions matrix: what PyTorch's AD returns at every kink and tie of the registry.
+
+For each registry primitive, each kink (elementwise) or tie case (selection), each dtype, device and mode
+(eager reverse, ``torch.func.grad``, forward mode ``torch.func.jvp``, ``torch.compile``) it records PyTorch's
+derivative, which rule that is (left / right / even / first / last / other), whether it lies in the Clarke
+set (exact rational test), and whether it is the rule NOTES.md section 2 expects.  ``nsverify conventions``
+prints the table; ``--json`` writes the schema documented in docs/conventions.md.
+
+Compilation is slow on CPU, so every primitive and case of one dtype/device is compiled as ONE function
+(one graph, one compile per dtype and device); ``compile_dtypes`` limits which dtypes are compiled.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+from typing import Callable, Sequence
+
+import mpmath
+import torch
+
+from . import registry
+from .devices import FLOAT_DTYPES, dtype_name, parse_device, parse_dtype
+from .errors import NsverifyError
+from .hull import in_hull
+
+MODES = ("eager", "func", "jvp", "compile")
+SCHEMA = "nsverify.conventions/1"
+
+
+@dataclass
+class Case:
+    """One point to evaluate: an elementwise kink or a selection tie case."""
+
+    op: str
+    label: str
+    kind: str
+    values: tuple  # exact input values (Fractions)
+    shape: tuple
+    cotangent: tuple | None
+    expected: str  # the rule NOTES.md section 2 / the registry expects
+    rules: dict  # rule name -> exact vector (or 1-tuple for elementwise)
+    clarke: Callable  # exact vector -> True/False
+    fn: Callable  # tensor -> tensor (the primitive on this case's input)
+    directional: Callable | None = None  # tangent (exact) -> exact one-sided directional derivative
+
+
+@dataclass
+class Result:
+    op: str
+    case: str
+    dtype: str
+    device: str
+    mode: str
+    derivative: list  # PyTorch's derivative (floats; exact values of the dtype)
+    rule: str  # which rule it is
+    in_clarke: str  # "yes", "rounding" (only after rounding the exact rule), "no"
+    expected: str
+    as_expected: bool
+    #: jvp mode: per tested tangent, whether the jvp equals the exact one-sided directional derivative
+    directional: dict | None = None
+    error: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# building the cases from the registry
+# ----------------------------------------------------------------------------------------------------------
+def _side_name(entry: registry.Elementwise, i: int) -> str:
+    side = entry.torch_side[i]
+    left, right = entry.one_sided(entry.breakpoints[i])
+    if left == right:
+        return "left=right"
+    if side == "inside":  # the middle piece's derivative: the right side at the lower kink, left at the upper
+        return "right" if i == 0 else "left"
+    return {"mid": "even"}.get(side, side)
+
+
+def elementwise_cases(entry: registry.Elementwise) -> list[Case]:
+    out = []
+    for i, b in enumerate(entry.breakpoints):
+        left, right = entry.one_sided(b)
+        rules = {"left": (left,), "right": (right,), "even": ((left + right) / 2,)}
+        if left == right:
+            rules = {"left=right": (left,)}
+        lo, hi = min(left, right), max(left, right)
+
+        def directional(v, left=left, right=right):
+            return right * v[0] if v[0] >= 0 else left * v[0]  # f'(b; v) for a scalar tangent v
+
+        out.append(Case(entry.name, f"x={b}", "elementwise", (b,), (1,), None, _side_name(entry, i), rules,
+                        (lambda vec, lo=lo, hi=hi: lo <= vec[0] <= hi),
+                        (lambda t, e=entry: e.torch_fn(t, **e.kwargs)), directional))
+    return out
+
+
+def selection_cases(entry: registry.Selection) -> list[Case]:
+    out = []
+    for c in entry.cases:
+        fn = (lambda t, e=entry, x=dict(c.extra): e.torch_fn(t, **x))
+        out.append(Case(entry.name, c.label, "selection", c.values, c.shape, c.cotangent, c.torch_rule,
+                        dict(c.rules), (lambda vec, c=c: in_hull(vec, c.pieces)), fn, c.directional))
+    return out
+
+
+def build_cases(ops: Sequence[str] | None = None) -> list[Case]:
+    names = list(ops) if ops else registry.names()
+    cases = []
+    for name in names:
+        entry = registry.get(name)
+        cases += elementwise_cases(entry) if entry.kind == "elementwise" else selection_cases(entry)
+    return cases
+
+
+# ----------------------------------------------------------------------------------------------------------
+# evaluating one case
+# ----------------------------------------------------------------------------------------------------------
+def _scalar_fn(case: Case, dtype, device):
+    cot = None if case.cotangent is None else registry.exact_tensor(case.cotangent, dtype, device)
+
+    def f(t):
+        y = case.fn(t)
+        return (y * cot).sum() if cot is not None else y.sum()
+    return f
+
+
+def _eager(case, x, f):
+    x = x.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(f(x), x)
+    return g
+
+
+def _func(case, x, f):
+    return torch.func.grad(f)(x)
+
+
+def _jvp_rows(case, x, f):
+    """The forward-mode derivative as a vector: jvp along each unit tangent."""
+    flat = x.flatten()
+    vals = []
+    for i in range(flat.numel()):
+        e = torch.zeros_like(flat)
+        e[i] = 1
+        _, t = torch.func.jvp(f, (x,), (e.reshape(x.shape),))
+        vals.append(t)
+    return torch.stack(vals).reshape(x.shape)
+
+
+def _exact(t: torch.Tensor) -> list[Fraction]:
+    return [Fraction(v) for v in t.detach().double().cpu().flatten().tolist()]
+
+
+def classify(vec: Sequence[Fraction], rules: dict, dtype) -> tuple[str, bool]:
+    """(rule name, exact?) for a returned derivative: the first rule equal to it exactly, else the first rule
+    equal to it after rounding each exact rule value to ``dtype``; "other" otherwise.  Irrational rule
+    values (mpmath, e.g. selu's) only ever match after rounding."""
+    vec = list(vec)
+    for name, rv in rules.items():
+        if [None if isinstance(v, mpmath.mpf) else Fraction(v) for v in rv] == vec:
+            return name, True
+    for name, rv in rules.items():
+        if [registry.round_to_dtype(v, dtype) for v in rv] == vec:
+            return name, False
+    for name, rv in rules.items():  # irrational constants: PyTorch's own rounding of the constant may differ
+        if any(isinstance(v, mpmath.mpf) for v in rv) and all(
+                abs(registry.round_to_dtype(v, dtype) - g) <= 2 * _ulp(v, dtype) for v, g in zip(rv, vec)):
+            return name, False
+    return "other", True
+
+
+def _ulp(v, dtype) -> Fraction:
+    """The spacing of ``dtype`` numbers at |v|."""
+    eps = Fraction(torch.finfo(dtype).eps)
+    v = abs(float(v))
+    if v == 0:
+        return Fraction(torch.finfo(dtype).tiny)
+    return eps * Fraction(2) ** math.floor(math.log2(v))
+
+
+def _clarke_status(case: Case, vec, rule: str, exact: bool) -> str:
+    if case.kind == "elementwise":
+        val = vec[0]
+        entry = registry.get(case.op)
+        b = case.values[0]
+        left, right = entry.one_sided(b)
+        lo, hi = min(left, right), max(left, right)
+        if isinstance(lo, mpmath.mpf) or isinstance(hi, mpmath.mpf):
+            inside = mpmath.mpf(val.numerator) / val.denominator
+            if lo <= inside <= hi:
+                return "yes"
+            return "rounding" if rule != "other" else "no"
+        if lo <= val <= hi:
+            return "yes"
+        return "rounding" if (rule != "other" and not exact) else "no"
+    if case.clarke(vec):
+        return "yes"
+    if rule != "other" and not exact and case.clarke([Fraction(v) for v in case.rules[rule]]):
+        return "rounding"
+    return "no"
+
+
+def _directional(case: Case, x, f, dtype) -> dict:
+    """Does the jvp equal the exact one-sided directional derivative f'(x; v)?  Elementwise: v = +1, -1;
+    selection: v = (1, 2, ..., n) and its reverse (ties ordered by v).  At a true kink a linear jvp can match
+    at most one side."""
+    n = x.numel()
+    tangents = {"+": [1] * n, "-": [-1] * n} if case.kind == "elementwise" else {
+        "ascending": list(range(1, n + 1)), "descending": list(range(n, 0, -1))}
+    out = {}
+    for name, v in tangents.items():
+        tv = torch.tensor([float(a) for a in v], dtype=x.dtype, device=x.device).reshape(x.shape)
+        _, t = torch.func.jvp(f, (x,), (tv,))
+        want = case.directional(tuple(Fraction(a) for a in v))
+        out[name] = Fraction(t.item()) == registry.round_to_dtype(want, dtype)
+    return out
+
+
+def evaluate_case(case: Case, dtype, device, mode: str, compiled_grad=None) -> Result:
+    dt, dev = dtype_name(dtype), str(device)
+    try:
+        x = registry.exact_tensor(case.values, dtype, device).reshape(case.shape)
+        f = _scalar_fn(case, dtype, device)
+        if mode == "eager":
+            g = _eager(case, x, f)
+        elif mode == "func":
+            g = _func(case, x, f)
+        elif mode == "jvp":
+            g = _jvp_rows(case, x, f)
+        elif mode == "compile":
+            g = compiled_grad
+        else:
+            raise NsverifyError(f"unknown mode {mode!r}: choose from {', '.join(MODES)}.")
+        vec = _exact(g)
+        rule, exact = classify(vec, case.rules, dtype)
+        res = Result(case.op, case.label, dt, dev, mode, [float(v) for v in vec], rule,
+                     _clarke_status(case, vec, rule, exact), case.expected, rule == case.expected)
+        if mode == "jvp":
+            res.directional = _directional(case, x, f, dtype)
+        return res
+    except NsverifyError:
+        raise
+    except Exception as exc:  # a mode that PyTorch does not support for this op: record, do not abort
+        return Result(case.op, case.label, dt, dev, mode, [], "error", "n/a", case.expected, False,
+                      error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+
+
+def _compiled_grads(cases: list[Case], dtype, device, backend: str):
+    """Gradients of every case through ONE compiled function (one compile per dtype/device)."""
+    xs = [registry.exact_tensor(c.values, dtype, device).reshape(c.shape) for c in cases]
+    fs = [_scalar_fn(c, dtype, device) for c in cases]
+
+    def total(*inputs):
+        return sum(f(t) for f, t in zip(fs, inputs))
+
+    torch._dynamo.reset()
+    compiled = torch.compile(total, backend=backend, fullgraph=False)
+    leaves = [x.clone().requires_grad_(True) for x in xs]
+    return list(torch.autograd.grad(compiled(*leaves), leaves, allow_unused=True))
+
+
+def run_matrix(ops: Sequence[str] | None = None, dtypes: Sequence = ("float32",),
+               devices: Sequence = ("cpu",), modes: Sequence[str] = ("eager", "func", "jvp"),
+               compile_dtypes: Sequence | None = None, compile_backend: str = "inductor",
+               progress: Callable | None = None) -> list[Result]:
+    """Evaluate the matrix.  ``compile_dtypes``: the dtypes that get the compile mode (default: all)."""
+    modes = list(modes)
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        raise NsverifyError(f"unknown mode(s) {bad}: choose from {', '.join(MODES)}.")
+    dts = [parse_dtype(d) for d in dtypes]
+    devs = [parse_device(d) for d in devices]
+    cases = build_cases(ops)
+    cdts = dts if compile_dtypes is None else [parse_dtype(d) for d in compile_dtypes]
+    results: list[Result] = []
+    steps = len(devs) * len(dts)
+    step = 0
+    for dev in devs:
+        for dt in dts:
+            step += 1
+            for mode in modes:
+                if mode == "compile":
+                    if dt not in cdts:
+                        continue
+                    t0 = time.monotonic()
+                    try:
+                        grads = _compiled_grads(cases, dt, dev, compile_backend)
+                    except Exception as exc:  # compile failed as a whole: record per case
+                        msg = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                        results += [Result(c.op, c.label, dtype_name(dt), str(dev), mode, [], "error", "n/a",
+                                           c.expected, False, error=msg) for c in cases]
+                        continue
+                    for c, g in zip(cases, grads):
+                        results.append(evaluate_case(c, dt, dev, mode, g))
+                    if progress:
+                        progress(f"compiled {len(cases)} cases ({dtype_name(dt)}, {dev}) in "
+                                 f"{time.monotonic() - t0:.1f}s", step, steps)
+                    continue
+                for c in cases:
+                    results.append(evaluate_case(c, dt, dev, mode))
+            if progress:
+                progress(f"{dtype_name(dt)} on {dev}: {len(cases)} cases x {len(modes)} modes", step, steps)
+    return results
+
+
+def differences(results: Sequence[Result]) -> list[dict]:
+    """Cases whose rule is not the same across every dtype, device and mode evaluated."""
+    by_case: dict = {}
+    for r in results:
+        by_case.setdefault((r.op, r.case), []).append(r)
+    out = []
+    for (op, case), rs in by_case.items():
+        rules = {(r.dtype, r.device, r.mode): r.rule for r in rs}
+        if len(set(rules.values())) > 1:
+            out.append({"op": op, "case": case,
+                        "rules": {"|".join(k): v for k, v in sorted(rules.items())}})
+    return out
+
+
+def to_json(results: Sequence[Result], meta: dict | None = None) -> dict:
+    return {"schema": SCHEMA, "torch": torch.__version__, "meta": meta or {},
+            "results": [asdict(r) for r in results], "differences": differences(results),
+            "unexpected": [asdict(r) for r in results if not r.as_expected]}
+
+
+def metrics(results: Sequence[Result]) -> list[dict]:
+    return [{"key": f"{r.op}|{r.case}|{r.dtype}|{r.device}|{r.mode}", "kind": "convention", "value": r.rule}
+            for r in results]
+
+
+def _fmt_vec(v: list) -> str:
+    s = ",".join(f"{x:.4g}" for x in v)
+    return s if len(s) <= 28 else s[:25] + "..."
+
+
+def format_table(results: Sequence[Result]) -> str:
+    """The terminal table: one row per (op, case), one column per (dtype/device/mode) with the rule."""
+    cols = sorted({(r.device, r.dtype, r.mode) for r in results},
+                  key=lambda k: (k[0], list(FLOAT_DTYPES).index(k[1]) if k[1] in FLOAT_DTYPES else 9,
+                                 MODES.index(k[2])))
+    rows: dict = {}
+    for r in results:
+        rows.setdefault((r.op, r.case), {})[(r.device, r.dtype, r.mode)] = r
+    head = ["op", "case", "expected", "derivative (first col)", "clarke"] + [
+        f"{d}/{t.replace('float', 'f').replace('bf', 'bf')}/{m}" for d, t, m in cols]
+    lines = [head]
+    for (op, case), cells in rows.items():
+        first = next(iter(cells.values()))
+        flag = "" if len({c.rule for c in cells.values()}) == 1 else " *"
+        lines.append([op, case + flag, first.expected, _fmt_vec(first.derivative), first.in_clarke] + [
+            (cells[k].rule + ("" if cells[k].as_expected else "!")) if k in cells else "-" for k in cols])
+    widths = [max(len(str(row[i])) for row in lines) for i in range(len(head))]
+    text = "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in lines)
+    return text + "\n\n'!' = not the rule NOTES.md section 2 expects; '*' = rules differ across columns."
+
+
+# ----------------------------------------------------------------------------------------------------------
+# CLI
+# ----------------------------------------------------------------------------------------------------------
+def _csv(s: str) -> list[str]:
+    return [p.strip() for p in s.split(",") if p.strip()]
+
+
+def register_cli(sub) -> None:
+    p = sub.add_parser("conventions", help="what PyTorch's AD returns at every kink and tie of the registry",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cpu", help="comma-separated devices (cpu, cuda). Default: cpu")
+    p.add_argument("--dtype", default="float16,bfloat16,float32,float64",
+                   help="comma-separated float dtypes. Default: all four")
+    p.add_argument("--modes", default="eager,func,jvp",
+                   help=f"comma-separated modes from {','.join(MODES)}. Default: eager,func,jvp "
+                        "(compile takes minutes on CPU)")
+    p.add_argument("--ops", default=None, help="comma-separated registry ops. Default: all")
+    p.add_argument("--compile-backend", default="inductor", help="torch.compile backend. Default: inductor")
+    p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
+                   help="write JSON (schema nsverify.conventions/1) to FILE, or stdout with no FILE")
+    p.set_defaults(func=_cli)
+
+
+def _cli(args) -> int:
+    ops = _csv(args.ops) if args.ops else None
+    for op in ops or []:
+        registry.get(op)  # unknown op -> UnknownOpError with suggestions
+    dtypes = [parse_dtype(d) for d in _csv(args.dtype)]
+    devices = [parse_device(d) for d in _csv(args.device)]
+    progress = lambda msg, i=None, n=None: print(f"[conventions {i}/{n}] {msg}", file=sys.stderr)  # noqa: E731
+    results = run_matrix(ops, dtypes, devices, _csv(args.modes), compile_backend=args.compile_backend,
+                         progress=progress)
+    if args.json:
+        text = json.dumps(to_json(results, {"devices": [str(d) for d in devices]}), indent=1)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w", encoding="utf-8") as fh:
+                fh.write(text)
+    if args.json != "-":
+        print(format_table(results))
+        diffs = differences(results)
+        print(f"\n{len(results)} evaluations, {sum(not r.as_expected for r in results)} not as expected, "
+              f"{len(diffs)} cases whose rule differs across dtypes/devices/modes.")
+    return 0
