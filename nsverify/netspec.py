@@ -102,6 +102,19 @@ class Activation:
             return tuple(out)
         return tuple(Fraction(p.torch_derivative(b)) for b in p.breakpoints)
 
+    def ad_sides(self) -> tuple[str, ...]:
+        """Per kink, which one-sided derivative AD uses: 'left', 'right', 'inside' (clamp), or 'value=d'."""
+        p = self.primitive()
+        if p is None:
+            return ()
+        if not (self.key.startswith("relu_s:") or self.key.startswith("pl:")):
+            return tuple(p.torch_side)
+        out = []
+        for b, d in zip(p.breakpoints, self.ad_derivatives()):
+            left, right = (Fraction(v) for v in p.one_sided(b))
+            out.append("left" if d == left else "right" if d == right else f"value={d}")
+        return tuple(out)
+
     def flat_low(self) -> Fraction | None:
         """A point on a constant lowest piece ("dead" region), or None when the activation has none."""
         p = self.primitive()
@@ -260,9 +273,9 @@ class NetSpec:
     def inputs(self, dtype=torch.float32, device="cpu") -> torch.Tensor:
         return _tensor(self.x, (self.batch, *self.in_shape), dtype, device)
 
-    def loss_fn(self, dtype=torch.float32, device="cpu"):
+    def loss_fn(self, dtype=torch.float32, device="cpu", net: SpecNet | None = None):
         """``(fn, w0)``: fn maps the flat parameter vector w (1-D tensor) to the scalar loss Psi(w; X)."""
-        net = self.build(dtype, device)
+        net = net if net is not None else self.build(dtype, device)
         X = self.inputs(dtype, device)
         names = [n for n, _, _ in self.parameters()]
         shapes = [s for _, _, s in self.parameters()]
@@ -330,6 +343,8 @@ class SpecNet(torch.nn.Module):
         super().__init__()
         self.spec = spec
         self._acts = [L.activation.torch_fn() for L in spec.layers]
+        #: layer index -> callable replacing the max pool (used for associated gradients)
+        self.pool_override: dict = {}
         for i, L in enumerate(spec.layers):
             wt = _tensor(L.weight, L.wshape, dtype, device)
             if L.frozen:
@@ -377,7 +392,9 @@ class SpecNet(torch.nn.Module):
             if L.residual:
                 y = y + zin
             a = self._acts[i](y)
-            if L.pool is not None:
+            if i in self.pool_override:
+                z = self.pool_override[i](a)
+            elif L.pool is not None:
                 k, s = L.pool.kernel, L.pool.stride
                 if L.kind == "linear":
                     z = F.max_pool1d(a.unsqueeze(1), k, s).squeeze(1)

@@ -45,7 +45,14 @@ def spec_conventions(spec: NetSpec) -> dict | None:
                 return None
             val, op = ders.pop(), act.base
         else:
-            continue
+            p = act.primitive()
+            if p is None or all(side in ("left", "right", "inside") for side in p.torch_side):
+                continue
+            # a rule the oracle does not name (abs: 'mid'): pass PyTorch's derivative value at the kink
+            ders = {F(p.torch_derivative(b)) for b in p.breakpoints}
+            if len(ders) != 1:
+                return None
+            val, op = ders.pop(), act.base
         if op in conv and conv[op] != val:
             return None
         conv[op] = val

@@ -118,17 +118,17 @@ def pytest_terminal_summary(terminalreporter):
 try:  # fixtures need pytest; the module stays importable without it
     import pytest
 
-    @pytest.fixture
+    @pytest.fixture(scope="session")
     def nsverify_device():
         """The torch.device selected with --nsverify-device."""
         return selected_device()
 
-    @pytest.fixture
+    @pytest.fixture(scope="session")
     def nsverify_dtypes():
         """The dtypes selected with --nsverify-dtype (list)."""
         return selected_dtypes()
 
-    @pytest.fixture
+    @pytest.fixture(scope="session")
     def nsverify_record():
         """``record(key, value)``: keep a number for the end-of-session summary."""
         return RECORDS.__setitem__
