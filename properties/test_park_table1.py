@@ -26,8 +26,7 @@ def _theorem_property(row):
         _COUNTS[row]["drawn"] += 1
         assume(premise)
         _COUNTS[row]["premise"] += 1
-        v = park.verdict(spec)
-        _COUNTS[row][v.status if v.status != "not_member" else "premise"] += 0
+        v = park.verdict(spec, **park.LIMITS)
         if v.status in ("member", "unknown"):
             _COUNTS[row][v.status] += 1
         note(explain_failure(spec, spec.w(), v, title=f"{r.paper}: premise holds, oracle says {v.status}"))
