@@ -503,7 +503,8 @@ class LayerCheck:
 
 
 def algorithm1_layer(name: str, y: torch.Tensor, alpha: torch.Tensor, act: Activation, params_l: list,
-                     params_upto: list, pool=None, max_checks: int = 4096, same_patch=None) -> LayerCheck:
+                     params_upto: list, pool=None, max_checks: int = 4096, same_patch=None,
+                     tie_test: str = "exact") -> LayerCheck:
     """Algorithm 1 (002 L159-161) for one layer.
 
     ``y``: pre-activations (batch first, autograd graph alive), ``alpha = rho(y)``; ``params_l``: the layer's
@@ -511,7 +512,9 @@ def algorithm1_layer(name: str, y: torch.Tensor, alpha: torch.Tensor, act: Activ
     max pool applied to alpha (1-D pools act on the last axis of (B, C, L); a (B, N) alpha is pooled as (B, 1, N)).
     ``same_patch(b, i, k) -> bool``: optional fast path telling that entries i and k of sample b have identical
     receptive fields (then their AD gradients are equal). Kinks and tied windows beyond ``max_checks`` are counted
-    as ``unchecked`` (verdict "unknown") instead of silently skipped.
+    as ``unchecked`` (verdict "unknown") instead of silently skipped. ``tie_test``: "exact" compares the AD
+    gradients of tied entries bitwise (one backward per tied window); "jvp" (for training-size tensors) compares
+    directional derivatives along two random directions computed for all entries at once.
     """
     out = LayerCheck(name)
     B = y.shape[0]
@@ -555,33 +558,101 @@ def algorithm1_layer(name: str, y: torch.Tensor, alpha: torch.Tensor, act: Activ
         # AD derivative of rho at every entry (one cheap backward through the activation)
         rho_prime = torch.autograd.grad(alpha.sum(), y, retain_graph=True, allow_unused=True)[0]
         rho_prime = torch.zeros_like(y) if rho_prime is None else rho_prime.reshape(B, -1)
-        pending = []
-        for b_, j in tied:
-            members = win[j][tie[b_, j]].tolist()
-            istar = members[0]  # PyTorch's max pool: first index in row-major window order
-            rest = [i for i in members[1:]
-                    if not (rho_prime[b_, i] == 0 and rho_prime[b_, istar] == 0)
-                    and not (same_patch is not None and same_patch(b_, istar, i))]
-            if rest:
-                pending.append((b_, istar, rest))
-        budget = max_checks
-        for b_, istar, rest in pending:
-            if budget <= 0:
-                out.unchecked += 1
-                continue
-            budget -= 1 + len(rest)
-            entries = [(b_, istar)] + [(b_, i) for i in rest]
-            g_up = _batched_grads(alpha, entries, params_upto)
-            g_l = _batched_grads(alpha, entries, params_l)
-            nontriv = [k for k in range(1, len(entries)) if not torch.equal(g_up[k], g_up[0])]
-            if nontriv:
-                out.nontrivial_windows += 1
-                out.sum_nontrivial += len(nontriv)
-                for k in nontriv:
-                    constraints.append(g_l[0] - g_l[k])
+        if tie_test == "jvp" and tied:
+            _pool_constraints_jvp(out, constraints, alpha, win, tie, tied, rho_prime, params_l, params_upto,
+                                  max_checks, same_patch)
+        else:
+            _pool_constraints_exact(out, constraints, alpha, win, tie, tied, rho_prime, params_l, params_upto,
+                                    max_checks, same_patch)
     if constraints:
         out.p = p_nonempty([c.tolist() for c in constraints])
     return out
+
+
+def _pool_constraints_exact(out, constraints, alpha, win, tie, tied, rho_prime, params_l, params_upto,
+                            max_checks, same_patch):
+    """T_j by exact (bitwise) comparison of the AD gradients d alpha_i / d w_{1:l} (one batched backward per
+    tied window)."""
+    pending = []
+    for b_, j in tied:
+        members = win[j][tie[b_, j]].tolist()
+        istar = members[0]  # PyTorch's max pool: first index in row-major window order
+        rest = [i for i in members[1:]
+                if not (rho_prime[b_, i] == 0 and rho_prime[b_, istar] == 0)
+                and not (same_patch is not None and same_patch(b_, istar, i))]
+        if rest:
+            pending.append((b_, istar, rest))
+    budget = max_checks
+    for b_, istar, rest in pending:
+        if budget <= 0:
+            out.unchecked += 1
+            continue
+        budget -= 1 + len(rest)
+        entries = [(b_, istar)] + [(b_, i) for i in rest]
+        g_up = _batched_grads(alpha, entries, params_upto)
+        g_l = _batched_grads(alpha, entries, params_l)
+        nontriv = [k for k in range(1, len(entries)) if not torch.equal(g_up[k], g_up[0])]
+        if nontriv:
+            out.nontrivial_windows += 1
+            out.sum_nontrivial += len(nontriv)
+            for k in nontriv:
+                constraints.append(g_l[0] - g_l[k])
+
+
+def _jvps(alpha, params, n_dirs=2, seed=0):
+    """J v for ``n_dirs`` random directions v over ``params`` (all entries of alpha at once, by double
+    backward): (n_dirs, *alpha.shape)."""
+    gen = torch.Generator().manual_seed(seed)
+    outs = []
+    for _ in range(n_dirs):
+        vs = [torch.randn(p.shape, generator=gen, dtype=torch.float64).to(p.dtype).to(p.device) for p in params]
+        u = torch.zeros_like(alpha, requires_grad=True)
+        gs = torch.autograd.grad(alpha, params, grad_outputs=u, create_graph=True, allow_unused=True)
+        dot = sum((g * v).sum() for g, v in zip(gs, vs) if g is not None)
+        if not isinstance(dot, torch.Tensor) or not dot.requires_grad:
+            outs.append(torch.zeros_like(alpha))
+            continue
+        (jv,) = torch.autograd.grad(dot, u, retain_graph=True)
+        outs.append(jv.detach())
+    return torch.stack(outs)
+
+
+def _pool_constraints_jvp(out, constraints, alpha, win, tie, tied, rho_prime, params_l, params_upto, max_checks,
+                          same_patch):
+    """T_j by randomized directional derivatives: members whose J v equals i*'s for two random directions v
+    (bitwise) are taken as having the same AD gradient (identical computations give identical floats; different
+    gradients are separated with probability 1). Constraints for S_j \ T_j use exact per-entry gradients."""
+    B = alpha.shape[0]
+    jv = _jvps(alpha, params_upto).reshape(2, B, -1)
+    w = win.clamp(min=0)
+    first = tie.float().argmax(dim=2, keepdim=True)  # i* position in the window
+    jvw = jv[:, :, w]  # (2, B, nwin, K)
+    jstar = torch.gather(jvw, 3, first.unsqueeze(0).expand(2, -1, -1, -1))
+    same = (jvw == jstar).all(dim=0)
+    rp = rho_prime[:, w]
+    rp_star = torch.gather(rp, 2, first)
+    both_flat = (rp == 0) & (rp_star == 0)
+    is_star = torch.zeros_like(tie)
+    is_star.scatter_(2, first, True)
+    nontriv = tie & ~is_star & ~same & ~both_flat
+    rows = nontriv.any(dim=2).nonzero().tolist()
+    budget = max_checks
+    for b_, j in rows:
+        istar = int(w[j, first[b_, j, 0]])
+        rest = [int(w[j, k]) for k in nontriv[b_, j].nonzero().flatten().tolist()]
+        if same_patch is not None:
+            rest = [i for i in rest if not same_patch(b_, istar, i)]
+        if not rest:
+            continue
+        if budget <= 0:
+            out.unchecked += 1
+            continue
+        budget -= 1 + len(rest)
+        g_l = _batched_grads(alpha, [(b_, istar)] + [(b_, i) for i in rest], params_l)
+        out.nontrivial_windows += 1
+        out.sum_nontrivial += len(rest)
+        for k in range(1, len(g_l)):
+            constraints.append(g_l[0] - g_l[k])
 
 
 def _batched_grads(t: torch.Tensor, entries: list, params: list) -> list:
