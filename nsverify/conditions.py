@@ -37,7 +37,7 @@ FUNCTION_ACTIVATIONS = {
     "relu": "relu", "relu_": "relu", "relu6": "relu6", "hardtanh": "hardtanh", "hardsigmoid": "hardsigmoid",
     "leaky_relu": "leaky_relu", "hardswish": "hardswish", "elu": "elu", "selu": "selu",
 }
-SMOOTH_MODULES = {"Tanh", "Sigmoid", "GELU", "SiLU", "Softplus", "Identity", "Dropout", "Flatten",
+SMOOTH_MODULES = {"Tanh", "Sigmoid", "GELU", "SiLU", "Softplus", "Identity", "Dropout", "Flatten", "Unflatten",
                   "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "Softmax", "LogSoftmax"}
 AFFINE_MODULES = {"Linear", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d"}
 POOL_MODULES = {"MaxPool1d", "MaxPool2d"}
