@@ -1,12 +1,14 @@
 """Associated gradients (Després, 004 L134-140): the gradient of the active piece of a program's piecewise
 representation, with the piece chosen by the AD conventions at the exact kinks and ties.
 
-For a :class:`~nsverify.netspec.NetSpec` at its exact point, :func:`associated_gradient` rebuilds the network with
+For a :class:`~nsverify.netspec.NetSpec` at its exact point, :func:`associated_gradient` rebuilds the network
+with
 every activation entry replaced by one smooth piece of the registry entry (at a kink: the piece PyTorch's rule
 selects -- ``left``, ``right`` or ``inside``) and every max-pool window replaced by the selection of one entry
 (PyTorch's rule: the first maximal index in row-major window order), and differentiates that smooth program.
 Després' claim (004 L363) is that PyTorch's AD equals this associated gradient.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,7 +29,8 @@ def _selected_piece(entry, y, side_rule: str) -> int:
             return 1
         raise UnsupportedOpError(
             f"{entry.name}'s rule at {y} is {side_rule!r}: its derivative there is no piece's derivative, so "
-            f"there is no associated gradient for the elementwise-piece representation")
+            f"there is no associated gradient for the elementwise-piece representation"
+        )
     return entry.piece_index(y)
 
 
@@ -72,7 +75,8 @@ def _selected_pool(layer, trace_a: np.ndarray):
 
 
 def associated_gradient(spec: NetSpec, dtype=torch.float64, device="cpu") -> torch.Tensor:
-    """The associated gradient of ``spec``'s loss w.r.t. its parameters, in ``dtype`` (float64: exact for small
+    """The associated gradient of ``spec``'s loss w.r.t. its parameters, in ``dtype`` (float64: exact for
+    small
     dyadic networks whose pieces have dyadic coefficients)."""
     trace = spec.exact()
     net = spec.build(dtype, device)
@@ -80,8 +84,9 @@ def associated_gradient(spec: NetSpec, dtype=torch.float64, device="cpu") -> tor
         entry = L.activation.primitive()
         if entry is not None:
             sides = dict(zip(entry.breakpoints, L.activation.ad_sides()))
-            sel = np.vectorize(lambda y, e=entry, s=sides: _selected_piece(e, y, s.get(y, "left")),
-                               otypes=[np.int64])(trace.y[i])
+            sel = np.vectorize(
+                lambda y, e=entry, s=sides: _selected_piece(e, y, s.get(y, "left")), otypes=[np.int64]
+            )(trace.y[i])
             net._acts[i] = _piece_activation(entry, sel)
         if L.pool is not None:
             net.pool_override[i] = _selected_pool(L, trace.a[i])

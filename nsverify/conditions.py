@@ -1,11 +1,16 @@
 """Park, Chun and Lee's correctness conditions as library checks (002 L75-105, Table 1 L21-38, L130-190).
 
-* :func:`detect` -- Condition 1 / Condition 2 structure of a model (a ``torch.nn.Module`` traced with torch.fx, or
-  a :class:`~nsverify.netspec.NetSpec`): per nonsmooth layer the bias kind (distinct / shared / none), the pooling
-  (none / trivial / non-trivial), the activation and its common lambda (from the registry), and which theorems'
+* :func:`detect` -- Condition 1 / Condition 2 structure of a model (a ``torch.nn.Module`` traced with
+torch.fx, or
+  a :class:`~nsverify.netspec.NetSpec`): per nonsmooth layer the bias kind (distinct / shared / none), the
+  pooling
+  (none / trivial / non-trivial), the activation and its common lambda (from the registry), and which
+  theorems'
   structural premises hold.
-* :func:`common_lambda` -- the lambda with D^AD rho = lambda D^- rho + (1 - lambda) D^+ rho at every kink, or None.
-* :func:`full_column_rank` -- Theorem 5's test, exact over the rationals (modular rank certificate, with an exact
+* :func:`common_lambda` -- the lambda with D^AD rho = lambda D^- rho + (1 - lambda) D^+ rho at every kink, or
+None.
+* :func:`full_column_rank` -- Theorem 5's test, exact over the rationals (modular rank certificate, with an
+exact
   ``Fraction`` elimination fallback).
 * :func:`p_nonempty` -- Algorithm 1's emptiness test with a *bounded* LP (the printed LP is unbounded whenever
   feasible; NOTES.md section 3) and an exact check of the returned point, or an exact Farkas certificate of
@@ -13,6 +18,7 @@
 * :func:`algorithm1_layer` -- the constraints of Algorithm 1 for one layer, from torch tensors carrying an
   autograd graph (used by the training monitor and by :func:`spec_premises`).
 """
+
 from __future__ import annotations
 
 import math
@@ -30,15 +36,43 @@ from .netspec import Activation, NetSpec
 # ----------------------------------------------------------------------------------------------------------
 #: torch module classes -> registry activation names (PyTorch's own AD convention)
 MODULE_ACTIVATIONS = {
-    "ReLU": "relu", "ReLU6": "relu6", "Hardtanh": "hardtanh", "Hardsigmoid": "hardsigmoid",
-    "LeakyReLU": "leaky_relu", "Hardswish": "hardswish", "ELU": "elu", "SELU": "selu",
+    "ReLU": "relu",
+    "ReLU6": "relu6",
+    "Hardtanh": "hardtanh",
+    "Hardsigmoid": "hardsigmoid",
+    "LeakyReLU": "leaky_relu",
+    "Hardswish": "hardswish",
+    "ELU": "elu",
+    "SELU": "selu",
 }
 FUNCTION_ACTIVATIONS = {
-    "relu": "relu", "relu_": "relu", "relu6": "relu6", "hardtanh": "hardtanh", "hardsigmoid": "hardsigmoid",
-    "leaky_relu": "leaky_relu", "hardswish": "hardswish", "elu": "elu", "selu": "selu",
+    "relu": "relu",
+    "relu_": "relu",
+    "relu6": "relu6",
+    "hardtanh": "hardtanh",
+    "hardsigmoid": "hardsigmoid",
+    "leaky_relu": "leaky_relu",
+    "hardswish": "hardswish",
+    "elu": "elu",
+    "selu": "selu",
 }
-SMOOTH_MODULES = {"Tanh", "Sigmoid", "GELU", "SiLU", "Softplus", "Identity", "Dropout", "Flatten", "Unflatten",
-                  "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "Softmax", "LogSoftmax"}
+SMOOTH_MODULES = {
+    "Tanh",
+    "Sigmoid",
+    "GELU",
+    "SiLU",
+    "Softplus",
+    "Identity",
+    "Dropout",
+    "Flatten",
+    "Unflatten",
+    "AvgPool1d",
+    "AvgPool2d",
+    "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d",
+    "Softmax",
+    "LogSoftmax",
+}
 AFFINE_MODULES = {"Linear", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d"}
 POOL_MODULES = {"MaxPool1d", "MaxPool2d"}
 
@@ -142,10 +176,22 @@ class ModelConditions:
         }
 
     def to_json(self) -> dict:
-        return {"layers": [dict(name=L.name, activation=L.activation, bias=L.bias, pool=L.pool,
-                                fully_connected=L.fully_connected,
-                                lam=None if L.lam is None else str(L.lam)) for L in self.layers],
-                "batch": self.batch, "theorems": self.theorems(), "notes": self.notes}
+        return {
+            "layers": [
+                dict(
+                    name=L.name,
+                    activation=L.activation,
+                    bias=L.bias,
+                    pool=L.pool,
+                    fully_connected=L.fully_connected,
+                    lam=None if L.lam is None else str(L.lam),
+                )
+                for L in self.layers
+            ],
+            "batch": self.batch,
+            "theorems": self.theorems(),
+            "notes": self.notes,
+        }
 
 
 def _proxy_in_clarke(key: str) -> bool:
@@ -181,8 +227,7 @@ def _detect_spec(spec: NetSpec) -> ModelConditions:
         bias = L.bias_mode
         pool = "none" if L.pool is None else ("trivial" if L.pool.trivial else "nontrivial")
         fc = L.kind == "linear" and not (L.residual or L.tied or L.frozen)  # Thm 5: tau = A z (+ b), A free
-        layers.append(LayerInfo(f"layer{i}", L.act, bias, pool, fc,
-                                common_lambda(L.act)))
+        layers.append(LayerInfo(f"layer{i}", L.act, bias, pool, fc, common_lambda(L.act)))
     return ModelConditions(layers, spec.batch)
 
 
@@ -197,28 +242,54 @@ def _detect_module(model: torch.nn.Module, batch) -> ModelConditions:
     except Exception as exc:  # noqa: BLE001 -- fx raises many types
         raise UnsupportedOpError(
             f"cannot trace {type(model).__name__} with torch.fx ({type(exc).__name__}: {exc}). "
-            f"Remove data-dependent Python control flow from forward(), or check a NetSpec instead.") from exc
+            f"Remove data-dependent Python control flow from forward(), or check a NetSpec instead."
+        ) from exc
     mods = dict(gm.named_modules())
     layers: list[LayerInfo] = []
     cur = {"bias": "none", "fc": True, "name": None}
-    pass_fns = {operator.add, torch.add, torch.flatten, operator.getitem, torch.cat, F.dropout,
-                F.adaptive_avg_pool2d, F.avg_pool2d, torch.tanh, torch.sigmoid, F.gelu, operator.mul,
-                torch.mean, F.log_softmax, F.softmax}
+    pass_fns = {
+        operator.add,
+        torch.add,
+        torch.flatten,
+        operator.getitem,
+        torch.cat,
+        F.dropout,
+        F.adaptive_avg_pool2d,
+        F.avg_pool2d,
+        torch.tanh,
+        torch.sigmoid,
+        F.gelu,
+        operator.mul,
+        torch.mean,
+        F.log_softmax,
+        F.softmax,
+    }
     for node in gm.graph.nodes:
         if node.op == "call_module":
             m = mods[node.target]
             cls = type(m).__name__
             if cls in ("Linear", "Conv1d", "Conv2d"):
                 has_bias = m.bias is not None
-                cur = {"bias": ("distinct" if cls == "Linear" else "shared") if has_bias else "none",
-                       "fc": cls == "Linear", "name": node.target}
+                cur = {
+                    "bias": ("distinct" if cls == "Linear" else "shared") if has_bias else "none",
+                    "fc": cls == "Linear",
+                    "name": node.target,
+                }
             elif cls in ("BatchNorm1d", "BatchNorm2d"):
                 if m.affine:
                     cur["bias"] = "distinct" if (cls == "BatchNorm1d" and cur["fc"]) else "shared"
                 cur["fc"] = False  # Theorem 5 needs plain fully connected layers
             elif cls in MODULE_ACTIVATIONS:
-                layers.append(LayerInfo(node.target, MODULE_ACTIVATIONS[cls], cur["bias"], "none", cur["fc"],
-                                        common_lambda(MODULE_ACTIVATIONS[cls])))
+                layers.append(
+                    LayerInfo(
+                        node.target,
+                        MODULE_ACTIVATIONS[cls],
+                        cur["bias"],
+                        "none",
+                        cur["fc"],
+                        common_lambda(MODULE_ACTIVATIONS[cls]),
+                    )
+                )
             elif cls in POOL_MODULES:
                 k = _pair(m.kernel_size)
                 s = _pair(m.stride if m.stride is not None else m.kernel_size)
@@ -235,14 +306,27 @@ def _detect_module(model: torch.nn.Module, batch) -> ModelConditions:
                 layers.append(LayerInfo(node.name, name, cur["bias"], "none", cur["fc"], common_lambda(name)))
             elif fname in ("max_pool1d", "max_pool2d", "max_pool1d_with_indices", "max_pool2d_with_indices"):
                 _attach_pool(layers, node.name, "nontrivial", cur)
-            elif node.target in pass_fns or fname in ("add", "flatten", "getitem", "relu_", "view", "reshape",
-                                                         "mean", "size", "cat", "mul", "truediv"):
+            elif node.target in pass_fns or fname in (
+                "add",
+                "flatten",
+                "getitem",
+                "relu_",
+                "view",
+                "reshape",
+                "mean",
+                "size",
+                "cat",
+                "mul",
+                "truediv",
+            ):
                 continue
             elif fname in ("abs", "maximum", "minimum", "amax", "max", "clamp", "clip", "sort", "topk"):
                 raise UnsupportedOpError(_unsupported(node.name, fname))
         elif node.op == "call_method":
             if node.target in ("relu", "relu_"):
-                layers.append(LayerInfo(node.name, "relu", cur["bias"], "none", cur["fc"], common_lambda("relu")))
+                layers.append(
+                    LayerInfo(node.name, "relu", cur["bias"], "none", cur["fc"], common_lambda("relu"))
+                )
             elif node.target in ("max", "amax", "abs", "clamp", "sort", "topk"):
                 raise UnsupportedOpError(_unsupported(node.name, node.target))
     return ModelConditions(layers, batch)
@@ -260,10 +344,12 @@ def _pair(v):
 
 
 def _unsupported(where, what) -> str:
-    return (f"layer {where!r} ({what}) is not supported by nsverify's Park-condition checks. Supported: "
-            f"{', '.join(sorted(AFFINE_MODULES | POOL_MODULES | set(MODULE_ACTIVATIONS) | SMOOTH_MODULES))}, "
-            f"residual additions and flatten. Replace it by supported layers, or check that part separately "
-            f"with nsverify.check_gradient.")
+    return (
+        f"layer {where!r} ({what}) is not supported by nsverify's Park-condition checks. Supported: "
+        f"{', '.join(sorted(AFFINE_MODULES | POOL_MODULES | set(MODULE_ACTIVATIONS) | SMOOTH_MODULES))}, "
+        f"residual additions and flatten. Replace it by supported layers, or check that part separately "
+        f"with nsverify.check_gradient."
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -362,8 +448,10 @@ class PResult:
 def p_nonempty(constraints) -> PResult:
     """Is P = {x : <a_k, x> > 0 for all k} non-empty?  ``constraints``: rows a_k (floats or Fractions).
 
-    Solves max c s.t. <a_k, x> >= c, -1 <= x <= 1, c <= 1 (bounded; HiGHS via scipy), then checks the returned x
-    exactly in Fractions; when the optimum is c <= 0, re-solves the Farkas system on the dual's support exactly.
+    Solves max c s.t. <a_k, x> >= c, -1 <= x <= 1, c <= 1 (bounded; HiGHS via scipy), then checks the returned
+    x
+    exactly in Fractions; when the optimum is c <= 0, re-solves the Farkas system on the dual's support
+    exactly.
     A float answer that fails its exact check gives "unknown"."""
     rows = [list(r) for r in constraints]
     if not rows:
@@ -389,7 +477,10 @@ def p_nonempty(constraints) -> PResult:
     if c > 0:
         x = res.x[:m]
         for denom in (None, 1 << 20, 1 << 10):
-            xr = [Fraction(float(v)) if denom is None else Fraction(float(v)).limit_denominator(denom) for v in x]
+            xr = [
+                Fraction(float(v)) if denom is None else Fraction(float(v)).limit_denominator(denom)
+                for v in x
+            ]
             full = [Fraction(0)] * n
             for j, col in enumerate(nz_cols):
                 full[col] = xr[j]
@@ -502,18 +593,32 @@ class LayerCheck:
         return "trivial" if self.p is None else self.p.status
 
 
-def algorithm1_layer(name: str, y: torch.Tensor, alpha: torch.Tensor, act: Activation, params_l: list,
-                     params_upto: list, pool=None, max_checks: int = 4096, same_patch=None,
-                     tie_test: str = "exact") -> LayerCheck:
+def algorithm1_layer(
+    name: str,
+    y: torch.Tensor,
+    alpha: torch.Tensor,
+    act: Activation,
+    params_l: list,
+    params_upto: list,
+    pool=None,
+    max_checks: int = 4096,
+    same_patch=None,
+    tie_test: str = "exact",
+) -> LayerCheck:
     """Algorithm 1 (002 L159-161) for one layer.
 
     ``y``: pre-activations (batch first, autograd graph alive), ``alpha = rho(y)``; ``params_l``: the layer's
-    parameters w_l; ``params_upto``: w_1..w_l (for T_j); ``pool``: None or (kernel, stride, padding, dilation) of the
-    max pool applied to alpha (1-D pools act on the last axis of (B, C, L); a (B, N) alpha is pooled as (B, 1, N)).
-    ``same_patch(b, i, k) -> bool``: optional fast path telling that entries i and k of sample b have identical
-    receptive fields (then their AD gradients are equal). Kinks and tied windows beyond ``max_checks`` are counted
+    parameters w_l; ``params_upto``: w_1..w_l (for T_j); ``pool``: None or (kernel, stride, padding, dilation)
+    of the
+    max pool applied to alpha (1-D pools act on the last axis of (B, C, L); a (B, N) alpha is pooled as (B, 1,
+    N)).
+    ``same_patch(b, i, k) -> bool``: optional fast path telling that entries i and k of sample b have
+    identical
+    receptive fields (then their AD gradients are equal). Kinks and tied windows beyond ``max_checks`` are
+    counted
     as ``unchecked`` (verdict "unknown") instead of silently skipped. ``tie_test``: "exact" compares the AD
-    gradients of tied entries bitwise (one backward per tied window); "jvp" (for training-size tensors) compares
+    gradients of tied entries bitwise (one backward per tied window); "jvp" (for training-size tensors)
+    compares
     directional derivatives along two random directions computed for all entries at once.
     """
     out = LayerCheck(name)
@@ -559,27 +664,53 @@ def algorithm1_layer(name: str, y: torch.Tensor, alpha: torch.Tensor, act: Activ
         rho_prime = torch.autograd.grad(alpha.sum(), y, retain_graph=True, allow_unused=True)[0]
         rho_prime = torch.zeros_like(y) if rho_prime is None else rho_prime.reshape(B, -1)
         if tie_test == "jvp" and tied:
-            _pool_constraints_jvp(out, constraints, alpha, win, tie, tied, rho_prime, params_l, params_upto,
-                                  max_checks, same_patch)
+            _pool_constraints_jvp(
+                out,
+                constraints,
+                alpha,
+                win,
+                tie,
+                tied,
+                rho_prime,
+                params_l,
+                params_upto,
+                max_checks,
+                same_patch,
+            )
         else:
-            _pool_constraints_exact(out, constraints, alpha, win, tie, tied, rho_prime, params_l, params_upto,
-                                    max_checks, same_patch)
+            _pool_constraints_exact(
+                out,
+                constraints,
+                alpha,
+                win,
+                tie,
+                tied,
+                rho_prime,
+                params_l,
+                params_upto,
+                max_checks,
+                same_patch,
+            )
     if constraints:
         out.p = p_nonempty([c.tolist() for c in constraints])
     return out
 
 
-def _pool_constraints_exact(out, constraints, alpha, win, tie, tied, rho_prime, params_l, params_upto,
-                            max_checks, same_patch):
+def _pool_constraints_exact(
+    out, constraints, alpha, win, tie, tied, rho_prime, params_l, params_upto, max_checks, same_patch
+):
     """T_j by exact (bitwise) comparison of the AD gradients d alpha_i / d w_{1:l} (one batched backward per
     tied window)."""
     pending = []
     for b_, j in tied:
         members = win[j][tie[b_, j]].tolist()
         istar = members[0]  # PyTorch's max pool: first index in row-major window order
-        rest = [i for i in members[1:]
-                if not (rho_prime[b_, i] == 0 and rho_prime[b_, istar] == 0)
-                and not (same_patch is not None and same_patch(b_, istar, i))]
+        rest = [
+            i
+            for i in members[1:]
+            if not (rho_prime[b_, i] == 0 and rho_prime[b_, istar] == 0)
+            and not (same_patch is not None and same_patch(b_, istar, i))
+        ]
         if rest:
             pending.append((b_, istar, rest))
     budget = max_checks
@@ -605,7 +736,9 @@ def _jvps(alpha, params, n_dirs=2, seed=0):
     gen = torch.Generator().manual_seed(seed)
     outs = []
     for _ in range(n_dirs):
-        vs = [torch.randn(p.shape, generator=gen, dtype=torch.float64).to(p.dtype).to(p.device) for p in params]
+        vs = [
+            torch.randn(p.shape, generator=gen, dtype=torch.float64).to(p.dtype).to(p.device) for p in params
+        ]
         u = torch.zeros_like(alpha, requires_grad=True)
         gs = torch.autograd.grad(alpha, params, grad_outputs=u, create_graph=True, allow_unused=True)
         dot = sum((g * v).sum() for g, v in zip(gs, vs) if g is not None)
@@ -617,10 +750,12 @@ def _jvps(alpha, params, n_dirs=2, seed=0):
     return torch.stack(outs)
 
 
-def _pool_constraints_jvp(out, constraints, alpha, win, tie, tied, rho_prime, params_l, params_upto, max_checks,
-                          same_patch):
-    """T_j by randomized directional derivatives: members whose J v equals i*'s for two random directions v
-    (bitwise) are taken as having the same AD gradient (identical computations give identical floats; different
+def _pool_constraints_jvp(
+    out, constraints, alpha, win, tie, tied, rho_prime, params_l, params_upto, max_checks, same_patch
+):
+    r"""T_j by randomized directional derivatives: members whose J v equals i*'s for two random directions v
+    (bitwise) are taken as having the same AD gradient (identical computations give identical floats;
+    different
     gradients are separated with probability 1). Constraints for S_j \ T_j use exact per-entry gradients."""
     B = alpha.shape[0]
     jv = _jvps(alpha, params_upto).reshape(2, B, -1)
@@ -667,18 +802,32 @@ def _batched_grads(t: torch.Tensor, entries: list, params: list) -> list:
         go[k, b, i] = 1
     go = go.reshape(len(entries), *t.shape)
     try:
-        gs = torch.autograd.grad(t, params, grad_outputs=go, retain_graph=True, is_grads_batched=True,
-                                 allow_unused=True)
-        flat = torch.cat([(g if g is not None else torch.zeros((len(entries), *p.shape), dtype=t.dtype,
-                                                                  device=t.device)).reshape(len(entries), -1)
-                          for g, p in zip(gs, params)], dim=1)
+        gs = torch.autograd.grad(
+            t, params, grad_outputs=go, retain_graph=True, is_grads_batched=True, allow_unused=True
+        )
+        flat = torch.cat(
+            [
+                (
+                    g
+                    if g is not None
+                    else torch.zeros((len(entries), *p.shape), dtype=t.dtype, device=t.device)
+                ).reshape(len(entries), -1)
+                for g, p in zip(gs, params)
+            ],
+            dim=1,
+        )
         return [r.to(torch.float64).cpu() for r in flat]
     except RuntimeError:  # some backward kernels have no batching rule: one backward per entry
         out = []
         for k in range(len(entries)):
             gs = torch.autograd.grad(t, params, grad_outputs=go[k], retain_graph=True, allow_unused=True)
-            out.append(torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1)
-                                  for g, p in zip(gs, params)]).to(torch.float64).cpu())
+            out.append(
+                torch.cat(
+                    [(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(gs, params)]
+                )
+                .to(torch.float64)
+                .cpu()
+            )
         return out
 
 
@@ -699,12 +848,18 @@ class SpecPremises:
     @property
     def theorem8(self) -> bool:
         return self.structure.theorems()["theorem8_structure"] and all(
-            c.status in ("nonempty", "trivial") for c in self.algorithm1)
+            c.status in ("nonempty", "trivial") for c in self.algorithm1
+        )
 
     def holds(self) -> dict:
         th = self.structure.theorems()
-        return {"theorem1": th["theorem1"], "theorem4": th["theorem4"], "theorem5": self.theorem5,
-                "theorem6": th["theorem6"], "theorem8": self.theorem8}
+        return {
+            "theorem1": th["theorem1"],
+            "theorem4": th["theorem4"],
+            "theorem5": self.theorem5,
+            "theorem6": th["theorem6"],
+            "theorem8": self.theorem8,
+        }
 
 
 def spec_premises(spec: NetSpec) -> SpecPremises:

@@ -11,10 +11,12 @@ Usage::
 
 Per step and per nonsmooth layer (an activation module, and the max pool that follows it) the monitor records
 kink touches (pre-activations exactly at a kink of the activation), max-pool windows with ties (|S_j| >= 2),
-non-trivial ties (S_j \\ T_j non-empty, Algorithm 1 line 14) and their size, Algorithm 1's P_l (bounded LP with
+non-trivial ties (S_j \\ T_j non-empty, Algorithm 1 line 14) and their size, Algorithm 1's P_l (bounded LP
+with
 an exact check, :func:`nsverify.conditions.p_nonempty`), and Theorem 5's exact rank test for fully connected
 layers whose activation touched a kink. Kernel sizes, strides, padding and dilation are read from the modules.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,8 +24,14 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .conditions import (MODULE_ACTIVATIONS, SMOOTH_MODULES, LayerCheck, algorithm1_layer, full_column_rank,
-                         _unsupported)
+from .conditions import (
+    MODULE_ACTIVATIONS,
+    SMOOTH_MODULES,
+    LayerCheck,
+    _unsupported,
+    algorithm1_layer,
+    full_column_rank,
+)
 from .errors import UnsupportedOpError
 from .netspec import Activation
 
@@ -88,8 +96,10 @@ class Monitor:
             gm = fx.symbolic_trace(model)
         except Exception as exc:  # noqa: BLE001
             raise UnsupportedOpError(
-                f"cannot trace {type(model).__name__} with torch.fx ({type(exc).__name__}: {exc}); the monitor "
-                f"needs a static module structure (no data-dependent Python control flow in forward).") from exc
+                f"cannot trace {type(model).__name__} with torch.fx ({type(exc).__name__}: {exc}); "
+                f"the monitor "
+                f"needs a static module structure (no data-dependent Python control flow in forward)."
+            ) from exc
         mods = dict(model.named_modules())
         layers: list[_Layer] = []
         pending_affine: list[str] = []
@@ -106,34 +116,69 @@ class Monitor:
                     seen_params.extend(p for p in m.parameters(recurse=False) if p.requires_grad)
                     if isinstance(m, nn.Linear):
                         last_linear = node.target
-                    if isinstance(m, (nn.Conv1d, nn.Conv2d)) and node.args and \
-                            getattr(node.args[0], "name", None) in input_names and not layers:
+                    if (
+                        isinstance(m, (nn.Conv1d, nn.Conv2d))
+                        and node.args
+                        and getattr(node.args[0], "name", None) in input_names
+                        and not layers
+                    ):
                         first_input_conv = node.target
                 elif cls in MODULE_ACTIVATIONS:
                     self._check_kwargs(node.target, m)
-                    pl = [p for n in pending_affine for p in mods[n].parameters(recurse=False) if p.requires_grad]
+                    pl = [
+                        p
+                        for n in pending_affine
+                        for p in mods[n].parameters(recurse=False)
+                        if p.requires_grad
+                    ]
                     only_conv_bn = first_input_conv is not None and all(
                         n == first_input_conv or isinstance(mods[n], (nn.BatchNorm1d, nn.BatchNorm2d))
-                        for n in pending_affine)
-                    layers.append(_Layer(node.target, m, Activation(MODULE_ACTIVATIONS[cls]), pl, list(seen_params),
-                                         list(pending_affine),
-                                         linear_in=last_linear if pending_affine and isinstance(
-                                             mods[pending_affine[0]], nn.Linear) and len(pending_affine) == 1
-                                         else None,
-                                         first_conv=first_input_conv if only_conv_bn and len(layers) == 0
-                                         else None))
+                        for n in pending_affine
+                    )
+                    layers.append(
+                        _Layer(
+                            node.target,
+                            m,
+                            Activation(MODULE_ACTIVATIONS[cls]),
+                            pl,
+                            list(seen_params),
+                            list(pending_affine),
+                            linear_in=last_linear
+                            if pending_affine
+                            and isinstance(mods[pending_affine[0]], nn.Linear)
+                            and len(pending_affine) == 1
+                            else None,
+                            first_conv=first_input_conv if only_conv_bn and len(layers) == 0 else None,
+                        )
+                    )
                     pending_affine = []
                 elif isinstance(m, _POOLS):
                     if getattr(m, "ceil_mode", False):
-                        raise UnsupportedOpError(f"{node.target}: ceil_mode=True max pooling is not supported by "
-                                                 f"the monitor; use ceil_mode=False")
+                        raise UnsupportedOpError(
+                            f"{node.target}: ceil_mode=True max pooling is not supported by "
+                            f"the monitor; use ceil_mode=False"
+                        )
                     if layers and layers[-1].pool_module is None and not pending_affine:
                         layers[-1].pool_module, layers[-1].pool_name = m, node.target
                     else:
-                        pl = [p for n in pending_affine for p in mods[n].parameters(recurse=False)
-                              if p.requires_grad]
-                        layers.append(_Layer(node.target, None, Activation("identity"), pl, list(seen_params),
-                                             list(pending_affine), pool_module=m, pool_name=node.target))
+                        pl = [
+                            p
+                            for n in pending_affine
+                            for p in mods[n].parameters(recurse=False)
+                            if p.requires_grad
+                        ]
+                        layers.append(
+                            _Layer(
+                                node.target,
+                                None,
+                                Activation("identity"),
+                                pl,
+                                list(seen_params),
+                                list(pending_affine),
+                                pool_module=m,
+                                pool_name=node.target,
+                            )
+                        )
                         pending_affine = []
                 elif cls in SMOOTH_MODULES or isinstance(m, (nn.Sequential,)):
                     continue
@@ -141,16 +186,34 @@ class Monitor:
                     raise UnsupportedOpError(_unsupported(node.target, cls))
             elif node.op == "call_function":
                 fname = getattr(node.target, "__name__", str(node.target))
-                if fname in ("relu", "relu6", "hardtanh", "hardsigmoid", "leaky_relu", "hardswish", "max_pool2d",
-                             "max_pool1d", "abs", "maximum", "amax", "clamp", "max"):
+                if fname in (
+                    "relu",
+                    "relu6",
+                    "hardtanh",
+                    "hardsigmoid",
+                    "leaky_relu",
+                    "hardswish",
+                    "max_pool2d",
+                    "max_pool1d",
+                    "abs",
+                    "maximum",
+                    "amax",
+                    "clamp",
+                    "max",
+                ):
                     raise UnsupportedOpError(
                         f"functional {fname} at {node.name!r}: the monitor observes modules; use the module "
-                        f"form (e.g. nn.ReLU(), nn.MaxPool2d(...)) in the model's forward")
+                        f"form (e.g. nn.ReLU(), nn.MaxPool2d(...)) in the model's forward"
+                    )
             elif node.op == "call_method" and node.target in ("relu", "relu_", "clamp", "max", "abs"):
                 raise UnsupportedOpError(
-                    f"tensor method .{node.target}() at {node.name!r}: the monitor observes modules; use nn.ReLU()")
+                    f"tensor method .{node.target}() at {node.name!r}: the monitor observes modules; "
+                    f"use nn.ReLU()"
+                )
         if not layers:
-            raise UnsupportedOpError(f"{type(model).__name__} has no activation or max-pool module to monitor")
+            raise UnsupportedOpError(
+                f"{type(model).__name__} has no activation or max-pool module to monitor"
+            )
         return layers
 
     @staticmethod
@@ -159,8 +222,10 @@ class Monitor:
         for k, v in _DEFAULT_KW.get(cls, {}).items():
             if getattr(m, k) != v:
                 raise UnsupportedOpError(
-                    f"{name}: {cls}({k}={getattr(m, k)}) differs from the registry's {cls}({k}={v}); the monitor "
-                    f"reads kinks from the registry. Use the default, or add a registry entry for it.")
+                    f"{name}: {cls}({k}={getattr(m, k)}) differs from the registry's {cls}({k}={v}); "
+                    f"the monitor "
+                    f"reads kinks from the registry. Use the default, or add a registry entry for it."
+                )
 
     def _install(self):
         mods = dict(self.model.named_modules())
@@ -181,6 +246,7 @@ class Monitor:
         def hook(mod, inp, out):
             if torch.is_grad_enabled():
                 self._store.setdefault(name, {}).update(y=inp[0], a=out)
+
         return hook
 
     def _pool_hook(self, name):
@@ -191,12 +257,14 @@ class Monitor:
                 if "a" not in d or d.get("a") is not inp[0]:
                     d.setdefault("y", inp[0])
                     d["a"] = inp[0]
+
         return hook
 
     def _in_hook(self, name, key):
         def hook(mod, inp, out):
             if torch.is_grad_enabled():
                 self._store.setdefault(name, {})[key] = inp[0].detach()
+
         return hook
 
     # ------------------------------------------------------------------ per step
@@ -214,8 +282,18 @@ class Monitor:
                 stride = m.stride if m.stride not in (None, []) else m.kernel_size
                 pool = (m.kernel_size, stride, m.padding, m.dilation)
             same = self._same_patch(L, d) if L.first_conv and "x" in d else None
-            chk = algorithm1_layer(L.name, d["y"], d["a"], L.activation, L.params_l, L.params_upto, pool,
-                                   self.max_checks, same, tie_test=self.tie_test)
+            chk = algorithm1_layer(
+                L.name,
+                d["y"],
+                d["a"],
+                L.activation,
+                L.params_l,
+                L.params_upto,
+                pool,
+                self.max_checks,
+                same,
+                tie_test=self.tie_test,
+            )
             if not self.lp and chk.p is not None:
                 chk.p = None
             recs.append(chk)
@@ -228,14 +306,20 @@ class Monitor:
         return rec
 
     def _same_patch(self, L: _Layer, d):
-        """Identical receptive fields of a first-layer convolution: equal input patches (same sample, channel)."""
+        """Identical receptive fields of a first-layer convolution: equal input patches (same sample,
+        channel)."""
         import torch.nn.functional as F
 
         conv = dict(self.model.named_modules())[L.first_conv]
         x = d["x"]
         if isinstance(conv, nn.Conv1d):
             x = x.unsqueeze(2)
-            ks, st, pd, dl = (1, conv.kernel_size[0]), (1, conv.stride[0]), (0, conv.padding[0]), (1, conv.dilation[0])
+            ks, st, pd, dl = (
+                (1, conv.kernel_size[0]),
+                (1, conv.stride[0]),
+                (0, conv.padding[0]),
+                (1, conv.dilation[0]),
+            )
         else:
             ks, st, pd, dl = conv.kernel_size, conv.stride, conv.padding, conv.dilation
         if isinstance(pd, str):
@@ -245,6 +329,7 @@ class Monitor:
 
         def same(b, i, k):
             return torch.equal(patches[b, :, i % npos], patches[b, :, k % npos])
+
         return same
 
     # ------------------------------------------------------------------ results
@@ -257,16 +342,22 @@ class Monitor:
             tied = sum(c.tied_windows for c in chks)
             nt_steps = sum(1 for c in chks if c.nontrivial_windows)
             nt = sum(c.nontrivial_windows for c in chks)
-            out.append({
-                "layer": L.name, "pool": L.pool_name, "activation": L.activation.key,
-                "max_ops": windows, "tied_max_ops": tied, "tie_share": tied / windows if windows else None,
-                "steps_nontrivial": nt_steps,
-                "avg_nontrivial": (sum(c.sum_nontrivial for c in chks) / nt) if nt else None,
-                "kink_touches": sum(c.kink_touches for c in chks),
-                "unchecked": sum(c.unchecked for c in chks),
-                "p_empty_steps": sum(1 for c in chks if c.status == "empty"),
-                "unknown_steps": sum(1 for c in chks if c.status in ("unknown", "not_applicable")),
-            })
+            out.append(
+                {
+                    "layer": L.name,
+                    "pool": L.pool_name,
+                    "activation": L.activation.key,
+                    "max_ops": windows,
+                    "tied_max_ops": tied,
+                    "tie_share": tied / windows if windows else None,
+                    "steps_nontrivial": nt_steps,
+                    "avg_nontrivial": (sum(c.sum_nontrivial for c in chks) / nt) if nt else None,
+                    "kink_touches": sum(c.kink_touches for c in chks),
+                    "unchecked": sum(c.unchecked for c in chks),
+                    "p_empty_steps": sum(1 for c in chks if c.status == "empty"),
+                    "unknown_steps": sum(1 for c in chks if c.status in ("unknown", "not_applicable")),
+                }
+            )
         return out
 
     def correct_steps(self) -> tuple[int, int]:

@@ -7,12 +7,14 @@ then z_l = pool_l(rho_l(y_l)); the loss is applied to z_L; parameters w = (u_1, 
 minibatch X fixed.
 
 Layer kinds: ``linear`` (input (B, N)), ``conv1d`` ((B, C, L)), ``conv2d`` ((B, C, H, W)); convolutions use
-stride 1 and no padding. Bias modes (Park's Conditions 1-2): ``distinct`` (one bias per output neuron, i.e. per
+stride 1 and no padding. Bias modes (Park's Conditions 1-2): ``distinct`` (one bias per output neuron, i.e.
+per
 output entry of a sample, also for convolutions), ``shared`` (one bias per channel for convolutions, a single
 scalar for a linear layer), ``none``. ``tied`` layers have negated weight rows: the free weight W gives the
 rows (W; -W) (the shape of Park's Lemma 2 and Lemma 7). ``frozen`` layers keep their weight as a constant
 (Park's f_l without parameters, as in Lemma 3), so only the bias is a parameter.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,8 +33,12 @@ BIAS_MODES = ("distinct", "none", "shared")
 LOSSES = ("linear", "squared", "cross_entropy")
 
 #: significand precision (bits, incl. the implicit one) and largest finite value of each float dtype
-_PRECISION = {torch.float16: (11, 65504), torch.bfloat16: (8, 3.38953e38), torch.float32: (24, 3.4028e38),
-              torch.float64: (53, 1.79e308)}
+_PRECISION = {
+    torch.float16: (11, 65504),
+    torch.bfloat16: (8, 3.38953e38),
+    torch.float32: (24, 3.4028e38),
+    torch.float64: (53, 1.79e308),
+}
 _MIN_EXP = {torch.float16: -24, torch.bfloat16: -133, torch.float32: -149, torch.float64: -1074}
 
 
@@ -132,8 +138,10 @@ class Activation:
             return _variant_fn(self)
         p = self.primitive()
         if p.kind != "elementwise":
-            raise UnknownOpError(f"{self.key!r} is a selection op, not a pointwise activation; use an "
-                                 f"elementwise registry primitive such as relu or hardtanh")
+            raise UnknownOpError(
+                f"{self.key!r} is a selection op, not a pointwise activation; use an "
+                f"elementwise registry primitive such as relu or hardtanh"
+            )
         fn, kw = p.torch_fn, dict(p.kwargs)
         return (lambda x: fn(x, **kw)) if kw else fn
 
@@ -192,7 +200,8 @@ class Layer:
 class Site:
     """A kink or tie site found by exact evaluation.
 
-    ``kind``: ``"kink"`` (a pre-activation exactly at a breakpoint) or ``"pool"`` (a pool window whose maximum is
+    ``kind``: ``"kink"`` (a pre-activation exactly at a breakpoint) or ``"pool"`` (a pool window whose maximum
+    is
     attained at least twice). ``layer``: 0-based. ``index``: the pre-activation entry (kink) or the pooled
     output entry (pool), as a tuple with the batch index first. ``value``: the exact kink/max value;
     ``members``: for pools, the tied window entries (pre-pool indices, row-major window order).
@@ -246,14 +255,19 @@ class NetSpec:
         return tuple(v for _, vals, _ in self.parameters() for v in vals)
 
     def describe(self) -> str:
-        lines = [f"NetSpec: input {self.in_kind} {tuple(self.in_shape)}, batch {self.batch}, loss {self.loss}, "
-                 f"{len(self.w())} parameters"]
+        lines = [
+            f"NetSpec: input {self.in_kind} {tuple(self.in_shape)}, batch {self.batch}, loss {self.loss}, "
+            f"{len(self.w())} parameters"
+        ]
         for i, L in enumerate(self.layers):
             pool = "none" if L.pool is None else f"maxpool(k={L.pool.kernel},s={L.pool.stride})"
-            flags = ",".join(f for f, on in (("tied", L.tied), ("frozen", L.frozen), ("residual", L.residual))
-                             if on)
-            lines.append(f"  layer {i}: {L.kind} out={L.out} k={L.kernel} bias={L.bias_mode} act={L.act} "
-                         f"pool={pool} {flags}".rstrip())
+            flags = ",".join(
+                f for f, on in (("tied", L.tied), ("frozen", L.frozen), ("residual", L.residual)) if on
+            )
+            lines.append(
+                f"  layer {i}: {L.kind} out={L.out} k={L.kernel} bias={L.bias_mode} act={L.act} "
+                f"pool={pool} {flags}".rstrip()
+            )
             lines.append(f"    weight {list(L.wshape)} = {[str(v) for v in L.weight]}")
             if L.bias_mode != "none":
                 lines.append(f"    bias {list(L.bshape)} = {[str(v) for v in L.bias]}")
@@ -284,7 +298,7 @@ class NetSpec:
         def fn(w: torch.Tensor) -> torch.Tensor:
             params, k = {}, 0
             for n, s, size in zip(names, shapes, sizes):
-                params[n] = w[k:k + size].reshape(s)
+                params[n] = w[k : k + size].reshape(s)
                 k += size
             return net.loss(net.forward_with(params, X))
 
@@ -299,13 +313,20 @@ class NetSpec:
         return self.exact().sites
 
     def with_values(self, x=None, layers=None, **kw) -> NetSpec:
-        return replace(self, x=self.x if x is None else tuple(x),
-                       layers=self.layers if layers is None else tuple(layers), **kw)
+        return replace(
+            self,
+            x=self.x if x is None else tuple(x),
+            layers=self.layers if layers is None else tuple(layers),
+            **kw,
+        )
 
 
 def _tensor(vals, shape, dtype, device):
-    return torch.tensor([float(v) for v in vals], dtype=torch.float64).reshape(shape).to(dtype=dtype,
-                                                                                        device=device)
+    return (
+        torch.tensor([float(v) for v in vals], dtype=torch.float64)
+        .reshape(shape)
+        .to(dtype=dtype, device=device)
+    )
 
 
 def _out_shape(layer: Layer, shape: tuple) -> tuple:
@@ -423,7 +444,8 @@ class SpecNet(torch.nn.Module):
 @dataclass
 class ExactTrace:
     """Exact values per layer (object arrays of Fractions, batch first): pre-activations ``y``, activations
-    ``a``, layer outputs ``z``; the terms of every pre-activation (for exactness bounds); every kink/tie site."""
+    ``a``, layer outputs ``z``; the terms of every pre-activation (for exactness bounds); every kink/tie
+    site."""
 
     y: list
     a: list
@@ -461,8 +483,11 @@ def exact_forward(spec: NetSpec) -> ExactTrace:
                 patch = zin[(b, slice(None), *sl)]
                 ts = list((W[o] * patch).ravel())
             if bias is not None:
-                ts.append(bias[(o, *pos)] if L.bias_mode == "distinct" else
-                          (bias[o] if L.kind != "linear" else bias[0]))
+                ts.append(
+                    bias[(o, *pos)]
+                    if L.bias_mode == "distinct"
+                    else (bias[o] if L.kind != "linear" else bias[0])
+                )
             if L.residual:
                 ts.append(zin[idx])
             terms[idx] = tuple(ts)
@@ -578,10 +603,18 @@ class ExactnessReport:
         return self.ok
 
 
-def check_exact(spec: NetSpec, dtype: torch.dtype, device="cpu", upto: int | None = None,
-                trace: ExactTrace | None = None, last_outputs: bool = True) -> ExactnessReport:
-    """Verify that the float forward of ``spec`` in ``dtype`` reproduces the exact pre-activations, activations
-    and pooled values of layers 0..upto (default: all layers), entry by entry, and that every pre-activation sum
+def check_exact(
+    spec: NetSpec,
+    dtype: torch.dtype,
+    device="cpu",
+    upto: int | None = None,
+    trace: ExactTrace | None = None,
+    last_outputs: bool = True,
+) -> ExactnessReport:
+    """Verify that the float forward of ``spec`` in ``dtype`` reproduces the exact pre-activations,
+    activations
+    and pooled values of layers 0..upto (default: all layers), entry by entry, and that every pre-activation
+    sum
     is exact in any summation order (a-priori bound). ``last_outputs=False`` skips the activations of the last
     checked layer unless a max pool reads them (they only feed the loss)."""
     from .devices import dtype_name
@@ -590,8 +623,11 @@ def check_exact(spec: NetSpec, dtype: torch.dtype, device="cpu", upto: int | Non
     if upto is None:
         upto = len(spec.layers) - 1
         if trace.inexact_from is not None and trace.inexact_from < upto:
-            return ExactnessReport(str(dtype).removeprefix("torch."), False,
-                                   [f"layer {trace.inexact_from} has activations with no exact value"])
+            return ExactnessReport(
+                str(dtype).removeprefix("torch."),
+                False,
+                [f"layer {trace.inexact_from} has activations with no exact value"],
+            )
     problems = []
     for name, vals in (("input", spec.x),) + tuple((n, v) for n, v, _ in spec.parameters()):
         bad = [v for v in vals if not representable(Fraction(v), dtype)]
@@ -600,8 +636,10 @@ def check_exact(spec: NetSpec, dtype: torch.dtype, device="cpu", upto: int | Non
     for li in range(upto + 1):
         for idx in np.ndindex(*trace.terms[li].shape):
             if not sum_exact_in(trace.terms[li][idx], dtype):
-                problems.append(f"layer {li} pre-activation {idx}: the sum of {trace.terms[li][idx]} is not "
-                                f"exact in {dtype_name(dtype)}")
+                problems.append(
+                    f"layer {li} pre-activation {idx}: the sum of {trace.terms[li][idx]} is not "
+                    f"exact in {dtype_name(dtype)}"
+                )
                 break
     if not problems:
         net = spec.build(dtype, device)
@@ -609,15 +647,25 @@ def check_exact(spec: NetSpec, dtype: torch.dtype, device="cpu", upto: int | Non
         with torch.no_grad():
             net(spec.inputs(dtype, device), record=rec)
         for li in range(upto + 1):
-            outs = li < upto or last_outputs or (spec.layers[li].pool is not None
-                                                  and not spec.layers[li].pool.trivial)
-            for name, t, ex in list(zip(("pre-activation", "activation", "pooled value"), rec[li],
-                                        (trace.y[li], trace.a[li], trace.z[li])))[:3 if outs else 1]:
+            outs = (
+                li < upto
+                or last_outputs
+                or (spec.layers[li].pool is not None and not spec.layers[li].pool.trivial)
+            )
+            for name, t, ex in list(
+                zip(
+                    ("pre-activation", "activation", "pooled value"),
+                    rec[li],
+                    (trace.y[li], trace.a[li], trace.z[li]),
+                )
+            )[: 3 if outs else 1]:
                 got = t.detach().to("cpu", torch.float64).numpy()
                 for idx in np.ndindex(*ex.shape):
                     if ex[idx] is not None and Fraction(float(got[idx])) != ex[idx]:
-                        problems.append(f"layer {li} {name} {idx}: {dtype_name(dtype)} gives {got[idx]!r}, "
-                                        f"exact value {ex[idx]}")
+                        problems.append(
+                            f"layer {li} {name} {idx}: {dtype_name(dtype)} gives {got[idx]!r}, "
+                            f"exact value {ex[idx]}"
+                        )
                         break
     return ExactnessReport(dtype_name(dtype), not problems, problems)
 
@@ -633,4 +681,5 @@ def require_representable(values: Any, dtype: torch.dtype, what: str) -> None:
                 f"{what}: the value {v} is not exactly representable in {dtype_name(dtype)} "
                 f"({prec} significand bits, largest finite value {vmax:g}, integers exact up to 2^{prec}), "
                 f"so a tie there cannot be exact. Use smaller magnitudes / fewer fraction bits, or a wider "
-                f"dtype (float32/float64).")
+                f"dtype (float32/float64)."
+            )

@@ -1,12 +1,17 @@
 """A small reproduction of Park et al.'s experiments (002 L196-219, Table 2 L206-211) on a 2-core CPU.
 
-Scenario 1: fully connected nets (two hidden layers) with ReLU6 / HardTanh / HardSigmoid on scikit-learn's digits;
+Scenario 1: fully connected nets (two hidden layers) with ReLU6 / HardTanh / HardSigmoid on scikit-learn's
+digits;
 per step, kink touches and Theorem 5's exact rank premise at the touched layers.
-Scenario 2: mini-VGG, mini-VGG-BN, mini-ResNet on digits upsampled to 28x28 plus synthetic plateau images (constant
-blocks on a zero background); the :class:`~nsverify.monitor.Monitor` records, per pooling layer, the share of max
-operations with ties, the steps with non-trivial ties (S_j \\ T_j non-empty), the average |S_j \\ T_j| and whether
+Scenario 2: mini-VGG, mini-VGG-BN, mini-ResNet on digits upsampled to 28x28 plus synthetic plateau images
+(constant
+blocks on a zero background); the :class:`~nsverify.monitor.Monitor` records, per pooling layer, the share of
+max
+operations with ties, the steps with non-trivial ties (S_j \\ T_j non-empty), the average |S_j \\ T_j| and
+whether
 Algorithm 1 certified every step; the monitor's overhead is timed against plain training on the same batches.
 """
+
 from __future__ import annotations
 
 import time
@@ -37,9 +42,11 @@ def digits(size: int | None = None, plateau: int = 0, seed: int = 0):
         for i in range(plateau):
             for _ in range(int(py[i]) + 1):
                 h, w = torch.randint(3, size // 2, (2,), generator=g).tolist()
-                r, c = torch.randint(0, size - h, (1,), generator=g).item(), torch.randint(0, size - w, (1,),
-                                                                                           generator=g).item()
-                P[i, 0, r:r + h, c:c + w] = torch.randint(1, 5, (1,), generator=g).item() / 4
+                r, c = (
+                    torch.randint(0, size - h, (1,), generator=g).item(),
+                    torch.randint(0, size - w, (1,), generator=g).item(),
+                )
+                P[i, 0, r : r + h, c : c + w] = torch.randint(1, 5, (1,), generator=g).item() / 4
         X, y = torch.cat([X, P]), torch.cat([y, py])
     perm = torch.randperm(len(X), generator=torch.Generator().manual_seed(seed))
     return X[perm], y[perm]
@@ -50,16 +57,23 @@ ACTS = {"ReLU6": nn.ReLU6, "HardTanh": nn.Hardtanh, "HardSigmoid": nn.Hardsigmoi
 
 def fc_net(act: str, hidden=(64, 32)) -> nn.Module:
     A = ACTS[act]
-    return nn.Sequential(nn.Linear(64, hidden[0]), A(), nn.Linear(hidden[0], hidden[1]), A(),
-                         nn.Linear(hidden[1], 10))
+    return nn.Sequential(
+        nn.Linear(64, hidden[0]), A(), nn.Linear(hidden[0], hidden[1]), A(), nn.Linear(hidden[1], 10)
+    )
 
 
 def mini_vgg(bn: bool = False, width: int = 8) -> nn.Module:
     def block(cin, cout):
         layers = [nn.Conv2d(cin, cout, 3, padding=1)] + ([nn.BatchNorm2d(cout)] if bn else [])
         return layers + [nn.ReLU(), nn.MaxPool2d(2)]
-    return nn.Sequential(*block(1, width), *block(width, 2 * width), *block(2 * width, 2 * width), nn.Flatten(),
-                         nn.Linear(2 * width * 3 * 3, 10))
+
+    return nn.Sequential(
+        *block(1, width),
+        *block(width, 2 * width),
+        *block(2 * width, 2 * width),
+        nn.Flatten(),
+        nn.Linear(2 * width * 3 * 3, 10),
+    )
 
 
 class _Res(nn.Module):
@@ -75,16 +89,23 @@ class _Res(nn.Module):
 def mini_resnet(width: int = 8) -> nn.Module:
     """ResNet18's layout in miniature: conv-BN-ReLU-maxpool(3, 2, 1) stem (the only non-trivial max pool), one
     residual block, global average pooling."""
-    return nn.Sequential(nn.Conv2d(1, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
-                         nn.MaxPool2d(3, 2, 1), _Res(width), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                         nn.Linear(width, 10))
+    return nn.Sequential(
+        nn.Conv2d(1, width, 3, padding=1, bias=False),
+        nn.BatchNorm2d(width),
+        nn.ReLU(),
+        nn.MaxPool2d(3, 2, 1),
+        _Res(width),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(width, 10),
+    )
 
 
 def _batches(X, y, bs, steps):
     n = len(X)
     for s in range(steps):
         i = (s * bs) % (n - bs)
-        yield X[i:i + bs], y[i:i + bs]
+        yield X[i : i + bs], y[i : i + bs]
 
 
 def scenario1(steps: int = 56, batch: int = 32, seed: int = 0, progress=None) -> list[dict]:
@@ -111,19 +132,31 @@ def scenario1(steps: int = 56, batch: int = 32, seed: int = 0, progress=None) ->
             opt.zero_grad()
             sched.step()
         mon.close()
-        rows.append({"network": f"FC-{act}", "steps": steps, "kink_touches": touches,
-                     "touched_steps": touched_steps, "rank_ok_steps": rank_ok_steps,
-                     "correct": "yes" if rank_ok_steps == touched_steps else "not certified"})
+        rows.append(
+            {
+                "network": f"FC-{act}",
+                "steps": steps,
+                "kink_touches": touches,
+                "touched_steps": touched_steps,
+                "rank_ok_steps": rank_ok_steps,
+                "correct": "yes" if rank_ok_steps == touched_steps else "not certified",
+            }
+        )
         if progress:
             progress(f"scenario 1 {act}: {touches} kink touches")
     return rows
 
 
-NETS = {"mini-VGG": lambda: mini_vgg(False), "mini-VGG-BN": lambda: mini_vgg(True), "mini-ResNet": mini_resnet}
+NETS = {
+    "mini-VGG": lambda: mini_vgg(False),
+    "mini-VGG-BN": lambda: mini_vgg(True),
+    "mini-ResNet": mini_resnet,
+}
 
 
 def scenario2(steps: int = 12, batch: int = 64, seed: int = 0, progress=None, timing_steps: int = 6) -> dict:
-    """Table-2 statistics per network and pooling layer, plus monitor overhead (monitored / plain step time)."""
+    """Table-2 statistics per network and pooling layer, plus monitor overhead (monitored / plain step
+    time)."""
     X, y = digits(28, plateau=400, seed=seed)
     out = {"rows": [], "overhead": {}}
     for name, make in NETS.items():
@@ -141,11 +174,20 @@ def scenario2(steps: int = 12, batch: int = 64, seed: int = 0, progress=None, ti
         for s in mon.summary():
             if s["pool"] is None:
                 continue
-            out["rows"].append({"network": name, "pool": s["pool"], "max_ops": s["max_ops"],
-                                "tied": s["tied_max_ops"], "tie_share": s["tie_share"],
-                                "steps_nontrivial": s["steps_nontrivial"], "steps": total,
-                                "avg_nontrivial": s["avg_nontrivial"], "unchecked": s["unchecked"],
-                                "correct": "yes" if good == total else f"{good}/{total} certified"})
+            out["rows"].append(
+                {
+                    "network": name,
+                    "pool": s["pool"],
+                    "max_ops": s["max_ops"],
+                    "tied": s["tied_max_ops"],
+                    "tie_share": s["tie_share"],
+                    "steps_nontrivial": s["steps_nontrivial"],
+                    "steps": total,
+                    "avg_nontrivial": s["avg_nontrivial"],
+                    "unchecked": s["unchecked"],
+                    "correct": "yes" if good == total else f"{good}/{total} certified",
+                }
+            )
         mon.close()
         out["overhead"][name] = overhead(make, X, y, batch, timing_steps, seed)
         if progress:

@@ -1,7 +1,9 @@
-"""pytest plugin: Hypothesis profiles and options for running nsverify's property suite against a PyTorch build.
+"""pytest plugin: Hypothesis profiles and options for running nsverify's property suite against a PyTorch
+build.
 
 Registered through the ``pytest11`` entry point named ``nsverify.pytest_plugin`` (active once nsverify is
-installed); the repository's root ``conftest.py`` also lists it in ``pytest_plugins``, which pytest skips when the
+installed); the repository's root ``conftest.py`` also lists it in ``pytest_plugins``, which pytest skips when
+the
 entry point already registered it, so it is loaded exactly once either way.
 
 Options::
@@ -11,9 +13,11 @@ Options::
     --nsverify-dtype D1[,D2...]           dtypes the properties run in (default: float32,float64,bfloat16,
                                           plus float16 on CUDA)
 
-Profiles: ``dev`` (few random examples, fast feedback), ``ci`` (derandomized: the same examples every run, bounded
+Profiles: ``dev`` (few random examples, fast feedback), ``ci`` (derandomized: the same examples every run,
+bounded
 count, no example database), ``nightly`` (thousands of examples).
 """
+
 from __future__ import annotations
 
 import os
@@ -22,12 +26,20 @@ from hypothesis import HealthCheck, settings
 
 PROFILES = {
     "dev": dict(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow]),
-    "ci": dict(max_examples=25, deadline=None, derandomize=True, database=None, print_blob=False,
-               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                      HealthCheck.data_too_large]),
-    "nightly": dict(max_examples=2000, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                           HealthCheck.data_too_large]),
+    "ci": dict(
+        max_examples=25,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        print_blob=False,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
+    ),
+    "nightly": dict(
+        max_examples=2000,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
+    ),
 }
 DEFAULT_PROFILE = "ci"
 
@@ -57,13 +69,23 @@ ACTIVE = {"profile": DEFAULT_PROFILE, "device": "cpu", "dtypes": None}
 
 def pytest_addoption(parser):
     group = parser.getgroup("nsverify", "nsverify property suite")
-    group.addoption("--nsverify-profile", default=None, choices=sorted(PROFILES),
-                    help="Hypothesis profile for nsverify properties: dev, ci (default), nightly")
-    group.addoption("--nsverify-device", default=None,
-                    help="device the nsverify properties run on (cpu, cuda, cuda:1; default cpu)")
-    group.addoption("--nsverify-dtype", default=None,
-                    help="comma-separated dtypes for the nsverify properties (default float32,float64,bfloat16"
-                         " and float16 on CUDA)")
+    group.addoption(
+        "--nsverify-profile",
+        default=None,
+        choices=sorted(PROFILES),
+        help="Hypothesis profile for nsverify properties: dev, ci (default), nightly",
+    )
+    group.addoption(
+        "--nsverify-device",
+        default=None,
+        help="device the nsverify properties run on (cpu, cuda, cuda:1; default cpu)",
+    )
+    group.addoption(
+        "--nsverify-dtype",
+        default=None,
+        help="comma-separated dtypes for the nsverify properties (default float32,float64,bfloat16"
+        " and float16 on CUDA)",
+    )
 
 
 def pytest_configure(config):
@@ -96,8 +118,10 @@ def selected_dtypes():
 
 
 def pytest_report_header(config):
-    return (f"nsverify: profile={ACTIVE['profile']} device={ACTIVE['device']} "
-            f"dtypes={ACTIVE['dtypes'] or 'default'}")
+    return (
+        f"nsverify: profile={ACTIVE['profile']} device={ACTIVE['device']} "
+        f"dtypes={ACTIVE['dtypes'] or 'default'}"
+    )
 
 
 def pytest_generate_tests(metafunc):

@@ -16,6 +16,7 @@ All randomness goes through ``draw``; shrinking moves toward fewer layers, small
 integers (every size is an ``integers`` draw whose minimum is the simplest choice, every choice a
 ``sampled_from`` whose first element is the simplest).
 """
+
 from __future__ import annotations
 
 import math
@@ -55,8 +56,9 @@ TIE_KINDS = ("kink", "pool_equal", "pool_dup", "pool_dead")
 # ----------------------------------------------------------------------------------------------------------
 def dyadics(max_int: int = 4, frac_bits: int = 1) -> st.SearchStrategy[Fraction]:
     """k / 2^d with |k| <= max_int and 0 <= d <= frac_bits; shrinks toward 0 and small denominators."""
-    return st.builds(lambda k, d: Fraction(k, 1 << d), st.integers(-max_int, max_int),
-                     st.integers(0, frac_bits))
+    return st.builds(
+        lambda k, d: Fraction(k, 1 << d), st.integers(-max_int, max_int), st.integers(0, frac_bits)
+    )
 
 
 def dtypes(include=None, device=None) -> st.SearchStrategy[torch.dtype]:
@@ -80,8 +82,7 @@ def _default_activations() -> list[str]:
     """Registry elementwise primitives whose pieces are all polynomial (exactly evaluable), relu first."""
     from . import registry
 
-    names = [n for n in registry.names("elementwise")
-             if all(p.exact for p in registry.get(n).pieces)]
+    names = [n for n in registry.names("elementwise") if all(p.exact for p in registry.get(n).pieces)]
     names.sort(key=lambda n: (n != "relu", n))
     return names
 
@@ -95,17 +96,31 @@ def _check_activation(key: str) -> str:
 # networks
 # ----------------------------------------------------------------------------------------------------------
 @st.composite
-def networks(draw, depth=(1, 4), kinds=LAYER_KINDS, activations=None, pooling=("none", "trivial", "maxpool"),
-             bias_modes=("distinct", "none", "shared", "tied"), batch=(1, 4), losses=LOSSES, width=(1, 4),
-             residual: bool = True, frozen=(False,), max_int: int = 3, frac_bits: int = 1,
-             image=(3, 5)) -> NetSpec:
+def networks(
+    draw,
+    depth=(1, 4),
+    kinds=LAYER_KINDS,
+    activations=None,
+    pooling=("none", "trivial", "maxpool"),
+    bias_modes=("distinct", "none", "shared", "tied"),
+    batch=(1, 4),
+    losses=LOSSES,
+    width=(1, 4),
+    residual: bool = True,
+    frozen=(False,),
+    max_int: int = 3,
+    frac_bits: int = 1,
+    image=(3, 5),
+) -> NetSpec:
     """Draw a network specification with exact dyadic parameters.
 
     ``kinds``: allowed layer kinds; the input kind is drawn from them (linear layers only follow other layers'
     outputs, flattened). ``activations``: registry names or AD-variant keys (``"relu_s:1/2"``,
     ``"pl:hardsigmoid:left,left"``), default every exactly evaluable registry primitive plus ``identity``.
-    ``bias_modes``: any of ``distinct``, ``none``, ``shared``, ``tied`` (tied-negated rows, without a bias or with a
-    shared one). ``frozen``: allowed values of the frozen-weight flag (True = the weight is a constant, so only the
+    ``bias_modes``: any of ``distinct``, ``none``, ``shared``, ``tied`` (tied-negated rows, without a bias or
+    with a
+    shared one). ``frozen``: allowed values of the frozen-weight flag (True = the weight is a constant, so
+    only the
     bias is a parameter, as in Park's Lemma 3).
     """
     kinds = tuple(kinds)
@@ -127,8 +142,16 @@ def networks(draw, depth=(1, 4), kinds=LAYER_KINDS, activations=None, pooling=("
     layers = []
     val = dyadics(max_int, frac_bits)
     for li in range(n_layers):
-        kind = "linear" if len(shape) == 1 else draw(st.sampled_from(
-            [k for k in kinds if k == "linear" or len(shape) == (2 if k == "conv1d" else 3)] or ["linear"]))
+        kind = (
+            "linear"
+            if len(shape) == 1
+            else draw(
+                st.sampled_from(
+                    [k for k in kinds if k == "linear" or len(shape) == (2 if k == "conv1d" else 3)]
+                    or ["linear"]
+                )
+            )
+        )
         bias_mode = draw(st.sampled_from(list(bias_modes)), label=f"bias mode {li}")
         tied = bias_mode == "tied"
         if tied:
@@ -151,8 +174,11 @@ def networks(draw, depth=(1, 4), kinds=LAYER_KINDS, activations=None, pooling=("
         else:
             bshape = ()
         weight = tuple(draw(st.lists(val, min_size=math.prod(wshape), max_size=math.prod(wshape))))
-        bias = tuple(draw(st.lists(val, min_size=math.prod(bshape), max_size=math.prod(bshape)))) \
-            if bshape else ()
+        bias = (
+            tuple(draw(st.lists(val, min_size=math.prod(bshape), max_size=math.prod(bshape))))
+            if bshape
+            else ()
+        )
         act = draw(st.sampled_from(acts), label=f"activation {li}")
         pmode = draw(st.sampled_from(list(pooling)), label=f"pooling {li}")
         pool = None
@@ -167,8 +193,17 @@ def networks(draw, depth=(1, 4), kinds=LAYER_KINDS, activations=None, pooling=("
         zin_shape = (math.prod(shape),) if kind == "linear" else tuple(shape)
         res = residual and pre == zin_shape
         res = bool(res) and draw(st.booleans(), label=f"residual {li}")
-        layer = replace(layer, weight=weight, bias=bias, bshape=bshape, act=act, pool=pool, residual=res, tied=tied,
-                        frozen=fr)
+        layer = replace(
+            layer,
+            weight=weight,
+            bias=bias,
+            bshape=bshape,
+            act=act,
+            pool=pool,
+            residual=res,
+            tied=tied,
+            frozen=fr,
+        )
         layers.append(layer)
         shape = _out_shape_of(layer, shape)
     x = tuple(draw(st.lists(val, min_size=B * math.prod(in_shape), max_size=B * math.prod(in_shape))))
@@ -178,8 +213,16 @@ def networks(draw, depth=(1, 4), kinds=LAYER_KINDS, activations=None, pooling=("
         target = tuple(draw(st.lists(st.integers(0, n_out - 1), min_size=B, max_size=B)))
     else:
         target = tuple(draw(st.lists(val, min_size=B * n_out, max_size=B * n_out)))
-    return NetSpec(in_kind, in_shape, B, x, tuple(layers), loss, target,
-                   meta={"max_int": max_int, "frac_bits": frac_bits})
+    return NetSpec(
+        in_kind,
+        in_shape,
+        B,
+        x,
+        tuple(layers),
+        loss,
+        target,
+        meta={"max_int": max_int, "frac_bits": frac_bits},
+    )
 
 
 def _out_shape_of(layer, shape):
@@ -201,7 +244,9 @@ class _Editable:
         self.b = [list(L.bias) for L in spec.layers]
 
     def freeze(self) -> NetSpec:
-        layers = [replace(L, weight=tuple(w), bias=tuple(b)) for L, w, b in zip(self.spec.layers, self.w, self.b)]
+        layers = [
+            replace(L, weight=tuple(w), bias=tuple(b)) for L, w, b in zip(self.spec.layers, self.w, self.b)
+        ]
         return replace(self.spec, x=tuple(self.x), layers=tuple(layers))
 
 
@@ -265,7 +310,8 @@ def _chooser(draw):
 
 
 def retie(spec: NetSpec, kinks) -> NetSpec | None:
-    """Put each (layer, index, value) pre-activation back exactly on ``value`` with the first available adjuster
+    """Put each (layer, index, value) pre-activation back exactly on ``value`` with the first available
+    adjuster
     (deterministic; used when shrinking a counterexample). None when some site cannot be re-tied."""
     ed = _Editable(spec)
     used: set = set()
@@ -306,17 +352,23 @@ def _set_pre(choose, ed: _Editable, li: int, idx: tuple, target: Fraction, used:
 
 
 @st.composite
-def tie_points(draw, spec_strategy, ties=(1, 3), kinds=TIE_KINDS, dtype=torch.float32, device="cpu",
-               verify: bool = True) -> NetSpec:
+def tie_points(
+    draw, spec_strategy, ties=(1, 3), kinds=TIE_KINDS, dtype=torch.float32, device="cpu", verify: bool = True
+) -> NetSpec:
     """Draw a network from ``spec_strategy`` (a strategy or a fixed NetSpec) and force 1..n exact ties.
 
-    ``kinds``: ``kink`` (a pre-activation exactly at a breakpoint of its activation), ``pool_equal`` (two entries
-    of a max-pool window equal to the window's maximum), ``pool_dup`` (duplicated receptive fields: a copied input
+    ``kinds``: ``kink`` (a pre-activation exactly at a breakpoint of its activation), ``pool_equal`` (two
+    entries
+    of a max-pool window equal to the window's maximum), ``pool_dup`` (duplicated receptive fields: a copied
+    input
     patch for a first-layer convolution, a duplicated weight row + bias for a linear layer), ``pool_dead``
-    (every entry of a window on the activation's flat lower piece). The returned spec lists the forced sites in
-    ``spec.forced``; every forced site is re-found by exact evaluation, and with ``verify`` the float forward in
+    (every entry of a window on the activation's flat lower piece). The returned spec lists the forced sites
+    in
+    ``spec.forced``; every forced site is re-found by exact evaluation, and with ``verify`` the float forward
+    in
     ``dtype`` reproduces every exact value up to the deepest forced layer (else the draw is rejected).
-    Raises :class:`~nsverify.errors.InexactError` when the pattern can never be exact in ``dtype`` (e.g. a kink
+    Raises :class:`~nsverify.errors.InexactError` when the pattern can never be exact in ``dtype`` (e.g. a
+    kink
     value or a parameter range outside the dtype's exact range).
     """
     dtype = parse_dtype(dtype)
@@ -393,8 +445,11 @@ def _force(draw, ed: _Editable, li: int, kind: str, used: set):
                 return None
         value = L.activation.exact(low)
         return Site("pool", li, (b, *oidx), value, tuple((b, *m) for m in members), how="dead")
-    p, q = sorted(draw(st.lists(st.integers(0, len(members) - 1), min_size=2, max_size=2, unique=True),
-                       label="tied pair"))
+    p, q = sorted(
+        draw(
+            st.lists(st.integers(0, len(members) - 1), min_size=2, max_size=2, unique=True), label="tied pair"
+        )
+    )
     mp, mq = (b, *members[p]), (b, *members[q])
     if kind == "pool_equal":
         a = trace.a[li]
@@ -422,8 +477,9 @@ def _force(draw, ed: _Editable, li: int, kind: str, used: set):
                     dst = (b, cin, *[a + c for a, c in zip(mq[2:], off)])
                     ed.x[int(np.ravel_multi_index(dst, xs))] = ed.x[int(np.ravel_multi_index(src, xs))]
             if L.bias_mode == "distinct":
-                ed.b[li][int(np.ravel_multi_index(mq[1:], L.bshape))] = \
-                    ed.b[li][int(np.ravel_multi_index(mp[1:], L.bshape))]
+                ed.b[li][int(np.ravel_multi_index(mq[1:], L.bshape))] = ed.b[li][
+                    int(np.ravel_multi_index(mp[1:], L.bshape))
+                ]
         how = "duplicated"
         # make the duplicated pair the window maximum: lift both to the top pre-activation when possible
         t2 = exact_forward(ed.freeze())
@@ -460,14 +516,17 @@ def exact_range_check(max_int: int, frac_bits: int, dtype) -> None:
         raise InexactError(
             f"values up to {max_int} with {frac_bits} fraction bits need {need} significand bits, but "
             f"{dtype_name(dtype)} has {prec} (largest finite value {vmax:g}): ties there cannot be exact. "
-            f"Lower max_int/frac_bits or use float32/float64.")
+            f"Lower max_int/frac_bits or use float32/float64."
+        )
 
 
 @st.composite
 def near_ties(draw, spec_strategy, ulps=(1, 4), dtype=torch.float32, device="cpu") -> NetSpec:
-    """A forced kink moved ``k`` ulps (of ``dtype``, at the kink) away, k drawn from ``ulps`` with a random sign.
+    """A forced kink moved ``k`` ulps (of ``dtype``, at the kink) away, k drawn from ``ulps`` with a random
+    sign.
 
-    The returned spec is exact in ``Fraction`` (``spec.meta["offsets"]``: the exact offsets); whether the float
+    The returned spec is exact in ``Fraction`` (``spec.meta["offsets"]``: the exact offsets); whether the
+    float
     computation in ``dtype`` still lands on the kink (a tie created by rounding) is recorded in
     ``spec.meta["float_on_kink"]``.
     """
@@ -486,8 +545,16 @@ def near_ties(draw, spec_strategy, ulps=(1, 4), dtype=torch.float32, device="cpu
         out.build(dtype, device)(out.inputs(dtype, device), record=rec)
     got = rec[site.layer][0][site.index].item()
     moved = Site("near", site.layer, site.index, target, how=f"{k:+d} ulp of {site.value}")
-    return replace(out, forced=(moved,), meta={"offsets": [k * step], "kink": site.value,
-                                               "float_value": got, "float_on_kink": Fraction(got) == site.value})
+    return replace(
+        out,
+        forced=(moved,),
+        meta={
+            "offsets": [k * step],
+            "kink": site.value,
+            "float_value": got,
+            "float_on_kink": Fraction(got) == site.value,
+        },
+    )
 
 
 def ulp(v: Fraction, dtype: torch.dtype) -> Fraction:
@@ -505,5 +572,16 @@ def ulp(v: Fraction, dtype: torch.dtype) -> Fraction:
     return Fraction(2) ** max(e - prec + 1, _MIN_EXP[dtype])
 
 
-__all__ = ["networks", "tie_points", "near_ties", "dtypes", "devices", "dyadics", "exact_range_check", "ulp",
-           "NetSpec", "Site", "InexactError"]
+__all__ = [
+    "networks",
+    "tie_points",
+    "near_ties",
+    "dtypes",
+    "devices",
+    "dyadics",
+    "exact_range_check",
+    "ulp",
+    "NetSpec",
+    "Site",
+    "InexactError",
+]

@@ -3,6 +3,7 @@
 * With no pre-activation exactly at 0 in the float computation, backprop with ReLU'(0) = s is bitwise
   independent of s, in every dtype.
 * With exact zeros confined to one layer, the exact AD is affine in s (and float64 autograd reproduces it)."""
+
 from dataclasses import replace
 from fractions import Fraction
 
@@ -18,8 +19,9 @@ S_VALUES = ("0", "1/2", "1", "3")
 
 
 def _with_s(spec, s: str):
-    return replace(spec, layers=tuple(replace(L, act=f"relu_s:{s}") if L.act == "relu" else L
-                                      for L in spec.layers))
+    return replace(
+        spec, layers=tuple(replace(L, act=f"relu_s:{s}") if L.act == "relu" else L for L in spec.layers)
+    )
 
 
 def _grad(spec, dtype, device, record=None):
@@ -31,8 +33,16 @@ def _grad(spec, dtype, device, record=None):
     return grad_of(fn, w)
 
 
-@given(spec=networks(depth=(1, 3), activations=("relu",), losses=("linear", "squared"), max_int=7, frac_bits=3,
-                     pooling=("none", "maxpool")))
+@given(
+    spec=networks(
+        depth=(1, 3),
+        activations=("relu",),
+        losses=("linear", "squared"),
+        max_int=7,
+        frac_bits=3,
+        pooling=("none", "maxpool"),
+    )
+)
 def test_no_zero_preactivation_backprop_independent_of_s(spec, nsverify_dtype, nsverify_device):
     rec: list = []
     base = _grad(_with_s(spec, "0"), nsverify_dtype, nsverify_device, record=rec)
@@ -45,8 +55,13 @@ def test_no_zero_preactivation_backprop_independent_of_s(spec, nsverify_dtype, n
 
 @given(st.data())
 def test_zeros_in_one_layer_ad_affine_in_s(data):
-    spec = data.draw(tie_points(networks(depth=(1, 3), activations=("relu",), losses=("linear", "squared"),
-                                         pooling=("none",)), kinds=("kink",), dtype=torch.float64))
+    spec = data.draw(
+        tie_points(
+            networks(depth=(1, 3), activations=("relu",), losses=("linear", "squared"), pooling=("none",)),
+            kinds=("kink",),
+            dtype=torch.float64,
+        )
+    )
     layers = {s.layer for s in spec.sites() if s.kind == "kink"}
     assume(len(layers) == 1)  # premise: every exact zero lies in one layer
     fn, w = spec.loss_fn(torch.float64)

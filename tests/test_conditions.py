@@ -1,4 +1,5 @@
 """nsverify.conditions: Condition 1/2 detection, common lambda, exact rank, Algorithm 1's bounded LP."""
+
 from dataclasses import replace
 from fractions import Fraction as F
 
@@ -13,11 +14,24 @@ from nsverify.errors import UnsupportedOpError
 from nsverify.netspec import Pool
 
 
-@pytest.mark.parametrize("act, lam", [("relu", F(1)), ("leaky_relu", F(1)), ("abs", F(1, 2)), ("relu6", None),
-                                      ("hardtanh", None), ("hardsigmoid", None), ("clamp", None),
-                                      ("relu_s:1/2", F(1, 2)), ("relu_s:1", F(0)), ("relu_s:2", None),
-                                      ("pl:relu6:left,left", F(1)), ("pl:hardsigmoid:right,right", F(0)),
-                                      ("identity", F(1))])
+@pytest.mark.parametrize(
+    "act, lam",
+    [
+        ("relu", F(1)),
+        ("leaky_relu", F(1)),
+        ("abs", F(1, 2)),
+        ("relu6", None),
+        ("hardtanh", None),
+        ("hardsigmoid", None),
+        ("clamp", None),
+        ("relu_s:1/2", F(1, 2)),
+        ("relu_s:1", F(0)),
+        ("relu_s:2", None),
+        ("pl:relu6:left,left", F(1)),
+        ("pl:hardsigmoid:right,right", F(0)),
+        ("identity", F(1)),
+    ],
+)
 def test_common_lambda(act, lam):
     assert C.common_lambda(act) == lam
 
@@ -32,8 +46,15 @@ def test_detect_fully_connected_relu6():
 
 
 def test_detect_conv_maxpool_and_trivial_pool():
-    m = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                      nn.Linear(4 * 3 * 3, 2, bias=False), nn.ReLU())
+    m = nn.Sequential(
+        nn.Conv2d(1, 4, 3),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(4 * 3 * 3, 2, bias=False),
+        nn.ReLU(),
+    )
     cond = C.detect(m)
     assert [(L.bias, L.pool) for L in cond.layers] == [("shared", "nontrivial"), ("none", "none")]
     assert not cond.theorems()["theorem6"]
@@ -97,9 +118,21 @@ def test_algorithm1_on_paper_lemma7_and_its_twin():
     assert not pr.theorem8
     # twin: untied rows with distinct biases: the tie is non-trivial but P_1 is non-empty (Theorem 8 applies)
     L = park.PAPER_CASES["lemma7"].layers[0]
-    twin = replace(park.PAPER_CASES["lemma7"],
-                   layers=(replace(L, tied=False, wshape=(4, 1), weight=(F(0),) * 4, bias_mode="distinct",
-                                   bias=(F(0),) * 4, bshape=(4,), pool=Pool(2, 2)),))
+    twin = replace(
+        park.PAPER_CASES["lemma7"],
+        layers=(
+            replace(
+                L,
+                tied=False,
+                wshape=(4, 1),
+                weight=(F(0),) * 4,
+                bias_mode="distinct",
+                bias=(F(0),) * 4,
+                bshape=(4,),
+                pool=Pool(2, 2),
+            ),
+        ),
+    )
     pr2 = C.spec_premises(twin)
     assert pr2.algorithm1[0].status == "nonempty" and pr2.theorem8
     assert park.verdict(twin).status == "member"

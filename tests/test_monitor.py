@@ -1,4 +1,5 @@
 """nsverify.monitor: hooks on supported modules, tie/kink statistics, premise checks, clear errors."""
+
 import pytest
 import torch
 from torch import nn
@@ -16,8 +17,9 @@ def _step(model, mon, x, t):
 
 def test_dead_and_duplicated_windows_are_trivial_ties():
     torch.manual_seed(0)
-    m = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(3, 2, 1), nn.Flatten(),
-                      nn.Linear(2 * 4 * 4, 3))
+    m = nn.Sequential(
+        nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(3, 2, 1), nn.Flatten(), nn.Linear(2 * 4 * 4, 3)
+    )
     x = torch.zeros(2, 1, 8, 8)
     x[:, :, 2:6, 2:6] = 1.0  # a plateau: identical patches inside, zero background outside
     with Monitor(m) as mon:
@@ -77,7 +79,9 @@ def test_summary_table2_quantities():
     assert s["max_ops"] == 2 * 2 * 2 * 3 * 3 and s["tie_share"] == 1.0 and mon.correct_steps() == (2, 2)
 
 
-@pytest.mark.parametrize("layer, match", [(nn.LSTM(3, 3), "LSTM"), (nn.MultiheadAttention(3, 1), "Multihead")])
+@pytest.mark.parametrize(
+    "layer, match", [(nn.LSTM(3, 3), "LSTM"), (nn.MultiheadAttention(3, 1), "Multihead")]
+)
 def test_unsupported_layers_are_clear_errors(layer, match):
     m = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), layer)
     with pytest.raises(UnsupportedOpError, match=match):

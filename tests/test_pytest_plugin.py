@@ -1,4 +1,6 @@
-"""The nsverify pytest plugin is registered exactly once (entry point or root conftest) and sets the profile."""
+"""The nsverify pytest plugin is registered exactly once (entry point or root conftest) and sets the
+profile."""
+
 import hypothesis
 
 

@@ -1,4 +1,5 @@
 """nsverify.strategies / nsverify.netspec: exact ties, exactness in every dtype, shrinking, bad input."""
+
 from fractions import Fraction
 
 import pytest
@@ -15,9 +16,18 @@ FAST = settings(max_examples=15, deadline=None, suppress_health_check=list(Healt
 
 def first(strategy, cond=lambda s: True, n=200):
     """The first generated example satisfying cond (no shrinking: fast)."""
-    return find(strategy, cond, settings=settings(max_examples=n, database=None, deadline=None,
-                                                  phases=[Phase.generate], derandomize=True,
-                                                  suppress_health_check=list(HealthCheck)))
+    return find(
+        strategy,
+        cond,
+        settings=settings(
+            max_examples=n,
+            database=None,
+            deadline=None,
+            phases=[Phase.generate],
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
 
 
 def test_representable_edges():
@@ -49,8 +59,11 @@ def test_forced_ties_are_exact_in_fraction_and_dtype(data):
 
 
 def test_float16_ties_exact_when_checked():
-    spec = first(tie_points(networks(depth=(1, 1), kinds=("linear",), batch=(1, 2)), kinds=("kink",),
-                            dtype=torch.float16))
+    spec = first(
+        tie_points(
+            networks(depth=(1, 1), kinds=("linear",), batch=(1, 2)), kinds=("kink",), dtype=torch.float16
+        )
+    )
     assert spec.dtype_checked == "float16"
     rec: list = []
     with torch.no_grad():
@@ -61,8 +74,11 @@ def test_float16_ties_exact_when_checked():
 
 @pytest.mark.parametrize("kind", ["pool_equal", "pool_dup", "pool_dead"])
 def test_pool_tie_kinds(kind):
-    spec = first(tie_points(networks(depth=(1, 2), pooling=("maxpool",), activations=("relu",)),
-                            kinds=(kind,), ties=(1, 1)))
+    spec = first(
+        tie_points(
+            networks(depth=(1, 2), pooling=("maxpool",), activations=("relu",)), kinds=(kind,), ties=(1, 1)
+        )
+    )
     (site,) = spec.forced
     assert site.kind == "pool" and len(site.members) >= 2
     trace = spec.exact()
@@ -73,8 +89,10 @@ def test_pool_tie_kinds(kind):
 
 
 def test_several_ties_across_layers():
-    spec = first(tie_points(networks(depth=(2, 3), activations=("relu",)), ties=(2, 3), kinds=("kink",)),
-                 lambda s: len({t.layer for t in s.forced}) >= 2 and len(s.forced) >= 2)
+    spec = first(
+        tie_points(networks(depth=(2, 3), activations=("relu",)), ties=(2, 3), kinds=("kink",)),
+        lambda s: len({t.layer for t in s.forced}) >= 2 and len(s.forced) >= 2,
+    )
     assert len(spec.forced) >= 2
 
 
@@ -86,8 +104,11 @@ def test_shrinks_to_minimal_network():
 
 
 def test_shrinks_toward_fewer_ties():
-    spec = find(tie_points(networks(depth=(1, 2), batch=(1, 2))), lambda s: True,
-                settings=settings(database=None, suppress_health_check=list(HealthCheck)))
+    spec = find(
+        tie_points(networks(depth=(1, 2), batch=(1, 2))),
+        lambda s: True,
+        settings=settings(database=None, suppress_health_check=list(HealthCheck)),
+    )
     assert len(spec.forced) == 1 and len(spec.layers) == 1
 
 
@@ -117,7 +138,9 @@ def test_dtypes_and_devices():
     assert find(dtypes(), lambda d: True) == torch.float32
     assert "cpu" == find(devices(), lambda d: True)
     if not torch.cuda.is_available():
-        with pytest.raises(Exception):
+        from hypothesis.errors import NoSuchExample
+
+        with pytest.raises(NoSuchExample):
             find(devices(), lambda d: d == "cuda", settings=settings(max_examples=20, database=None))
 
 
