@@ -117,10 +117,17 @@ def _dynamic_guard(fn, dynamic: bool):
 # ReLU with ReLU'(0) = s
 # ----------------------------------------------------------------------------------------------------
 def _relu_s_derivative_apply(x, g, s):
-    """g * (1[x>0] + s 1[x==0]), with NaN inputs propagating g like PyTorch's threshold_backward."""
-    zero = torch.zeros((), dtype=g.dtype, device=g.device)
-    at_kink = g * s if s != 1 else g
-    return torch.where(x == 0, at_kink if s != 0 else zero, torch.where(x < 0, zero, g))
+    """g * (1[x>0] + s 1[x==0]); NaN inputs propagate g like PyTorch's threshold_backward.
+
+    PyTorch's own fused kernel does the x != 0 part; the zero entries (rare in real data) are patched only
+    when present (always, under vmap/tracing, where their presence cannot be inspected)."""
+    out = torch.ops.aten.threshold_backward(g, x, 0)
+    if s == 0:
+        return out
+    at_zero = x == 0
+    if not _might_be_true(at_zero):
+        return out
+    return torch.where(at_zero, g * s if s != 1 else g, out)
 
 
 class _ReLUS(torch.autograd.Function):
@@ -311,16 +318,23 @@ class _TieWindows:
             self.view_shape = (n, c, ho, k[0], wo, k[1])
             self.win_shape = (n, c, ho, 1, wo, 1)
             xv = x[..., : ho * k[0], : wo * k[1]].reshape(self.view_shape)
-            # plain tensors: compare straight into a float buffer, later scaled in place (fewest passes);
-            # functorch-wrapped ones (vmap, grad) cannot take out=/in-place: the same values, out of place
+            # a bool compare then one conversion is faster than comparing into a float buffer (measured);
+            # the float mask is later scaled in place into the gradient, except for functorch-wrapped
+            # tensors (vmap, grad), which cannot be written in place
             self.plain = not _is_wrapped(x)
-            if self.plain:
-                self.maskf = torch.empty(self.view_shape, dtype=x.dtype, device=x.device)
-                torch.eq(xv, out.reshape(self.win_shape), out=self.maskf)
+            mask = xv == out.reshape(self.win_shape)
+            self.maskf = mask.to(x.dtype)
+            if k[0] * k[1] < 256:  # tie counts as uint8 sums of the k*k strided mask slices (cheapest)
+                mu = mask.view(torch.uint8)
+                count = mu[:, :, :, 0, :, 0].clone()
+                for a in range(k[0]):
+                    for b in range(k[1]):
+                        if a or b:
+                            count += mu[:, :, :, a, :, b]
+                self.count = count.reshape(n, c, ho, wo)
             else:
-                self.maskf = (xv == out.reshape(self.win_shape)).to(x.dtype)
-            flat = self.maskf.reshape(n, c, ho * k[0], wo * k[1])
-            self.count = F.avg_pool2d(flat, k, divisor_override=1)
+                flat = self.maskf.reshape(n, c, ho * k[0], wo * k[1])
+                self.count = F.avg_pool2d(flat, k, divisor_override=1)
         else:
             hp = (ho - 1) * s[0] + d[0] * (k[0] - 1) + 1
             wp = (wo - 1) * s[1] + d[1] * (k[1] - 1) + 1
@@ -531,7 +545,20 @@ class _NormPool2d(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         x, k, program = inputs
         ctx.save_for_backward(x, output)
+        ctx.save_for_forward(x, output)
         ctx.k, ctx.program = k, program
+
+    @staticmethod
+    def jvp(ctx, t, _k, _p):
+        x, out = ctx.saved_tensors
+        k = ctx.k
+        n, c, ho, wo = out.shape
+        crop = lambda a: a[..., : ho * k[0], : wo * k[1]].reshape(n, c, ho, k[0], wo, k[1])  # noqa: E731
+        xv, tv = crop(x), crop(t)
+        zero_win = out == 0
+        smooth = (xv * tv).sum((3, 5)) / torch.where(zero_win, 1, out)
+        at_zero = tv[:, :, :, 0, :, 0] if _resolve(ctx.program, "normpool") == "Q" else torch.zeros_like(out)
+        return torch.where(zero_win, at_zero, smooth)
 
     @staticmethod
     def backward(ctx, g):

@@ -11,6 +11,7 @@ from .errors import NsverifyError
 #: modules providing ``register_cli(subparsers)``; each sets ``func`` on its parser via set_defaults
 COMMAND_MODULES = [
     "nsverify.report.cli",
+    "nsverify.conventions",
 ]
 
 

@@ -172,6 +172,8 @@ class TieCase:
     extra: dict = field(default_factory=dict)
     #: the op's outputs as selection windows (see :class:`Window`), for exact directional derivatives
     windows: tuple = ()
+    #: per-mode exceptions to ``torch_rule`` (e.g. {"jvp": "last"}): forward mode may pick another piece
+    mode_rules: dict = field(default_factory=dict)
 
     @property
     def weights(self) -> Vec:
@@ -521,7 +523,7 @@ def bouligand_pieces(values: Vec, windows: Sequence[Window], weights: Vec) -> tu
 
 
 def selection_case(label: str, values, shape, windows: Sequence[Window], torch_rule: str,
-                   cotangent=None, **extra) -> TieCase:
+                   cotangent=None, mode_rules: dict | None = None, **extra) -> TieCase:
     """Build a TieCase from exact input values and the op's windows (pieces and rules computed exactly)."""
     vals = as_fraction_vec(values)
     weights = as_fraction_vec(cotangent) if cotangent is not None else (F(1),) * len(windows)
@@ -531,7 +533,7 @@ def selection_case(label: str, values, shape, windows: Sequence[Window], torch_r
                    pieces=bouligand_pieces(vals, windows, weights),
                    rules=rule_vectors(vals, windows, weights), torch_rule=torch_rule,
                    cotangent=None if cotangent is None else weights, extra=dict(extra),
-                   windows=tuple(windows))
+                   windows=tuple(windows), mode_rules=dict(mode_rules or {}))
 
 
 def _pool_windows_2d(h, w, **geom) -> list[Window]:
@@ -607,10 +609,11 @@ def _selection_entries():
     yield Selection("clamp_tensor", (), lambda t: torch.clamp(t[0], t[1], t[2]), "other", lambda: (
         case("x == min, x == max", [0, 1, 2, 0, 0, 0, 1, 1, 3], (3, 3), med3(3), "other",
              cotangent=[1, 2, 3]),
-        case("min == max > x", [2, 3, 3], (3, 1), med3(1), "other")),
+        case("min == max > x", [2, 3, 3], (3, 1), med3(1), "other", mode_rules={"jvp": "last"})),
         packing="triple", doc="torch.clamp(x, min_tensor, max_tensor) (aten.clamp.Tensor): the whole "
         "gradient goes to x at x == min or x == max (like the scalar clamp); when min == max > x it is 0 for "
-        "every input, outside the Clarke set conv{e_min, e_max} (measured, torch 2.13 CPU)")
+        "every input, outside the Clarke set conv{e_min, e_max}, while forward mode (jvp) returns e_min, "
+        "inside it (measured, torch 2.13 CPU)")
 
 
 def _reduction_cases(d: str):

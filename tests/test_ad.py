@@ -365,6 +365,12 @@ def test_normpool_programs():
     assert torch.equal(gp.flatten(), want)
     want[0] = 1.0
     assert torch.equal(gq.flatten(), want)
+    # forward mode: the same Jacobian rows applied to a tangent (window j = columns 2j, 2j+1)
+    tangent = torch.arange(1.0, 9.0).reshape(x.shape)
+    for prog, g in [("P", gp), ("Q", gq)]:
+        _, jv = torch.func.jvp(lambda t, prog=prog: ad.normpool2d(t, 2, prog), (x.detach(),), (tangent,))
+        prod = (g * tangent).reshape(2, 2, 2)  # rows, windows, columns in the window
+        assert torch.allclose(jv.flatten(), prod.sum((0, 2)))
 
 
 def test_max_relu_choices():

@@ -1,0 +1,105 @@
+"""Report section: the conventions matrix (what PyTorch's AD returns at every registry kink and tie)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..report import section, table
+
+DTYPES = ("float16", "bfloat16", "float32", "float64")
+GPU_DATA = Path(__file__).resolve().parents[1] / "data" / "gpu" / "conventions.json"
+
+
+def _rule_summary(rs) -> str:
+    rules = sorted({r.rule for r in rs})
+    return rules[0] if len(rules) == 1 else "/".join(rules) + " *"
+
+
+@section("conventions", "Conventions matrix: PyTorch's derivative at kinks and ties", order=10,
+         description="every registry primitive x 4 dtypes x eager/func/jvp on CPU (+ compile)")
+def conventions_section(ctx) -> dict:
+    from .. import conventions as cv
+
+    results = cv.run_matrix(None, DTYPES, ["cpu"], ["eager", "func", "jvp"], progress=ctx.progress)
+    # torch.compile costs about a minute per dtype on a small CPU: quick mode compiles float32 only
+    compile_dtypes = ("float32",) if ctx.quick else DTYPES
+    results += cv.run_matrix(None, compile_dtypes, ["cpu"], ["compile"], progress=ctx.progress)
+
+    by_case: dict = {}
+    for r in results:
+        by_case.setdefault((r.op, r.case), []).append(r)
+    rows = []
+    for (op, case), rs in by_case.items():
+        f32 = next((r for r in rs if r.dtype == "float32" and r.mode == "eager"), rs[0])
+        per_mode = [_rule_summary([r for r in rs if r.mode == m]) or "-" for m in cv.MODES]
+        rows.append([op, case, f32.expected, ", ".join(f"{v:.4g}" for v in f32.derivative[:8]), f32.in_clarke]
+                    + per_mode + [sum(r.as_expected for r in rs), len(rs)])
+    unexpected = [r for r in results if not r.as_expected]
+    diffs = cv.differences(results)
+    compile_vs_eager = cv.differences([r for r in results if r.mode in ("eager", "compile")
+                                       and r.dtype in compile_dtypes])
+    ops = sorted({r.op for r in results})
+    tables = [table("Rule per primitive and case (CPU; a '*' marks rules that differ across dtypes)",
+                    ["op", "case", "expected", "derivative (fp32 eager)", "in Clarke set"] + list(cv.MODES)
+                    + ["as expected", "evaluations"], rows)]
+    if diffs:
+        tables.append(table("Cases whose rule differs across dtypes/modes/devices",
+                            ["op", "case", "rules"],
+                            [[d["op"], d["case"], "; ".join(f"{k}: {v}" for k, v in d["rules"].items())]
+                             for d in diffs]))
+    claims = [
+        {"claim": "NOTES.md section 2 (kink/tie rules) on torch CPU, fp16/bf16/fp32/fp64, eager/func/jvp",
+         "measured": f"{len(unexpected)} of {len(results)} evaluations differ from the expected rule",
+         "held": not unexpected},
+        {"claim": "torch.compile matches eager at every kink and tie",
+         "measured": f"{len(compile_vs_eager)} cases differ (compiled dtypes: {', '.join(compile_dtypes)})",
+         "held": not compile_vs_eager},
+    ]
+    outside = sorted({(r.op, r.case) for r in results if r.in_clarke == "no"})
+    gpu = _gpu_part(cv, results)
+    if gpu:
+        tables.append(gpu["table"])
+        claims.append(gpu["claim"])
+        results_gpu = gpu.get("results", [])
+    else:
+        results_gpu = []
+    summary = (f"{len(ops)} primitives, {len(by_case)} kinks/tie cases, {len(results)} evaluations on CPU "
+               f"({', '.join(DTYPES)}; eager, torch.func.grad, jvp; "
+               f"compile for {', '.join(compile_dtypes)}). "
+               f"{len(unexpected)} differ from the expected rule; {len(diffs)} cases differ across columns. "
+               f"Outside the Clarke set: {', '.join(f'{o} ({c})' for o, c in outside) or 'none'}."
+               + ("" if gpu else " No GPU data (nsverify/data/gpu/conventions.json) yet."))
+    metrics = cv.metrics(results) + cv.metrics(results_gpu) + [
+        {"key": "unexpected_rules", "kind": "counterexample", "value": len(unexpected)},
+        {"key": "outside_clarke_cases", "kind": "info", "value": len(outside)},
+    ]
+    return {"summary": summary, "tables": tables, "claims": claims,
+            "data": {"metrics": metrics, "differences": diffs,
+                     "unexpected": [vars(r) for r in unexpected]}}
+
+
+def _gpu_part(cv, cpu_results) -> dict | None:
+    """Compare with the GPU run committed under nsverify/data/gpu/conventions.json, if present."""
+    if not GPU_DATA.exists():
+        return None
+    try:
+        data = json.loads(GPU_DATA.read_text())
+        gpu = [cv.Result(**{k: v for k, v in r.items() if k in cv.Result.__dataclass_fields__})
+               for r in data["results"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return {"table": table("GPU data", ["problem"], [[f"unreadable {GPU_DATA.name}: {exc}"]]),
+                "claim": {"claim": "GPU conventions readable", "measured": str(exc), "held": False}}
+    cpu = {(r.op, r.case, r.dtype, r.mode): r.rule for r in cpu_results}
+    rows, differ = [], 0
+    for r in gpu:
+        c = cpu.get((r.op, r.case, r.dtype, r.mode))
+        if c is not None and c != r.rule:
+            differ += 1
+            rows.append([r.op, r.case, r.dtype, r.mode, c, r.rule])
+    meta = data.get("meta", {})
+    title = (f"CUDA vs CPU ({meta.get('device_name', 'GPU')}, torch {data.get('torch')}): "
+             f"{differ} differing evaluations")
+    return {"results": gpu, "table": table(title, ["op", "case", "dtype", "mode", "cpu", "cuda"], rows),
+            "claim": {"claim": "CUDA conventions equal CPU conventions (NOTES.md section 2)",
+                      "measured": f"{differ} of {len(gpu)} GPU evaluations differ from CPU",
+                      "held": differ == 0}}

@@ -1,0 +1,210 @@
+"""The conventions matrix reproduces NOTES.md section 2 on this CPU build; bad input gives clear errors."""
+import json
+from fractions import Fraction
+
+import pytest
+import torch
+
+from nsverify import conventions as cv
+from nsverify import registry
+from nsverify.cli import main
+from nsverify.errors import DeviceUnavailableError, NsverifyError, UnknownOpError, UnsupportedDtypeError
+
+ALL_DTYPES = ["float16", "bfloat16", "float32", "float64"]
+
+
+@pytest.fixture(scope="module")
+def eager_all_dtypes():
+    return cv.run_matrix(None, ALL_DTYPES, ["cpu"], ["eager"])
+
+
+def _rule(results, op, case=None, **kw):
+    rs = [r for r in results if r.op == op and (case is None or r.case == case)
+          and all(getattr(r, k) == v for k, v in kw.items())]
+    assert rs, (op, case, kw)
+    return {r.rule for r in rs}
+
+
+def test_notes_section_2_table_eager_every_dtype(eager_all_dtypes):
+    res = eager_all_dtypes
+    assert _rule(res, "relu") == {"left"}
+    for op in ["relu6", "hardtanh", "hardsigmoid", "hardswish"]:
+        lo, hi = registry.get(op).breakpoints
+        assert _rule(res, op, f"x={lo}") == {"left"} and _rule(res, op, f"x={hi}") == {"right"}, op
+    assert _rule(res, "leaky_relu") == {"left"}
+    assert _rule(res, "abs") == {"even"}
+    assert _rule(res, "clamp", "x=0") == {"right"} and _rule(res, "clamp", "x=1") == {"left"}  # "inside"
+    assert _rule(res, "maximum") == {"even"} and _rule(res, "minimum") == {"even"}
+    for op in ["amax", "amin", "max", "min"]:
+        assert _rule(res, op) == {"even"}, op
+    assert _rule(res, "max_dim") == {"first"} and _rule(res, "min_dim") == {"first"}
+    for op in ["max_pool1d", "max_pool2d", "adaptive_max_pool2d"]:
+        assert _rule(res, op) == {"first"}, op
+    # the derivative values themselves: relu6/hardtanh/hardsigmoid give 0 at both kinks, hardswish 0 and 1,
+    # clamp 1 and 1 (differs from hardtanh)
+    vals = {(r.op, r.case): r.derivative for r in res if r.dtype == "float32"}
+    assert vals[("hardswish", "x=-3")] == [0.0] and vals[("hardswish", "x=3")] == [1.0]
+    assert vals[("clamp", "x=0")] == [1.0] and vals[("hardtanh", "x=-1")] == [0.0]
+    assert vals[("amax", "3 ties")][0] == pytest.approx(1 / 3)
+    bad = [(r.op, r.case, r.dtype, r.rule) for r in res if not r.as_expected]
+    assert not bad
+
+
+def test_func_and_jvp_modes(eager_all_dtypes):
+    res = cv.run_matrix(None, ["float32", "bfloat16"], ["cpu"], ["func", "jvp"])
+    assert all(r.error is None for r in res)
+    assert all(r.as_expected for r in res), [(r.op, r.case, r.mode, r.rule) for r in res if not r.as_expected]
+    eager = {(r.op, r.case, r.dtype): r.rule for r in eager_all_dtypes}
+    for r in res:
+        if r.mode == "func":
+            assert r.rule == eager[(r.op, r.case, r.dtype)]
+    # forward mode at a kink is linear: it cannot equal both one-sided directional derivatives
+    relu = [r for r in res if r.op == "relu" and r.mode == "jvp"][0]
+    assert relu.directional == {"+": False, "-": True}
+    elu = [r for r in res if r.op == "elu" and r.mode == "jvp"][0]
+    assert elu.directional == {"+": True, "-": True}  # no kink: both sides agree
+
+
+def test_clarke_membership_and_findings(eager_all_dtypes):
+    res = [r for r in eager_all_dtypes if r.dtype == "float32"]
+    status = {(r.op, r.case): r.in_clarke for r in res}
+    assert status[("relu", "x=0")] == "yes"
+    assert status[("amax", "3 ties")] == "rounding"  # 1/3 is rounded; the exact even split is in the set
+    assert status[("max_pool2d", "k=3 s=1 overlapping")] == "yes"
+    # clamp with tensor bounds at min == max > x: PyTorch returns 0 for every input,
+    # outside conv{e_min, e_max}
+    assert status[("clamp_tensor", "min == max > x")] == "no"
+    # topk at ties: a Bouligand piece that is neither the first- nor the last-index rule
+    assert status[("topk", "3 tied, k=2")] == "yes" and _rule(res, "topk") == {"other"}
+
+
+def test_differences_are_flagged():
+    res = cv.run_matrix(["clamp_tensor", "relu"], ["float32"], ["cpu"], ["eager", "jvp"])
+    diffs = cv.differences(res)
+    assert [(d["op"], d["case"]) for d in diffs] == [("clamp_tensor", "min == max > x")]
+    assert diffs[0]["rules"] == {"float32|cpu|eager": "other", "float32|cpu|jvp": "last"}
+    assert "*" in cv.format_table(res)
+
+
+def test_even_split_is_not_a_gradient_of_the_zero_function():
+    """NOTES section 2: amax([w,0]) - amax([w,0,0]) is identically 0, yet even splitting gives 1/2 - 1/3."""
+    w = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    z = torch.zeros(2, dtype=torch.float64)
+    f = torch.amax(torch.stack([w, z[0]])) - torch.amax(torch.stack([w, z[0], z[1]]))
+    (g,) = torch.autograd.grad(f, w)
+    half, third = Fraction(0.5), Fraction(torch.tensor(1 / 3, dtype=torch.float64).item())
+    assert Fraction(g.item()) == Fraction(float(half - third))  # 1/2 - fl(1/3): nonzero, ~1/6
+    assert g.item() != 0
+
+
+def test_compile_mode_matches_eager_fast_backend():
+    """The compile path (one graph for every case) on the cheap aot_eager backend (inductor: slow test)."""
+    ops = ["relu", "hardswish", "amax", "max_dim", "max_pool2d", "sort"]
+    res = cv.run_matrix(ops, ["float32"], ["cpu"], ["eager", "compile"], compile_backend="aot_eager")
+    assert all(r.error is None for r in res)
+    assert not cv.differences(res)
+    assert all(r.as_expected for r in res)
+
+
+@pytest.mark.slow
+def test_compile_mode_inductor_matches_eager_all_ops():
+    res = cv.run_matrix(None, ["float32"], ["cpu"], ["eager", "compile"])
+    assert all(r.error is None for r in res)
+    assert not cv.differences(res), cv.differences(res)
+
+
+def test_cli_json_and_table(tmp_path, capsys):
+    out = tmp_path / "conv.json"
+    assert main(["conventions", "--ops", "relu,amax", "--dtype", "float32,bfloat16", "--modes", "eager,func",
+                 "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["schema"] == "nsverify.conventions/1"
+    assert {r["op"] for r in data["results"]} == {"relu", "amax"}
+    assert set(data["results"][0]) >= {"op", "case", "dtype", "device", "mode", "derivative", "rule",
+                                       "in_clarke", "expected", "as_expected"}
+    text = capsys.readouterr().out
+    assert "relu" in text and "cpu/bf16/eager" in text
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--ops", "relu7"], "unknown op 'relu7'"),
+    (["--dtype", "int64"], "not a floating dtype"),
+    (["--modes", "eager,backwards"], "unknown mode"),
+])
+def test_cli_bad_input(argv, msg, capsys):
+    assert main(["conventions"] + argv) == 2
+    assert msg in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU error")
+def test_cuda_without_gpu_is_a_clear_error(capsys):
+    with pytest.raises(DeviceUnavailableError, match="no CUDA GPU"):
+        cv.run_matrix(["relu"], ["float32"], ["cuda"])
+    assert main(["conventions", "--device", "cuda"]) == 2
+    assert "--device cpu" in capsys.readouterr().err
+
+
+def test_api_bad_input():
+    with pytest.raises(UnknownOpError):
+        cv.run_matrix(["nope"])
+    with pytest.raises(UnsupportedDtypeError):
+        cv.run_matrix(["relu"], [torch.int32])
+    with pytest.raises(NsverifyError):
+        cv.run_matrix(["relu"], modes=["sideways"])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_matches_cpu():
+    res = cv.run_matrix(None, ALL_DTYPES, ["cpu", "cuda"], ["eager"])
+    assert not cv.differences(res), cv.differences(res)
+
+
+def _small_matrix(monkeypatch):
+    real_run, real_build = cv.run_matrix, cv.build_cases
+    few = ["relu", "amax", "clamp_tensor"]
+    monkeypatch.setattr(cv, "build_cases", lambda ops=None: real_build(ops or few))
+    fast = lambda *a, **k: real_run(*a, **{**k, "compile_backend": "aot_eager"})  # noqa: E731
+    monkeypatch.setattr(cv, "run_matrix", fast)
+
+
+def test_report_section_quick_with_gpu_data(monkeypatch, tmp_path):
+    from nsverify.report import RunContext
+    from nsverify.sections import conventions as sec
+
+    _small_matrix(monkeypatch)
+    monkeypatch.setattr(sec, "DTYPES", ("float16", "float32"))
+    fake = cv.run_matrix(["relu"], ["float32"], ["cpu"], ["eager"])
+    data = cv.to_json(fake, {"device_name": "FakeGPU"})
+    for r in data["results"]:
+        r["device"], r["rule"] = "cuda", "right"  # pretend the GPU differs
+    path = tmp_path / "conventions.json"
+    path.write_text(json.dumps(data))
+    monkeypatch.setattr(sec, "GPU_DATA", path)
+    out = sec.conventions_section(RunContext(quick=True, section="conventions"))
+    json.dumps(out)
+    keys = [m["key"] for m in out["data"]["metrics"]]
+    assert "relu|x=0|float32|cpu|eager" in keys and "relu|x=0|float16|cpu|jvp" in keys
+    assert "relu|x=0|float32|cpu|compile" in keys and "relu|x=0|float16|cpu|compile" not in keys
+    assert "relu|x=0|float32|cuda|eager" in keys
+    assert len(keys) == len(set(keys))
+    assert all(m["kind"] in ("convention", "counterexample", "info") for m in out["data"]["metrics"])
+    assert out["claims"][0]["held"] and out["claims"][1]["held"]
+    assert "CUDA" in out["claims"][-1]["claim"] and out["claims"][-1]["held"] is False
+    assert "clamp_tensor (min == max > x)" in out["summary"]
+    # without GPU data the section says so
+    monkeypatch.setattr(sec, "GPU_DATA", tmp_path / "missing.json")
+    monkeypatch.setattr(sec, "DTYPES", ("float32",))
+    assert "No GPU data" in sec.conventions_section(RunContext(quick=True, section="conventions"))["summary"]
+
+
+def test_gpu_script_smoke(tmp_path):
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gpu" / "conventions.py"
+    mod = runpy.run_path(str(script))
+    assert mod["main"](["--out", str(tmp_path), "--smoke", "--compile-budget", "60"]) == 0
+    data = json.loads((tmp_path / "conventions.json").read_text())
+    assert data["schema"] == cv.SCHEMA and data["meta"]["smoke"] and not data["unexpected"]
+    assert {r["mode"] for r in data["results"]} == {"eager", "func", "jvp", "compile"}
