@@ -12,6 +12,8 @@ from .errors import NsverifyError
 COMMAND_MODULES = [
     "nsverify.report.cli",
     "nsverify.conventions",
+    "nsverify.costs.cli",
+    "nsverify.report.compare",
 ]
 
 

@@ -86,3 +86,58 @@ def test_interval_path_irrational_clarke():
     v2 = nsverify.check_gradient(f, torch.zeros(1, dtype=torch.float64), ad=[2.0])
     assert v2.status == "not_member"
     assert verify_certificate(v2.to_json())
+
+
+@pytest.mark.parametrize("t", [-1.0, -0.5, -0.01, 0.0, 0.01, 0.5, 1.0])
+def test_despres_tables_full(t):
+    """Després Tables 2 and 3: PyTorch's derivative is 0 except -1.5 / -3 at t = 0; the Clarke set is {0}."""
+    from nsverify.oracle.cases import despres_table2, despres_table3
+
+    w = torch.tensor([t], dtype=torch.float64)
+    for fn, at0 in ((despres_table2, -1.5), (despres_table3, -3.0)):
+        v = nsverify.check_gradient(fn, w)
+        assert v.bouligand == [(F(0),)]
+        assert v.ad == ((at0,) if t == 0 else (0.0,))
+        assert v.status == ("not_member" if t == 0 else "member")
+
+
+def test_float_ties_created_and_destroyed():
+    # created: exactly 3*w - 0.3f != 0 for w = 0.1f, but float32 rounds it to 0
+    w32 = torch.tensor([0.1], dtype=torch.float32)
+    v = nsverify.check_gradient(lambda w: torch.relu(w[0] * 3 - torch.tensor(0.3)), w32)
+    assert any(k.extra.get("float_only") for k in v.kinks) and "rounding created" in v.explain()
+    # destroyed: (3w)/3 - w + (w - 0.1) is exactly 0 at w = 0.1, but float64 rounding makes it 1.4e-17
+    w64 = torch.tensor([0.1], dtype=torch.float64)
+    v = nsverify.check_gradient(lambda w: torch.relu((w[0] * 3) / 3 - w[0] + (w[0] - 0.1)), w64)
+    assert [k.float_tie for k in v.kinks] == [False] and "rounding destroyed" in v.explain()
+    # kept: relu(w) at 0
+    v = nsverify.check_gradient(lambda w: torch.relu(w[0]), torch.zeros(1))
+    assert [k.float_tie for k in v.kinks] == [True]
+
+
+class _ReluRight(torch.autograd.Function):
+    """Park et al.'s h: ReLU whose AD uses h'(0) = 1, as a custom autograd Function."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.relu(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (x >= 0)
+
+
+def test_park_f2_f3_with_a_custom_autograd_function():
+    """exact_ad comes from PyTorch's backward (custom rules included), evaluated exactly."""
+    h = _ReluRight.apply
+    z = torch.zeros(1, dtype=torch.float64)
+    with pytest.warns(UserWarning, match="custom autograd.Function"):
+        v2 = nsverify.check_gradient(lambda w: torch.relu(w[0]) - h(w[0]), z)
+    with pytest.warns(UserWarning, match="custom autograd.Function"):
+        v3 = nsverify.check_gradient(lambda w: h(-h(w[0])), z)
+    for v, ad in ((v2, -1), (v3, -1)):
+        assert v.status == "not_member" and v.exact_ad == (F(ad),) and v.ad == (float(ad),)
+        assert v.bouligand == [(F(0),)]
+        assert verify_certificate(v.to_json())

@@ -64,3 +64,20 @@ def test_cli_unwritable_out(tmp_path, capsys):
     blocker.write_text("x")
     assert main(["nightly", "--out", str(blocker / "x"), "--quick"]) == 2
     assert "cannot write the report" in capsys.readouterr().err
+
+
+def test_cli_unknown_only_section(tmp_path, capsys):
+    from nsverify.cli import main
+
+    assert main(["nightly", "--out", str(tmp_path), "--quick", "--only", "no-such-section"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown report section(s) ['no-such-section']" in err and "--only" in err
+    assert not (tmp_path / "latest").exists()
+
+
+def test_section_modules_import():
+    """Every section module in nsverify/sections imports, and none registers a name twice."""
+    from nsverify.report import load_sections
+
+    names = [s.name for s in load_sections()]
+    assert len(names) == len(set(names))

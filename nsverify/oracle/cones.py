@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from .linalg import nonneg_solution, rationalize, sdot
+from .linalg import nonneg_solution, null_space, rationalize
 
 F = Fraction
 
@@ -23,6 +23,7 @@ class ConeStats:
     lps: int = 0
     witness_reuse: int = 0
     gordan: int = 0
+    nogood_reuse: int = 0
     uncertain: int = 0
     lp_seconds: float = 0.0
     notes: list = field(default_factory=list)
@@ -32,19 +33,45 @@ def holds(rows: list[dict], d: dict | None) -> bool:
     """Exact check that every <a_i, d> > 0 (d sparse dict; None = no direction yet)."""
     if d is None:
         return not rows
-    return all(sdot(a, _Dense(d)) > 0 for a in rows)
+    if not all(isinstance(x, (int, Fraction)) for x in d.values()):
+        return False  # floats are never accepted in a certificate
+    get = d.get
+    return all(_positive(sum([c * get(k, 0) for k, c in a.items()])) for a in rows)  # ints stay ints
 
 
-class _Dense:
-    """Sparse dict read as a dense vector (missing entries are 0)."""
+def _positive(x) -> bool:
+    """Exactly positive (int/Fraction), or provably positive (interval entirely above 0)."""
+    if type(x) is int:
+        return x > 0
+    from .numbers import Ival, sign
 
-    __slots__ = ("d",)
+    if isinstance(x, Ival):
+        return sign(x) == 1
+    if isinstance(x, (int, Fraction)):
+        return x > 0
+    return False
 
-    def __init__(self, d):
-        self.d = d
 
-    def __getitem__(self, k):
-        return self.d.get(k, 0)
+def primitive(row: dict) -> dict:
+    """The positive multiple of a rational row with coprime integer entries (same open half-space)."""
+    import math
+
+    if not all(isinstance(c, (int, Fraction)) for c in row.values()):
+        from .numbers import sign
+
+        if len(row) == 1:  # a single interval coefficient of known sign: the half-space is exactly +-e_k
+            (k, c), = row.items()
+            if sign(c) in (1, -1):
+                return {k: sign(c)}
+        return row  # interval coefficients: kept as they are (witnesses are checked rigorously)
+    den = 1
+    for c in row.values():
+        den = den * c.denominator // math.gcd(den, c.denominator) if isinstance(c, Fraction) else den
+    ints = {k: int(c * den) for k, c in row.items()}
+    g = 0
+    for v in ints.values():
+        g = math.gcd(g, v)
+    return {k: v // g for k, v in ints.items()} if g > 1 else ints
 
 
 def feasible(rows: list[dict], stats: ConeStats):
@@ -52,10 +79,15 @@ def feasible(rows: list[dict], stats: ConeStats):
     import time
 
     import numpy as np
-    from scipy.optimize import linprog
 
     if any(not a for a in rows):
-        return "empty", {"zero_row": next(i for i, a in enumerate(rows) if not a)}
+        i = next(i for i, a in enumerate(rows) if not a)
+        return "empty", [F(1) if j == i else F(0) for j in range(len(rows))]
+    exact_rows = all(isinstance(c, (int, Fraction)) for a in rows for c in a.values())
+    y = opposite_pair(rows) if exact_rows else None
+    if y is not None:
+        stats.gordan += 1
+        return "empty", y
     cols = sorted({k for a in rows for k in a})
     idx = {k: j for j, k in enumerate(cols)}
     m, n = len(rows), len(cols)
@@ -69,23 +101,21 @@ def feasible(rows: list[dict], stats: ConeStats):
     c = np.zeros(n + 1)
     c[-1] = -1.0
     A_ub = np.hstack([-A, np.ones((m, 1))])
-    bounds = [(-1.0, 1.0)] * n + [(None, 1.0)]
     t0 = time.perf_counter()
-    res = linprog(c, A_ub=A_ub, b_ub=np.zeros(m), bounds=bounds, method="highs")
+    solved = _solve_margin_lp(c, A_ub, n)
     stats.lp_seconds += time.perf_counter() - t0
     stats.lps += 1
-    if res.status != 0:
+    if solved is None:
         stats.uncertain += 1
-        return None, f"LP status {res.status}: {res.message}"
-    t = -res.fun
+        return None, "the LP solver did not reach an optimum"
+    x, y_float, t = solved
     if t > 1e-9:
         for den in (10**4, 10**8, None):
-            d = {cols[j]: rationalize(res.x[j], den) for j in range(n) if res.x[j] != 0}
+            d = primitive({cols[j]: rationalize(x[j], den) for j in range(n) if x[j] != 0})
             if holds(rows, d):
                 return "open", d
     # Gordan certificate from the dual of the margin constraints
-    y_float = -np.asarray(res.ineqlin.marginals)
-    y = _gordan(rows, cols, y_float)
+    y = _gordan(rows, cols, y_float) if exact_rows else None
     if y is not None:
         stats.gordan += 1
         return "empty", y
@@ -93,8 +123,90 @@ def feasible(rows: list[dict], stats: ConeStats):
     return None, f"LP margin {t:.3g} but no exact certificate either way"
 
 
+_HIGHS = []
+
+
+def _highs():
+    """One silent highspy.Highs instance per process (None when highspy is missing)."""
+    if not _HIGHS:
+        try:
+            import os
+
+            import highspy
+
+            fd = os.dup(1)  # the constructor prints a banner on the C-level stdout
+            try:
+                with open(os.devnull, "w") as null:
+                    os.dup2(null.fileno(), 1)
+                    h = highspy.Highs()
+            finally:
+                os.dup2(fd, 1)
+                os.close(fd)
+            h.setOptionValue("output_flag", False)
+            _HIGHS.append((highspy, h))
+        except Exception:  # pragma: no cover - fall back to scipy's linprog
+            _HIGHS.append(None)
+    return _HIGHS[0]
+
+
+def _solve_margin_lp(c, A_ub, n):
+    """min c.x s.t. A_ub x <= 0, x[:n] in [-1, 1], x[n] <= 1: (x, y >= 0 duals of A_ub, -optimum) or None.
+
+    highspy directly (about 4x less overhead than scipy's linprog on these tiny LPs), else scipy's HiGHS.
+    Only a floating answer: the caller re-verifies everything exactly.
+    """
+    import numpy as np
+
+    m = A_ub.shape[0]
+    hs = _highs()
+    if hs is not None:
+        highspy, h = hs
+        h.clearModel()
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = n + 1, m
+        lp.col_cost_ = np.asarray(c, dtype=float)
+        lp.col_lower_ = np.r_[-np.ones(n), -highspy.kHighsInf]
+        lp.col_upper_ = np.r_[np.ones(n), 1.0]
+        lp.row_lower_ = np.full(m, -highspy.kHighsInf)
+        lp.row_upper_ = np.zeros(m)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+        lp.a_matrix_.start_ = np.arange(0, m * (n + 1) + 1, n + 1)
+        lp.a_matrix_.index_ = np.tile(np.arange(n + 1), m)
+        lp.a_matrix_.value_ = np.ascontiguousarray(A_ub, dtype=float).reshape(-1)
+        h.passModel(lp)
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
+        sol = h.getSolution()
+        return (np.asarray(sol.col_value), -np.asarray(sol.row_dual), -h.getInfo().objective_function_value)
+    from scipy.optimize import linprog
+
+    res = linprog(c, A_ub=A_ub, b_ub=np.zeros(m), bounds=[(-1.0, 1.0)] * n + [(None, 1.0)], method="highs")
+    if res.status != 0:
+        return None
+    return res.x, -np.asarray(res.ineqlin.marginals), -res.fun
+
+
 def _gordan(rows, cols, y_float):
-    """Exact y >= 0, sum y = 1, sum_i y_i a_i = 0, or None."""
+    """Exact y >= 0, sum y = 1, sum_i y_i a_i = 0, or None.
+
+    First the exact null space of the rows on the LP's support (a basic dual solution has a one-dimensional
+    one: no rounding involved); otherwise the rationalised LP answer projected exactly.
+    """
+    top = max(y_float) if len(y_float) else 0
+    support = [i for i, v in enumerate(y_float) if v > 1e-9 * max(top, 1e-300)]
+    ns = null_space([[rows[i].get(k, F(0)) for i in support] for k in cols], len(support))
+    if len(ns) == 1:
+        v = ns[0]
+        tot = sum(v)
+        if tot != 0:
+            v = [x / tot for x in v]
+            if all(x >= 0 for x in v):
+                y = [F(0)] * len(rows)
+                for i, x in zip(support, v):
+                    y[i] = x
+                if check_gordan(rows, y):
+                    return y
     M = [[a.get(k, F(0)) for a in rows] for k in cols] + [[F(1)] * len(rows)]
     b = [F(0)] * len(cols) + [F(1)]
     y = nonneg_solution(M, b, list(y_float))
@@ -103,9 +215,28 @@ def _gordan(rows, cols, y_float):
     return y
 
 
+def opposite_pair(rows: list[dict]):
+    """A Gordan certificate without any LP when the last row is a negative multiple of an earlier one."""
+    r = rows[-1]
+    if not r:
+        return None
+    k0 = next(iter(r))
+    for i, a in enumerate(rows[:-1]):
+        if a.keys() != r.keys() or a[k0] == 0:
+            continue
+        c = r[k0] / a[k0]
+        if c < 0 and all(r[k] == c * a[k] for k in r):
+            y = [F(0)] * len(rows)
+            y[i], y[-1] = -c / (1 - c), 1 / (1 - c)
+            return y if check_gordan(rows, y) else None
+    return None
+
+
 def check_gordan(rows: list[dict], y: list) -> bool:
     """Exact re-check that y proves {d : A d > 0} empty."""
-    if len(y) != len(rows) or any(v < 0 for v in y) or sum(y) != 1:
+    if len(y) != len(rows) or not all(isinstance(v, (int, Fraction)) for v in y):
+        return False  # floats are never accepted in a certificate
+    if any(v < 0 for v in y) or sum(y) != 1:
         return False
     cols = {k for a in rows for k in a}
     return all(sum((yi * a.get(k, 0) for yi, a in zip(y, rows)), F(0)) == 0 for k in cols)

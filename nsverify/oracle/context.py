@@ -16,7 +16,6 @@ first-order test cannot certify the outcome (second-order site).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any, Callable
 
 _STACK: list["Ctx"] = []
@@ -34,6 +33,7 @@ class Site:
     slopes: tuple = ()  # the distinct first-order forms involved (sparse dicts)
     float_tie: bool | None = None  # did the float computation see the same tie (filled later)
     extra: dict = field(default_factory=dict)
+    ad_option: int | None = None  # pieces mode: the option whose local derivative AD uses (None: no option)
 
     def to_json(self) -> dict:
         from .jsonio import enc
@@ -97,6 +97,40 @@ class Ctx:
             self.nonaffine = True
 
 
+_DEADLINE: list[float] = []
+
+
+class deadline:
+    """``with deadline(seconds):`` every exact evaluation inside stops (TooManyPieces) once the time is up."""
+
+    def __init__(self, seconds: float | None):
+        import time
+
+        self.t = None if seconds is None else time.perf_counter() + seconds
+        self.seconds = seconds
+
+    def __enter__(self):
+        _DEADLINE.append(self.t if self.t is not None else float("inf"))
+        return self
+
+    def __exit__(self, *exc):
+        _DEADLINE.pop()
+
+
+def check_deadline() -> None:
+    if _DEADLINE:
+        import time
+
+        if time.perf_counter() > min(_DEADLINE):
+            from ..errors import TooManyPieces
+
+            raise TooManyPieces(
+                "the exact analysis ran out of its time limit: the program is too large for exact evaluation "
+                "with respect to this many coordinates (forward mode carries one derivative per coordinate). "
+                "Check fewer coordinates (wrt='inputs', or one layer's parameters), a smaller batch, or "
+                "raise time_limit; on_limit='unknown' returns 'unknown' instead of raising")
+
+
 def current() -> Ctx:
     if not _STACK:
         raise RuntimeError("no exact evaluation context is active (internal error)")
@@ -105,7 +139,3 @@ def current() -> Ctx:
 
 def convention(name: str, default=None):
     return current().conventions.get(name, default)
-
-
-def frac(x) -> Fraction:
-    return Fraction(x)

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..errors import NonFiniteError, NsverifyError, UnsupportedDtypeError
-from . import ops_linear, ops_nonsmooth, ops_smooth  # noqa: F401  (register the op implementations)
+from . import ops_kinks, ops_linear, ops_select, ops_smooth  # noqa: F401  (register the op implementations)
 from .context import Ctx
 from .numbers import Aff, grad, is_lin, val
 from .tensor import ExactTensor

@@ -28,6 +28,7 @@ def rref_rows(rows: list[list[Fraction]]) -> list[list[Fraction]]:
     pivots: list[int] = []
     keep = []
     for r in rows:
+        r = [F(x) for x in r]
         v = list(r)
         for b, p in zip(basis, pivots):
             if v[p] != 0:
@@ -44,7 +45,7 @@ def rref_rows(rows: list[list[Fraction]]) -> list[list[Fraction]]:
 def solve(A: list[list[Fraction]], b: list[Fraction]) -> list[Fraction] | None:
     """Solve a square non-singular system exactly (None if singular)."""
     n = len(A)
-    M = [list(row) + [bb] for row, bb in zip(A, b)]
+    M = [[F(x) for x in row] + [F(bb)] for row, bb in zip(A, b)]
     for c in range(n):
         p = next((r for r in range(c, n) if M[r][c] != 0), None)
         if p is None:
@@ -61,7 +62,7 @@ def solve(A: list[list[Fraction]], b: list[Fraction]) -> list[Fraction] | None:
 
 def project_affine(M: list[list[Fraction]], b: list[Fraction], y0: list[Fraction]) -> list[Fraction] | None:
     """The point of {y : M y = b} nearest to y0, exactly (None if the system is inconsistent)."""
-    aug = rref_rows([list(r) + [bb] for r, bb in zip(M, b)])
+    aug = rref_rows([[F(x) for x in r] + [F(bb)] for r, bb in zip(M, b)])
     rows = [r[:-1] for r in aug]
     if any(all(x == 0 for x in r) for r in rows):
         return None  # 0 = nonzero: inconsistent
@@ -107,3 +108,34 @@ def nonneg_solution(
         worst = min(range(len(ys)), key=lambda j: ys[j])
         support = [i for j, i in enumerate(support) if j != worst]
     return None
+
+
+def null_space(A: list[list[Fraction]], ncols: int) -> list[list[Fraction]]:
+    """A basis of {x : A x = 0} (exact reduced row echelon form)."""
+    M = [[F(x) for x in r] for r in A if any(x != 0 for x in r)]
+    pivots = []
+    r = 0
+    for c in range(ncols):
+        p = next((i for i in range(r, len(M)) if M[i][c] != 0), None)
+        if p is None:
+            continue
+        M[r], M[p] = M[p], M[r]
+        inv = 1 / M[r][c]
+        M[r] = [x * inv for x in M[r]]
+        for i in range(len(M)):
+            if i != r and M[i][c] != 0:
+                f = M[i][c]
+                M[i] = [x - f * y for x, y in zip(M[i], M[r])]
+        pivots.append(c)
+        r += 1
+        if r == len(M):
+            break
+    free = [c for c in range(ncols) if c not in pivots]
+    basis = []
+    for fcol in free:
+        x = [F(0)] * ncols
+        x[fcol] = F(1)
+        for i, pc in enumerate(pivots):
+            x[pc] = -M[i][fcol]
+        basis.append(x)
+    return basis

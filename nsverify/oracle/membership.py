@@ -57,6 +57,10 @@ def member_weights(t, V: list) -> dict | None:
 
 
 def check_weights(t, V, w: dict) -> bool:
+    exact = lambda x: isinstance(x, (int, Fraction))  # noqa: E731
+    if not all(exact(x) for x in w.values()) or not all(exact(x) for v in V for x in v) or not all(
+            exact(x) for x in t):
+        return False  # floats are never accepted in a certificate
     if any(x < 0 for x in w.values()) or sum(w.values()) != 1:
         return False
     return all(sum((c * V[i][k] for i, c in w.items()), F(0)) == t[k] for k in range(len(t)))
@@ -92,6 +96,9 @@ def separating_direction(t, V: list):
 
 def margin(h, t, V):
     """Exact (or rigorous lower bound of the) margin <h,t> - max <h,v_i> if positive, else None."""
+    ok = lambda x: isinstance(x, (int, Fraction, Ival))  # noqa: E731
+    if not all(ok(x) for x in h) or not all(ok(x) for x in t) or not all(ok(x) for v in V for x in v):
+        return None  # floats are never accepted in a certificate
     ht = dot(h, t)
     best = None
     for v in V:
@@ -105,37 +112,48 @@ def margin(h, t, V):
 
 
 def project(t, V):
-    """Euclidean projection of float t onto conv(V) (float), by a small QP; None if no solver answers."""
-    V = np.asarray(V, dtype=float)
-    t = np.asarray(t, dtype=float)
-    if len(V) == 1:
-        return V[0]
-    if V.shape[1] == 1:
-        return np.array([min(max(t[0], V[:, 0].min()), V[:, 0].max())])
-    try:
-        import cvxpy as cp
-
-        lam = cp.Variable(len(V), nonneg=True)
-        prob = cp.Problem(cp.Minimize(cp.sum_squares(V.T @ lam - t)), [cp.sum(lam) == 1])
-        prob.solve(solver=cp.CLARABEL)
-        if lam.value is not None:
-            return V.T @ np.clip(lam.value, 0, None) / max(np.clip(lam.value, 0, None).sum(), 1e-300)
-    except Exception:  # pragma: no cover - solver missing or failed: fall back to projected gradient
-        pass
-    lam = np.full(len(V), 1.0 / len(V))
-    G = V @ V.T
-    step = 1.0 / max(np.linalg.eigvalsh(G).max(), 1e-12)
-    for _ in range(5000):
-        lam = _proj_simplex(lam - step * (G @ lam - V @ t))
-    return V.T @ lam
+    """Euclidean projection of float t onto conv(V) (float), by Wolfe's minimum-norm-point algorithm."""
+    P = np.asarray(V, dtype=float) - np.asarray(t, dtype=float)[None, :]
+    return np.asarray(t, dtype=float) + _min_norm_point(P)
 
 
-def _proj_simplex(y):
-    u = np.sort(y)[::-1]
-    css = np.cumsum(u)
-    rho = np.nonzero(u * np.arange(1, len(y) + 1) > (css - 1))[0][-1]
-    theta = (css[rho] - 1) / (rho + 1.0)
-    return np.maximum(y - theta, 0)
+def _min_norm_point(P, tol=1e-12, max_iter=1000):
+    """Wolfe (1976): the point of conv(rows of P) nearest to the origin."""
+    j0 = int(np.argmin((P * P).sum(axis=1)))
+    S, lam = [j0], np.array([1.0])
+    x = P[j0].copy()
+    scale = max(1.0, float(np.abs(P).max()))
+    for _ in range(max_iter):
+        j = int(np.argmin(P @ x))
+        if x @ x - P[j] @ x <= tol * scale * scale or j in S:
+            break
+        S.append(j)
+        lam = np.append(lam, 0.0)
+        while True:  # minor cycle: affine minimiser on S, step back into the simplex if needed
+            Q = P[S]
+            k = len(S)
+            A = np.zeros((k + 1, k + 1))
+            A[:k, :k] = Q @ Q.T
+            A[:k, k] = 1.0
+            A[k, :k] = 1.0
+            b = np.zeros(k + 1)
+            b[k] = 1.0
+            try:
+                mu = np.linalg.lstsq(A, b, rcond=None)[0][:k]
+            except np.linalg.LinAlgError:  # pragma: no cover
+                return x
+            if (mu > tol).all():
+                lam = mu
+                break
+            mask = mu <= tol
+            theta = min(1.0, float(np.min(lam[mask] / np.maximum(lam[mask] - mu[mask], 1e-300))))
+            lam = theta * mu + (1 - theta) * lam
+            keep = lam > tol
+            S = [s for s, kp in zip(S, keep) if kp]
+            lam = lam[keep]
+            lam = lam / lam.sum()
+        x = lam @ P[S]
+    return x
 
 
 def distance(t, V) -> float:

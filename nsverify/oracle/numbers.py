@@ -31,6 +31,18 @@ def _to_iv(x):
     raise TypeError(f"cannot convert {type(x).__name__} to an interval")
 
 
+class KinkZero(Fraction):
+    """The exact 0 that relu outputs when its input is exactly at the kink 0.
+
+    PyTorch's relu backward (threshold_backward) reads relu's *output*, where a negative input and a kink
+    input both give 0; this tag lets the exact reverse mode apply a user convention ReLU'(0) = s to the kink
+    entries only.  Arithmetic on it returns plain Fractions, so the tag never spreads.
+    """
+
+    def __new__(cls):
+        return super().__new__(cls, 0)
+
+
 class Ival:
     """A rigorous real interval (thin wrapper over ``mpmath.iv.mpf`` that accepts Fractions)."""
 
@@ -244,7 +256,3 @@ def smooth(x, f_val, f_der):
         return f_val(x)
     d = f_der(x.v)
     return mk(f_val(x.v), _gscale(x.g, d), False if x.g else x.lin)
-
-
-def with_tangent(v, g: dict, lin: bool):
-    return mk(v, g, lin)

@@ -107,22 +107,16 @@ def _square(a):
 
 
 # --------------------------------------------------------------------------------------- copies and shapes
-@op(
-    "clone",
-    "detach",
-    "alias",
-    "lift_fresh",
-    "lift_fresh_copy",
-    "contiguous",
-    "_to_copy",
-    "to",
-    "_to_dtype",
-    "positive",
-    "resolve_conj",
-    "resolve_neg",
-)
+@op("clone", "lift_fresh_copy", "contiguous", "_to_copy", "to", "_to_dtype", "positive", "resolve_conj",
+    "resolve_neg")
 def _identity(a, *args, **kwargs):
     return a.copy() if isinstance(a, np.ndarray) else a
+
+
+@op("detach", "alias", "lift_fresh")
+def _alias(a, *args, **kwargs):
+    """Same storage (a numpy view), so that in-place writes through an alias reach the original."""
+    return a.view() if isinstance(a, np.ndarray) else a
 
 
 @op("copy_")
@@ -181,7 +175,11 @@ def _squeeze(a, dim=None):
 
 @op("select")
 def _select(a, dim, index):
-    return np.take(a, index, axis=dim)
+    """A numpy view (basic indexing), so that in-place writes into the selection reach the original."""
+    sl = [slice(None)] * a.ndim
+    index = index % a.shape[dim]
+    sl[dim] = slice(index, index + 1)
+    return a[tuple(sl)].squeeze(axis=dim)
 
 
 @op("slice")
@@ -335,10 +333,6 @@ def _convolution(x, weight, bias, stride, padding, dilation, transposed, output_
     if bias is not None:
         out = out + arr(bias).reshape((1, O) + (1,) * nsp)
     return out if batched else out[0]
-
-
-def is_const_array(a: np.ndarray) -> bool:
-    return all(not hasattr(x, "g") for x in a.reshape(-1))
 
 
 def values(a: np.ndarray) -> np.ndarray:

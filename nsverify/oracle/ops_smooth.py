@@ -184,8 +184,13 @@ def _scalar(v):
 
 @op("gelu", "elu", "silu", "mish", "logsigmoid", "erf", "atan", "asin", "acos", "tan", "sinh", "cosh")
 def _unsupported_smooth(*a, **k):
+    from . import context
+
     raise UnsupportedOpError(
-        "this smooth op has no interval implementation in the exact oracle yet; "
-        "supported smooth ops: exp, log, tanh, sigmoid, softplus, sin, cos, sqrt, "
-        "log_softmax, softmax, cross_entropy/nll_loss, mse_loss"
-    )
+        f"aten.{context.current().op_name} has no interval implementation in the exact oracle yet; supported "
+        "smooth ops: exp, log, tanh, sigmoid, softplus, sin, cos, sqrt, log_softmax, softmax, "
+        "cross_entropy/nll_loss, mse_loss. Rewrite with those (e.g. sigmoid(1.702 x) x for gelu) or check "
+        "a piecewise-linear surrogate")
+
+
+_unsupported_smooth.unsupported = True

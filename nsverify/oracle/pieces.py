@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import TooManyPieces
-from .cones import ConeStats, feasible, holds
+from .cones import ConeStats, feasible, holds, primitive
 from .interp import run
 
 
@@ -45,6 +45,9 @@ class Enumeration:
         return self.incomplete is None and all(leaf.inner for leaf in self.leaves)
 
 
+POOL = 12  # how many recent witnesses to try before solving an LP
+
+
 class _State:
     __slots__ = ("prefix", "rows", "witness", "inner", "curved", "decisions")
 
@@ -65,11 +68,15 @@ def enumerate_pieces(
     stats = ConeStats()
     en = Enumeration([], stats)
     stack = [((), None, True)]
+    pool: list = []  # exact witnesses found so far: tried before any new LP
+    nogoods: list = []  # exact Gordan certificates (row keys, [(row, y)]): reused when their rows recur
     while stack:
         prefix, witness, inner = stack.pop()
         st = _State(prefix, witness, inner)
 
         def decide(site, options, st=st):
+            # rows as coprime integer vectors: same cones, integer arithmetic, canonical keys for nogoods
+            options = [(lbl, None if rows is None else [primitive(r) for r in rows]) for lbl, rows in options]
             i = len(st.decisions)
             if i < len(st.prefix):
                 c = st.prefix[i]
@@ -82,15 +89,25 @@ def enumerate_pieces(
                     feas.append((j, None, False))
                     continue
                 allrows = st.rows + rows
-                if holds(allrows, st.witness):
+                wit = next((d for d in [st.witness] + pool[-POOL:] if holds(allrows, d)), None)
+                if wit is not None:
                     stats.witness_reuse += 1
-                    feas.append((j, st.witness, True))
+                    feas.append((j, wit, True))
+                    continue
+                keys = {_rkey(r) for r in allrows}
+                ng = next((c for c in nogoods if c[0] <= keys), None)
+                if ng is not None and not (st.curved or not site.affine):
+                    stats.nogood_reuse += 1  # a known exact contradiction among these constraints
                     continue
                 res, cert = feasible(allrows, stats)
+                if res == "empty":
+                    used = [(r, y) for r, y in zip(allrows, cert) if y > 0]
+                    nogoods.append((frozenset(_rkey(r) for r, _ in used), used))
                 if res == "open":
                     feas.append((j, cert, True))
+                    pool.append(cert)
                 elif res == "empty" and not (st.curved or not site.affine):
-                    en.gordan.append({"rows": allrows, "y": cert})
+                    en.gordan.append(nogoods[-1][1])
                 else:  # uncertain, or empty only to first order at a curved site: outer-only
                     feas.append((j, None, False))
             if not feas:  # every option certified empty: impossible for a non-empty parent cone
@@ -107,16 +124,15 @@ def enumerate_pieces(
 
         try:
             if time_limit is not None and time.perf_counter() - t0 > time_limit:
-                raise _Limit()
+                raise _Limit(f"the time limit of {time_limit:g} s ran out after {len(en.leaves)} pieces")
             r = run(fn, w, mode="pieces", decide=decide, values=values)
-        except _Limit:
-            nsites = en.branch_sites or _count_sites(en)
+        except _Limit as e:
+            nsites = max(en.branch_sites, _count_sites(en), len(st.decisions))
+            what = e.args[0] if e.args else f"more than {limit} pieces to enumerate around w"
             msg = (
-                f"more than {limit} pieces to enumerate around w ({nsites} kink/tie sites branch "
-                f"on the first "
-                f"trace; the worst case is exponential, NP-hard in general). Check fewer coordinates "
-                f"(a single layer's parameters), a smaller batch, or pass on_limit='unknown' / a larger "
-                f"max_pieces"
+                f"{what} ({nsites} kink/tie sites branch on the first trace; the worst case is exponential, "
+                f"NP-hard in general). Check fewer coordinates (a single layer's parameters), a smaller "
+                f"batch, or pass on_limit='unknown' / a larger max_pieces / time_limit"
             )
             if on_limit == "unknown":
                 en.incomplete = msg
@@ -135,6 +151,10 @@ class _Limit(Exception):
     pass
 
 
+def _rkey(row: dict):
+    return tuple(sorted(row.items()))
+
+
 def _take(st: _State, site, rows):
     if rows is None:
         st.inner = False
@@ -147,3 +167,40 @@ def _take(st: _State, site, rows):
 
 def _count_sites(en):
     return max((sum(1 for s in leaf.sites if s.labels) for leaf in en.leaves), default=0)
+
+
+class _NoFollow(Exception):
+    pass
+
+
+def follow_ad(fn, w, *, values=None, conventions=None):
+    """The piece whose local choices are AD's own, if AD's rule at every branch site is a piece choice.
+
+    Returns ``(gradient, decisions, rows, witness)`` when that pattern's open cone is non-empty (exact
+    witness):
+    then AD's output *is* the gradient of a piece adjacent to w (same local derivatives, same arithmetic), a
+    Bouligand subgradient -- a membership certificate that needs no numeric comparison, so it also holds when
+    smooth parts make the values irrational.  ``None`` otherwise.
+    """
+    rows: list = []
+    decisions: list = []
+
+    def decide(site, options):
+        j = site.ad_option
+        if j is None or options[j][1] is None:
+            raise _NoFollow()
+        rows.extend(primitive(r) for r in options[j][1])
+        decisions.append(j)
+        return j
+
+    try:
+        r = run(fn, w, mode="pieces", decide=decide, values=values, conventions=conventions)
+    except _NoFollow:
+        return None
+    if not rows:
+        return r.gradient, tuple(decisions), rows, {}
+    stats = ConeStats()
+    res, cert = feasible(rows, stats)
+    if res != "open":
+        return None
+    return r.gradient, tuple(decisions), rows, cert

@@ -141,13 +141,17 @@ def clamp(lo, hi) -> tuple:
     return Elementwise("clamp", ("clamp",), None, tuple(bps), tuple(pieces), tuple(sd))
 
 
+_REGISTRY_NAME = {"max.dim": "max_dim", "min.dim": "min_dim", "max_pool": "max_pool2d",
+                  "adaptive_max_pool": "adaptive_max_pool2d"}
+
+
 def tie_rule(key: str) -> str:
-    """PyTorch's tie rule for a selection op ('even' split or 'first' index)."""
-    if "." not in key:
-        p = _registry_entry([key])
-        if isinstance(p, registry.Selection) and p.tie_rule in ("even", "first"):
-            return p.tie_rule
-    return _FALLBACK_TIE[key]
+    """PyTorch's tie rule for a selection op ('even' split or 'first' index), from the registry."""
+    name = _REGISTRY_NAME.get(key, key)
+    p = registry.PRIMITIVES.get(name)
+    if isinstance(p, registry.Selection) and p.tie_rule in ("even", "first"):
+        return p.tie_rule
+    return _FALLBACK_TIE.get(key, "first")
 
 
 ELEMENTWISE_OPS = ("relu", "abs", "leaky_relu", "hardtanh", "hardsigmoid", "hardswish", "threshold")

@@ -36,11 +36,11 @@ class ExactTensor(torch.Tensor):
     arr: np.ndarray
 
     @staticmethod
-    def __new__(cls, arr: np.ndarray, dtype=None):
+    def __new__(cls, arr: np.ndarray, dtype=None, requires_grad: bool = False):
         if dtype is None:
             dtype = _dtype_of(arr)
         t = torch.Tensor._make_wrapper_subclass(
-            cls, tuple(arr.shape), dtype=dtype, device="cpu", requires_grad=False
+            cls, tuple(arr.shape), dtype=dtype, device="cpu", requires_grad=requires_grad
         )
         t.arr = arr
         return t
@@ -125,6 +125,11 @@ def wrap(x):
     return x
 
 
+def supported_ops() -> list[str]:
+    """ATen op names the exact interpreter evaluates (backward ops included)."""
+    return sorted({k.split(".")[0] for k, f in OPS.items() if not getattr(f, "unsupported", False)})
+
+
 def dispatch(func, args, kwargs):
     ctx = context.current()
     name = func.__name__  # e.g. "relu.default"
@@ -136,10 +141,11 @@ def dispatch(func, args, kwargs):
         raise UnsupportedOpError(
             f"op aten.{name} is not supported by the exact oracle. Rewrite the program with supported ops "
             f"(e.g. torch.where / torch.maximum / relu for piecewise-linear logic), or open an issue. "
-            f"Supported: {', '.join(sorted({k.split('.')[0] for k in OPS}))}."
+            f"Supported: {', '.join(supported_ops())}."
         )
     ctx.call += 1
     ctx.op_name = base
+    context.check_deadline()
     a = unwrap(args)
     kw = {k: unwrap(v) for k, v in kwargs.items()}
     fout = _shadow_run(ctx, func, base, args, kwargs)
@@ -149,9 +155,17 @@ def dispatch(func, args, kwargs):
         return out
     if base.endswith("_"):
         target = args[0]
-        if isinstance(target, ExactTensor):
-            target.arr = np.broadcast_to(out, target.arr.shape).copy() if isinstance(out, np.ndarray) else out
-            return target
+        if not isinstance(target, ExactTensor):
+            raise UnsupportedOpError(
+                f"aten.{name} writes values that depend on w into a constant tensor in place; the exact "
+                "oracle cannot follow that. Build the tensor out of place instead (torch.stack, torch.cat, "
+                "torch.where)")
+        if isinstance(out, np.ndarray) and target.arr.flags.writeable:
+            target.arr[...] = np.broadcast_to(out, target.arr.shape)  # write through numpy views
+        else:
+            target.arr = np.broadcast_to(out, target.arr.shape).copy() if isinstance(out, np.ndarray) else \
+                out
+        return target
     res = wrap(out)
     if fout is not None:
         _attach_shadow(res, fout)
@@ -180,7 +194,7 @@ def _float_arrays(sargs) -> list:
     out = []
     for x in sargs:
         if isinstance(x, torch.Tensor):
-            out.append(x.detach().double().numpy() if x.is_floating_point() else None)
+            out.append(x.detach().cpu().double().numpy() if x.is_floating_point() else None)
         elif isinstance(x, (list, tuple)):
             out.extend(_float_arrays(x))
     return out

@@ -143,6 +143,12 @@ def verify_certificate(verdict) -> bool:
         V = [dec(v) for v in d["outer" if cert.get("over") == "outer" else "bouligand"]]
         h = [Fraction(x) for x in cert["h"]]
         return d["status"] == "not_member" and margin(h, t, V) is not None
+    if kind == "adjacent_piece":  # the witness lies strictly inside every recorded half-space of the piece
+        from .cones import holds
+        from .jsonio import dec_sparse
+
+        rows = [dec_sparse(r) for r in cert["rows"]]
+        return d["status"] == "member" and holds(rows, dec_sparse(cert["witness"]) if rows else None)
     if kind == "interval_bracket":
         V = [dec(v) for v in d["bouligand"]]
         got = interval_member_1d(t, V)

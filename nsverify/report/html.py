@@ -1,8 +1,15 @@
-"""Render a report dict to one self-contained HTML page (inline CSS, images as data URIs, no scripts)."""
+"""Render a report dict to one self-contained HTML page (inline CSS, inline SVG trend plots, no scripts).
+
+Layout: summary (GREEN/RED, each regression linking to its section), machine/environment header, then one
+``<section id="sec-NAME">`` per report section with its regressions, tables, figures, metrics and trend plots.
+A merged report (several machines) shows a metrics table with one column per machine.
+"""
 from __future__ import annotations
 
 import html
 import json
+
+from .compare import format_metric
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
@@ -12,75 +19,210 @@ th{background:#f3f3f3} .ok{color:#17692b} .failed,.red{color:#b00020} .green{col
 .badge{display:inline-block;padding:.3em .8em;border-radius:4px;color:#fff;font-weight:bold}
 .badge.green{background:#17692b;color:#fff} .badge.red{background:#b00020;color:#fff}
 pre{background:#f7f7f7;padding:.6em;overflow:auto;font-size:.8em} img{max-width:100%}
-.meta td{border:none;padding:1px 8px} nav a{margin-right:1em}
+.meta td{border:none;padding:1px 8px} nav a{margin-right:1em} .cross{background:#fff3cd;padding:.4em}
+tr.regression td{background:#fde7ea} td.differs{background:#fff3cd}
+.trends{display:flex;flex-wrap:wrap;gap:.8em} .trend{font-size:.75em;width:280px}
 """
+MAX_TRENDS = 24
+ENV_ROWS = ("hostname", "cpu", "cpu_count", "gpu", "torch", "cuda", "cudnn", "tf32_matmul", "tf32_cudnn",
+            "deterministic_algorithms", "num_threads", "python", "platform", "machine_id")
+
+
+def esc(x) -> str:
+    return html.escape("" if x is None else str(x), quote=True)
 
 
 def _cell(value) -> str:
     if isinstance(value, float):
-        return html.escape(f"{value:.6g}")
+        return esc(f"{value:.6g}")
     if isinstance(value, (dict, list)):
-        return html.escape(json.dumps(value))
-    return html.escape("" if value is None else str(value))
+        return esc(json.dumps(value))
+    return esc(value)
 
 
-def render_table(tab: dict) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in tab.get("columns", []))
-    rows = "".join("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>" for row in tab.get("rows", []))
-    title = f"<h3>{html.escape(tab.get('title', ''))}</h3>" if tab.get("title") else ""
-    return f"{title}<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+def render_table(tab: dict, row_classes: list[str] | None = None, table_id: str = "") -> str:
+    head = "".join(f"<th>{esc(c)}</th>" for c in tab.get("columns", []))
+    rows = []
+    for i, row in enumerate(tab.get("rows", [])):
+        cls = f' class="{esc(row_classes[i])}"' if row_classes and row_classes[i] else ""
+        rows.append(f"<tr{cls}>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>")
+    title = f"<h3>{esc(tab.get('title', ''))}</h3>" if tab.get("title") else ""
+    tid = f' id="{esc(table_id)}"' if table_id else ""
+    return f"{title}<table{tid}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def render_section(name: str, sec: dict) -> str:
-    parts = [f'<section id="sec-{html.escape(name)}" class="section">',
-             f"<h2>{html.escape(sec.get('title', name))} "
-             f"<small class=\"{html.escape(sec.get('status', 'ok'))}\">[{html.escape(sec.get('status', 'ok'))}"
-             f", {sec.get('seconds', 0):.1f}s]</small></h2>"]
+def render_trend(series: dict) -> str:
+    """One metric's history as an inline SVG: the value line and its interval (share CI / seed spread)."""
+    pts = series["points"]
+    lo = min(p[2] for p in pts)
+    hi = max(p[3] for p in pts)
+    if hi - lo < 1e-12:
+        lo, hi = lo - 0.5 * (abs(lo) or 1), hi + 0.5 * (abs(hi) or 1)
+    w, h, pad = 260, 70, 6
+    n = len(pts)
+    xs = [pad + (w - 2 * pad) * (i / (n - 1) if n > 1 else 0.5) for i in range(n)]
+    y = lambda v: h - pad - (h - 2 * pad) * (v - lo) / (hi - lo)
+    band = "".join(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y(p[2]):.1f}" y2="{y(p[3]):.1f}" stroke="#9ab" '
+                   f'stroke-width="3"/>' for x, p in zip(xs, pts))
+    line = " ".join(f"{x:.1f},{y(p[1]):.1f}" for x, p in zip(xs, pts))
+    dots = "".join(f'<circle cx="{x:.1f}" cy="{y(p[1]):.1f}" r="2.5" fill="#245"><title>{esc(p[0])}: '
+                   f'{p[1]:.6g}</title></circle>' for x, p in zip(xs, pts))
+    return (f'<div class="trend"><svg width="{w}" height="{h}" role="img" aria-label="trend of '
+            f'{esc(series["key"])}"><rect width="{w}" height="{h}" fill="#fafafa" stroke="#ddd"/>{band}'
+            f'<polyline points="{line}" fill="none" stroke="#245" stroke-width="1.5"/>{dots}</svg><br>'
+            f'{esc(series["key"])} ({esc(series["kind"])}, {n} run(s), last {pts[-1][1]:.4g}; '
+            f'range {lo:.4g}..{hi:.4g})</div>')
+
+
+def _body_parts(sec: dict) -> list[str]:
+    parts = []
     if sec.get("status") == "failed":
-        parts.append(f"<p class=failed>This section raised an exception:</p><pre>"
-                     f"{html.escape(sec.get('traceback', ''))}</pre>")
+        parts.append("<p class=failed>This section raised an exception:</p>"
+                     f"<pre>{esc(sec.get('traceback'))}</pre>")
     if sec.get("summary"):
-        parts.append(f"<p>{html.escape(sec['summary'])}</p>")
+        parts.append(f"<p>{esc(sec['summary'])}</p>")
     claims = sec.get("claims") or []
     if claims:
+        rows = [[c.get("claim"), c.get("measured"), c.get("held")] for c in claims]
         parts.append(render_table({"title": "Paper claims", "columns": ["claim", "measured", "held"],
-                                   "rows": [[c.get("claim"), c.get("measured"), c.get("held")] for c in claims]}))
+                                   "rows": rows}))
     for tab in sec.get("tables", []):
         parts.append(render_table(tab))
     for fig in sec.get("figures", []):
-        parts.append(f"<figure><img alt=\"{html.escape(fig.get('title', ''))}\" "
-                     f"src=\"data:image/png;base64,{fig['png']}\"><figcaption>"
-                     f"{html.escape(fig.get('title', ''))}</figcaption></figure>")
+        parts.append(f"<figure><img alt=\"{esc(fig.get('title', ''))}\" src=\"data:image/png;base64,"
+                     f"{esc(fig['png'])}\"><figcaption>{esc(fig.get('title', ''))}</figcaption></figure>")
+    return parts
+
+
+def _changes_table(name: str, report: dict) -> str:
+    cmp = report.get("comparison") or {}
+    regs = [(i, r) for i, r in enumerate(report.get("regressions", [])) if r.get("section") == name]
+    other = [c for c in cmp.get("changes", []) if c.get("section") == name]
+    if not regs and not other:
+        return ""
+    rows = [[r.get("key"), r.get("kind"), r.get("old"), r.get("new"), "REGRESSION: " + str(r.get("rule"))]
+            for _, r in regs]
+    rows += [[c.get("key"), c.get("kind"), c.get("old"), c.get("new"), c.get("rule")] for c in other]
+    classes = ["regression"] * len(regs) + [""] * len(other)
+    columns = ["metric", "kind", "baseline", "now", "rule"]
+    return render_table({"title": "Changes since the baseline", "columns": columns, "rows": rows},
+                        classes, table_id=f"changes-{name}")
+
+
+def _metrics_table(sec: dict) -> str:
+    metrics = (sec.get("data") or {}).get("metrics") or []
+    if not metrics:
+        return ""
+    return render_table({"title": "Comparable metrics", "columns": ["key", "kind", "value"],
+                         "rows": [[m["key"], m["kind"], format_metric(m)] for m in metrics]})
+
+
+def _trends(name: str, report: dict) -> str:
+    series = [s for s in (report.get("trends") or {}).get(name, []) if s.get("points")]
+    if not series:
+        return ""
+    shown = "".join(render_trend(s) for s in series[:MAX_TRENDS])
+    extra = len(series) - MAX_TRENDS
+    more = f"<p>{extra} more metric(s) not plotted.</p>" if extra > 0 else ""
+    return f'<h3>Trends over stored runs on this machine</h3><div class="trends">{shown}</div>{more}'
+
+
+def _section_header(name: str, sec: dict) -> str:
+    status = sec.get("status", "ok")
+    secs = sec.get("seconds")
+    timing = f", {secs:.1f}s" if isinstance(secs, (int, float)) else ""
+    return (f'<section id="sec-{esc(name)}" class="section"><h2>{esc(sec.get("title", name))} '
+            f'<small class="{esc(status)}">[{esc(status)}{timing}]</small></h2>')
+
+
+def render_section(name: str, sec: dict, report: dict | None = None) -> str:
+    report = report or {}
+    parts = [_section_header(name, sec), _changes_table(name, report), *_body_parts(sec), _metrics_table(sec),
+             _trends(name, report), "</section>"]
+    return "\n".join(p for p in parts if p)
+
+
+def render_merged_section(name: str, sec: dict, report: dict) -> str:
+    labels = list(sec["machines"])
+    metrics = {label: {m["key"]: m for m in (s.get("data") or {}).get("metrics", [])}
+               for label, s in sec["machines"].items()}
+    keys = list(dict.fromkeys(k for label in labels for k in metrics[label]))
+    parts = [_section_header(name, sec), _changes_table(name, report)]
+    if keys:
+        head = "".join(f"<th>{esc(c)}</th>" for c in ["key", "kind", *labels])
+        rows = []
+        for k in keys:
+            ms = [metrics[label].get(k) for label in labels]
+            kind = next(m["kind"] for m in ms if m)
+            vals = [format_metric(m) for m in ms]
+            differs = len({v for v, m in zip(vals, ms) if m}) > 1 and kind != "info"
+            cls = ' class="differs" title="differs across machines (not a regression)"' if differs else ""
+            rows.append(f"<tr><td>{esc(k)}</td><td>{esc(kind)}</td>"
+                        + "".join(f"<td{cls}>{esc(v)}</td>" for v in vals) + "</tr>")
+        parts.append(f'<h3>Metrics by machine</h3><table class="per-machine"><thead><tr>{head}</tr></thead>'
+                     f'<tbody>{"".join(rows)}</tbody></table>')
+    for label, s in sec["machines"].items():
+        status = s.get("status", "ok")
+        parts.append(f'<details open><summary>{esc(label)} <span class="{esc(status)}">[{esc(status)}]</span>'
+                     f'</summary>{"".join(_body_parts(s))}</details>')
     parts.append("</section>")
     return "\n".join(parts)
 
 
-def render_report(report: dict) -> str:
+def _machine_header(report: dict) -> str:
+    if report.get("kind") == "merged":
+        machines = report["machine"].get("machines", {})
+        head = "".join(f"<th>{esc(label)}</th>" for label in machines)
+        rows = "".join(f"<tr><td>{esc(k)}</td>"
+                       + "".join(f"<td>{_cell(m.get(k))}</td>" for m in machines.values())
+                       + "</tr>" for k in ENV_ROWS)
+        return f'<h2 id="machine">Machines</h2><table class="meta-merged"><thead><tr><th></th>{head}</tr>' \
+               f'</thead><tbody>{rows}</tbody></table>'
+    machine = report.get("machine", {})
+    keys = list(ENV_ROWS) + [k for k in machine if k not in ENV_ROWS]
+    meta = "".join(f"<tr><td>{esc(k)}</td><td>{_cell(machine.get(k))}</td></tr>"
+                   for k in keys if k in machine)
+    return f'<h2 id="machine">Machine and environment</h2><table class=meta>{meta}</table>'
+
+
+def render_summary(report: dict) -> str:
     sections = report.get("sections", {})
     failed = [n for n, s in sections.items() if s.get("status") == "failed"]
     regressions = report.get("regressions", [])
     red = bool(failed or regressions)
-    badge = f'<span class="badge {"red" if red else "green"}" id="summary-status">{"RED" if red else "GREEN"}</span>'
-    summary = [f'<div id="summary"><h2>Summary {badge}</h2>']
+    color = "red" if red else "green"
+    badge = f'<span class="badge {color}" id="summary-status">{color.upper()}</span>'
+    out = [f'<div id="summary"><h2>Summary {badge}</h2>']
+    cmp = report.get("comparison")
+    if cmp:
+        cls = "" if cmp.get("same_machine", True) else ' class="cross"'
+        out.append(f"<p id=\"comparison-label\"{cls}>{esc(cmp.get('label'))}</p>")
+        if cmp.get("environment_changes"):
+            out.append("<p>Environment changes since the baseline: <b>" + esc("; ".join(
+                cmp["environment_changes"])) + "</b></p>")
     if failed:
-        summary.append("<p>Failed sections: " + ", ".join(
-            f'<a href="#sec-{html.escape(n)}">{html.escape(n)}</a>' for n in failed) + "</p>")
+        out.append("<p>Failed sections: " + ", ".join(
+            f'<a href="#sec-{esc(n)}">{esc(n)}</a>' for n in failed) + "</p>")
     if regressions:
-        summary.append("<ul>" + "".join(
-            f'<li><a href="#sec-{html.escape(r.get("section", ""))}">{html.escape(r.get("section", ""))}</a>: '
-            f'{html.escape(r.get("message", ""))}</li>' for r in regressions) + "</ul>")
+        out.append(f"<p>{len(regressions)} regression(s):</p><ul id=\"regressions\">" + "".join(
+            f'<li class="regression"><a href="#sec-{esc(r.get("section"))}">{esc(r.get("section"))}</a>: '
+            f'{esc(r.get("message"))}</li>' for r in regressions) + "</ul>")
     elif not failed:
-        summary.append("<p>No failed section and no regression.</p>")
-    if report.get("comparison"):
-        summary.append(f"<p>{html.escape(report['comparison'].get('label', ''))}</p>")
-    summary.append("</div>")
-    machine = report.get("machine", {})
-    meta = "".join(f"<tr><td>{html.escape(k)}</td><td>{_cell(v)}</td></tr>" for k, v in machine.items())
-    nav = "<nav>" + "".join(f'<a href="#sec-{html.escape(n)}">{html.escape(s.get("title", n))}</a>'
+        out.append("<p>No failed section and no regression.</p>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def render_report(report: dict) -> str:
+    sections = report.get("sections", {})
+    merged = report.get("kind") == "merged"
+    nav = "<nav>" + "".join(f'<a href="#sec-{esc(n)}">{esc(s.get("title", n))}</a>'
                             for n, s in sections.items()) + "</nav>"
-    body = "\n".join(render_section(n, s) for n, s in sections.items())
-    return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>nsverify report "
-            f"{html.escape(report.get('created', ''))}</title><style>{CSS}</style></head><body>"
-            f"<h1>nsverify nightly report</h1><p>{html.escape(report.get('created', ''))}"
+    render = render_merged_section if merged else render_section
+    body = "\n".join(render(n, s, report) for n, s in sections.items())
+    title = "nsverify merged report (several machines)" if merged else "nsverify nightly report"
+    return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>{title} "
+            f"{esc(report.get('created', ''))}</title><style>{CSS}</style></head><body>"
+            f"<h1>{title}</h1><p>{esc(report.get('created', ''))}"
             f"{' (quick)' if report.get('quick') else ''}</p>"
-            f"{''.join(summary)}<h2>Machine</h2><table class=meta>{meta}</table>{nav}{body}</body></html>")
+            f"{render_summary(report)}{_machine_header(report)}{nav}{body}</body></html>")

@@ -5,8 +5,6 @@ import os
 import platform
 import socket
 
-import torch
-
 
 def cpu_model() -> str:
     try:
@@ -20,6 +18,8 @@ def cpu_model() -> str:
 
 
 def gpu_model() -> str | None:
+    import torch
+
     if torch.cuda.is_available():
         return torch.cuda.get_device_name(0)
     return None
@@ -27,6 +27,8 @@ def gpu_model() -> str | None:
 
 def machine_info() -> dict:
     """A JSON-able description of this machine; ``machine_id`` is what runs are compared by."""
+    import torch  # here, not at module level: reading and comparing reports needs no torch
+
     gpu = gpu_model()
     info = {
         "hostname": socket.gethostname(),

@@ -1,18 +1,22 @@
-"""The nightly job: run every registered report section, write report.json + index.html atomically.
+"""The nightly job: run every registered report section, compare with the previous run, write atomically.
 
 Layout under ``--out DIR``::
 
-    DIR/<UTC timestamp>/report.json
+    DIR/<UTC timestamp>/report.json        (schema nsverify.report/1, docs/report.md)
     DIR/<UTC timestamp>/index.html
     DIR/latest -> <UTC timestamp>          (symlink, replaced atomically)
-    DIR/.scratch/<section>/...             (partial results kept across interrupted runs)
+    DIR/.scratch/<run key>/<section>-<code hash>/   (partial results kept across interrupted runs)
 
-A run is first written into ``DIR/.tmp-<timestamp>`` and renamed into place only when complete, so an
-interrupted run never leaves a half-written report and ``latest`` keeps pointing at the previous one.
+A run is first written into ``DIR/.tmp-<pid>-<timestamp>-*`` and renamed into place only when complete, so an
+interrupted run never leaves a half-written report and ``latest`` keeps pointing at the previous one. The run
+key hashes what determines a run's results (quick, --only, options, machine, torch); rerunning the same
+command after an interruption therefore finds the partial results saved by ``ctx.checkpoint``.
 """
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import inspect
 import json
 import os
 import shutil
@@ -22,28 +26,17 @@ import time
 import traceback
 from pathlib import Path
 
-from ..errors import OutputDirError
+from ..errors import NsverifyError, OutputDirError
 from . import RunContext, load_sections
+from .atomic import atomic_write_text, json_default
+from .compare import DEFAULT_BENCH_FACTOR, compare_reports, require_run
+from .history import list_runs, previous_run, same_kind_runs, trend_series
 from .html import render_report
 from .machine import machine_info
+from .schema import SCHEMA, load_report, resolve_report_path, validate_metrics
 
-SCHEMA = "nsverify.report/1"
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+__all__ = ["SCHEMA", "atomic_write_text", "build_report", "ensure_writable_dir", "run_nightly",
+           "run_sections", "write_report", "merge_nightly", "attach_comparison", "is_red"]
 
 
 def ensure_writable_dir(out: Path) -> Path:
@@ -60,53 +53,58 @@ def ensure_writable_dir(out: Path) -> Path:
     return out
 
 
-def _json_default(obj):
+def _source_hash(fn) -> str:
     try:
-        import numpy as np
+        src = Path(inspect.getsourcefile(fn)).read_bytes()
+    except (TypeError, OSError):
+        src = fn.__qualname__.encode()
+    return hashlib.sha256(src).hexdigest()[:10]
 
-        if isinstance(obj, np.generic):
-            return obj.item()
-        if isinstance(obj, np.ndarray):
-            return obj.tolist()
-    except ImportError:  # pragma: no cover
-        pass
-    from fractions import Fraction
 
-    if isinstance(obj, Fraction):
-        return str(obj)
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    raise TypeError(f"report sections must return JSON-able data; got {type(obj).__name__}")
+def run_key(quick: bool, only: list[str] | None, options: dict | None, machine: dict) -> str:
+    """What makes two attempts "the same run" for resuming: options, machine and torch (not the clock)."""
+    blob = json.dumps({"quick": bool(quick), "only": sorted(only or []), "options": options or {},
+                       "machine": machine.get("machine_id"), "torch": machine.get("torch")},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def run_sections(quick: bool, only: list[str] | None = None, scratch: Path | None = None,
                  options: dict | None = None, stream=None) -> dict:
-    """Run the registered sections; a section that raises is recorded as failed with its traceback."""
+    """Run the registered sections; a section that raises is recorded as failed with its traceback.
+
+    A section whose ``data["metrics"]`` breaks the metric schema is recorded as failed too, with the reason.
+    Exceptions that are not ``Exception`` (KeyboardInterrupt, SystemExit) stop the whole run.
+    """
     stream = stream or sys.stderr
     sections = load_sections()
     if only:
         known = {s.name for s in sections}
         unknown = [n for n in only if n not in known]
         if unknown:
-            raise ValueError(f"unknown report section(s) {unknown}; known: {sorted(known)}")
+            raise NsverifyError(f"unknown report section(s) {unknown}; known: {sorted(known)}. "
+                                f"Fix the names given to --only.")
         sections = [s for s in sections if s.name in only]
     results: dict[str, dict] = {}
     for i, sec in enumerate(sections, 1):
         print(f"== [{i}/{len(sections)}] {sec.title}", file=stream, flush=True)
-        ctx = RunContext(quick=quick, scratch=scratch, section=sec.name, options=dict(options or {}), stream=stream)
+        ctx = RunContext(quick=quick, scratch=scratch, section=sec.name, options=dict(options or {}),
+                         stream=stream, code_hash=_source_hash(sec.fn))
         t0 = time.monotonic()
         try:
             res = sec.fn(ctx) or {}
             if not isinstance(res, dict):
                 raise TypeError(f"section {sec.name} returned {type(res).__name__}, expected dict")
-            json.dumps(res, default=_json_default)  # fail here, inside the section, if not JSON-able
-            res = json.loads(json.dumps(res, default=_json_default))
+            res = json.loads(json.dumps(res, default=json_default))
+            if "metrics" in (res.get("data") or {}):
+                validate_metrics(res["data"]["metrics"], f"sections.{sec.name}.data.metrics")
             res.setdefault("status", "ok")
         except Exception:  # a failing section must not lose the others
             res = {"status": "failed", "traceback": traceback.format_exc()}
             print(f"   section {sec.name} FAILED:\n{res['traceback']}", file=stream, flush=True)
         res["title"] = sec.title
         res["seconds"] = round(time.monotonic() - t0, 3)
+        res["_scratch"] = f"{sec.name}-{ctx.code_hash}"
         results[sec.name] = res
     return results
 
@@ -115,29 +113,83 @@ def utc_stamp() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
 
-def build_report(sections: dict, quick: bool) -> dict:
+def build_report(sections: dict, quick: bool, machine: dict | None = None) -> dict:
     return {
         "schema": SCHEMA,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "kind": "run",
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
         "quick": quick,
-        "machine": machine_info(),
-        "sections": sections,
+        "machine": machine or machine_info(),
+        "sections": {n: {k: v for k, v in s.items() if k != "_scratch"} for n, s in sections.items()},
         "regressions": [],
     }
+
+
+def attach_comparison(report: dict, out: Path, baseline: Path | str | None = None,
+                      bench_factor: float = DEFAULT_BENCH_FACTOR, stream=None) -> dict:
+    """Compare ``report`` with ``baseline`` (or the previous run on this machine in ``out``); add trends."""
+    runs = list_runs(out, stream=stream)
+    mid = report["machine"]["machine_id"]
+    base = None
+    if baseline is not None:
+        base = (str(resolve_report_path(baseline)), load_report(baseline))
+    else:
+        prev = previous_run(runs, mid, report["quick"])
+        if prev is not None:
+            base = (str(prev[0]), prev[1])
+    if base is None:
+        mode = "quick" if report["quick"] else "full"
+        report["comparison"] = {"label": f"First {mode} run on this machine: nothing to compare with.",
+                                "same_machine": True, "environment_changes": [], "regressions": [],
+                                "changes": [], "baseline": None, "bench_factor": bench_factor}
+    else:
+        report["comparison"] = compare_reports(base[1], report, bench_factor, base_path=base[0])
+    report["regressions"] = report["comparison"]["regressions"]
+    same = [rep for _, rep in same_kind_runs(runs, mid, report["quick"])]
+    report["trends"] = trend_series(same + [report])
+    return report
+
+
+def is_red(report: dict) -> bool:
+    """Red = a regression, or a failed section."""
+    if report["regressions"]:
+        return True
+    secs = report["sections"].values()
+    return any(s.get("status") == "failed" for s in secs)
+
+
+def _remove_stale_tmp(out: Path) -> None:
+    """Remove ``.tmp-<pid>-*`` directories left by killed runs (their pid is gone)."""
+    for p in out.glob(".tmp-*"):
+        parts = p.name.split("-")
+        try:
+            pid = int(parts[1])
+        except (IndexError, ValueError):
+            continue
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # still running
+        except ProcessLookupError:
+            shutil.rmtree(p, ignore_errors=True)
+        except PermissionError:
+            continue
 
 
 def write_report(out: Path, report: dict, stamp: str | None = None) -> Path:
     """Write ``report`` as ``out/<stamp>/{report.json,index.html}`` atomically and repoint ``out/latest``."""
     out = ensure_writable_dir(out)
+    _remove_stale_tmp(out)
     stamp = stamp or utc_stamp()
     final = out / stamp
     n = 1
     while final.exists():
         final = out / f"{stamp}-{n}"
         n += 1
-    tmp = Path(tempfile.mkdtemp(dir=out, prefix=f".tmp-{final.name}-"))
+    tmp = Path(tempfile.mkdtemp(dir=out, prefix=f".tmp-{os.getpid()}-{final.name}-"))
     try:
-        atomic_write_text(tmp / "report.json", json.dumps(report, indent=1, default=_json_default))
+        atomic_write_text(tmp / "report.json", json.dumps(report, indent=1, default=json_default))
         atomic_write_text(tmp / "index.html", render_report(report))
         os.replace(tmp, final)
     except BaseException:
@@ -152,10 +204,28 @@ def write_report(out: Path, report: dict, stamp: str | None = None) -> Path:
 
 
 def run_nightly(out: Path | str = "reports", quick: bool = False, only: list[str] | None = None,
-                options: dict | None = None, stream=None) -> Path:
-    """Run every registered section and write the report; returns the run directory."""
+                options: dict | None = None, stream=None, baseline: Path | str | None = None,
+                bench_factor: float = DEFAULT_BENCH_FACTOR) -> Path:
+    """Run every registered section, compare, and write the report; returns the run directory."""
     out = ensure_writable_dir(Path(out))
-    scratch = out / ".scratch"
+    if baseline is not None:  # a bad baseline fails before hours of work
+        require_run(load_report(baseline), "--baseline")
+    machine = machine_info()
+    scratch = out / ".scratch" / run_key(quick, only, options, machine)
     sections = run_sections(quick=quick, only=only, scratch=scratch, options=options, stream=stream)
-    report = build_report(sections, quick)
-    return write_report(out, report)
+    report = attach_comparison(build_report(sections, quick, machine), out, baseline, bench_factor, stream)
+    run_dir = write_report(out, report)
+    for sec in sections.values():  # completed sections need no partial results any more
+        if sec.get("status") == "ok":
+            shutil.rmtree(scratch / sec["_scratch"], ignore_errors=True)
+    if scratch.is_dir() and not any(scratch.iterdir()):
+        scratch.rmdir()
+    return run_dir
+
+
+def merge_nightly(out: Path | str, dirs: list[Path | str]) -> Path:
+    """Merge the runs in ``dirs`` (several machines) into one report written under ``out``."""
+    from .merge import merge_reports
+
+    out = ensure_writable_dir(Path(out))
+    return write_report(out, merge_reports(dirs), stamp=utc_stamp() + "-merged")

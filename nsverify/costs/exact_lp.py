@@ -1,0 +1,143 @@
+"""Exact rational feasibility of a homogeneous strict system {d : c . d > 0 for all rows c} (phase-1 simplex
+over fractions.Fraction with Bland's rule, so it terminates and is exact).
+
+The system is feasible iff C d >= 1 is (scale any strict solution).  Used by :mod:`.bouligand` to decide which
+activation patterns of a ReLU network are realised by open regions.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Sequence
+
+
+def strict_feasible(C: Sequence[Sequence[Fraction]], p: int) -> list[Fraction] | None:
+    """Return d with C d > 0 (exactly), or None if no such d exists.  ``p`` is the dimension of d.
+
+    A floating-point LP (HiGHS) proposes a witness d or a Gordan certificate y >= 0, y != 0, C^T y = 0; either
+    is re-derived and checked in exact arithmetic.  When neither certifies, the exact simplex decides."""
+    cert = _float_certificate(C, p)
+    if cert is not None:
+        return cert[1] if cert[0] else None
+    return exact_strict_feasible(C, p)
+
+
+def _float_certificate(C, p):
+    try:
+        import numpy as np
+        from scipy.optimize import linprog
+    except ImportError:  # pragma: no cover - scipy is a dependency
+        return None
+    A = np.array([[float(v) for v in row] for row in C])
+    m = len(C)
+    # maximise t subject to C d >= t, -1 <= d <= 1, t <= 1
+    res = linprog(
+        np.r_[np.zeros(p), -1.0],
+        A_ub=np.c_[-A, np.ones(m)],
+        b_ub=np.zeros(m),
+        bounds=[(-1, 1)] * p + [(None, 1)],
+        method="highs",
+    )
+    if res.status == 0 and -res.fun > 1e-7:
+        d = [Fraction(v).limit_denominator(10**6) for v in res.x[:p]]
+        if all(sum(Fraction(c) * v for c, v in zip(row, d)) > 0 for row in C):
+            return True, d
+        return None
+    # Gordan: y >= 0, sum y = 1, C^T y = 0
+    res = linprog(
+        np.zeros(m),
+        A_eq=np.r_[A.T, np.ones((1, m))],
+        b_eq=np.r_[np.zeros(p), 1.0],
+        bounds=[(0, None)] * m,
+        method="highs",
+    )
+    if res.status != 0:
+        return None
+    support = [i for i in range(m) if res.x[i] > 1e-9]
+    y = _solve_exact(
+        [[Fraction(C[i][j]) for i in support] for j in range(p)] + [[Fraction(1)] * len(support)],
+        [Fraction(0)] * p + [Fraction(1)],
+    )
+    if y is None or any(v < 0 for v in y):
+        return None
+    if any(sum(Fraction(C[i][j]) * v for i, v in zip(support, y)) != 0 for j in range(p)) or sum(y) != 1:
+        return None
+    return False, None
+
+
+def _solve_exact(A, b):
+    """Some exact solution of A y = b (Gaussian elimination, free variables = 0), or None if inconsistent."""
+    rows, cols = len(A), len(A[0])
+    T = [list(r) + [bv] for r, bv in zip(A, b)]
+    piv_cols, r = [], 0
+    for c in range(cols):
+        piv = next((i for i in range(r, rows) if T[i][c] != 0), None)
+        if piv is None:
+            continue
+        T[r], T[piv] = T[piv], T[r]
+        T[r] = [v / T[r][c] for v in T[r]]
+        for i in range(rows):
+            if i != r and T[i][c] != 0:
+                f = T[i][c]
+                T[i] = [a - f * bb for a, bb in zip(T[i], T[r])]
+        piv_cols.append(c)
+        r += 1
+    if any(all(v == 0 for v in T[i][:cols]) and T[i][cols] != 0 for i in range(rows)):
+        return None
+    y = [Fraction(0)] * cols
+    for i, c in enumerate(piv_cols):
+        y[c] = T[i][cols]
+    return y
+
+
+def exact_strict_feasible(C: Sequence[Sequence[Fraction]], p: int) -> list[Fraction] | None:
+    """The exact phase-1 simplex (Bland's rule) deciding C d >= 1."""
+    m = len(C)
+    if m == 0:
+        return [Fraction(0)] * p
+    # variables: d+ (p), d- (p), surplus s (m), artificial r (m);  rows: C d+ - C d- - s + r = 1
+    nv = 2 * p + 2 * m
+    T = []
+    for i, row in enumerate(C):
+        r = [Fraction(v) for v in row] + [-Fraction(v) for v in row] + [Fraction(0)] * (2 * m) + [Fraction(1)]
+        r[2 * p + i] = Fraction(-1)
+        r[2 * p + m + i] = Fraction(1)
+        T.append(r)
+    basis = [2 * p + m + i for i in range(m)]
+    # phase-1 objective: minimise sum r  ->  reduced costs z_j = -sum of rows for non-artificial columns
+    obj = [Fraction(0)] * (nv + 1)
+    for r in T:
+        for j in range(nv + 1):
+            obj[j] -= r[j]
+    for i in range(m):
+        obj[2 * p + m + i] = Fraction(0)
+    while True:
+        enter = next((j for j in range(nv) if obj[j] < 0), None)  # Bland: smallest index
+        if enter is None:
+            break
+        leave, best = None, None
+        for i, r in enumerate(T):
+            if r[enter] > 0:
+                q = r[nv] / r[enter]
+                if best is None or q < best or (q == best and basis[i] < basis[leave]):
+                    best, leave = q, i
+        if leave is None:  # unbounded: cannot happen in phase 1 (objective bounded below by 0)
+            break
+        piv = T[leave][enter]
+        T[leave] = [v / piv for v in T[leave]]
+        for i in range(m):
+            if i != leave and T[i][enter] != 0:
+                f = T[i][enter]
+                T[i] = [a - f * b for a, b in zip(T[i], T[leave])]
+        f = obj[enter]
+        obj = [a - f * b for a, b in zip(obj, T[leave])]
+        basis[leave] = enter
+    if -obj[nv] != 0:  # optimal sum of artificials > 0 -> infeasible
+        return None
+    x = [Fraction(0)] * nv
+    for i, b in enumerate(basis):
+        x[b] = T[i][nv]
+    d = [x[k] - x[p + k] for k in range(p)]
+    if not all(sum(c * v for c, v in zip(row, d)) > 0 for row in C):  # exact re-check of the witness
+        raise ArithmeticError("exact simplex returned a non-strict witness (bug)")
+    return d

@@ -1,0 +1,14 @@
+"""Inertial optimizers from Boustany's thesis (001 Ch. 4) as ``torch.optim.Optimizer`` subclasses.
+
+- :class:`INNAprop` (Algorithm 3), :class:`INNA` (Table 4.5), :class:`DINAdam` (Algorithm 6, sign corrected),
+  :class:`INNApropMomentum` (Section 4.6.2).
+- :mod:`nsverify.optim.forms`: float64 reference recursions (mechanical, psi, memory-saving, momentum) used by
+  the equivalence tests and the precision study.
+"""
+from ._base import InertialOptimizer, OptimizerConfigError
+from .dinadam import DINAdam
+from .inna import INNA
+from .innaprop import INNAprop
+from .momentum import INNApropMomentum
+
+__all__ = ["INNAprop", "INNA", "DINAdam", "INNApropMomentum", "InertialOptimizer", "OptimizerConfigError"]

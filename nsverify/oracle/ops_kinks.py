@@ -1,0 +1,310 @@
+"""Exact implementations of the nonsmooth ATen ops with kinks (relu, abs, leaky_relu, hardtanh/relu6,
+hardsigmoid, hardswish, threshold, scalar-bound clamp), comparisons, ``where`` and ``sign``
+(selections live in :mod:`nsverify.oracle.ops_select`).
+
+At a kink/tie the behaviour depends on the context mode (see :mod:`nsverify.oracle.context`): in ``"ad"`` mode
+PyTorch's convention (or an override) gives the local derivative; in ``"pieces"`` mode the site becomes a
+branch point whose options are the adjacent pieces, each with its open cone of directions.  Tied entries
+whose local first-order data (value and derivative) are identical are merged (Park et al.'s T_j), so they
+never create spurious branches.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from ..errors import InexactError, UnsupportedOpError
+from . import context
+from .context import Site
+from .numbers import Aff, KinkZero, grad, is_lin, mk, sign, val
+from .ops_linear import arr, objmap
+from .semantics import elementwise
+from .tensor import op
+
+F = Fraction
+
+
+def _neg_g(g: dict) -> dict:
+    return {k: -v for k, v in g.items()}
+
+
+def _gsub(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        s = out.get(k, 0) - v
+        if s == 0:
+            out.pop(k, None)
+        else:
+            out[k] = s
+    return out
+
+
+def _poly(p, x):
+    out = F(0)
+    for c in reversed(p):
+        out = out * x + c
+    return out
+
+
+def _dpoly(p, x):
+    return _poly([k * c for k, c in enumerate(p)][1:], x) if len(p) > 1 else F(0)
+
+
+def _piece_apply(piece, x):
+    if piece.poly is None:
+        raise UnsupportedOpError("a non-polynomial piece of an elementwise op is not supported exactly")
+    v = val(x)
+    out_v = _poly(piece.poly, v)
+    if not isinstance(x, Aff):
+        return out_v
+    d = _dpoly(piece.poly, v)
+    nonlin_piece = len(piece.poly) > 2 and any(c != 0 for c in piece.poly[2:])
+    return mk(
+        out_v, {k: d * c for k, c in x.g.items()} if d != 0 else {}, x.lin and not (nonlin_piece and x.g)
+    )
+
+
+def _inexact(opname, detail=""):
+    return InexactError(
+        f"{opname}: an interval value straddles a kink/tie{detail}, so the exact oracle cannot "
+        "tell which piece is active; the smooth part around it is not exactly computable here. "
+        "Use rational inputs/weights or check at another point"
+    )
+
+
+def _float_only(ctx, opname, loc, fx, exact_value):
+    """Record a tie that only the float computation sees (rounding created it)."""
+    ctx.note(Site(opname, ctx.call, loc, exact_value, float_tie=True, extra={"float_only": True,
+                                                                            "float_value": float(fx)}))
+
+
+def _apply_elementwise(ew, x, loc, fx=None):
+    ctx = context.current()
+    v = val(x)
+    idx = len(ew.breakpoints)
+    at = None
+    for i, b in enumerate(ew.breakpoints):
+        s = sign(v - b)
+        if s is None:
+            raise _inexact(ew.name)
+        if s < 0:
+            idx = i
+            break
+        if s == 0:
+            at = i
+            break
+    if at is None:
+        if fx is not None and isinstance(x, Aff) and F(fx) in ew.breakpoints:
+            _float_only(ctx, ew.name, loc, fx, v)
+        return _piece_apply(ew.pieces[idx], x)
+    b = ew.breakpoints[at]
+    g = grad(x)
+    if not isinstance(x, Aff):  # a constant sitting on a kink: nothing flows through forward mode
+        out = _piece_apply(ew.pieces[at], x)
+        return KinkZero() if ew.name == "relu" and ctx.mode == "ad" else out
+    site = Site(ew.name, ctx.call, loc, b, affine=is_lin(x), slopes=(g,),
+                float_tie=None if fx is None else F(fx) == b)
+    if ctx.mode == "ad" or not g:
+        ctx.note(site)
+        if not g:
+            return _piece_apply(ew.pieces[at], x)
+        side = _ad_side(ew, at)
+        if isinstance(side, Fraction):  # a fixed derivative at the kink (e.g. abs'(0) = 0)
+            return mk(
+                _poly(ew.pieces[at].poly, b), {k: side * c for k, c in g.items()} if side else {}, is_lin(x)
+            )
+        return _piece_apply(ew.pieces[side], x)
+    site.ad_option = _ad_option_elementwise(ew, at)
+    choice = ctx.branch(site, [("left", [_neg_g(g)]), ("right", [g])])
+    return _piece_apply(ew.pieces[at + choice], x)
+
+
+def _ad_option_elementwise(ew, at):
+    """0 (left) / 1 (right) when AD's rule at breakpoint ``at`` is one side's derivative, else None."""
+    side = _ad_side(ew, at)
+    if not isinstance(side, Fraction):
+        return side - at
+    b = ew.breakpoints[at]
+    left, right = _dpoly(ew.pieces[at].poly, b), _dpoly(ew.pieces[at + 1].poly, b)
+    if side == left:
+        return 0
+    if side == right:
+        return 1
+    return None
+
+
+def _ad_side(ew, at):
+    """Index of the piece whose derivative AD uses at breakpoint ``at``, or a fixed derivative (Fraction)."""
+    conv = context.convention(ew.name)
+    side = ew.torch_side[at] if conv is None else conv
+    if isinstance(side, dict):
+        side = side.get(ew.breakpoints[at], ew.torch_side[at])
+    if isinstance(side, (int, float, Fraction)) and not isinstance(side, bool):
+        return F(side)
+    if side == "mid":  # the even split of the one-sided derivatives (abs'(0) = 0)
+        b = ew.breakpoints[at]
+        return (_dpoly(ew.pieces[at].poly, b) + _dpoly(ew.pieces[at + 1].poly, b)) / 2
+    if side in ("zero", "minimal", "min_norm"):
+        return F(0)
+    if side == "left":
+        return at
+    if side == "right":
+        return at + 1
+    if side == "inside":
+        left, right = ew.pieces[at], ew.pieces[at + 1]
+        return at + 1 if _dpoly(right.poly, F(0)) != 0 and _dpoly(left.poly, F(0)) == 0 else at
+    raise UnsupportedOpError(
+        f"convention for {ew.name} must be 'left', 'right', 'inside' or a number, got {side!r}"
+    )
+
+
+def _elementwise_op(ew, a):
+    a = arr(a)
+    fa = context.current().float_arg(0)
+    ff = fa.reshape(-1) if fa is not None and fa.size == a.size else None
+    out = np.empty(a.shape, dtype=object)
+    of, af = out.reshape(-1), a.reshape(-1)
+    for i in range(af.size):
+        of[i] = _apply_elementwise(ew, af[i], (i,), None if ff is None else ff[i])
+    return out
+
+
+for _name in ("relu", "abs", "hardsigmoid", "hardswish"):
+    op(_name)(lambda a, _n=_name: _elementwise_op(elementwise(_n, ()), a))
+
+
+@op("leaky_relu")
+def _leaky(a, negative_slope=0.01):
+    return _elementwise_op(elementwise("leaky_relu", (negative_slope,)), a)
+
+
+@op("hardtanh")
+def _hardtanh(a, min_val=-1.0, max_val=1.0):
+    return _elementwise_op(elementwise("hardtanh", (min_val, max_val)), a)
+
+
+@op("threshold")
+def _threshold(a, threshold, value):
+    return _elementwise_op(elementwise("threshold", (threshold, value)), a)
+
+
+# ------------------------------------------------------------------------------------------------ comparisons
+_CMP = {
+    "gt": lambda s: s > 0,
+    "ge": lambda s: s >= 0,
+    "lt": lambda s: s < 0,
+    "le": lambda s: s <= 0,
+    "eq": lambda s: s == 0,
+    "ne": lambda s: s != 0,
+}
+
+
+def _compare_entry(x, y, name, loc, fxy=None):
+    ctx = context.current()
+    diff = x - y
+    s = sign(val(diff))
+    if s is None:
+        raise _inexact(name, " in a comparison")
+    test = _CMP[name]
+    depends = isinstance(diff, Aff)
+    if s != 0:
+        if fxy is not None and depends and fxy[0] == fxy[1]:
+            _float_only(ctx, name, loc, fxy[0], val(x))
+        return test(s)
+    g = grad(diff)
+    if not depends:
+        return test(0)
+    site = Site(name, ctx.call, loc, val(x), affine=is_lin(diff), slopes=(g,),
+                float_tie=None if fxy is None else bool(fxy[0] == fxy[1]))
+    if ctx.mode == "ad" or (not g and is_lin(diff)):
+        ctx.note(site)
+        return test(0)
+    if not g:  # second-order tie: first-order analysis cannot tell the side
+        choice = ctx.branch(site, [("<", None), (">", None)])
+    else:
+        if test(-1) != test(1):  # AD takes the exact outcome test(0): the side that gives the same outcome
+            site.ad_option = 0 if test(0) == test(-1) else 1
+        choice = ctx.branch(site, [("<", [_neg_g(g)]), (">", [g])])
+    return test(-1 if choice == 0 else 1)
+
+
+def _compare(name):
+    def impl(a, b):
+        a, b = np.broadcast_arrays(arr(a), arr(b))
+        ctx = context.current()
+        fa = ctx.float_arg(0)
+        fb = ctx.float_arg(1) if ctx.float_arg(1) is not None else (
+            np.asarray(float(b.reshape(-1)[0])) if b.size == 1 and not isinstance(b.reshape(-1)[0], Aff)
+            else None)
+        fl = None
+        if fa is not None and fb is not None:
+            try:
+                fl = np.broadcast_arrays(fa, fb)
+                fl = fl if fl[0].shape == a.shape else None
+            except ValueError:
+                fl = None
+        out = np.empty(a.shape, dtype=bool)
+        for pos in np.ndindex(*a.shape):
+            fxy = None if fl is None else (fl[0][pos], fl[1][pos])
+            out[pos] = _compare_entry(a[pos], b[pos], name, pos, fxy)
+        return out
+
+    return impl
+
+
+for _c in _CMP:
+    op(_c)(_compare(_c))
+
+
+@op("where")
+def _where(cond, a=None, b=None):
+    if a is None:
+        raise UnsupportedOpError("torch.where(cond) with one argument (nonzero) is not supported exactly")
+    return np.asarray(np.where(cond.astype(bool), arr(a), arr(b)), dtype=object)
+
+
+@op("logical_not")
+def _lnot(a):
+    return ~a.astype(bool)
+
+
+@op("logical_and", "bitwise_and")
+def _land(a, b):
+    return np.logical_and(a, b)
+
+
+@op("logical_or", "bitwise_or")
+def _lor(a, b):
+    return np.logical_or(a, b)
+
+
+@op("any")
+def _any(a, dim=None, keepdim=False):
+    return np.asarray(
+        np.any(a.astype(bool)) if dim is None else np.any(a.astype(bool), axis=dim, keepdims=keepdim)
+    )
+
+
+@op("all")
+def _all(a, dim=None, keepdim=False):
+    return np.asarray(
+        np.all(a.astype(bool)) if dim is None else np.all(a.astype(bool), axis=dim, keepdims=keepdim)
+    )
+
+
+@op("sign", "sgn")
+def _sign(a):
+    def f(x):
+        s = sign(val(x))
+        if s is None:
+            raise _inexact("sign")
+        if s == 0 and grad(x):
+            raise UnsupportedOpError(
+                "sign() at 0 of a value that depends on w is discontinuous; the Clarke "
+                "oracle needs locally Lipschitz programs. Rewrite without sign()"
+            )
+        return F(s)
+
+    return objmap(f, arr(a))

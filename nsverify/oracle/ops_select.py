@@ -1,0 +1,379 @@
+"""Exact selections: max/min (full, dim), amax/amin, argmax, maximum/minimum, tensor-bound clamp, max_pool and
+adaptive max pool windows, sort/topk.
+
+At a tie, ``"ad"`` mode applies PyTorch's tie rule (from the registry) or an override; ``"pieces"`` mode makes
+the tie a branch point whose options are the tied entries, grouped when their local first-order data coincide
+(Park et al.'s T_j).
+"""
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+
+from ..errors import UnsupportedOpError
+from ..registry import adaptive_windows, pool_out_size
+from . import context
+from .context import Site
+from .numbers import Aff, grad, is_lin, mk, sign, val
+from .ops_kinks import _elementwise_op, _float_only, _gsub, _inexact
+from .ops_linear import arr
+from .semantics import clamp as clamp_sem
+from .semantics import tie_rule
+from .tensor import op, scalar
+
+F = Fraction
+
+@op("clamp", "clip", "clamp_min", "clamp_max")
+def _clamp(a, min=None, max=None):
+    name = context.current().op_name
+    if name == "clamp_max":
+        min, max = None, min
+    if isinstance(min, np.ndarray) or isinstance(max, np.ndarray):
+        lo = arr(min) if min is not None else None
+        hi = arr(max) if max is not None else None
+        out = arr(a)
+        if lo is not None:
+            out = _select_pairwise(out, lo, "clamp_min", larger=True)
+        if hi is not None:
+            out = _select_pairwise(out, hi, "clamp_max", larger=False)
+        return out
+    return _elementwise_op(
+        clamp_sem(None if min is None else scalar(min), None if max is None else scalar(max)), a
+    )
+
+
+# ------------------------------------------------------------------------------------------------- selections
+def _argbest(cands: list, larger: bool, opname: str):
+    """Index list of the tied best entries (exact), raising when intervals cannot decide."""
+    best = [0]
+    for i in range(1, len(cands)):
+        s = sign(val(cands[i]) - val(cands[best[0]]))
+        if s is None:
+            raise _inexact(opname)
+        if not larger:
+            s = -s
+        if s > 0:
+            best = [i]
+        elif s == 0:
+            best.append(i)
+    return best
+
+
+def _key(x):
+    g = grad(x)
+    return tuple(sorted((k, v) for k, v in g.items())), is_lin(x)
+
+
+def _float_best(fvals, larger):
+    m = max(fvals) if larger else min(fvals)
+    return [i for i, x in enumerate(fvals) if x == m]
+
+
+def select(cands: list, larger: bool, opname: str, rule: str, loc, fvals=None):
+    """Choose the max (or min) of ``cands``: returns (output entry, chosen index).
+
+    ``fvals``: the same candidates as computed in floats (for float-tie detection), or None.
+    """
+    ctx = context.current()
+    tied = _argbest(cands, larger, opname)
+    depends = any(isinstance(cands[i], Aff) for i in range(len(cands)))
+    ftied = _float_best(fvals, larger) if fvals is not None and depends else None
+    if len(tied) == 1:
+        if ftied is not None and len(ftied) > 1:
+            _float_only(ctx, opname, loc, fvals[ftied[0]], val(cands[tied[0]]))
+        return cands[tied[0]], tied[0]
+    if not any(isinstance(cands[i], Aff) for i in tied):  # a tie between constants: nothing flows
+        return cands[tied[0]], tied[0]
+    # group tied entries with identical local first-order data (Park's T_j)
+    groups: dict = {}
+    for i in tied:
+        groups.setdefault(_key(cands[i]), []).append(i)
+    reps = [ix[0] for ix in groups.values()]
+    affine = all(is_lin(cands[i]) for i in tied)
+    value = val(cands[tied[0]])
+    site = Site(
+        opname,
+        ctx.call,
+        loc,
+        value,
+        affine=affine,
+        slopes=tuple(grad(cands[i]) for i in reps),
+        extra={"tied": tied},
+        float_tie=None if ftied is None else ftied == tied,
+    )
+    if ctx.mode == "ad":
+        ctx.note(site)
+        conv = context.convention(opname)
+        return _ad_mix(cands, tied, conv if conv is not None else rule)
+    if len(reps) == 1:
+        ctx.note(site)
+        return cands[tied[0]], tied[0]
+    sgn = 1 if larger else -1
+    options = []
+    for r in reps:
+        rows = [
+            {k: sgn * v for k, v in _gsub(grad(cands[r]), grad(cands[o])).items()} for o in reps if o != r
+        ]
+        options.append((f"#{r}", rows))
+    conv = context.convention(opname)
+    if (conv if conv is not None else rule) in ("first", "native"):
+        site.ad_option = next(j for j, ix in enumerate(groups.values()) if tied[0] in ix)
+    choice = ctx.branch(site, options)
+    i = reps[choice]
+    return cands[i], i
+
+
+def _ad_mix(cands, tied, rule):
+    """AD at a tie: 'first' index, 'even' split, 'minimal' (=even), or ('hybrid', beta)."""
+    if rule == "first" or rule == "native":
+        return cands[tied[0]], tied[0]
+    if rule in ("even", "minimal"):
+        w = {i: F(1, len(tied)) for i in tied}
+    elif isinstance(rule, tuple) and rule[0] == "hybrid":
+        beta = F(rule[1])
+        w = {i: beta / len(tied) for i in tied}
+        w[tied[0]] += 1 - beta
+    else:
+        raise UnsupportedOpError(
+            f"unknown tie convention {rule!r}: use 'first'/'native', 'even'/'minimal' or ('hybrid', beta)"
+        )
+    value = val(cands[tied[0]])
+    g: dict = {}
+    for i, c in w.items():
+        for k, v in grad(cands[i]).items():
+            g[k] = g.get(k, 0) + c * v
+    g = {k: v for k, v in g.items() if v != 0}
+    return mk(value, g, all(is_lin(cands[i]) for i in tied)), tied[0]
+
+
+def _reduce_select(a, dims, keepdim, larger, opname, rule, want_index=False):
+    a = arr(a)
+    if a.ndim == 0:
+        return (a.copy(), np.zeros((), dtype=np.int64)) if want_index else a.copy()
+    dims = tuple(sorted(d % a.ndim for d in dims))
+    rest = [d for d in range(a.ndim) if d not in dims]
+    moved = np.transpose(a, rest + list(dims))
+    outer_shape = moved.shape[: len(rest)]
+    flat = moved.reshape(outer_shape + (-1,))
+    fa = context.current().float_arg(0)
+    fflat = None
+    if fa is not None and fa.shape == a.shape:
+        fflat = np.transpose(fa, rest + list(dims)).reshape(outer_shape + (-1,))
+    out = np.empty(outer_shape, dtype=object)
+    idx = np.zeros(outer_shape, dtype=np.int64)
+    for pos in np.ndindex(*outer_shape):
+        fv = None if fflat is None else list(fflat[pos])
+        out[pos], idx[pos] = select(list(flat[pos]), larger, opname, rule, pos, fv)
+    if keepdim:
+        for d in dims:
+            out = np.expand_dims(out, d)
+            idx = np.expand_dims(idx, d)
+    return (out, idx) if want_index else out
+
+
+@op("max.default", "min.default")
+def _max_all(a):
+    name = context.current().op_name
+    return _reduce_select(a, range(arr(a).ndim), False, name == "max", name, tie_rule(name))
+
+
+@op("amax", "amin")
+def _amax(a, dim=(), keepdim=False):
+    name = context.current().op_name
+    a = arr(a)
+    dims = tuple(dim) if dim not in (None, (), []) else tuple(range(a.ndim))
+    return _reduce_select(a, dims, keepdim, name == "amax", name, tie_rule(name))
+
+
+@op("max.dim", "min.dim")
+def _max_dim(a, dim, keepdim=False):
+    name = context.current().op_name
+    return tuple(
+        _reduce_select(
+            a, (dim,), keepdim, name == "max", name + ".dim", tie_rule(name + ".dim"), want_index=True
+        )
+    )
+
+
+@op("argmax", "argmin")
+def _argmax(a, dim=None, keepdim=False):
+    name = context.current().op_name
+    a = arr(a)
+    if dim is None:
+        _, i = _reduce_select(a.reshape(-1), (0,), False, name == "argmax", name, "first", want_index=True)
+        return i
+    return _reduce_select(a, (dim,), keepdim, name == "argmax", name, "first", want_index=True)[1]
+
+
+def _select_pairwise(a, b, opname, larger):
+    a, b = np.broadcast_arrays(arr(a), arr(b))
+    ctx = context.current()
+    fa, fb = ctx.float_arg(0), ctx.float_arg(1)
+    fl = None
+    if fa is not None and fb is not None:
+        try:
+            fl = np.broadcast_arrays(fa, fb)
+            fl = fl if fl[0].shape == a.shape else None
+        except ValueError:
+            fl = None
+    out = np.empty(a.shape, dtype=object)
+    rule = tie_rule(opname) if opname in ("maximum", "minimum") else "inside"
+    for pos in np.ndindex(*a.shape):
+        if rule == "inside":  # tensor-bound clamp: the gradient follows the input a
+            out[pos], _ = _clamp_pair(a[pos], b[pos], larger, opname, pos)
+        else:
+            fv = None if fl is None else [fl[0][pos], fl[1][pos]]
+            out[pos], _ = select([a[pos], b[pos]], larger, opname, rule, pos, fv)
+    return out
+
+
+def _clamp_pair(x, bound, larger, opname, pos):
+    ctx = context.current()
+    if ctx.mode == "ad":
+        s = sign(val(x) - val(bound))
+        if s is None:
+            raise _inexact(opname)
+        if s == 0:
+            ctx.note(Site(opname, ctx.call, pos, val(x), affine=is_lin(x) and is_lin(bound)))
+            return x, 0
+        return (x, 0) if (s > 0) == larger else (bound, 1)
+    return select([x, bound], larger, opname, "first", pos)
+
+
+@op("maximum", "fmax")
+def _maximum(a, b):
+    return _select_pairwise(a, b, "maximum", True)
+
+
+@op("minimum", "fmin")
+def _minimum(a, b):
+    return _select_pairwise(a, b, "minimum", False)
+
+
+def pool_windows(name: str, shape, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """Yield (output index, [(input index, flat spatial index)]) of a max pool, windows in row-major order."""
+    nsp = 1 if "1d" in name else 3 if "3d" in name else 2
+
+    def tup(v, dflt):
+        if isinstance(v, (list, tuple)) and len(v):
+            return tuple(v) * (nsp if len(v) == 1 else 1)
+        return (v,) * nsp if isinstance(v, int) else dflt
+
+    k = tup(kernel_size, None)
+    s = tup(stride, k)
+    p = tup(padding, (0,) * nsp)
+    dl = tup(dilation, (1,) * nsp)
+    lead, sp = tuple(shape[:-nsp]), tuple(shape[-nsp:])
+    out_sp = tuple(pool_out_size(sp[i], k[i], s[i], p[i], dl[i], ceil_mode) for i in range(nsp))
+    strides_in = np.cumprod((1,) + sp[::-1])[:-1][::-1]
+    for L in np.ndindex(*lead):
+        for o in np.ndindex(*out_sp):
+            win = []
+            for kk in np.ndindex(*k):
+                q = [o[i] * s[i] - p[i] + kk[i] * dl[i] for i in range(nsp)]
+                if all(0 <= q[i] < sp[i] for i in range(nsp)):
+                    win.append((L + tuple(q), int(sum(q[i] * strides_in[i] for i in range(nsp)))))
+            yield L + o, win
+    return lead + out_sp
+
+
+def pool_out_shape(name, shape, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    gen = pool_windows(name, shape, kernel_size, stride, padding, dilation, ceil_mode)
+    while True:
+        try:
+            next(gen)
+        except StopIteration as e:
+            return e.value
+
+
+@op(
+    "max_pool2d_with_indices",
+    "max_pool1d_with_indices",
+    "max_pool3d_with_indices",
+    "max_pool2d",
+    "max_pool1d",
+)
+def _max_pool(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    name = context.current().op_name
+    x = arr(x)
+    oshape = pool_out_shape(name, x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    out = np.empty(oshape, dtype=object)
+    idx = np.zeros(oshape, dtype=np.int64)
+    rule = tie_rule("max_pool")
+    conv = context.convention("max_pool")
+    fx = context.current().float_arg(0)
+    if fx is not None and fx.shape != x.shape:
+        fx = None
+    for pos, win in pool_windows(name, x.shape, kernel_size, stride, padding, dilation, ceil_mode):
+        cands = [x[q] for q, _ in win]
+        fv = [fx[q] for q, _ in win] if fx is not None else None
+        e, j = select(cands, True, "max_pool", conv if conv is not None else rule, pos, fv)
+        out[pos], idx[pos] = e, win[j][1]
+    if name.endswith("with_indices"):
+        return out, idx
+    return out
+
+
+def adaptive_pool_windows(shape, output_size):
+    """Yield (output index, [(input index, flat spatial index)]) of an adaptive max pool (1-d or 2-d)."""
+    nsp = len(output_size)
+    lead, sp = tuple(shape[:-nsp]), tuple(shape[-nsp:])
+    wins = [adaptive_windows(sp[i], output_size[i]) for i in range(nsp)]
+    strides_in = np.cumprod((1,) + sp[::-1])[:-1][::-1]
+    for L in np.ndindex(*lead):
+        for o in np.ndindex(*output_size):
+            win = []
+            for q in itertools.product(*[wins[i][o[i]] for i in range(nsp)]):
+                win.append((L + tuple(q), int(sum(q[i] * strides_in[i] for i in range(nsp)))))
+            yield L + o, win
+
+
+@op("adaptive_max_pool2d", "adaptive_max_pool1d")
+def _adaptive_max_pool(x, output_size):
+    x = arr(x)
+    output_size = tuple(output_size)
+    shape = x.shape[: x.ndim - len(output_size)] + output_size
+    out = np.empty(shape, dtype=object)
+    idx = np.zeros(shape, dtype=np.int64)
+    conv = context.convention("max_pool")
+    rule = conv if conv is not None else tie_rule("adaptive_max_pool")
+    fx = context.current().float_arg(0)
+    if fx is not None and fx.shape != x.shape:
+        fx = None
+    for pos, win in adaptive_pool_windows(x.shape, output_size):
+        fv = [fx[q] for q, _ in win] if fx is not None else None
+        e, j = select([x[q] for q, _ in win], True, "max_pool", rule, pos, fv)
+        out[pos], idx[pos] = e, win[j][1]
+    return out, idx
+
+
+@op("sort")
+def _sort(a, dim=-1, descending=False, stable=False):
+    return _sort_impl(a, dim, descending, None)
+
+
+@op("topk")
+def _topk(a, k, dim=-1, largest=True, sorted=True):
+    return _sort_impl(a, dim, largest, k)
+
+
+def _sort_impl(a, dim, descending, k):
+    """Sort along ``dim``; tied entries with distinct local functions are ordered by the enumerator."""
+    a = arr(a)
+    a_m = np.moveaxis(a, dim, -1)
+    n = a_m.shape[-1]
+    kk = n if k is None else k
+    out = np.empty(a_m.shape[:-1] + (kk,), dtype=object)
+    idx = np.zeros(a_m.shape[:-1] + (kk,), dtype=np.int64)
+    for pos in np.ndindex(*a_m.shape[:-1]):
+        remaining = list(range(n))
+        for r in range(kk):
+            cands = [a_m[pos + (i,)] for i in remaining]
+            e, j = select(cands, descending, "sort" if k is None else "topk", "first", pos + (r,))
+            out[pos + (r,)], idx[pos + (r,)] = e, remaining[j]
+            remaining.pop(j)
+    return np.moveaxis(out, -1, dim), np.moveaxis(idx, -1, dim)
+
+

@@ -1,0 +1,22 @@
+"""The optim report section in quick mode (slow: about 1-2 minutes on 2 cores)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nsverify.report import RunContext
+
+
+@pytest.mark.slow
+def test_optim_section_quick(tmp_path):
+    from nsverify.sections.optim import optim_section
+
+    out = optim_section(RunContext(quick=True, scratch=tmp_path, section="optim"))
+    json.dumps(out)
+    kinds = {m["kind"] for m in out["data"]["metrics"]}
+    assert {"convergence", "counterexample", "share", "bench_ratio"} <= kinds
+    assert len({m["key"] for m in out["data"]["metrics"]}) == len(out["data"]["metrics"])
+    by_claim = {c["claim"]: c["held"] for c in out["claims"]}
+    assert by_claim["INNAprop with alpha = beta = 1 is AdamW with beta1 = 0 (001 Remark 13)"] is True
+    assert out["figures"] and out["tables"]

@@ -1,0 +1,133 @@
+"""The multiplicative case (inner/outer bracket), check_module, conventions of the exact interpreter."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import torch
+
+import nsverify
+from nsverify.oracle import exact_gradient, exact_module_gradient, verify_certificate
+from nsverify.oracle.membership import project
+
+F = Fraction
+Z2 = torch.zeros(2, dtype=torch.float64)
+
+
+def curved(w):
+    """relu(w1 - w0^2) - relu(-w1 - w0^2): the pattern |w1| < w0^2 has an empty first-order cone."""
+    return torch.relu(w[1] - w[0] ** 2) - torch.relu(-w[1] - w[0] ** 2)
+
+
+def test_bracket_inner_outer():
+    v = nsverify.check_gradient(curved, Z2)
+    assert not v.exact
+    assert v.bouligand == [(F(0), F(1))]  # certified: both sides of the two smooth kinks
+    assert (F(0), F(0)) in v.outer  # the curved region |w1| < w0^2, only in the outer set
+    # AD (ReLU'(0) = 0) gives (0, 0): a true Clarke subgradient, but only the outer set contains it
+    assert v.status == "unknown"
+    lo, hi = v.distance_bounds
+    assert lo == 0.0 and hi == 1.0
+
+
+def test_bracket_member_and_not_member_are_certified():
+    v = nsverify.check_gradient(curved, Z2, ad=[0.0, 1.0])
+    assert v.status == "member" and verify_certificate(v.to_json())
+    v = nsverify.check_gradient(curved, Z2, ad=[5.0, 5.0])
+    assert v.status == "not_member" and v.certificate["over"] == "outer"
+    assert verify_certificate(v.to_json())
+
+
+def _net():
+    m = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1)).double()
+    with torch.no_grad():
+        m[0].weight.copy_(torch.tensor([[1.0, 1.0], [1.0, -1.0], [0.5, 2.0]]))
+        m[0].bias.copy_(torch.tensor([-2.0, 0.0, 1.0]))  # neurons 0 and 1 sit exactly at their kink
+        m[2].weight.copy_(torch.tensor([[1.0, -2.0, 0.5]]))
+        m[2].bias.zero_()
+    X = torch.tensor([[1.0, 1.0]], dtype=torch.float64)
+    y = torch.tensor([[0.0]], dtype=torch.float64)
+    return m, X, y, lambda o, t: ((o - t) ** 2).mean()
+
+
+def test_check_module_inputs_and_parameters():
+    m, X, y, loss = _net()
+    vi = nsverify.check_module(m, loss, X, y, wrt="inputs")
+    assert vi.exact and vi.status == "member" and len(vi.bouligand) == 4
+    assert len(vi.kinks) == 2 and {k.op for k in vi.kinks} == {"relu"}
+    vp = nsverify.check_module(m, loss, X, y, wrt="parameters")
+    assert vp.exact and vp.status == "member"
+    assert vp.ad == tuple(float(x) for x in vp.exact_ad)
+    # the exact AD matches PyTorch's autograd on this dyadic example
+    m.zero_grad()
+    loss(m(X), y).backward()
+    flat = torch.cat([p.grad.reshape(-1) for p in m.parameters()])
+    assert tuple(flat.tolist()) == vp.ad
+
+
+def test_exact_module_gradient_conventions():
+    m, X, y, loss = _net()
+    g0 = exact_module_gradient(m, loss, X, y)
+    g1 = exact_module_gradient(m, loss, X, y, conventions={"relu": 1})
+    gh = exact_module_gradient(m, loss, X, y, conventions={"relu": F(1, 2)})
+    assert g0 != g1
+    assert all(a + b == 2 * c for a, b, c in zip(g0, g1, gh))  # linear in ReLU'(0) here (one kink per path)
+
+
+def test_maxpool_conventions():
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
+
+    def f(w):  # a 2x2 window with a 4-way tie at w = 0
+        return torch.nn.functional.max_pool2d((w[0] * x).reshape(1, 1, 2, 2) * 0 + w[0], 2).sum() + (
+            torch.nn.functional.max_pool1d(torch.stack([w[0], 2 * w[0], 3 * w[1]]).reshape(1, 1, 3), 3).sum()
+        )
+
+    w = torch.zeros(2, dtype=torch.float64)
+    native = exact_gradient(f, w)
+    minimal = exact_gradient(f, w, conventions={"max_pool": "minimal"})
+    hybrid = exact_gradient(f, w, conventions={"max_pool": ("hybrid", 2)})
+    assert native == (F(2), F(0))  # first index: w0
+    assert minimal == (F(1) + F(1, 3) * 3, F(1))  # even split over (w0, 2 w0, 3 w1)
+    assert hybrid == tuple(-a + 2 * b for a, b in zip(native, minimal))
+
+
+def test_wolfe_projection():
+    import numpy as np
+
+    assert np.allclose(project([0, 0], [[0, 0], [0, 1], [0, 2]]), [0, 0])
+    assert np.allclose(project([1, 1], [[0, 0], [1, 0], [0, 1]]), [0.5, 0.5])
+    assert np.allclose(project([5, 5], [[0, 0], [0, 1], [0, 2]]), [0, 2])
+
+
+def _ce_net():
+    m = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.Linear(3, 3)).double()
+    with torch.no_grad():
+        m[0].weight.copy_(torch.tensor([[1.0, 1.0], [1.0, -1.0], [0.5, 2.0]]))
+        m[0].bias.copy_(torch.tensor([-2.0, 0.0, 1.0]))
+        m[2].weight.copy_(torch.tensor([[1.0, -2.0, 0.5], [0.0, 1.0, 1.0], [1.0, 1.0, -1.0]]))
+        m[2].bias.zero_()
+    return m, torch.tensor([[1.0, 1.0]], dtype=torch.float64), torch.tensor([1])
+
+
+def test_cross_entropy_at_kinks_certified_by_adjacent_piece():
+    """Irrational gradients (log_softmax): AD's own choices form an adjacent piece -> member, exactly."""
+    m, X, y = _ce_net()
+    for wrt in ("inputs", "parameters"):
+        v = nsverify.check_module(m, torch.nn.functional.cross_entropy, X, y, wrt=wrt)
+        assert v.status == "member" and v.certificate["kind"] == "adjacent_piece"
+        assert verify_certificate(v.to_json())
+        assert any(hasattr(x, "lo") for x in v.exact_ad)  # really irrational
+        # PyTorch's float gradient lies inside the exact intervals' neighbourhood
+        assert all(abs(float(a) - b) < 1e-12 for a, b in zip(v.exact_ad, v.ad))
+
+
+def test_no_adjacent_piece_for_even_split_or_mid_rules():
+    """amax's even split and abs'(0) = 0 are not piece choices: no adjacent_piece certificate."""
+    f = lambda w: torch.exp(torch.amax(torch.stack([w[0], -w[0]])))  # noqa: E731
+    v = nsverify.check_gradient(f, torch.zeros(1, dtype=torch.float64))
+    assert v.status == "member" and v.certificate["kind"] != "adjacent_piece"  # 0 in [-1, 1] (exp(0) = 1)
+    from nsverify.oracle.pieces import follow_ad
+
+    assert follow_ad(f, torch.zeros(1, dtype=torch.float64)) is None
+    assert follow_ad(lambda w: w[0].abs(), torch.zeros(1, dtype=torch.float64)) is None
+    assert follow_ad(lambda w: torch.relu(w[0]), torch.zeros(1, dtype=torch.float64)) is not None
