@@ -1,0 +1,7 @@
+"""Root conftest: load nsverify's pytest plugin when nsverify is not installed (development checkout).
+
+When nsverify is installed, its ``pytest11`` entry point (named exactly ``nsverify.pytest_plugin``) registers
+the
+plugin first and pytest skips this declaration, so the plugin is never registered twice."""
+
+pytest_plugins = ["nsverify.pytest_plugin"]

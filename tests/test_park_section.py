@@ -1,0 +1,18 @@
+"""The 'park' report section runs in quick mode and returns JSON-able tables, claims and metrics."""
+import json
+
+import pytest
+
+from nsverify.report import RunContext, load_sections
+
+
+@pytest.mark.slow
+def test_park_section_quick():
+    sec = {s.name: s for s in load_sections()}["park"]
+    out = sec.fn(RunContext(quick=True, section="park"))
+    json.dumps(out)
+    keys = {m["key"]: m for m in out["data"]["metrics"]}
+    assert keys["table1|theorem4|not_member"]["value"] == 0
+    assert keys["table1|lemma7|paper_case"]["value"] == "not_member"
+    assert all(m["kind"] in ("counterexample", "verdict", "share", "bench_ratio", "info") for m in keys.values())
+    assert len(out["tables"]) == 5
