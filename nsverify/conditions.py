@@ -663,34 +663,9 @@ def algorithm1_layer(
         # AD derivative of rho at every entry (one cheap backward through the activation)
         rho_prime = torch.autograd.grad(alpha.sum(), y, retain_graph=True, allow_unused=True)[0]
         rho_prime = torch.zeros_like(y) if rho_prime is None else rho_prime.reshape(B, -1)
-        if tie_test == "jvp" and tied:
-            _pool_constraints_jvp(
-                out,
-                constraints,
-                alpha,
-                win,
-                tie,
-                tied,
-                rho_prime,
-                params_l,
-                params_upto,
-                max_checks,
-                same_patch,
-            )
-        else:
-            _pool_constraints_exact(
-                out,
-                constraints,
-                alpha,
-                win,
-                tie,
-                tied,
-                rho_prime,
-                params_l,
-                params_upto,
-                max_checks,
-                same_patch,
-            )
+        pool_constraints = _pool_constraints_jvp if tie_test == "jvp" and tied else _pool_constraints_exact
+        pool_constraints(out, constraints, alpha, win, tie, tied, rho_prime, params_l, params_upto, max_checks,
+                         same_patch)
     if constraints:
         out.p = p_nonempty([c.tolist() for c in constraints])
     return out

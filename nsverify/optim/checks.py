@@ -54,7 +54,7 @@ def bench_optimizer(kind: str, n: int, dtype=torch.float32, device="cpu"):
     elif kind == "innaprop":
         opt = INNAprop(params, lr=1e-3, alpha=0.1, beta=0.9, weight_decay=0.01, foreach=True)
     else:
-        raise NotImplementedError(f"unknown benchmark optimizer {kind!r}")
+        raise ValueError(f"unknown benchmark optimizer {kind!r}: use 'adamw' or 'innaprop'")
     opt.step()
     return opt
 
