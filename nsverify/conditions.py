@@ -30,6 +30,8 @@ import torch
 
 from .errors import NsverifyError, UnsupportedOpError
 from .netspec import Activation, NetSpec
+from .rational import rank as rational_rank
+from .rational import solve_any
 
 # ----------------------------------------------------------------------------------------------------------
 # activations and lambda
@@ -357,19 +359,7 @@ def _unsupported(where, what) -> str:
 # ----------------------------------------------------------------------------------------------------------
 def exact_rank(rows) -> int:
     """Rank over the rationals of a matrix given as rows of Fractions/ints/floats (floats taken exactly)."""
-    m = [[Fraction(v) for v in r] for r in rows]
-    rank, ncols = 0, len(m[0]) if m else 0
-    for c in range(ncols):
-        piv = next((r for r in range(rank, len(m)) if m[r][c] != 0), None)
-        if piv is None:
-            continue
-        m[rank], m[piv] = m[piv], m[rank]
-        for r in range(len(m)):
-            if r != rank and m[r][c] != 0:
-                f = m[r][c] / m[rank][c]
-                m[r] = [a - f * b for a, b in zip(m[r], m[rank])]
-        rank += 1
-    return rank
+    return rational_rank(rows)
 
 
 _PRIMES = (2147483629, 2147483587)
@@ -503,7 +493,7 @@ def _farkas_check(exact, support, k, margin=None) -> PResult | None:
     # unknowns lambda_s; equations: sum_s lambda_s a_s[j] = 0 for each j, sum lambda = 1
     eqs = [[exact[s][j] for s in support] + [Fraction(0)] for j in range(n)]
     eqs.append([Fraction(1)] * len(support) + [Fraction(1)])
-    sol = _solve_exact(eqs, len(support))
+    sol = solve_any([r[:-1] for r in eqs], [r[-1] for r in eqs])
     if sol is None or any(v < 0 for v in sol):
         return None
     lam = [Fraction(0)] * k
@@ -513,32 +503,6 @@ def _farkas_check(exact, support, k, margin=None) -> PResult | None:
     if sum(lam) != 1 or any(sum(lam[i] * exact[i][j] for i in range(k)) != 0 for j in range(n)):
         return None
     return PResult("empty", k, farkas=lam, margin=margin)
-
-
-def _solve_exact(aug, nvars):
-    """A solution of the augmented system (rows [coeffs..., rhs]) with free variables set to 0, or None."""
-    m = [list(r) for r in aug]
-    piv_cols, r = [], 0
-    for c in range(nvars):
-        p = next((i for i in range(r, len(m)) if m[i][c] != 0), None)
-        if p is None:
-            continue
-        m[r], m[p] = m[p], m[r]
-        pv = m[r][c]
-        m[r] = [v / pv for v in m[r]]
-        for i in range(len(m)):
-            if i != r and m[i][c] != 0:
-                f = m[i][c]
-                m[i] = [a - f * b for a, b in zip(m[i], m[r])]
-        piv_cols.append(c)
-        r += 1
-    for i in range(r, len(m)):
-        if m[i][-1] != 0:
-            return None
-    sol = [Fraction(0)] * nvars
-    for i, c in enumerate(piv_cols):
-        sol[c] = m[i][-1]
-    return sol
 
 
 # ----------------------------------------------------------------------------------------------------------

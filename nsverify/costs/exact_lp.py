@@ -10,6 +10,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Sequence
 
+from ..rational import solve_any
+
 
 def strict_feasible(C: Sequence[Sequence[Fraction]], p: int) -> list[Fraction] | None:
     """Return d with C d > 0 (exactly), or None if no such d exists.  ``p`` is the dimension of d.
@@ -54,7 +56,7 @@ def _float_certificate(C, p):
     if res.status != 0:
         return None
     support = [i for i in range(m) if res.x[i] > 1e-9]
-    y = _solve_exact(
+    y = solve_any(
         [[Fraction(C[i][j]) for i in support] for j in range(p)] + [[Fraction(1)] * len(support)],
         [Fraction(0)] * p + [Fraction(1)],
     )
@@ -63,31 +65,6 @@ def _float_certificate(C, p):
     if any(sum(Fraction(C[i][j]) * v for i, v in zip(support, y)) != 0 for j in range(p)) or sum(y) != 1:
         return None
     return False, None
-
-
-def _solve_exact(A, b):
-    """Some exact solution of A y = b (Gaussian elimination, free variables = 0), or None if inconsistent."""
-    rows, cols = len(A), len(A[0])
-    T = [list(r) + [bv] for r, bv in zip(A, b)]
-    piv_cols, r = [], 0
-    for c in range(cols):
-        piv = next((i for i in range(r, rows) if T[i][c] != 0), None)
-        if piv is None:
-            continue
-        T[r], T[piv] = T[piv], T[r]
-        T[r] = [v / T[r][c] for v in T[r]]
-        for i in range(rows):
-            if i != r and T[i][c] != 0:
-                f = T[i][c]
-                T[i] = [a - f * bb for a, bb in zip(T[i], T[r])]
-        piv_cols.append(c)
-        r += 1
-    if any(all(v == 0 for v in T[i][:cols]) and T[i][cols] != 0 for i in range(rows)):
-        return None
-    y = [Fraction(0)] * cols
-    for i, c in enumerate(piv_cols):
-        y[c] = T[i][cols]
-    return y
 
 
 def exact_strict_feasible(C: Sequence[Sequence[Fraction]], p: int) -> list[Fraction] | None:

@@ -17,6 +17,7 @@ import random
 from fractions import Fraction
 
 from ..errors import NsverifyError
+from ..rational import solve_unique
 from .program import Program
 
 
@@ -41,19 +42,11 @@ def _transpose(A):
 
 
 def solve(A, b):
-    """Exact solution of A y = b over Fractions (Gaussian elimination); raises if A is singular."""
-    n = len(A)
-    T = [[Fraction(v) for v in row] + [Fraction(bv)] for row, bv in zip(A, b)]
-    for col in range(n):
-        piv = next((r for r in range(col, n) if T[r][col] != 0), None)
-        if piv is None:
-            raise NsverifyError("singular matrix in the Hadamard construction: draw B and M invertible.")
-        T[col], T[piv] = T[piv], T[col]
-        for r in range(n):
-            if r != col and T[r][col] != 0:
-                f = T[r][col] / T[col][col]
-                T[r] = [a - f * b for a, b in zip(T[r], T[col])]
-    return [T[i][n] / T[i][i] for i in range(n)]
+    """Exact solution of A y = b over Fractions; raises if A is singular."""
+    y = solve_unique(A, b)
+    if y is None:
+        raise NsverifyError("singular matrix in the Hadamard construction: draw B and M invertible.")
+    return y
 
 
 def F_exact(x, B, M, U) -> Fraction:

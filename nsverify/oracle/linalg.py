@@ -5,6 +5,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Sequence
 
+from ..rational import null_space, solve_unique  # noqa: F401 (null_space is re-exported)
+
 F = Fraction
 
 
@@ -42,22 +44,6 @@ def rref_rows(rows: list[list[Fraction]]) -> list[list[Fraction]]:
     return keep
 
 
-def solve(A: list[list[Fraction]], b: list[Fraction]) -> list[Fraction] | None:
-    """Solve a square non-singular system exactly (None if singular)."""
-    n = len(A)
-    M = [[F(x) for x in row] + [F(bb)] for row, bb in zip(A, b)]
-    for c in range(n):
-        p = next((r for r in range(c, n) if M[r][c] != 0), None)
-        if p is None:
-            return None
-        M[c], M[p] = M[p], M[c]
-        inv = 1 / M[c][c]
-        M[c] = [x * inv for x in M[c]]
-        for r in range(n):
-            if r != c and M[r][c] != 0:
-                f = M[r][c]
-                M[r] = [x - f * y for x, y in zip(M[r], M[c])]
-    return [M[r][n] for r in range(n)]
 
 
 def project_affine(M: list[list[Fraction]], b: list[Fraction], y0: list[Fraction]) -> list[Fraction] | None:
@@ -71,7 +57,7 @@ def project_affine(M: list[list[Fraction]], b: list[Fraction], y0: list[Fraction
     rhs = [r[-1] for r in aug]
     G = [[dot(r, s) for s in rows] for r in rows]
     resid = [dot(r, y0) - c for r, c in zip(rows, rhs)]
-    lam = solve(G, resid)
+    lam = solve_unique(G, resid)
     if lam is None:
         return None
     y = list(y0)
@@ -108,34 +94,3 @@ def nonneg_solution(
         worst = min(range(len(ys)), key=lambda j: ys[j])
         support = [i for j, i in enumerate(support) if j != worst]
     return None
-
-
-def null_space(A: list[list[Fraction]], ncols: int) -> list[list[Fraction]]:
-    """A basis of {x : A x = 0} (exact reduced row echelon form)."""
-    M = [[F(x) for x in r] for r in A if any(x != 0 for x in r)]
-    pivots = []
-    r = 0
-    for c in range(ncols):
-        p = next((i for i in range(r, len(M)) if M[i][c] != 0), None)
-        if p is None:
-            continue
-        M[r], M[p] = M[p], M[r]
-        inv = 1 / M[r][c]
-        M[r] = [x * inv for x in M[r]]
-        for i in range(len(M)):
-            if i != r and M[i][c] != 0:
-                f = M[i][c]
-                M[i] = [x - f * y for x, y in zip(M[i], M[r])]
-        pivots.append(c)
-        r += 1
-        if r == len(M):
-            break
-    free = [c for c in range(ncols) if c not in pivots]
-    basis = []
-    for fcol in free:
-        x = [F(0)] * ncols
-        x[fcol] = F(1)
-        for i, pc in enumerate(pivots):
-            x[pc] = -M[i][fcol]
-        basis.append(x)
-    return basis
