@@ -10,6 +10,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Sequence
 
+from .rational import nonneg_feasible
+
 Vec = Sequence[Fraction]
 
 
@@ -26,50 +28,9 @@ def hull_weights(point: Vec, vertices: Sequence[Vec]) -> list[Fraction] | None:
     dim = len(p)
     if any(len(v) != dim for v in verts):
         raise ValueError("in_hull: the point and every vertex must have the same length")
-    n = len(verts)
-    # rows: one per coordinate plus the sum-to-one row; make the right-hand sides non-negative
-    rows = [[verts[j][i] for j in range(n)] + [p[i]] for i in range(dim)]
-    rows.append([Fraction(1)] * n + [Fraction(1)])
-    rows = [[-a for a in r] if r[-1] < 0 else r for r in rows]
-    m = len(rows)
-    # tableau columns: n structural, m artificial, rhs
-    tab = [r[:n] + [Fraction(int(i == k)) for k in range(m)] + [r[-1]] for i, r in enumerate(rows)]
-    basis = [n + i for i in range(m)]
-    width = n + m
-    # objective: minimise the sum of artificials -> reduced costs c_j = -sum of column over rows
-    cost = [-sum(tab[i][j] for i in range(m)) for j in range(n)] + [Fraction(0)] * m
-    value = -sum(tab[i][-1] for i in range(m))
-    while True:
-        enter = next((j for j in range(width) if cost[j] < 0), None)  # Bland: smallest index
-        if enter is None:
-            break
-        best = None
-        for i in range(m):
-            a = tab[i][enter]
-            if a > 0:
-                ratio = tab[i][-1] / a
-                if best is None or ratio < best[0] or (ratio == best[0] and basis[i] < basis[best[1]]):
-                    best = (ratio, i)
-        if best is None:  # unbounded: impossible for phase 1 (objective >= 0)
-            break
-        r = best[1]
-        piv = tab[r][enter]
-        tab[r] = [a / piv for a in tab[r]]
-        for i in range(m):
-            if i != r and tab[i][enter] != 0:
-                f = tab[i][enter]
-                tab[i] = [a - f * b for a, b in zip(tab[i], tab[r])]
-        f = cost[enter]
-        cost = [a - f * b for a, b in zip(cost, tab[r][:width])]
-        value -= f * tab[r][-1]
-        basis[r] = enter
-    if value != 0:
-        return None
-    weights = [Fraction(0)] * n
-    for i, b in enumerate(basis):
-        if b < n:
-            weights[b] = tab[i][-1]
-    return weights
+    # sum_j l_j v_j = point, sum_j l_j = 1, l >= 0
+    rows = [[v[i] for v in verts] for i in range(dim)] + [[Fraction(1)] * len(verts)]
+    return nonneg_feasible(rows, p + [Fraction(1)])
 
 
 def in_hull(point: Vec, vertices: Sequence[Vec]) -> bool:

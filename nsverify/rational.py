@@ -69,3 +69,51 @@ def null_space(A: Sequence[Sequence], ncols: int) -> list[list[Fraction]]:
             x[pc] = -M[i][fcol]
         basis.append(x)
     return basis
+
+
+def nonneg_feasible(A: Sequence[Sequence], b: Sequence) -> list[Fraction] | None:
+    """A basic solution of ``{x >= 0 : A x = b}``, exactly, or None when the set is empty.
+
+    Phase 1 of the simplex method with one artificial variable per row and Bland's rule (no cycling):
+    minimise the sum of the artificials; the set is non-empty iff that minimum is 0."""
+    n = len(A[0]) if len(A) else 0
+    rows = [[Fraction(v) for v in row] + [Fraction(bv)] for row, bv in zip(A, b)]
+    rows = [[-a for a in r] if r[-1] < 0 else r for r in rows]  # non-negative right-hand sides
+    m = len(rows)
+    # tableau columns: n structural, m artificial, rhs; the artificials form the first basis
+    tab = [r[:n] + [Fraction(int(i == k)) for k in range(m)] + [r[-1]] for i, r in enumerate(rows)]
+    basis = [n + i for i in range(m)]
+    width = n + m
+    cost = [-sum(tab[i][j] for i in range(m)) for j in range(n)] + [Fraction(0)] * m
+    value = -sum(tab[i][-1] for i in range(m))
+    while True:
+        enter = next((j for j in range(width) if cost[j] < 0), None)  # Bland: smallest index
+        if enter is None:
+            break
+        best = None
+        for i in range(m):
+            a = tab[i][enter]
+            if a > 0:
+                ratio = tab[i][-1] / a
+                if best is None or ratio < best[0] or (ratio == best[0] and basis[i] < basis[best[1]]):
+                    best = (ratio, i)
+        if best is None:  # unbounded: impossible in phase 1 (the objective is >= 0)
+            break
+        r = best[1]
+        piv = tab[r][enter]
+        tab[r] = [a / piv for a in tab[r]]
+        for i in range(m):
+            if i != r and tab[i][enter] != 0:
+                f = tab[i][enter]
+                tab[i] = [a - f * bb for a, bb in zip(tab[i], tab[r])]
+        f = cost[enter]
+        cost = [a - f * bb for a, bb in zip(cost, tab[r][:width])]
+        value -= f * tab[r][-1]
+        basis[r] = enter
+    if value != 0:
+        return None
+    x = [Fraction(0)] * n
+    for i, bi in enumerate(basis):
+        if bi < n:
+            x[bi] = tab[i][-1]
+    return x

@@ -26,3 +26,13 @@ def test_null_space_basis_is_annihilated():
     basis = null_space(A, 3)
     assert len(basis) == 2
     assert all(sum(F(a) * x for a, x in zip(A[0], v)) == 0 for v in basis)
+
+
+def test_nonneg_feasible_finds_exact_point_or_none():
+    from nsverify.rational import nonneg_feasible
+
+    x = nonneg_feasible([[1, 1, 0], [0, 1, 1]], [1, F(1, 2)])
+    assert x is not None and all(v >= 0 for v in x)
+    assert x[0] + x[1] == 1 and x[1] + x[2] == F(1, 2)
+    assert nonneg_feasible([[1, 1]], [-1]) is None  # x >= 0 cannot sum to -1
+    assert nonneg_feasible([[1, -1]], [-2]) == [F(0), F(2)]  # negative right-hand side handled

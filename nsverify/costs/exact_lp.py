@@ -10,7 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Sequence
 
-from ..rational import solve_any
+from ..rational import nonneg_feasible, solve_any
 
 
 def strict_feasible(C: Sequence[Sequence[Fraction]], p: int) -> list[Fraction] | None:
@@ -72,48 +72,12 @@ def exact_strict_feasible(C: Sequence[Sequence[Fraction]], p: int) -> list[Fract
     m = len(C)
     if m == 0:
         return [Fraction(0)] * p
-    # variables: d+ (p), d- (p), surplus s (m), artificial r (m);  rows: C d+ - C d- - s + r = 1
-    nv = 2 * p + 2 * m
-    T = []
-    for i, row in enumerate(C):
-        r = [Fraction(v) for v in row] + [-Fraction(v) for v in row] + [Fraction(0)] * (2 * m) + [Fraction(1)]
-        r[2 * p + i] = Fraction(-1)
-        r[2 * p + m + i] = Fraction(1)
-        T.append(r)
-    basis = [2 * p + m + i for i in range(m)]
-    # phase-1 objective: minimise sum r  ->  reduced costs z_j = -sum of rows for non-artificial columns
-    obj = [Fraction(0)] * (nv + 1)
-    for r in T:
-        for j in range(nv + 1):
-            obj[j] -= r[j]
-    for i in range(m):
-        obj[2 * p + m + i] = Fraction(0)
-    while True:
-        enter = next((j for j in range(nv) if obj[j] < 0), None)  # Bland: smallest index
-        if enter is None:
-            break
-        leave, best = None, None
-        for i, r in enumerate(T):
-            if r[enter] > 0:
-                q = r[nv] / r[enter]
-                if best is None or q < best or (q == best and basis[i] < basis[leave]):
-                    best, leave = q, i
-        if leave is None:  # unbounded: cannot happen in phase 1 (objective bounded below by 0)
-            break
-        piv = T[leave][enter]
-        T[leave] = [v / piv for v in T[leave]]
-        for i in range(m):
-            if i != leave and T[i][enter] != 0:
-                f = T[i][enter]
-                T[i] = [a - f * b for a, b in zip(T[i], T[leave])]
-        f = obj[enter]
-        obj = [a - f * b for a, b in zip(obj, T[leave])]
-        basis[leave] = enter
-    if -obj[nv] != 0:  # optimal sum of artificials > 0 -> infeasible
+    # variables d+ (p), d- (p), surplus s (m) >= 0 with  C d+ - C d- - s = 1
+    rows = [[Fraction(v) for v in row] + [-Fraction(v) for v in row] + [Fraction(-int(i == k)) for k in range(m)]
+            for i, row in enumerate(C)]
+    x = nonneg_feasible(rows, [Fraction(1)] * m)
+    if x is None:
         return None
-    x = [Fraction(0)] * nv
-    for i, b in enumerate(basis):
-        x[b] = T[i][nv]
     d = [x[k] - x[p + k] for k in range(p)]
     if not all(sum(c * v for c, v in zip(row, d)) > 0 for row in C):  # exact re-check of the witness
         raise ArithmeticError("exact simplex returned a non-strict witness (bug)")
