@@ -6,6 +6,7 @@ ops) and ``_foreach`` (lists of tensors of one device and dtype, ``torch._foreac
 """
 from __future__ import annotations
 
+import abc
 import math
 from collections import defaultdict
 
@@ -37,7 +38,7 @@ def check_finite(name: str, value: float, *, low: float | None = None, high: flo
     return x
 
 
-class InertialOptimizer(Optimizer):
+class InertialOptimizer(Optimizer, metaclass=abc.ABCMeta):
     """Base class: gathers parameters with gradients, creates state lazily, dispatches to a path."""
 
     _slots: tuple[str, ...] = ()
@@ -53,14 +54,17 @@ class InertialOptimizer(Optimizer):
     def _validate_group(self, group: dict, where: str) -> None:  # pragma: no cover - overridden
         check_finite("lr", group["lr"], low=0.0)
 
-    def _init_slots(self, p: torch.Tensor, group: dict) -> dict:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _init_slots(self, p: torch.Tensor, group: dict) -> dict:
+        """New state slots for one parameter (called lazily at its first step)."""
 
-    def _single(self, group, params, grads, states) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _single(self, group, params, grads, states) -> None:
+        """One step, one parameter at a time, with in-place tensor ops."""
 
-    def _foreach(self, group, params, grads, states) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _foreach(self, group, params, grads, states) -> None:
+        """One step on lists of tensors of one device and dtype, with torch._foreach_* ops."""
 
     # -- machinery ---------------------------------------------------------------------------------------
     def __setstate__(self, state):
