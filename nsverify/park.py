@@ -327,6 +327,32 @@ def same_shape(a: NetSpec, b: NetSpec) -> bool:
     return minimal_shape(a) == minimal_shape(b)
 
 
+def size_key(spec: NetSpec) -> tuple[int, int, int]:
+    """The order in which counterexamples are compared: (parameter count, batch size, total layer width).
+    Smaller is simpler; a shrunk counterexample is minimal when no one-step structural reduction that is
+    smaller in this order is still a counterexample."""
+    return (len(spec.w()), spec.batch, sum(L.out for L in spec.layers))
+
+
+def smaller_counterexamples(spec: NetSpec, still_bad) -> list[NetSpec]:
+    """The one-step structural reductions of ``spec`` (drop a sample, an input feature, an output row, a
+    trivial pool) that are strictly smaller under :func:`size_key` and still counterexamples. Empty when
+    ``spec`` is minimal."""
+    from .strategies import retie
+
+    kinks = [(s.layer, s.index, s.value) for s in spec.sites() if s.kind == "kink"]
+    out = []
+    for cand, remap in _candidates(spec, values=False):
+        try:
+            moved = [(li, remap(li, idx), v) for li, idx, v in kinks]
+            cand = retie(cand, [k for k in moved if k[1] is not None]) or cand
+            if size_key(cand) < size_key(spec) and still_bad(cand):
+                out.append(cand)
+        except Exception:  # noqa: BLE001 -- an invalid candidate is not a counterexample
+            continue
+    return out
+
+
 # ----------------------------------------------------------------------------------------------------------
 # counterexample search
 # ----------------------------------------------------------------------------------------------------------
@@ -341,6 +367,7 @@ class SearchResult:
     budget: int = 200
     first: NetSpec | None = None  # the counterexample as generated
     reductions: int = 0  # accepted reduction steps
+    still_bad: Callable | None = None  # the search predicate (premise holds and the oracle says not_member)
 
 
 def search_counterexample(row: str, max_examples: int = 200) -> SearchResult:
@@ -375,16 +402,18 @@ def search_counterexample(row: str, max_examples: int = 200) -> SearchResult:
     n = state["n"]
     spec, steps = reduce_spec(first, bad)
     return SearchResult(
-        row, True, n, spec, verdict(spec), same_shape(spec, PAPER_CASES[row]), max_examples, first, steps
+        row, True, n, spec, verdict(spec), same_shape(spec, PAPER_CASES[row]), max_examples, first, steps,
+        still_bad=bad,
     )
 
 
 # ----------------------------------------------------------------------------------------------------------
 # structural shrinking of a spec
 # ----------------------------------------------------------------------------------------------------------
-def reduce_spec(spec: NetSpec, still_bad, max_rounds: int = 20) -> tuple[NetSpec, int]:
+def reduce_spec(spec: NetSpec, still_bad, max_rounds: int = 200) -> tuple[NetSpec, int]:
     """Greedy structural shrinking: try removing a minibatch sample, an input feature, an output row of a
-    (un-pooled) layer, then simplifying values (to 0, then to +-1); keep each candidate that ``still_bad``.
+    (un-pooled) layer, then simplifying values (to 0, then to +-1); keep each candidate that ``still_bad``,
+    until no candidate is accepted (a fixpoint: then :func:`smaller_counterexamples` is empty).
     Returns (reduced spec, accepted steps)."""
     from .strategies import retie
 
@@ -413,7 +442,7 @@ def _drop_row(idx, rows):
     return (idx[0], idx[1] - sum(r < idx[1] for r in rows), *idx[2:])
 
 
-def _candidates(spec: NetSpec):
+def _candidates(spec: NetSpec, values: bool = True):
     from dataclasses import replace
 
     import numpy as np
@@ -479,6 +508,9 @@ def _candidates(spec: NetSpec):
                 replace(base, layers=spec.layers[:li] + (replace(L, pool=None),) + spec.layers[li + 1 :]),
                 same,
             )
+
+    if not values:
+        return
 
     # 5. simplify values: inputs, weights, biases, loss coefficients -> 0, then -> sign
     def simpler(v):
