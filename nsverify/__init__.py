@@ -3,7 +3,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import NsverifyError  # noqa: F401
+from nsverify.errors import NsverifyError  # noqa: F401
 
 _LAZY = {
     "check_gradient": ("nsverify.oracle", "check_gradient"),

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .errors import NsverifyError, UnsupportedOpError
+from nsverify.errors import NsverifyError, UnsupportedOpError
 
 __all__ = [
     "backward_rules", "active_rules", "set_backward_rules", "relu_s", "piecewise_linear", "max_pool2d",
@@ -232,7 +232,7 @@ class _PiecewiseLinear(torch.autograd.Function):
 
     @staticmethod
     def forward(x, name, spec_fn):
-        from . import registry
+        from nsverify import registry
 
         entry = registry.get(name)
         return entry.torch_fn(x, **entry.kwargs)
@@ -256,7 +256,7 @@ class _PiecewiseLinear(torch.autograd.Function):
 
 
 def _pwl_spec(name: str, choice):
-    from . import registry
+    from nsverify import registry
 
     entry = registry.get(name)
     if getattr(entry, "kind", None) != "elementwise":

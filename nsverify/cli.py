@@ -6,15 +6,15 @@ import argparse
 import importlib
 import sys
 
-from .errors import NsverifyError
+from nsverify.errors import NsverifyError
 
 #: modules providing ``register_cli(subparsers)``; each sets ``func`` on its parser via set_defaults
 COMMAND_MODULES = [
     "nsverify.report.cli",
     "nsverify.conventions",
-    "nsverify.costs.cli",
+    "nsverify.papers.costs.cli",
     "nsverify.report.compare",
-    "nsverify.zones.cli",
+    "nsverify.papers.zones.cli",
 ]
 
 

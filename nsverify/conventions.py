@@ -22,10 +22,10 @@ from typing import Callable, Sequence
 import mpmath
 import torch
 
-from . import registry
-from .devices import FLOAT_DTYPES, dtype_name, parse_device, parse_dtype
-from .errors import NsverifyError
-from .hull import in_hull
+from nsverify import registry
+from nsverify.devices import FLOAT_DTYPES, dtype_name, parse_device, parse_dtype
+from nsverify.errors import NsverifyError
+from nsverify.hull import in_hull
 
 MODES = ("eager", "func", "jvp", "compile")
 SCHEMA = "nsverify.conventions/1"

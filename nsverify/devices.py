@@ -5,7 +5,7 @@ import contextlib
 
 import torch
 
-from .errors import DeviceUnavailableError, UnsupportedDtypeError
+from nsverify.errors import DeviceUnavailableError, UnsupportedDtypeError
 
 #: Floating dtypes nsverify analyses, by canonical short name.
 FLOAT_DTYPES: dict[str, torch.dtype] = {

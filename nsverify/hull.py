@@ -10,7 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Sequence
 
-from .rational import nonneg_feasible
+from nsverify.rational import nonneg_feasible
 
 Vec = Sequence[Fraction]
 

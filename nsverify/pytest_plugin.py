@@ -53,7 +53,7 @@ RECORDS: dict[str, object] = {}
 def profile_name(requested: str | None = None) -> str:
     name = requested or os.environ.get("NSVERIFY_PROFILE") or DEFAULT_PROFILE
     if name not in PROFILES:
-        from .errors import NsverifyError
+        from nsverify.errors import NsverifyError
 
         raise NsverifyError(f"unknown nsverify profile {name!r}; choose one of {', '.join(PROFILES)}")
     return name
@@ -98,7 +98,7 @@ def pytest_configure(config):
 
 
 def selected_device():
-    from .devices import parse_device
+    from nsverify.devices import parse_device
 
     return parse_device(ACTIVE["device"])  # clear error for CUDA without a GPU
 
@@ -106,7 +106,7 @@ def selected_device():
 def selected_dtypes():
     import torch
 
-    from .devices import parse_dtype
+    from nsverify.devices import parse_dtype
 
     spec = ACTIVE["dtypes"]
     if spec:
@@ -126,7 +126,7 @@ def pytest_report_header(config):
 
 def pytest_generate_tests(metafunc):
     if "nsverify_dtype" in metafunc.fixturenames:
-        from .devices import dtype_name
+        from nsverify.devices import dtype_name
 
         dts = selected_dtypes()
         metafunc.parametrize("nsverify_dtype", dts, ids=[dtype_name(d) for d in dts])

@@ -1,5 +1,5 @@
 """Exact linear algebra over the rationals (Gauss-Jordan elimination in ``Fraction``), shared by the oracle,
-the premise checkers (:mod:`nsverify.conditions`) and the cost module (:mod:`nsverify.costs`)."""
+the premise checkers (:mod:`nsverify.papers.park.conditions`) and the cost module (:mod:`nsverify.papers.costs`)."""
 from __future__ import annotations
 
 from fractions import Fraction

@@ -34,7 +34,7 @@ def per_sample(fn, batch, reps):
 
 
 def ratio_bench(reps: int) -> dict:
-    from nsverify.zones import bench
+    from nsverify.papers.zones import bench as bench
 
     out = {}
     for name in bench.WORKLOADS:

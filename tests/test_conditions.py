@@ -1,4 +1,4 @@
-"""nsverify.conditions: Condition 1/2 detection, common lambda, exact rank, Algorithm 1's bounded LP."""
+"""nsverify.papers.park.conditions: Condition 1/2 detection, common lambda, exact rank, Algorithm 1's bounded LP."""
 
 from dataclasses import replace
 from fractions import Fraction as F
@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-from nsverify import conditions as C
-from nsverify import park
 from nsverify.errors import UnsupportedOpError
-from nsverify.netspec import Pool
+from nsverify.papers.park import conditions as C
+from nsverify.papers.park import table1 as park
+from nsverify.strategies.netspec import Pool
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ import math
 import pytest
 import torch
 
-from nsverify.convergence import compare, make_problem, mean_ci, run_one, steps_to_match, steps_to_target
 from nsverify.devices import torch_threads
 from nsverify.errors import NsverifyError
+from nsverify.papers.innaprop import compare, make_problem, mean_ci, run_one, steps_to_match, steps_to_target
 
 
 @pytest.fixture(autouse=True)

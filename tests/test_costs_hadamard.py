@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsverify.costs import UNIT, backprop
-from nsverify.costs.hadamard import (
+from nsverify.errors import NsverifyError
+from nsverify.papers.costs import UNIT, backprop
+from nsverify.papers.costs.hadamard import (
     F_exact,
     directional_derivative_at_zero,
     measure_scaling,
@@ -15,7 +16,6 @@ from nsverify.costs.hadamard import (
     random_instance,
     sylvester,
 )
-from nsverify.errors import NsverifyError
 
 
 @settings(max_examples=15, deadline=None)

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsverify.costs.bouligand import bouligand_set
-from nsverify.costs.checks import random_relu_net
-from nsverify.costs.prop4 import ad_set_two, ad_set_vertices
-from nsverify.costs.relunet import ReluNet, max_network, sat_network, to_torch_fn
-from nsverify.costs.sat import brute_force_sat, random_3cnf, satisfies
 from nsverify.errors import NsverifyError, TooManyPieces
+from nsverify.papers.costs.bouligand import bouligand_set
+from nsverify.papers.costs.checks import random_relu_net
+from nsverify.papers.costs.prop4 import ad_set_two, ad_set_vertices
+from nsverify.papers.costs.relunet import ReluNet, max_network, sat_network, to_torch_fn
+from nsverify.papers.costs.sat import brute_force_sat, random_3cnf, satisfies
 
 FEW = settings(max_examples=12, deadline=None)
 
@@ -94,7 +94,7 @@ def test_bouligand_matches_the_issue3_oracle_on_random_networks(seed):
 
 
 def test_hardness_table_rows():
-    from nsverify.costs.timing import hardness_table
+    from nsverify.papers.costs.timing import hardness_table
 
     rows = hardness_table(((3, 1), (3, "unsat")), oracle_max_p=0)  # the oracle cross-check is tested above
     assert [r["sat"] for r in rows] == [True, False]

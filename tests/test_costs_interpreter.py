@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsverify.costs import UNIT, CostModel, Program, backprop, evaluate, forprop
-from nsverify.costs.ops import D_RELU, OPS
-from nsverify.costs.randprog import ALL_OPS, RATIONAL_OPS, random_inputs, random_program
 from nsverify.errors import NsverifyError, UnknownOpError
+from nsverify.papers.costs import UNIT, CostModel, Program, backprop, evaluate, forprop
+from nsverify.papers.costs.ops import D_RELU, OPS
+from nsverify.papers.costs.randprog import ALL_OPS, RATIONAL_OPS, random_inputs, random_program
 
 models = st.sampled_from([UNIT, CostModel(2, 0.5), CostModel(10, 0), CostModel(1, 3)])
 seeds = st.integers(0, 10_000)
@@ -61,7 +61,7 @@ def test_forward_and_backward_agree_exactly_even_at_kinks(seed, p, n_ops, at_zer
 @FEW
 @given(seeds, st.integers(1, 4), st.integers(1, 14))
 def test_agrees_with_torch_autograd_float64_at_generic_points(seed, p, n_ops):
-    from nsverify.costs.torch_ref import torch_value_and_grad
+    from nsverify.papers.costs.torch_ref import torch_value_and_grad
 
     prog = random_program(seed, p, n_ops, ops=ALL_OPS)
     x = random_inputs(seed, p)

@@ -7,9 +7,9 @@ import sys
 import pytest
 import torch
 
-from nsverify.costs.measure import cnn_row, flop_ratio, interpreter_mlp_omega, mlp, mlp_row, vgg11
-from nsverify.costs.timeit import cpu_threads, interleaved_min
 from nsverify.errors import UnsupportedDtypeError
+from nsverify.papers.costs.measure import cnn_row, flop_ratio, interpreter_mlp_omega, mlp, mlp_row, vgg11
+from nsverify.papers.costs.timeit import cpu_threads, interleaved_min
 
 
 @pytest.mark.parametrize("widths", [[784, 10], [784, 64, 10], [20, 32, 32, 32, 5]])

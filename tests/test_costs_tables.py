@@ -1,6 +1,6 @@
 """Tables 2.1-2.3 recomputed: what reproduces and exactly where the published bounds fail."""
 
-from nsverify.costs.tables import failures, recompute, status
+from nsverify.papers.costs.tables import failures, recompute, status
 
 ROWS = recompute()
 

@@ -1,4 +1,5 @@
-"""Tests of nsverify.dying_relu: dead-unit metric, linear-system facts, single-ReLU gradient, dead cone."""
+"""Tests of nsverify.papers.arnekvist.dying_relu: dead-unit metric, linear-system facts, single-ReLU gradient,
+dead cone."""
 from __future__ import annotations
 
 import math
@@ -9,7 +10,8 @@ import pytest
 import torch
 
 from nsverify.devices import torch_threads
-from nsverify.dying_relu import (
+from nsverify.errors import NsverifyError
+from nsverify.papers.arnekvist.dying_relu import (
     complex_eigen_interval,
     dead_units,
     eigen_facts,
@@ -23,7 +25,6 @@ from nsverify.dying_relu import (
     single_relu_grad,
     single_relu_grad_quadrature,
 )
-from nsverify.errors import NsverifyError
 
 
 @pytest.fixture(autouse=True)

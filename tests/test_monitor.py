@@ -1,11 +1,11 @@
-"""nsverify.monitor: hooks on supported modules, tie/kink statistics, premise checks, clear errors."""
+"""nsverify.papers.park.monitor: hooks on supported modules, tie/kink statistics, premise checks, clear errors."""
 
 import pytest
 import torch
 from torch import nn
 
 from nsverify.errors import UnsupportedOpError
-from nsverify.monitor import Monitor
+from nsverify.papers.park.monitor import Monitor
 
 
 def _step(model, mon, x, t):

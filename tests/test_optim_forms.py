@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from nsverify.optim import DINAdam, INNAprop, INNApropMomentum
-from nsverify.optim.forms import FORMS, dinadam_mechanical, run_form
+from nsverify.papers.innaprop.forms import FORMS, dinadam_mechanical, run_form
 
 _G = torch.Generator().manual_seed(11)
 _A = torch.randn(6, 6, generator=_G, dtype=torch.float64)

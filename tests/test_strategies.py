@@ -1,4 +1,4 @@
-"""nsverify.strategies / nsverify.netspec: exact ties, exactness in every dtype, shrinking, bad input."""
+"""nsverify.strategies / nsverify.strategies.netspec: exact ties, exactness in every dtype, shrinking, bad input."""
 
 from fractions import Fraction
 
@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from nsverify.errors import InexactError, UnknownOpError
-from nsverify.netspec import check_exact, representable, sum_exact_in
 from nsverify.strategies import devices, dtypes, exact_range_check, near_ties, networks, tie_points, ulp
+from nsverify.strategies.netspec import check_exact, representable, sum_exact_in
 
 FAST = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -10,11 +10,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from nsverify import ad
-from nsverify.datasets import DataNotFoundError, get_dataset, plateaus
 from nsverify.errors import NsverifyError, UnsupportedDtypeError
-from nsverify.models import MODELS, build_model
-from nsverify.zones import repro
-from nsverify.zones.measure import (
+from nsverify.papers.zones import repro as repro
+from nsverify.papers.zones.measure import (
     MissingThresholdError,
     NoNonsmoothLayersError,
     backprop_variation,
@@ -23,9 +21,11 @@ from nsverify.zones.measure import (
     threshold_for,
     thresholds,
 )
-from nsverify.zones.rules import BackwardRule, MaxPool2dS, ReLUS, switchable, use_rule
-from nsverify.zones.stats import clopper_pearson, hoeffding_margin, mcdiarmid_margin, share_intervals
-from nsverify.zones.volume import VolumeConfig, estimate_volume, load_partial
+from nsverify.papers.zones.rules import BackwardRule, MaxPool2dS, ReLUS, switchable, use_rule
+from nsverify.papers.zones.stats import clopper_pearson, hoeffding_margin, mcdiarmid_margin, share_intervals
+from nsverify.papers.zones.volume import VolumeConfig, estimate_volume, load_partial
+from nsverify.workloads.datasets import DataNotFoundError, get_dataset, plateaus
+from nsverify.workloads.models import MODELS, build_model
 
 DTYPES = [torch.bfloat16, torch.float32, torch.float64]
 
@@ -209,7 +209,7 @@ def test_volume_resume_after_interrupt(tmp_path):
     with pytest.raises(NsverifyError, match="another configuration"):
         estimate_volume(_cfg(batch_size=8), TAUS, resume=part)
     blob = json.loads(part.read_text())
-    assert blob["schema"] == "nsverify.zones.partial/1" and set(blob["draws"]) == {"0", "1", "2", "3"}
+    assert blob["schema"] == "nsverify.papers.zones.partial/1" and set(blob["draws"]) == {"0", "1", "2", "3"}
 
 
 def test_volume_shares_are_counts_of_D_over_tau():

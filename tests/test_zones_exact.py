@@ -8,10 +8,10 @@ import torch
 from torch import nn
 
 from nsverify.errors import UnsupportedOpError
-from nsverify.models import build_model, lenet5
-from nsverify.zones.exact import _backward, classify_exact, forward_exact, point_report
-from nsverify.zones.measure import NoNonsmoothLayersError
-from nsverify.zones.rules import MaxPool2dS, ReLUS, use_rule
+from nsverify.papers.zones.exact import _backward, classify_exact, forward_exact, point_report
+from nsverify.papers.zones.measure import NoNonsmoothLayersError
+from nsverify.papers.zones.rules import MaxPool2dS, ReLUS, use_rule
+from nsverify.workloads.models import build_model, lenet5
 
 
 def _example_353():
@@ -95,7 +95,7 @@ def test_exact_backward_matches_float64_autograd():
 def test_point_report_both_views():
     torch.manual_seed(0)
     model = lenet5(width=0.25)
-    from nsverify.datasets import digits28
+    from nsverify.workloads.datasets import digits28
 
     x, y = digits28()
     r = point_report(model, x[:3], y[:3], dtypes=("float32", "float64"),

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nsverify.zones.exact import classify_exact
+from nsverify.papers.zones.exact import classify_exact
 
 oracle = pytest.importorskip("nsverify.oracle")
 

@@ -20,7 +20,7 @@ class MlpRatio(DtypeDevice):
         super().setup(dtype, device)
         import torch
 
-        from nsverify.costs.measure import mlp
+        from nsverify.papers.costs.measure import mlp
 
         if self.device.type == "cpu" and depth * width > 20 * 256:
             raise NotImplementedError("skipped: keep the CPU grid modest (depth x width <= 20 x 256)")
@@ -30,14 +30,14 @@ class MlpRatio(DtypeDevice):
         self.x = torch.randn(batch, 784, device=self.device, dtype=self.dtype)
 
     def track_wall_ratio(self, dtype, device, depth, width):
-        from nsverify.costs.measure import wall_ratio
+        from nsverify.papers.costs.measure import wall_ratio
 
         return wall_ratio(self.model, self.x, reps=5)["wall_ratio"]
 
     track_wall_ratio.unit = "x"
 
     def track_flop_ratio(self, dtype, device, depth, width):
-        from nsverify.costs.measure import flop_ratio
+        from nsverify.papers.costs.measure import flop_ratio
 
         return flop_ratio(self.model, self.x)["flop_ratio"]
 
@@ -53,7 +53,7 @@ class CnnRatio(DtypeDevice):
         super().setup(dtype, device)
         import torch
 
-        from nsverify.costs.measure import vgg11
+        from nsverify.papers.costs.measure import vgg11
 
         if self.device.type == "cpu" and width_mult > 0.25:
             raise NotImplementedError("skipped: full-width VGG11 only on a GPU")
@@ -63,14 +63,14 @@ class CnnRatio(DtypeDevice):
         self.x = torch.randn(batch, 3, 32, 32, device=self.device, dtype=self.dtype)
 
     def track_wall_ratio(self, dtype, device, width_mult):
-        from nsverify.costs.measure import wall_ratio
+        from nsverify.papers.costs.measure import wall_ratio
 
         return wall_ratio(self.model, self.x, reps=3)["wall_ratio"]
 
     track_wall_ratio.unit = "x"
 
     def track_flop_ratio(self, dtype, device, width_mult):
-        from nsverify.costs.measure import flop_ratio
+        from nsverify.papers.costs.measure import flop_ratio
 
         return flop_ratio(self.model, self.x)["flop_ratio"]
 
@@ -82,7 +82,7 @@ class InterpreterOmega:
     param_names = ["depth", "width"]
 
     def track_omega(self, depth, width):
-        from nsverify.costs.measure import interpreter_mlp_omega
+        from nsverify.papers.costs.measure import interpreter_mlp_omega
 
         return interpreter_mlp_omega(depth, width)
 
@@ -95,7 +95,7 @@ class HadamardScaling:
     timeout = 300
 
     def setup(self, p):
-        from nsverify.costs.hadamard import measure_scaling
+        from nsverify.papers.costs.hadamard import measure_scaling
 
         # the ratio at p, measured side by side with its baseline (one gradient at a smooth point)
         self.row = [r for r in measure_scaling(ps=(p // 2, p), reps=5)["rows"] if r["p"] == p][0]
@@ -117,25 +117,25 @@ class Hardness:
     timeout = 600
 
     def setup(self, size):
-        from nsverify.costs.relunet import sat_network
-        from nsverify.costs.sat import random_3cnf
+        from nsverify.papers.costs.relunet import sat_network
+        from nsverify.papers.costs.sat import random_3cnf
 
         p, n = (int(v) for v in size.split("x"))
         self.p = p
         self.net = sat_network(random_3cnf(p, n, 0), p)
 
     def time_exact_clarke(self, size):
-        from nsverify.costs.bouligand import bouligand_set
+        from nsverify.papers.costs.bouligand import bouligand_set
 
         bouligand_set(self.net, [0] * self.p)
 
     def time_prop4(self, size):
-        from nsverify.costs.prop4 import ad_set_two
+        from nsverify.papers.costs.prop4 import ad_set_two
 
         ad_set_two(self.net, [0] * self.p)
 
     def track_regions(self, size):
-        from nsverify.costs.bouligand import bouligand_set
+        from nsverify.papers.costs.bouligand import bouligand_set
 
         return bouligand_set(self.net, [0] * self.p).regions
 

@@ -3,7 +3,7 @@
 Targets: INNAprop time per step <= 1.15x AdamW's at 1e4, 1e6 and 1e7 parameters; state bytes per parameter
 equal to AdamW's (track_ value, 8.0 bytes in float32 plus the scalar step counters).
 """
-from nsverify.optim.checks import bench_optimizer, state_bytes_per_param
+from nsverify.papers.innaprop.checks import bench_optimizer, state_bytes_per_param
 
 
 class OptimizerStep:

@@ -13,7 +13,7 @@ class BackpropVariation(DtypeDevice):
 
     def setup(self, dtype, device, model, method):
         super().setup(dtype, device)
-        from nsverify.zones import bench
+        from nsverify.papers.zones import bench as bench
 
         self.bench = bench
         self.model, self.x, self.y = bench.setup_workload(model, self.dtype, self.device)

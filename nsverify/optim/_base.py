@@ -13,7 +13,7 @@ from collections import defaultdict
 import torch
 from torch.optim import Optimizer
 
-from ..errors import NsverifyError
+from nsverify.errors import NsverifyError
 
 
 class OptimizerConfigError(NsverifyError, ValueError):

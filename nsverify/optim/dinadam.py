@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from ._base import InertialOptimizer, check_finite
+from nsverify.optim._base import InertialOptimizer, check_finite
 
 
 class DINAdam(InertialOptimizer):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ._base import InertialOptimizer, OptimizerConfigError, check_finite
+from nsverify.optim._base import InertialOptimizer, OptimizerConfigError, check_finite
 
 
 class INNA(InertialOptimizer):

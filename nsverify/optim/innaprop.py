@@ -15,7 +15,13 @@ from __future__ import annotations
 
 import torch
 
-from ._base import InertialOptimizer, OptimizerConfigError, check_finite, rms_denominator, rms_denominators
+from nsverify.optim._base import (
+    InertialOptimizer,
+    OptimizerConfigError,
+    check_finite,
+    rms_denominator,
+    rms_denominators,
+)
 
 
 class INNAprop(InertialOptimizer):

@@ -12,10 +12,10 @@ check_module), ``cases`` (known answers from the papers), ``fuzz`` (random piece
 
 from __future__ import annotations
 
-from .api import check_gradient, check_module, float_autograd
-from .backprop import exact_backprop, exact_module_backprop
-from .interp import exact_forward, exact_gradient, exact_module_gradient, module_function
-from .verdict import Verdict, verify_certificate
+from nsverify.oracle.api import check_gradient, check_module, float_autograd
+from nsverify.oracle.backprop import exact_backprop, exact_module_backprop
+from nsverify.oracle.interp import exact_forward, exact_gradient, exact_module_gradient, module_function
+from nsverify.oracle.verdict import Verdict, verify_certificate
 
 __all__ = [
     "exact_backprop",

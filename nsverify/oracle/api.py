@@ -6,13 +6,13 @@ from fractions import Fraction
 
 import torch
 
-from ..errors import InexactError, NsverifyError
-from .interp import module_function, point_to_fractions, run
-from .jsonio import enc
-from .membership import distance, distinct, interval_member_1d, member_weights, separating_direction
-from .numbers import Ival
-from .pieces import enumerate_pieces
-from .verdict import Verdict
+from nsverify.errors import InexactError, NsverifyError
+from nsverify.oracle.interp import module_function, point_to_fractions, run
+from nsverify.oracle.jsonio import enc
+from nsverify.oracle.membership import distance, distinct, interval_member_1d, member_weights, separating_direction
+from nsverify.oracle.numbers import Ival
+from nsverify.oracle.pieces import enumerate_pieces
+from nsverify.oracle.verdict import Verdict
 
 F = Fraction
 
@@ -51,8 +51,8 @@ def check_gradient(
     """
     if on_limit not in ("raise", "unknown"):
         raise NsverifyError(f"on_limit must be 'raise' or 'unknown', got {on_limit!r}")
-    from ..errors import TooManyPieces
-    from .context import deadline
+    from nsverify.errors import TooManyPieces
+    from nsverify.oracle.context import deadline
 
     # a hard stop slightly after time_limit, for single evaluations too large to finish (huge forward mode)
     with deadline(None if time_limit is None else time_limit * 1.1 + 1):
@@ -212,8 +212,8 @@ def _exact_ad(fn, w, conventions, forward_gradient):
     used, and a warning names the difference."""
     import warnings
 
-    from ..errors import UnsupportedOpError
-    from .backprop import exact_backprop
+    from nsverify.errors import UnsupportedOpError
+    from nsverify.oracle.backprop import exact_backprop
 
     try:
         g = exact_backprop(fn, w, conventions)
@@ -237,7 +237,7 @@ def _follow(fn, w, values, conventions, exact_ad, forward_ad):
     must agree *identically* (same Fractions, same interval endpoints); the reverse-mode exact AD must agree
     with them (exactly, or with overlapping intervals).  Anything else declines the certificate.
     """
-    from .pieces import follow_ad
+    from nsverify.oracle.pieces import follow_ad
 
     got = follow_ad(fn, w, values=values, conventions=conventions)
     if got is None:

@@ -15,17 +15,17 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from . import context
-from .context import Ctx
-from .interp import _scalar_output, point_to_fractions
-from .numbers import KinkZero, sign, val
-from .ops_kinks import _ad_side, _dpoly
-from .ops_linear import _filled, _matmul, arr, objmap
-from .ops_select import _ad_mix, pool_windows
-from .ops_smooth import exp
-from .semantics import clamp as clamp_sem
-from .semantics import elementwise
-from .tensor import ExactTensor, op, scalar
+from nsverify.oracle import context
+from nsverify.oracle.context import Ctx
+from nsverify.oracle.interp import _scalar_output, point_to_fractions
+from nsverify.oracle.numbers import KinkZero, sign, val
+from nsverify.oracle.ops_kinks import _ad_side, _dpoly
+from nsverify.oracle.ops_linear import _filled, _matmul, arr, objmap
+from nsverify.oracle.ops_select import _ad_mix, pool_windows
+from nsverify.oracle.ops_smooth import exp
+from nsverify.oracle.semantics import clamp as clamp_sem
+from nsverify.oracle.semantics import elementwise
+from nsverify.oracle.tensor import ExactTensor, op, scalar
 
 F = Fraction
 
@@ -51,7 +51,7 @@ def exact_backprop(fn, w: torch.Tensor, conventions: dict | None = None, *, retu
 def exact_module_backprop(
     model, loss_fn, inputs, targets, wrt="parameters", conventions=None, *, return_value=False
 ):
-    from .interp import module_function
+    from nsverify.oracle.interp import module_function
 
     fn, w = module_function(model, loss_fn, inputs, targets, wrt)
     return exact_backprop(fn, w, conventions, return_value=return_value)
@@ -227,7 +227,7 @@ def _max_pool_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mod
         cands = [x[q] for q, _ in win]
         best = max(range(len(cands)), key=lambda i: float(val(cands[i])))
         tied = [i for i in range(len(cands)) if sign(val(cands[i]) - val(cands[best])) == 0]
-        from .numbers import Aff
+        from nsverify.oracle.numbers import Aff
 
         unit = [Aff(F(0), {i: F(1)}) for i in range(len(cands))]
         mixed, _ = _ad_mix(unit, tied, rule)
@@ -242,7 +242,7 @@ def _adaptive_max_pool_backward(grad, x, indices):
     """PyTorch's formula: each output's gradient goes to its recorded index (conventions: native only)."""
     x, g = arr(x), arr(grad)
     if context.convention("max_pool") not in (None, "first", "native"):
-        from ..errors import UnsupportedOpError
+        from nsverify.errors import UnsupportedOpError
 
         raise UnsupportedOpError(
             "adaptive_max_pool2d: only the native (first index) convention is supported in reverse mode; use "

@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from .cones import ConeStats, feasible
+from nsverify.oracle.cones import ConeStats, feasible
 
 
 def kink_net(k: int, seed: int = 0):
@@ -41,7 +41,7 @@ def kink_net(k: int, seed: int = 0):
 
 def naive_lps(fn, w) -> tuple[int, float]:
     """Naive enumeration: one exact-certified LP per sign pattern of the k kink sites (2^k LPs)."""
-    from .interp import run
+    from nsverify.oracle.interp import run
 
     r = run(fn, w, mode="ad")
     rows = [s.slopes[0] for s in r.sites if s.slopes and s.slopes[0]]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from .linalg import nonneg_solution, null_space, rationalize
+from nsverify.oracle.linalg import nonneg_solution, null_space, rationalize
 
 F = Fraction
 
@@ -43,7 +43,7 @@ def _positive(x) -> bool:
     """Exactly positive (int/Fraction), or provably positive (interval entirely above 0)."""
     if type(x) is int:
         return x > 0
-    from .numbers import Ival, sign
+    from nsverify.oracle.numbers import Ival, sign
 
     if isinstance(x, Ival):
         return sign(x) == 1
@@ -57,7 +57,7 @@ def primitive(row: dict) -> dict:
     import math
 
     if not all(isinstance(c, (int, Fraction)) for c in row.values()):
-        from .numbers import sign
+        from nsverify.oracle.numbers import sign
 
         if len(row) == 1:  # a single interval coefficient of known sign: the half-space is exactly +-e_k
             (k, c), = row.items()

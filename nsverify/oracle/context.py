@@ -36,7 +36,7 @@ class Site:
     ad_option: int | None = None  # pieces mode: the option whose local derivative AD uses (None: no option)
 
     def to_json(self) -> dict:
-        from .jsonio import enc
+        from nsverify.oracle.jsonio import enc
 
         return {
             "op": self.op,
@@ -122,7 +122,7 @@ def check_deadline() -> None:
         import time
 
         if time.perf_counter() > min(_DEADLINE):
-            from ..errors import TooManyPieces
+            from nsverify.errors import TooManyPieces
 
             raise TooManyPieces(
                 "the exact analysis ran out of its time limit: the program is too large for exact evaluation "

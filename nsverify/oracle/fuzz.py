@@ -132,7 +132,7 @@ class FuzzResult:
 
 
 def _gradient_at(fn, w, values):
-    from .interp import run
+    from nsverify.oracle.interp import run
 
     r = run(fn, w, mode="ad", values=values)
     # a site is genuine when its outcome depends on the direction: a kink argument with a non-zero slope, or a
@@ -159,7 +159,7 @@ def check_one(rng: random.Random, n: int | None = None, depth: int = 3, samples:
         checked += 1
         unsound += tuple(g) not in B
     # completeness: each vertex is realised at a generic point along its witness direction
-    from .pieces import enumerate_pieces
+    from nsverify.oracle.pieces import enumerate_pieces
 
     en = enumerate_pieces(fn, w)
     unrealised = 0

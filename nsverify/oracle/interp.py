@@ -18,11 +18,11 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from ..errors import NonFiniteError, NsverifyError, UnsupportedDtypeError
-from . import ops_kinks, ops_linear, ops_select, ops_smooth  # noqa: F401  (register the op implementations)
-from .context import Ctx
-from .numbers import Aff, grad, is_lin, val
-from .tensor import ExactTensor
+from nsverify.errors import NonFiniteError, NsverifyError, UnsupportedDtypeError
+from nsverify.oracle import ops_kinks, ops_linear, ops_select, ops_smooth  # noqa: F401  (register the op implementations)
+from nsverify.oracle.context import Ctx
+from nsverify.oracle.numbers import Aff, grad, is_lin, val
+from nsverify.oracle.tensor import ExactTensor
 
 F = Fraction
 
@@ -167,6 +167,6 @@ def exact_forward(fn, *args):
 
 
 def _to_arr(t):
-    from .tensor import to_exact_array
+    from nsverify.oracle.tensor import to_exact_array
 
     return to_exact_array(t)

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 from mpmath import iv
 
-from .numbers import Ival, _to_iv
+from nsverify.oracle.numbers import Ival, _to_iv
 
 
 def enc(x):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Sequence
 
-from ..rational import null_space, solve_unique  # noqa: F401 (null_space is re-exported)
+from nsverify.rational import null_space, solve_unique  # noqa: F401 (null_space is re-exported)
 
 F = Fraction
 

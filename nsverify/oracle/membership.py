@@ -13,8 +13,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from .linalg import dot, nonneg_solution, rationalize
-from .numbers import Ival, is_exact, to_float
+from nsverify.oracle.linalg import dot, nonneg_solution, rationalize
+from nsverify.oracle.numbers import Ival, is_exact, to_float
 
 F = Fraction
 

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 from mpmath import iv
 
-from ..errors import InexactError
+from nsverify.errors import InexactError
 
 F = Fraction
 PREC = 212  # bits of the interval arithmetic (about 64 decimal digits)

@@ -15,13 +15,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..errors import InexactError, UnsupportedOpError
-from . import context
-from .context import Site
-from .numbers import Aff, KinkZero, grad, is_lin, mk, sign, val
-from .ops_linear import arr, objmap
-from .semantics import elementwise
-from .tensor import op
+from nsverify.errors import InexactError, UnsupportedOpError
+from nsverify.oracle import context
+from nsverify.oracle.context import Site
+from nsverify.oracle.numbers import Aff, KinkZero, grad, is_lin, mk, sign, val
+from nsverify.oracle.ops_linear import arr, objmap
+from nsverify.oracle.semantics import elementwise
+from nsverify.oracle.tensor import op
 
 F = Fraction
 

@@ -11,9 +11,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..errors import UnsupportedOpError
-from .numbers import val
-from .tensor import op, scalar
+from nsverify.errors import UnsupportedOpError
+from nsverify.oracle.numbers import val
+from nsverify.oracle.tensor import op, scalar
 
 F = Fraction
 
@@ -88,7 +88,7 @@ def _pow(a, e):
     if isinstance(e, float) and e.is_integer():
         e = int(e)
     if not isinstance(e, int) or e < 0:
-        from .ops_smooth import power_real
+        from nsverify.oracle.ops_smooth import power_real
 
         return power_real(a, e)
     return objmap(lambda x: _ipow(x, e), arr(a))

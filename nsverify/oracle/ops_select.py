@@ -12,16 +12,16 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..errors import UnsupportedOpError
-from ..registry import adaptive_windows, pool_out_size
-from . import context
-from .context import Site
-from .numbers import Aff, grad, is_lin, mk, sign, val
-from .ops_kinks import _elementwise_op, _float_only, _float_pair, _gsub, _inexact
-from .ops_linear import arr
-from .semantics import clamp as clamp_sem
-from .semantics import tie_rule
-from .tensor import op, scalar
+from nsverify.errors import UnsupportedOpError
+from nsverify.oracle import context
+from nsverify.oracle.context import Site
+from nsverify.oracle.numbers import Aff, grad, is_lin, mk, sign, val
+from nsverify.oracle.ops_kinks import _elementwise_op, _float_only, _float_pair, _gsub, _inexact
+from nsverify.oracle.ops_linear import arr
+from nsverify.oracle.semantics import clamp as clamp_sem
+from nsverify.oracle.semantics import tie_rule
+from nsverify.oracle.tensor import op, scalar
+from nsverify.registry import adaptive_windows, pool_out_size
 
 F = Fraction
 

@@ -12,10 +12,10 @@ from fractions import Fraction
 import numpy as np
 from mpmath import iv
 
-from ..errors import InexactError, UnsupportedOpError
-from .numbers import Ival, _simplify, _to_iv, sign, smooth, val
-from .ops_linear import arr, objmap
-from .tensor import op
+from nsverify.errors import InexactError, UnsupportedOpError
+from nsverify.oracle.numbers import Ival, _simplify, _to_iv, sign, smooth, val
+from nsverify.oracle.ops_linear import arr, objmap
+from nsverify.oracle.tensor import op
 
 F = Fraction
 
@@ -184,7 +184,7 @@ def _scalar(v):
 
 @op("gelu", "elu", "silu", "mish", "logsigmoid", "erf", "atan", "asin", "acos", "tan", "sinh", "cosh")
 def _unsupported_smooth(*a, **k):
-    from . import context
+    from nsverify.oracle import context
 
     raise UnsupportedOpError(
         f"aten.{context.current().op_name} has no interval implementation in the exact oracle yet; supported "

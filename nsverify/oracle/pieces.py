@@ -14,9 +14,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..errors import TooManyPieces
-from .cones import ConeStats, feasible, holds, primitive
-from .interp import run
+from nsverify.errors import TooManyPieces
+from nsverify.oracle.cones import ConeStats, feasible, holds, primitive
+from nsverify.oracle.interp import run
 
 
 @dataclass

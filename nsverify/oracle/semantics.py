@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from .. import registry
-from ..registry import Elementwise, Piece, lin
+from nsverify import registry
+from nsverify.registry import Elementwise, Piece, lin
 
 F = Fraction
 

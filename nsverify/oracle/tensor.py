@@ -14,9 +14,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..errors import DataDependentControlFlowError, NonFiniteError, UnsupportedOpError
-from . import context
-from .numbers import Aff
+from nsverify.errors import DataDependentControlFlowError, NonFiniteError, UnsupportedOpError
+from nsverify.oracle import context
+from nsverify.oracle.numbers import Aff
 
 OPS: dict[str, Callable] = {}
 

@@ -7,8 +7,8 @@ import json
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from .jsonio import dec, enc
-from .membership import check_weights, interval_member_1d, margin
+from nsverify.oracle.jsonio import dec, enc
+from nsverify.oracle.membership import check_weights, interval_member_1d, margin
 
 
 @dataclass
@@ -144,8 +144,8 @@ def verify_certificate(verdict) -> bool:
         h = [Fraction(x) for x in cert["h"]]
         return d["status"] == "not_member" and margin(h, t, V) is not None
     if kind == "adjacent_piece":  # the witness lies strictly inside every recorded half-space of the piece
-        from .cones import holds
-        from .jsonio import dec_sparse
+        from nsverify.oracle.cones import holds
+        from nsverify.oracle.jsonio import dec_sparse
 
         rows = [dec_sparse(r) for r in cert["rows"]]
         return d["status"] == "member" and holds(rows, dec_sparse(cert["witness"]) if rows else None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .compare import DEFAULT_BENCH_FACTOR
+from nsverify.report.compare import DEFAULT_BENCH_FACTOR
 
 
 def register_cli(sub) -> None:
@@ -27,9 +27,9 @@ def register_cli(sub) -> None:
 
 
 def _cmd_nightly(args) -> int:
-    from .compare import check_bench_factor
-    from .nightly import ensure_writable_dir, is_red, merge_nightly, run_nightly
-    from .schema import load_report
+    from nsverify.report.compare import check_bench_factor
+    from nsverify.report.nightly import ensure_writable_dir, is_red, merge_nightly, run_nightly
+    from nsverify.report.schema import load_report
 
     factor = check_bench_factor(args.bench_factor)
     ensure_writable_dir(args.out)  # fail before any work

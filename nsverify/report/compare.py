@@ -24,8 +24,8 @@ import json
 import math
 import sys
 
-from ..errors import NsverifyError, ReportFormatError
-from .schema import load_report
+from nsverify.errors import NsverifyError, ReportFormatError
+from nsverify.report.schema import load_report
 
 DEFAULT_BENCH_FACTOR = 1.10
 ENV_KEYS = ("cpu", "gpu", "torch", "cuda", "cudnn", "python", "platform", "tf32_matmul", "tf32_cudnn",

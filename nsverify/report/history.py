@@ -10,8 +10,8 @@ import math
 import sys
 from pathlib import Path
 
-from ..errors import ReportFormatError
-from .schema import load_report
+from nsverify.errors import ReportFormatError
+from nsverify.report.schema import load_report
 
 #: trend plots show at most this many stored runs (the newest)
 HISTORY_LIMIT = 30

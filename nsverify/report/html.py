@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import json
 
-from .compare import format_metric
+from nsverify.report.compare import format_metric
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}

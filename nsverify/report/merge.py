@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
-from ..errors import ReportFormatError
-from .schema import SCHEMA, load_report, resolve_report_path
+from nsverify.errors import ReportFormatError
+from nsverify.report.schema import SCHEMA, load_report, resolve_report_path
 
 
 def machine_label(machine: dict) -> str:

@@ -26,14 +26,14 @@ import time
 import traceback
 from pathlib import Path
 
-from ..errors import NsverifyError, OutputDirError
-from . import RunContext, load_sections
-from .atomic import atomic_write_text, json_default
-from .compare import DEFAULT_BENCH_FACTOR, compare_reports, require_run
-from .history import list_runs, previous_run, same_kind_runs, trend_series
-from .html import render_report
-from .machine import machine_info
-from .schema import SCHEMA, load_report, resolve_report_path, validate_metrics
+from nsverify.errors import NsverifyError, OutputDirError
+from nsverify.report import RunContext, load_sections
+from nsverify.report.atomic import atomic_write_text, json_default
+from nsverify.report.compare import DEFAULT_BENCH_FACTOR, compare_reports, require_run
+from nsverify.report.history import list_runs, previous_run, same_kind_runs, trend_series
+from nsverify.report.html import render_report
+from nsverify.report.machine import machine_info
+from nsverify.report.schema import SCHEMA, load_report, resolve_report_path, validate_metrics
 
 __all__ = ["SCHEMA", "atomic_write_text", "build_report", "ensure_writable_dir", "run_nightly",
            "run_sections", "write_report", "merge_nightly", "attach_comparison", "is_red"]
@@ -225,7 +225,7 @@ def run_nightly(out: Path | str = "reports", quick: bool = False, only: list[str
 
 def merge_nightly(out: Path | str, dirs: list[Path | str]) -> Path:
     """Merge the runs in ``dirs`` (several machines) into one report written under ``out``."""
-    from .merge import merge_reports
+    from nsverify.report.merge import merge_reports
 
     out = ensure_writable_dir(Path(out))
     return write_report(out, merge_reports(dirs), stamp=utc_stamp() + "-merged")

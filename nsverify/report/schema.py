@@ -11,7 +11,7 @@ import json
 import math
 from pathlib import Path
 
-from ..errors import ReportFormatError
+from nsverify.errors import ReportFormatError
 
 SCHEMA = "nsverify.report/1"
 #: the report.json files nsverify reads are at most this large (a quick report is well under 1 MB)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..report import section, table
+from nsverify.report import section, table
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 GPU_DATA = Path(__file__).resolve().parents[1] / "data" / "gpu" / "conventions.json"
@@ -18,7 +18,7 @@ def _rule_summary(rs) -> str:
 @section("conventions", "Conventions matrix: PyTorch's derivative at kinks and ties", order=10,
          description="every registry primitive x 4 dtypes x eager/func/jvp on CPU (+ compile)")
 def conventions_section(ctx) -> dict:
-    from .. import conventions as cv
+    from nsverify import conventions as cv
 
     results = cv.run_matrix(None, DTYPES, ["cpu"], ["eager", "func", "jvp"], progress=ctx.progress)
     # torch.compile costs about a minute per dtype on a small CPU: quick mode compiles float32 only

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..report import figure_png, section, table
+from nsverify.report import figure_png, section, table
 
 GPU_JSON = Path(__file__).resolve().parent.parent / "data" / "gpu" / "costs.json"
 #: H200 anchor quoted in issue 7 (torch 2.11, (forward+backward)/forward wall-clock)
@@ -56,11 +56,11 @@ def _fmt(v, nd=3):
     description="~1-2 min quick",
 )
 def costs_section(ctx) -> dict:
-    from ..costs.checks import interpreter_counterexamples, prop4_counterexamples
-    from ..costs.hadamard import measure_scaling
-    from ..costs.measure import cnn_row, interpreter_mlp_omega, mlp_row
-    from ..costs.tables import failures, recompute, status
-    from ..costs.timing import FULL_SIZES, QUICK_SIZES, hardness_table
+    from nsverify.papers.costs.checks import interpreter_counterexamples, prop4_counterexamples
+    from nsverify.papers.costs.hadamard import measure_scaling
+    from nsverify.papers.costs.measure import cnn_row, interpreter_mlp_omega, mlp_row
+    from nsverify.papers.costs.tables import failures, recompute, status
+    from nsverify.papers.costs.timing import FULL_SIZES, QUICK_SIZES, hardness_table
 
     g = _grid(ctx.quick)
     metrics, claims, tables, figures = [], [], [], []

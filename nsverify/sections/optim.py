@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from ..report import figure_png, section, table
+from nsverify.report import figure_png, section, table
 
 CONVEX = ("lasso", "hinge_svm", "lad", "max_affine")
 COMPARED = ("AdamW", "SGD", "heavy-ball", "INNA", "INNAprop(0.1,0.9)", "INNAprop(1,1)", "INNAprop(2,2)")
@@ -112,10 +112,10 @@ def _network_claims(net: list[dict], datasets, nsteps: int) -> list[dict]:
     description="INNAprop family on problems with known optima, precision study, dying-ReLU region map",
 )
 def optim_section(ctx) -> dict:
-    from ..convergence import compare, precision_study
-    from ..convergence.harness import torch_threads
-    from ..dying_relu import network_experiment, region_map
-    from ..optim.checks import adamw_mismatches, step_time_ratio
+    from nsverify.papers.arnekvist.dying_relu import network_experiment, region_map
+    from nsverify.papers.innaprop import compare, precision_study
+    from nsverify.papers.innaprop.checks import adamw_mismatches, step_time_ratio
+    from nsverify.papers.innaprop.harness import torch_threads
 
     q = ctx.quick
     metrics, claims, tables, figures = [], [], [], []

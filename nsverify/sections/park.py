@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import time
 
-from ..report import section, table
+from nsverify.report import section, table
 
 
 def _wilson(k: int, n: int, z: float = 1.96):
@@ -23,7 +23,7 @@ def _run_row(row, counts, n_examples):
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import strategies as st
 
-    from .. import park
+    from nsverify.papers.park import table1 as park
 
     @settings(
         max_examples=n_examples,
@@ -45,7 +45,7 @@ def _run_row(row, counts, n_examples):
 
 
 def _theorem_rows(n_examples: int, ctx):
-    from .. import park
+    from nsverify.papers.park import table1 as park
 
     out = []
     for name, row in park.ROWS.items():
@@ -65,8 +65,8 @@ def _theorem_rows(n_examples: int, ctx):
     description="theorem/lemma rows via the exact oracle; training monitor on digits",
 )
 def park_section(ctx) -> dict:
-    from .. import park
-    from .. import park_experiments as P
+    from nsverify.papers.park import experiments as P
+    from nsverify.papers.park import table1 as park
 
     quick = ctx.quick
     t0 = time.monotonic()

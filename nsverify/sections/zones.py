@@ -5,7 +5,7 @@ import json
 import math
 from pathlib import Path
 
-from ..report import figure_png, section, table
+from nsverify.report import figure_png, section, table
 
 GPU_JSON = Path(__file__).resolve().parents[1] / "data" / "gpu" / "zones.json"
 
@@ -99,10 +99,10 @@ def _fig_curves(sgd: dict, sweep: dict) -> str:
 def _points(size) -> list:
     import torch
 
-    from ..datasets import digits28
-    from ..models import lenet5
-    from ..zones.exact import point_report
-    from ..zones.measure import PAPER_THRESHOLDS
+    from nsverify.papers.zones.exact import point_report
+    from nsverify.papers.zones.measure import PAPER_THRESHOLDS
+    from nsverify.workloads.datasets import digits28
+    from nsverify.workloads.models import lenet5
 
     taus = {**PAPER_THRESHOLDS["lenet5"], "bfloat16": PAPER_THRESHOLDS["lenet5"]["float16"]}
     x, y = digits28()
@@ -122,7 +122,7 @@ def _points(size) -> list:
 @section("zones", "Bifurcation and compensation zones (Bertoin; Boustany Ch.3)", order=40,
          description="Tables 3.1/3.3, zone volumes per dtype, SGD divergence, beta sweep")
 def zones_section(ctx) -> dict:
-    from ..zones import repro
+    from nsverify.papers.zones import repro as repro
 
     size = QUICK if ctx.quick else FULL
     claims, tables, figures, metrics = [], [], [], []

@@ -26,8 +26,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=80.0, help="seconds; optional sweep rows stop past it")
     args = ap.parse_args(argv)
 
-    from nsverify.costs.measure import flop_ratio, mlp, vgg11, wall_ratio
     from nsverify.errors import NsverifyError
+    from nsverify.papers.costs.measure import flop_ratio, mlp, vgg11, wall_ratio
 
     out = Path(args.out)
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from nsverify.optim.checks import step_time_ratio
+from nsverify.papers.innaprop.checks import step_time_ratio
 
 
 def main(argv=None) -> int:

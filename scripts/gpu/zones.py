@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
-from nsverify.zones import repro
-from nsverify.zones.measure import PAPER_THRESHOLDS, thresholds
-from nsverify.zones.volume import VolumeConfig, _Data, _draw_seed, estimate_volume
+from nsverify.papers.zones import repro as repro
+from nsverify.papers.zones.measure import PAPER_THRESHOLDS, thresholds
+from nsverify.papers.zones.volume import VolumeConfig, _Data, _draw_seed, estimate_volume
 
 
 def log(msg):
@@ -25,8 +25,8 @@ def log(msg):
 
 def measure_tau(cfg: VolumeConfig, dtype_name: str, device, pairs: int) -> dict:
     """tau1 (native program run twice, nondeterministic kernels allowed) and tau2 (ReLU'(0)=0 vs 1) over
-    ``pairs`` (draw, batch) pairs, with :func:`nsverify.zones.measure.thresholds`."""
-    from nsverify.models import build_model
+    ``pairs`` (draw, batch) pairs, with :func:`nsverify.papers.zones.measure.thresholds`."""
+    from nsverify.workloads.models import build_model
 
     data = _Data(cfg)
 

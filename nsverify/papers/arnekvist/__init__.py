@@ -1,0 +1,1 @@
+"""nsverify/papers/arnekvist"""

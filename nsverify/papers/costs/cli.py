@@ -1,0 +1,84 @@
+"""``nsverify costs``: op-count tables, hardness instances and measured ratios from the command line.
+
+    nsverify costs tables [--failures] [--json]
+    nsverify costs sat --vars 3 --clauses 4 [--seed 0] [--max-regions 20000]
+    nsverify costs ratio --depth 5 --width 256 [--dtype float32] [--device cpu] [--batch 64]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from nsverify.errors import NsverifyError
+
+
+def register_cli(sub) -> None:
+    p = sub.add_parser("costs", help="the cost of nonsmooth AD (Boustany Ch.2): tables, hardness, ratios",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    cs = p.add_subparsers(dest="costs_command", metavar="WHAT")
+    t = cs.add_parser("tables", help="Tables 2.1-2.3 recomputed from the interpreter; marks failing bounds")
+    t.add_argument("--failures", action="store_true", help="print only the grid points where a bound fails")
+    t.add_argument("--json", action="store_true", help="print JSON rows instead of a text table")
+    t.set_defaults(func=_tables)
+    s = cs.add_parser("sat", help="3-SAT -> ReLU network: exact Clarke set at 0 vs Proposition 4")
+    s.add_argument("--vars", type=int, default=3)
+    s.add_argument("--clauses", type=int, default=4)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--max-regions", type=int, default=20_000)
+    s.set_defaults(func=_sat)
+    r = cs.add_parser("ratio", help="measured (fwd+bwd)/fwd wall-clock and FLOP ratio of a ReLU MLP")
+    r.add_argument("--depth", type=int, default=3)
+    r.add_argument("--width", type=int, default=256)
+    r.add_argument("--batch", type=int, default=64)
+    r.add_argument("--dtype", default="float32")
+    r.add_argument("--device", default="cpu")
+    r.set_defaults(func=_ratio)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _tables(args) -> int:
+    from nsverify.papers.costs.tables import failures, format_rows, recompute
+
+    rows = recompute()
+    shown = failures(rows) if args.failures else rows
+    if args.json:
+        print(json.dumps(shown, indent=1))
+    else:
+        print(format_rows(shown))
+        print(f"\n{len(failures(rows))} of {sum(r['bound'] is not None for r in rows)} published bounds FAIL")
+    return 0
+
+
+def _sat(args) -> int:
+    import time
+
+    from nsverify.papers.costs.bouligand import bouligand_set
+    from nsverify.papers.costs.prop4 import ad_set_two
+    from nsverify.papers.costs.relunet import sat_network
+    from nsverify.papers.costs.sat import brute_force_sat, random_3cnf
+
+    if args.vars < 1 or args.clauses < 1:
+        raise NsverifyError("--vars and --clauses must be >= 1")
+    clauses = random_3cnf(args.vars, args.clauses, args.seed)
+    net = sat_network(clauses, args.vars)
+    sat, assignment = brute_force_sat(clauses, args.vars)
+    print(f"formula: {clauses}\nsatisfiable (brute force): {sat} {assignment or ''}")
+    print(f"network: {net.n_relu_layers} ReLU layers, widths {net.widths}, {net.n_neurons} neurons")
+    t0 = time.perf_counter()
+    res = ad_set_two(net, [0] * args.vars)
+    print(f"Proposition 4: D^a(0) non-singleton = {res.nonsingleton} ({time.perf_counter() - t0:.4f}s)"
+          + (f"; two elements {[str(v) for v in res.first]} and {[str(v) for v in res.second]}"
+             if res.nonsingleton else ""))
+    t0 = time.perf_counter()
+    b = bouligand_set(net, [0] * args.vars, max_regions=args.max_regions)
+    print(f"exact Clarke at 0: {len(b.gradients)} Bouligand gradients, != {{0}}: {not b.clarke_is_zero} "
+          f"({b.regions} regions, {b.lp_calls} LPs, {time.perf_counter() - t0:.2f}s)")
+    return 0
+
+
+def _ratio(args) -> int:
+    from nsverify.papers.costs.measure import mlp_row
+
+    row = mlp_row(args.depth, args.width, args.dtype, args.device, batch=args.batch)
+    print(json.dumps(row, indent=1))
+    return 0

@@ -1,0 +1,139 @@
+"""Data for zone measurements, with the tie mechanisms made explicit.
+
+Why ties (exact kinks) arise in real images (Park et al. L760-766, Boustany Fig 3.1):
+* **flat backgrounds**: MNIST digits sit on exact zeros, so every conv output over a blank receptive field
+  equals the bias exactly and every 2x2 maxpool window over it is a 4-way tie;
+* **zero padding**: borders repeat the same pattern, producing equal outputs at many positions;
+* **duplicated patches**: nearest-neighbour upsampling (and repeated textures) makes neighbouring receptive
+  fields identical, so a maxpool window sees the same value several times.
+
+Provided here (no download): ``digits28`` (scikit-learn's 8x8 digits, values k/16, nearest-upsampled x3 to
+24x24 and zero-padded to 28x28: all three mechanisms), ``plateaus`` (CIFAR-shaped 3x32x32 images made of
+constant dyadic blocks on an exact-zero background, some blocks duplicated).  ``load_mnist``/``load_cifar10``
+read files a user already has and fail with a clear message otherwise.
+"""
+from __future__ import annotations
+
+import functools
+import gzip
+import pickle
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nsverify.errors import NsverifyError
+
+
+class DataNotFoundError(NsverifyError, FileNotFoundError):
+    """A dataset file that is not on disk (nsverify never downloads data)."""
+
+
+@functools.lru_cache(maxsize=1)
+def _digits8() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits (8x8, 0..16): read its bundled CSV directly (importing sklearn takes seconds)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn")
+    path = Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz" if spec else None
+    if path is not None and path.exists():
+        raw = np.loadtxt(path, delimiter=",")
+        return raw[:, :-1].reshape(-1, 8, 8), raw[:, -1].astype(np.int64)
+    from sklearn.datasets import load_digits  # pragma: no cover - layout changed
+
+    d = load_digits()
+    return d.images, d.target
+
+
+def digits28(dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """The 1797 scikit-learn digits as (N, 1, 28, 28) images with exact values k/16, and labels."""
+    images, target = _digits8()
+    x = torch.tensor(images, dtype=torch.float64) / 16.0
+    x = x.repeat_interleave(3, 1).repeat_interleave(3, 2)  # 24x24, duplicated patches
+    x = torch.nn.functional.pad(x, (2, 2, 2, 2))  # flat zero border
+    return x.unsqueeze(1).to(dtype), torch.tensor(target, dtype=torch.long)
+
+
+def plateaus(n: int = 512, seed: int = 0, shape: tuple[int, int, int] = (3, 32, 32), classes: int = 10,
+             dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """Synthetic CIFAR-shaped images with exact plateaus: 1-4 constant blocks (values k/8 per channel) on an
+    exact-zero background; one block in two is duplicated elsewhere.  Label = colour class of the first block
+    (so a model can learn it)."""
+    g = np.random.default_rng(seed)
+    c, h, w = shape
+    x = np.zeros((n, c, h, w))
+    y = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        for b in range(g.integers(1, 5)):
+            bh, bw = g.integers(4, h // 2 + 1), g.integers(4, w // 2 + 1)
+            r, q = g.integers(0, h - bh + 1), g.integers(0, w - bw + 1)
+            colour = g.integers(1, 9, size=c) / 8.0
+            x[i, :, r:r + bh, q:q + bw] = colour[:, None, None]
+            if b == 0:
+                y[i] = int(colour.sum() * 8) % classes
+            if g.random() < 0.5:  # duplicated patch
+                r2, q2 = g.integers(0, h - bh + 1), g.integers(0, w - bw + 1)
+                x[i, :, r2:r2 + bh, q2:q2 + bw] = x[i, :, r:r + bh, q:q + bw]
+    return torch.tensor(x, dtype=dtype), torch.tensor(y)
+
+
+def _find(root: Path, names: list[str], what: str, hint: str) -> Path:
+    for name in names:
+        for cand in (root / name, root / (name + ".gz")):
+            if cand.exists():
+                return cand
+    raise DataNotFoundError(
+        f"{what} not found under {str(root)!r} (looked for {', '.join(names)}[.gz]). nsverify does not download "
+        f"data: {hint}, or use the built-in datasets 'digits28' / 'plateaus'.")
+
+
+def load_mnist(root: str | Path, train: bool = True, dtype=torch.float32):
+    """MNIST from the original idx files in ``root`` (as a user already has them), scaled to [0, 1]."""
+    root = Path(root)
+    pre = "train" if train else "t10k"
+    hint = "put train-images-idx3-ubyte and train-labels-idx1-ubyte (optionally .gz) in that directory"
+    img = _find(root, [f"{pre}-images-idx3-ubyte", f"{pre}-images.idx3-ubyte"], "MNIST images", hint)
+    lab = _find(root, [f"{pre}-labels-idx1-ubyte", f"{pre}-labels.idx1-ubyte"], "MNIST labels", hint)
+    op = lambda p: gzip.open(p, "rb") if p.suffix == ".gz" else open(p, "rb")
+    with op(img) as fh:
+        raw = fh.read()
+    x = np.frombuffer(raw, np.uint8, offset=16).reshape(-1, 1, 28, 28)
+    with op(lab) as fh:
+        y = np.frombuffer(fh.read(), np.uint8, offset=8)
+    return torch.tensor(x / 255.0, dtype=dtype), torch.tensor(y.astype(np.int64))
+
+
+def load_cifar10(root: str | Path, train: bool = True, dtype=torch.float32):
+    """CIFAR-10 from the python pickles (``cifar-10-batches-py``) in ``root``, scaled to [0, 1]."""
+    root = Path(root)
+    base = root / "cifar-10-batches-py" if (root / "cifar-10-batches-py").is_dir() else root
+    names = [f"data_batch_{i}" for i in range(1, 6)] if train else ["test_batch"]
+    hint = "extract cifar-10-python.tar.gz there (the cifar-10-batches-py directory)"
+    xs, ys = [], []
+    for name in names:
+        path = base / name
+        if not path.exists():
+            _find(base, [name], "CIFAR-10 batch", hint)
+        with open(path, "rb") as fh:
+            d = pickle.load(fh, encoding="latin1")
+        xs.append(np.asarray(d["data"], np.uint8).reshape(-1, 3, 32, 32))
+        ys.append(np.asarray(d["labels"], np.int64))
+    return torch.tensor(np.concatenate(xs) / 255.0, dtype=dtype), torch.tensor(np.concatenate(ys))
+
+
+DATASETS = ("digits28", "plateaus", "mnist", "cifar10")
+
+
+def get_dataset(name: str, root: str | Path | None = None, n: int = 512, seed: int = 0,
+                dtype=torch.float32):
+    """(x, y) for one of :data:`DATASETS`; ``root`` is required for the real ones."""
+    if name == "digits28":
+        return digits28(dtype)
+    if name == "plateaus":
+        return plateaus(n, seed, dtype=dtype)
+    if name in ("mnist", "cifar10"):
+        if root is None:
+            raise DataNotFoundError(f"dataset {name!r} needs --data-root DIR pointing at files you already have; "
+                                    f"nsverify does not download data (built-in: digits28, plateaus).")
+        return (load_mnist if name == "mnist" else load_cifar10)(root, dtype=dtype)
+    raise NsverifyError(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}.")

@@ -1,0 +1,129 @@
+"""Reference models whose ReLU and MaxPool layers are switchable AD variants (:mod:`nsverify.papers.zones.rules`).
+
+* ``mlp``: 784-2048-2048-2048-10 (Bertoin et al. App. D.1), hidden width scaled by ``width``;
+* ``lenet5``: the LeNet-5 Boustany cites (conv 1->6 5x5, pool, conv 6->16 5x5, pool, 256-120-84-10; 28x28);
+* ``vgg11/13/16/19``: CIFAR-style VGG (kuangliu/pytorch-cifar: conv3x3 stacks, 2x2 maxpools, one 512x10
+  linear layer), channel widths scaled by ``width``, optional BatchNorm after each convolution;
+* ``resnet18``: torchvision's ResNet18 adapted to CIFAR as in Bertoin App. D.1 (first conv 3x3, 10 classes,
+  BatchNorm optional -> Identity); it keeps torchvision's 3x3/stride-2/padding-1 maxpool (overlapping windows).
+
+Every ReLU is a :class:`~nsverify.papers.zones.rules.ReLUS` and every maxpool a
+:class:`~nsverify.papers.zones.rules.MaxPool2dS`; the backward rule is chosen at backward time with
+:func:`~nsverify.papers.zones.rules.use_rule`.
+"""
+from __future__ import annotations
+
+from torch import nn
+
+from nsverify.errors import NsverifyError
+from nsverify.papers.zones.rules import MaxPool2dS, ReLUS
+
+VGG_CFG = {
+    "vgg11": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
+    "vgg13": [64, 64, "M", 128, 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
+    "vgg16": [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"],
+    "vgg19": [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M",
+              512, 512, 512, 512, "M"],
+}
+
+#: input shape (C, H, W) each model expects
+INPUT_SHAPE = {"mlp": (1, 28, 28), "lenet5": (1, 28, 28), "resnet18": (3, 32, 32),
+               **{k: (3, 32, 32) for k in VGG_CFG}}
+
+
+def _w(c: int, width: float) -> int:
+    return max(1, int(round(c * width)))
+
+
+def mlp(width: float = 1.0, hidden: int = 2048, depth: int = 3, in_features: int = 784,
+        classes: int = 10) -> nn.Sequential:
+    h = _w(hidden, width)
+    layers: list[nn.Module] = [nn.Flatten()]
+    prev = in_features
+    for _ in range(depth):
+        layers += [nn.Linear(prev, h), ReLUS()]
+        prev = h
+    layers.append(nn.Linear(prev, classes))
+    return nn.Sequential(*layers)
+
+
+def lenet5(width: float = 1.0, classes: int = 10, bn: bool = False) -> nn.Sequential:
+    c1, c2 = _w(6, width), _w(16, width)
+    norm = (lambda c: nn.BatchNorm2d(c)) if bn else (lambda c: nn.Identity())
+    return nn.Sequential(
+        nn.Conv2d(1, c1, 5), norm(c1), ReLUS(), MaxPool2dS(2),
+        nn.Conv2d(c1, c2, 5), norm(c2), ReLUS(), MaxPool2dS(2),
+        nn.Flatten(), nn.Linear(c2 * 16, _w(120, width)), ReLUS(),
+        nn.Linear(_w(120, width), _w(84, width)), ReLUS(), nn.Linear(_w(84, width), classes))
+
+
+def vgg(name: str = "vgg11", width: float = 1.0, bn: bool = False, classes: int = 10,
+        in_channels: int = 3) -> nn.Sequential:
+    if name not in VGG_CFG:
+        raise NsverifyError(f"unknown VGG {name!r}; choose from {', '.join(VGG_CFG)}.")
+    layers: list[nn.Module] = []
+    prev = in_channels
+    for v in VGG_CFG[name]:
+        if v == "M":
+            layers.append(MaxPool2dS(2, 2))
+            continue
+        c = _w(v, width)
+        layers += [nn.Conv2d(prev, c, 3, padding=1)] + ([nn.BatchNorm2d(c)] if bn else []) + [ReLUS()]
+        prev = c
+    layers += [nn.Flatten(), nn.Linear(prev, classes)]
+    return nn.Sequential(*layers)
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int, bn: bool):
+        super().__init__()
+        norm = (lambda c: nn.BatchNorm2d(c)) if bn else (lambda c: nn.Identity())
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=not bn)
+        self.bn1 = norm(cout)
+        self.relu1 = ReLUS()
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=not bn)
+        self.bn2 = norm(cout)
+        self.relu2 = ReLUS()
+        self.short = nn.Identity()
+        if stride != 1 or cin != cout:
+            self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=not bn), norm(cout))
+
+    def forward(self, x):
+        out = self.relu1(self.bn1(self.conv1(x)))
+        return self.relu2(self.bn2(self.conv2(out)) + self.short(x))
+
+
+class ResNet18(nn.Module):
+    def __init__(self, width: float = 1.0, bn: bool = True, classes: int = 10):
+        super().__init__()
+        c = [_w(v, width) for v in (64, 128, 256, 512)]
+        self.stem = nn.Sequential(nn.Conv2d(3, c[0], 3, 1, 1, bias=not bn),
+                                  nn.BatchNorm2d(c[0]) if bn else nn.Identity(), ReLUS(),
+                                  MaxPool2dS(3, 2, 1))
+        blocks, prev = [], c[0]
+        for i, ch in enumerate(c):
+            blocks += [BasicBlock(prev, ch, 1 if i == 0 else 2, bn), BasicBlock(ch, ch, 1, bn)]
+            prev = ch
+        self.blocks = nn.Sequential(*blocks)
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(prev, classes))
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)))
+
+
+MODELS = ("mlp", "lenet5", *VGG_CFG, "resnet18")
+
+
+def build_model(name: str, width: float = 1.0, bn: bool = False, classes: int = 10) -> nn.Module:
+    """Build reference model ``name`` (one of :data:`MODELS`) with its default PyTorch init."""
+    if name == "mlp":
+        if bn:
+            raise NsverifyError("the MLP has no BatchNorm variant; use bn=False (or a CNN for BN studies).")
+        return mlp(width, classes=classes)
+    if name == "lenet5":
+        return lenet5(width, classes, bn)
+    if name in VGG_CFG:
+        return vgg(name, width, bn, classes)
+    if name == "resnet18":
+        return ResNet18(width, bn, classes)
+    raise NsverifyError(f"unknown model {name!r}; choose from {', '.join(MODELS)}.")
