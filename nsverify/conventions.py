@@ -3,7 +3,7 @@
 For each registry primitive, each kink (elementwise) or tie case (selection), each dtype, device and mode
 (eager reverse, ``torch.func.grad``, forward mode ``torch.func.jvp``, ``torch.compile``) it records PyTorch's
 derivative, which rule that is (left / right / even / first / last / other), whether it lies in the Clarke
-set (exact rational test), and whether it is the rule NOTES.md section 2 expects.  ``nsverify conventions``
+set (exact rational test), and whether it is the rule the registry records.  ``nsverify conventions``
 prints the table; ``--json`` writes the schema documented in docs/conventions.md.
 
 Compilation is slow on CPU, so every primitive and case of one dtype/device is compiled as ONE function
@@ -41,7 +41,7 @@ class Case:
     values: tuple  # exact input values (Fractions)
     shape: tuple
     cotangent: tuple | None
-    expected: str  # the rule NOTES.md section 2 / the registry expects
+    expected: str  # the rule the registry records
     rules: dict  # rule name -> exact vector (or 1-tuple for elementwise)
     clarke: Callable  # exact vector -> True/False
     fn: Callable  # tensor -> tensor (the primitive on this case's input)
@@ -359,7 +359,7 @@ def format_table(results: Sequence[Result]) -> str:
             (cells[k].rule + ("" if cells[k].as_expected else "!")) if k in cells else "-" for k in cols])
     widths = [max(len(str(row[i])) for row in lines) for i in range(len(head))]
     text = "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in lines)
-    return text + "\n\n'!' = not the rule NOTES.md section 2 expects; '*' = rules differ across columns."
+    return text + "\n\n'!' = not the rule the registry records; '*' = rules differ across columns."
 
 
 # ----------------------------------------------------------------------------------------------------------

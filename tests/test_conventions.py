@@ -1,4 +1,4 @@
-"""The conventions matrix reproduces NOTES.md section 2 on this CPU build; bad input gives clear errors."""
+"""The conventions matrix reproduces the registry's recorded rules on this CPU build; bad input gives clear errors."""
 import json
 from fractions import Fraction
 
@@ -87,7 +87,7 @@ def test_differences_are_flagged():
 
 
 def test_even_split_is_not_a_gradient_of_the_zero_function():
-    """NOTES section 2: amax([w,0]) - amax([w,0,0]) is identically 0, yet even splitting gives 1/2 - 1/3."""
+    """amax([w,0]) - amax([w,0,0]) is identically 0, yet even splitting gives 1/2 - 1/3."""
     w = torch.zeros((), dtype=torch.float64, requires_grad=True)
     z = torch.zeros(2, dtype=torch.float64)
     f = torch.amax(torch.stack([w, z[0]])) - torch.amax(torch.stack([w, z[0], z[1]]))

@@ -31,7 +31,7 @@ def test_plain_relu_exceeds_five_for_small_sign_cost():
 
 def test_norm_columns_fail_exactly_for_small_c_relu():
     bad = failures(ROWS)
-    assert bad, "the norm columns of Table 2.3 are known to fail for small c_ReLU (NOTES section 5)"
+    assert bad, "the norm columns of Table 2.3 are known to fail for small c_ReLU (Boustany, Ch.2, Table 2.3)"
     assert {r["column"] for r in bad} == {"l_1 norm", "l_inf norm"}
     for r in _rows("2.3", "l_1 norm"):
         n, cr = r["n"], r["c_relu"]

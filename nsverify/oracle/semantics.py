@@ -4,7 +4,7 @@ For each op the oracle needs the exact pieces and breakpoints (elementwise ops) 
 and PyTorch's choice at a kink.  The registry is the source; ops whose breakpoints depend on arguments
 (hardtanh/relu6, clamp, leaky_relu, threshold) are instantiated here from their arguments, taking PyTorch's
 side at each kink from the registry entry when it exists.  ``_FALLBACK`` holds PyTorch's measured behaviour
-(NOTES.md section 2) for entries the registry does not (yet) provide.
+(torch 2.13) for entries the registry does not (yet) provide.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from nsverify.registry import Elementwise, Piece, lin
 
 F = Fraction
 
-# measured PyTorch 2.13 behaviour (NOTES.md section 2), used only where the registry has no entry
+# measured PyTorch 2.13 behaviour, used only where the registry has no entry
 _FALLBACK_SIDE = {
     "relu": ("left",),
     "abs": ("zero",),

@@ -12,7 +12,7 @@ the benchmarks. Two families of entries:
 
 Every entry also lists :class:`TieCase` instances: concrete inputs sitting exactly on a kink/tie, with a
 cotangent that turns the op's output into a scalar, the exact Bouligand gradients of the adjacent pieces
-(the Clarke set is their convex hull), and the PyTorch rule measured on torch 2.13 (NOTES.md section 2).
+(the Clarke set is their convex hull), and the PyTorch rule measured on torch 2.13.
 """
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ class Elementwise:
 
     ``breakpoints`` b_1 < ... < b_m (exact), ``pieces`` p_0..p_m with p_i on [b_i, b_{i+1}].
     ``torch_side[i]`` is PyTorch's derivative rule at b_i: "left", "right", or "inside" (for clamp: the
-    derivative of the middle piece), as measured on torch 2.13 (NOTES.md section 2).
+    derivative of the middle piece), as measured on torch 2.13.
     """
 
     name: str
@@ -159,7 +159,7 @@ class TieCase:
     ``pieces``: the exact gradients of that scalar w.r.t. the input on each adjacent smooth piece
     (the Bouligand set; the Clarke set is its convex hull);
     ``rules``: named candidate AD outputs (e.g. "first", "even", "left", "right"), each an exact vector;
-    ``torch_rule``: which of ``rules`` PyTorch 2.13 returns (NOTES.md section 2).
+    ``torch_rule``: which of ``rules`` PyTorch 2.13 returns.
     """
 
     label: str
@@ -287,7 +287,7 @@ def as_fraction_vec(xs: Sequence) -> Vec:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Elementwise entries (torch_side measured on torch 2.13 CPU, NOTES.md section 2)
+# Elementwise entries (torch_side measured on torch 2.13 CPU)
 # ----------------------------------------------------------------------------------------------------
 def _const(c) -> Piece:
     return Piece(poly=(F(c),))

@@ -48,7 +48,7 @@ def conventions_section(ctx) -> dict:
                             [[d["op"], d["case"], "; ".join(f"{k}: {v}" for k, v in d["rules"].items())]
                              for d in diffs]))
     claims = [
-        {"claim": "NOTES.md section 2 (kink/tie rules) on torch CPU, fp16/bf16/fp32/fp64, eager/func/jvp",
+        {"claim": "The registry's kink/tie rules hold on torch CPU, fp16/bf16/fp32/fp64, eager/func/jvp",
          "measured": f"{len(unexpected)} of {len(results)} evaluations differ from the expected rule",
          "held": not unexpected},
         {"claim": "torch.compile matches eager at every kink and tie",
@@ -101,6 +101,6 @@ def _gpu_part(cv, cpu_results) -> dict | None:
     title = (f"CUDA vs CPU ({meta.get('device_name', 'GPU')}, torch {data.get('torch')}): "
              f"{differ} differing evaluations")
     return {"results": gpu, "table": table(title, ["op", "case", "dtype", "mode", "cpu", "cuda"], rows),
-            "claim": {"claim": "CUDA conventions equal CPU conventions (NOTES.md section 2)",
+            "claim": {"claim": "CUDA conventions equal CPU conventions",
                       "measured": f"{differ} of {len(gpu)} GPU evaluations differ from CPU",
                       "held": differ == 0}}

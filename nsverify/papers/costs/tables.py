@@ -3,7 +3,7 @@
 For every column g, a one-node program ``P = g(x_1..x_n)`` is run through :func:`~nsverify.papers.costs.ad.backprop`;
 its counted ratio cost(backprop(P)) / cost(P) is exactly (cost(gd) + |pr|(cost(+) + cost(x))) / cost(g), the
 omega of the column.  It is compared with the published bound and with omega computed from the *published*
-cost(g) formulas.  Where a published bound fails, the row says ``FAILS`` (NOTES section 5: the norm columns of
+cost(g) formulas.  Where a published bound fails, the row says ``FAILS`` (the norm columns of
 Table 2.3 fail for small c_ReLU).
 
 Run ``PYTHONPATH=. python3 -m nsverify.papers.costs.tables`` to print the grid and every failure.

@@ -13,7 +13,7 @@ None.
 exact
   ``Fraction`` elimination fallback).
 * :func:`p_nonempty` -- Algorithm 1's emptiness test with a *bounded* LP (the printed LP is unbounded whenever
-  feasible; NOTES.md section 3) and an exact check of the returned point, or an exact Farkas certificate of
+  feasible: Park et al., Algorithm 1) and an exact check of the returned point, or an exact Farkas certificate of
   emptiness; otherwise "unknown".
 * :func:`algorithm1_layer` -- the constraints of Algorithm 1 for one layer, from torch tensors carrying an
   autograd graph (used by the training monitor and by :func:`spec_premises`).
