@@ -1,6 +1,6 @@
 """THE one place where PyTorch derivatives at kinks/ties that are not (exactly) Clarke subgradients are
-recorded,
-each with its reason. ``properties/test_kink_conventions.py`` fails on any case outside the Clarke set that is not
+recorded, each with its reason. ``properties/test_kink_conventions.py`` fails on any case outside the Clarke set that
+is not
 listed here, and on any entry listed here that no longer occurs (so the list stays true).
 
 Keys: (op, case label, dtype name or "*"); values: (kind, reason). ``kind`` is "no" (outside the Clarke set of

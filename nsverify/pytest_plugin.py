@@ -3,8 +3,7 @@ build.
 
 Registered through the ``pytest11`` entry point named ``nsverify.pytest_plugin`` (active once nsverify is
 installed); the repository's root ``conftest.py`` also lists it in ``pytest_plugins``, which pytest skips when
-the
-entry point already registered it, so it is loaded exactly once either way.
+the entry point already registered it, so it is loaded exactly once either way.
 
 Options::
 
@@ -14,8 +13,7 @@ Options::
                                           plus float16 on CUDA)
 
 Profiles: ``dev`` (few random examples, fast feedback), ``ci`` (derandomized: the same examples every run,
-bounded
-count, no example database), ``nightly`` (thousands of examples).
+bounded count, no example database), ``nightly`` (thousands of examples).
 """
 
 from __future__ import annotations

@@ -6,8 +6,7 @@
 
 With m~_0 = 0 it is, in exact arithmetic, the same sequence as INNAprop with psi_0 = (1 - alpha beta) theta_0
 (both discretize (4.9)); the thesis reports that the gamma^2 factor makes it unstable at <= 32 bits
-(L2187-2193).
-Requires alpha * lr < 1 (division by 1 - alpha gamma).
+(L2187-2193). Requires alpha * lr < 1 (division by 1 - alpha gamma).
 """
 from __future__ import annotations
 

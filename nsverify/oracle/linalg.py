@@ -73,8 +73,7 @@ def nonneg_solution(
     """An exact y >= 0 with M y = b, found from a floating guess (an LP's answer), or None.
 
     Restricts to the guess's support, projects the rationalised guess onto the affine solution set exactly,
-    and
-    drops the most negative coordinates a few times if the projection leaves the orthant.
+    and drops the most negative coordinates a few times if the projection leaves the orthant.
     """
     n = len(guess)
     support = [i for i in range(n) if guess[i] > tol]

@@ -1,8 +1,7 @@
 """Exact implementations of the smooth *polynomial* ATen ops: arithmetic, shapes, matmul, convolution, sums.
 
 They act on numpy object arrays whose entries are Fractions or :class:`~nsverify.oracle.numbers.Aff`, so
-first-
-order information (the local derivative in w) is carried by the operator overloading of ``Aff``.
+first- order information (the local derivative in w) is carried by the operator overloading of ``Aff``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """Associated gradients (Després, 004 L134-140, L363): PyTorch's AD equals the gradient of the active piece of
-the
-program's piecewise representation, the piece being chosen by PyTorch's rules at exact kinks and ties."""
+the program's piecewise representation, the piece being chosen by PyTorch's rules at exact kinks and ties."""
 
 import torch
 from hypothesis import given, note

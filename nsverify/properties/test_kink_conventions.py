@@ -1,6 +1,5 @@
 """Conventions: every registry primitive's PyTorch derivative at each kink/tie case lies in its Clarke set, or
-is
-recorded, with its reason, in nsverify.known_violations (the one place)."""
+is recorded, with its reason, in nsverify.known_violations (the one place)."""
 
 import pytest
 

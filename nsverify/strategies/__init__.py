@@ -5,8 +5,7 @@ Random floats essentially never land on a kink, so these strategies construct th
 * :func:`networks` draws a :class:`~nsverify.strategies.netspec.NetSpec` (exact dyadic parameters, depth 1-4, linear /
   conv1d / conv2d layers, residual sums, any registry activation or AD variant, no / trivial / (overlapping)
   max pooling, distinct / shared / no biases, tied-negated rows, batch 1-4, linear / squared / cross-entropy
-  loss);
-* :func:`tie_points` adjusts parameters and inputs so that chosen sites sit exactly on a kink or a pool tie
+loss); * :func:`tie_points` adjusts parameters and inputs so that chosen sites sit exactly on a kink or a pool tie
   (equal values, duplicated patches/rows, all-dead windows), several per layer or across layers, and verifies
   the ties exactly in ``Fraction`` and in the target float dtype (float16 and bfloat16 included);
 * :func:`near_ties` moves a forced tie a few ulps away from its kink;
@@ -118,10 +117,8 @@ def networks(
     outputs, flattened). ``activations``: registry names or AD-variant keys (``"relu_s:1/2"``,
     ``"pl:hardsigmoid:left,left"``), default every exactly evaluable registry primitive plus ``identity``.
     ``bias_modes``: any of ``distinct``, ``none``, ``shared``, ``tied`` (tied-negated rows, without a bias or
-    with a
-    shared one). ``frozen``: allowed values of the frozen-weight flag (True = the weight is a constant, so
-    only the
-    bias is a parameter, as in Park's Lemma 3).
+    with a shared one). ``frozen``: allowed values of the frozen-weight flag (True = the weight is a constant, so
+    only the bias is a parameter, as in Park's Lemma 3).
     """
     kinds = tuple(kinds)
     for k in kinds:
@@ -358,18 +355,13 @@ def tie_points(
     """Draw a network from ``spec_strategy`` (a strategy or a fixed NetSpec) and force 1..n exact ties.
 
     ``kinds``: ``kink`` (a pre-activation exactly at a breakpoint of its activation), ``pool_equal`` (two
-    entries
-    of a max-pool window equal to the window's maximum), ``pool_dup`` (duplicated receptive fields: a copied
-    input
-    patch for a first-layer convolution, a duplicated weight row + bias for a linear layer), ``pool_dead``
+    entries of a max-pool window equal to the window's maximum), ``pool_dup`` (duplicated receptive fields: a copied
+    input patch for a first-layer convolution, a duplicated weight row + bias for a linear layer), ``pool_dead``
     (every entry of a window on the activation's flat lower piece). The returned spec lists the forced sites
-    in
-    ``spec.forced``; every forced site is re-found by exact evaluation, and with ``verify`` the float forward
-    in
-    ``dtype`` reproduces every exact value up to the deepest forced layer (else the draw is rejected).
+    in ``spec.forced``; every forced site is re-found by exact evaluation, and with ``verify`` the float forward
+    in ``dtype`` reproduces every exact value up to the deepest forced layer (else the draw is rejected).
     Raises :class:`~nsverify.errors.InexactError` when the pattern can never be exact in ``dtype`` (e.g. a
-    kink
-    value or a parameter range outside the dtype's exact range).
+    kink value or a parameter range outside the dtype's exact range).
     """
     dtype = parse_dtype(dtype)
     spec = spec_strategy if isinstance(spec_strategy, NetSpec) else draw(spec_strategy)
@@ -526,8 +518,7 @@ def near_ties(draw, spec_strategy, ulps=(1, 4), dtype=torch.float32, device="cpu
     sign.
 
     The returned spec is exact in ``Fraction`` (``spec.meta["offsets"]``: the exact offsets); whether the
-    float
-    computation in ``dtype`` still lands on the kink (a tie created by rounding) is recorded in
+    float computation in ``dtype`` still lands on the kink (a tie created by rounding) is recorded in
     ``spec.meta["float_on_kink"]``.
     """
     dtype = parse_dtype(dtype)

@@ -8,8 +8,7 @@ minibatch X fixed.
 
 Layer kinds: ``linear`` (input (B, N)), ``conv1d`` ((B, C, L)), ``conv2d`` ((B, C, H, W)); convolutions use
 stride 1 and no padding. Bias modes (Park's Conditions 1-2): ``distinct`` (one bias per output neuron, i.e.
-per
-output entry of a sample, also for convolutions), ``shared`` (one bias per channel for convolutions, a single
+per output entry of a sample, also for convolutions), ``shared`` (one bias per channel for convolutions, a single
 scalar for a linear layer), ``none``. ``tied`` layers have negated weight rows: the free weight W gives the
 rows (W; -W) (the shape of Park's Lemma 2 and Lemma 7). ``frozen`` layers keep their weight as a constant
 (Park's f_l without parameters, as in Lemma 3), so only the bias is a parameter.
@@ -201,8 +200,7 @@ class Site:
     """A kink or tie site found by exact evaluation.
 
     ``kind``: ``"kink"`` (a pre-activation exactly at a breakpoint) or ``"pool"`` (a pool window whose maximum
-    is
-    attained at least twice). ``layer``: 0-based. ``index``: the pre-activation entry (kink) or the pooled
+    is attained at least twice). ``layer``: 0-based. ``index``: the pre-activation entry (kink) or the pooled
     output entry (pool), as a tuple with the batch index first. ``value``: the exact kink/max value;
     ``members``: for pools, the tied window entries (pre-pool indices, row-major window order).
     """
@@ -614,8 +612,7 @@ def check_exact(
     """Verify that the float forward of ``spec`` in ``dtype`` reproduces the exact pre-activations,
     activations
     and pooled values of layers 0..upto (default: all layers), entry by entry, and that every pre-activation
-    sum
-    is exact in any summation order (a-priori bound). ``last_outputs=False`` skips the activations of the last
+    sum is exact in any summation order (a-priori bound). ``last_outputs=False`` skips the activations of the last
     checked layer unless a max pool reads them (they only feed the loss)."""
     from nsverify.devices import dtype_name
 

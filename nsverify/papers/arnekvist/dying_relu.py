@@ -1,17 +1,14 @@
 """Dying ReLU (Arnekvist et al., 003): dead-unit metric, single-ReLU theory, region map, network experiment.
 
 - :func:`dead_units`: a unit (output feature / channel) of a ReLU layer is *dead* on a data set when its
-output
-  is 0 on every input of that set (003 Sec. 3, "all inputs are negative"). Shares per layer and the worst
-  layer
-  (the quantity of 003 Fig. 6).
+  output is 0 on every input of that set (003 Sec. 3, "all inputs are negative"). Shares per layer and the worst
+  layer (the quantity of 003 Fig. 6).
 - Linear system (003 (19)-(20)): :func:`heavy_ball_matrix`, :func:`eigen_facts`.
 - Single ReLU with Gaussian inputs: :func:`activation_probability` = Phi(b/||w||) (003 (23)),
   :func:`in_dead_cone` with the corrected sign (dead iff b/||w|| < Phi^-1(eps); 003 L207 prints it swapped),
-  :func:`single_relu_grad` ((27)-(29)).
-- :func:`region_map`: fraction of initializations (w_L, b) that reach the optimum or end in the dead cone,
-over
-  target scales gamma and momenta beta (003 Figs. 4-5), with heavy-ball (6)-(7), eta = 0.1.
+:func:`single_relu_grad` ((27)-(29)). - :func:`region_map`: fraction of initializations (w_L, b) that reach the
+optimum or end in the dead cone,
+  over target scales gamma and momenta beta (003 Figs. 4-5), with heavy-ball (6)-(7), eta = 0.1.
 - :func:`network_experiment`: 200-unit ReLU regression on diabetes / Friedman targets scaled by gamma.
 """
 from __future__ import annotations
@@ -192,8 +189,7 @@ def region_map(gammas=(1.0, 1e-1, 1e-2, 1e-3), betas=(0.0, 0.5, 0.7, 0.9, 0.99),
     x_L.
 
     Initial points: a grid x grid lattice of (w_L, b) in [-extent, extent]^2 (w_L = 0 excluded). A run
-    stops when
-    its update norm is < tol or after max_steps. Outcome: "optimum" (within 1e-2 * max(gamma, 1e-3) of
+    stops when its update norm is < tol or after max_steps. Outcome: "optimum" (within 1e-2 * max(gamma, 1e-3) of
     (gamma, delta)), "dead" (in the dead cone, P(active) < eps), "other". Returns fractions per (gamma, beta).
     """
     vals = np.linspace(-extent, extent, grid)

@@ -2,8 +2,7 @@
 representation, with the piece chosen by the AD conventions at the exact kinks and ties.
 
 For a :class:`~nsverify.strategies.netspec.NetSpec` at its exact point, :func:`associated_gradient` rebuilds the network
-with
-every activation entry replaced by one smooth piece of the registry entry (at a kink: the piece PyTorch's rule
+with every activation entry replaced by one smooth piece of the registry entry (at a kink: the piece PyTorch's rule
 selects -- ``left``, ``right`` or ``inside``) and every max-pool window replaced by the selection of one entry
 (PyTorch's rule: the first maximal index in row-major window order), and differentiates that smooth program.
 Després' claim (004 L363) is that PyTorch's AD equals this associated gradient.

@@ -1,8 +1,7 @@
 """Convergence harness: optimizers on nonsmooth problems with known optima, with seeds and intervals.
 
 Problems (:mod:`.problems`): LASSO, hinge SVM, least absolute deviations, max of affine functions (f* by
-cvxpy),
-teacher-student ReLU regression (f* = 0) and a digits MLP (test accuracy). Metrics (:mod:`.metrics`): gap
+cvxpy), teacher-student ReLU regression (f* = 0) and a digits MLP (test accuracy). Metrics (:mod:`.metrics`): gap
 f - f*, steps to a target, steps for A to match B's best (Table 4.4), final accuracy; mean and 95% CI over
 seeds.
 """

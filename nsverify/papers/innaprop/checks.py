@@ -41,8 +41,7 @@ def bench_optimizer(kind: str, n: int, dtype=torch.float32, device="cpu"):
     created.
 
     ``kind`` is "adamw" or "innaprop" (both foreach, weight decay 0.01, lr 1e-3). Shared by the asv
-    benchmarks,
-    the report section and scripts/gpu/optim.py.
+    benchmarks, the report section and scripts/gpu/optim.py.
     """
     sizes = [n // 2, n // 4, n // 8, n - (n // 2 + n // 4 + n // 8)]
     g = torch.Generator(device=device).manual_seed(0)

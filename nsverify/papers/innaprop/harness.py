@@ -124,10 +124,8 @@ def precision_study(problem_name: str = "hinge_svm", *, seeds=(0, 1, 2), steps: 
     """INNAprop against its momentum variant per dtype (cosine schedule to 0, lr 1e-3, as for 001 Fig. 4.10).
 
     For each (optimizer, dtype): the final gap, the largest distance of the objective from the same
-    optimizer's
-    float64 run, and the late progress (gap at 75% of the run minus final gap; <= 0 means it stopped
-    improving).
-    The objective is evaluated in float64 for every dtype.
+    optimizer's float64 run, and the late progress (gap at 75% of the run minus final gap; <= 0 means it stopped
+    improving). The objective is evaluated in float64 for every dtype.
     """
     out = {}
     every = max(1, steps // 100)

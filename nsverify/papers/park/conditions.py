@@ -1,21 +1,17 @@
 """Park, Chun and Lee's correctness conditions as library checks (002 L75-105, Table 1 L21-38, L130-190).
 
 * :func:`detect` -- Condition 1 / Condition 2 structure of a model (a ``torch.nn.Module`` traced with
-torch.fx, or
-  a :class:`~nsverify.strategies.netspec.NetSpec`): per nonsmooth layer the bias kind (distinct / shared / none), the
-  pooling
-  (none / trivial / non-trivial), the activation and its common lambda (from the registry), and which
-  theorems'
-  structural premises hold.
+  torch.fx, or a :class:`~nsverify.strategies.netspec.NetSpec`): per nonsmooth layer the bias kind (distinct / shared
+  / none), the
+  pooling (none / trivial / non-trivial), the activation and its common lambda (from the registry), and which
+  theorems' structural premises hold.
 * :func:`common_lambda` -- the lambda with D^AD rho = lambda D^- rho + (1 - lambda) D^+ rho at every kink, or
-None.
-* :func:`full_column_rank` -- Theorem 5's test, exact over the rationals (modular rank certificate, with an
-exact
-  ``Fraction`` elimination fallback).
+None. * :func:`full_column_rank` -- Theorem 5's test, exact over the rationals (modular rank certificate, with an
+  exact ``Fraction`` elimination fallback).
 * :func:`p_nonempty` -- Algorithm 1's emptiness test with a *bounded* LP (the printed LP is unbounded whenever
   feasible: Park et al., Algorithm 1) and an exact check of the returned point, or an exact Farkas certificate of
-  emptiness; otherwise "unknown".
-* :func:`algorithm1_layer` -- the constraints of Algorithm 1 for one layer, from torch tensors carrying an
+emptiness; otherwise "unknown". * :func:`algorithm1_layer` -- the constraints of Algorithm 1 for one layer, from torch
+tensors carrying an
   autograd graph (used by the training monitor and by :func:`spec_premises`).
 """
 
@@ -439,10 +435,8 @@ def p_nonempty(constraints) -> PResult:
     """Is P = {x : <a_k, x> > 0 for all k} non-empty?  ``constraints``: rows a_k (floats or Fractions).
 
     Solves max c s.t. <a_k, x> >= c, -1 <= x <= 1, c <= 1 (bounded; HiGHS via scipy), then checks the returned
-    x
-    exactly in Fractions; when the optimum is c <= 0, re-solves the Farkas system on the dual's support
-    exactly.
-    A float answer that fails its exact check gives "unknown"."""
+    x exactly in Fractions; when the optimum is c <= 0, re-solves the Farkas system on the dual's support
+    exactly. A float answer that fails its exact check gives "unknown"."""
     rows = [list(r) for r in constraints]
     if not rows:
         return PResult("trivial", 0)
@@ -573,17 +567,12 @@ def algorithm1_layer(
 
     ``y``: pre-activations (batch first, autograd graph alive), ``alpha = rho(y)``; ``params_l``: the layer's
     parameters w_l; ``params_upto``: w_1..w_l (for T_j); ``pool``: None or (kernel, stride, padding, dilation)
-    of the
-    max pool applied to alpha (1-D pools act on the last axis of (B, C, L); a (B, N) alpha is pooled as (B, 1,
-    N)).
-    ``same_patch(b, i, k) -> bool``: optional fast path telling that entries i and k of sample b have
-    identical
-    receptive fields (then their AD gradients are equal). Kinks and tied windows beyond ``max_checks`` are
-    counted
-    as ``unchecked`` (verdict "unknown") instead of silently skipped. ``tie_test``: "exact" compares the AD
+    of the max pool applied to alpha (1-D pools act on the last axis of (B, C, L); a (B, N) alpha is pooled as (B, 1,
+    N)). ``same_patch(b, i, k) -> bool``: optional fast path telling that entries i and k of sample b have
+    identical receptive fields (then their AD gradients are equal). Kinks and tied windows beyond ``max_checks`` are
+    counted as ``unchecked`` (verdict "unknown") instead of silently skipped. ``tie_test``: "exact" compares the AD
     gradients of tied entries bitwise (one backward per tied window); "jvp" (for training-size tensors)
-    compares
-    directional derivatives along two random directions computed for all entries at once.
+    compares directional derivatives along two random directions computed for all entries at once.
     """
     out = LayerCheck(name)
     B = y.shape[0]
@@ -694,8 +683,7 @@ def _pool_constraints_jvp(
 ):
     r"""T_j by randomized directional derivatives: members whose J v equals i*'s for two random directions v
     (bitwise) are taken as having the same AD gradient (identical computations give identical floats;
-    different
-    gradients are separated with probability 1). Constraints for S_j \ T_j use exact per-entry gradients."""
+    different gradients are separated with probability 1). Constraints for S_j \ T_j use exact per-entry gradients."""
     B = alpha.shape[0]
     jv = _jvps(alpha, params_upto).reshape(2, B, -1)
     w = win.clamp(min=0)

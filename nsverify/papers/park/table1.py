@@ -8,8 +8,7 @@ report.
 * :func:`search_counterexample` -- Hypothesis ``find``: the first generated not_member case, shrunk, and how
   many examples the search needed;
 * :data:`PAPER_CASES` -- the paper's own counterexamples (Lemma 2 L522-531, Lemma 3 L537-545, Lemma 7
-L632-640)
-  as specs, and :func:`minimal_shape` to compare a shrunk counterexample with them.
+  L632-640) as specs, and :func:`minimal_shape` to compare a shrunk counterexample with them.
 """
 
 from __future__ import annotations
@@ -373,10 +372,8 @@ class SearchResult:
 def search_counterexample(row: str, max_examples: int = 200) -> SearchResult:
     """Generate cases of the row's class until the oracle returns not_member (on a case satisfying the row's
     premise), count the generated examples, then shrink the counterexample with :func:`reduce_spec`
-    (structural
-    delta debugging: fewer samples, inputs, rows, smaller values) while it stays a premise-satisfying
-    not_member.
-    Derandomized: the same count on every run of the same Hypothesis version."""
+    (structural delta debugging: fewer samples, inputs, rows, smaller values) while it stays a premise-satisfying
+    not_member. Derandomized: the same count on every run of the same Hypothesis version."""
     from hypothesis import HealthCheck, Phase, find, settings
     from hypothesis.errors import NoSuchExample
 
