@@ -258,7 +258,7 @@ def test_hybrid_forward_is_max_bitwise_in_float16(beta):
     x[0, 0, :2, :2] = 7.5  # a tie
     y = ad.max_pool2d(x, 2, jacobian="hybrid", beta=beta)
     assert torch.equal(y, F.max_pool2d(x, 2))
-    # the two-forward implementation criticised by Boustany, Ch.3 (MaxPool Jacobians, Def 10) does corrupt it (so this test can fail):
+    # the two-forward implementation (Boustany, Ch.3, Def 10) does corrupt it (so this test can fail):
     naive = (1 - beta) * F.max_pool2d(x, 2) + beta * F.max_pool2d(x, 2)
     if beta >= 100:
         assert not torch.equal(naive, F.max_pool2d(x, 2))

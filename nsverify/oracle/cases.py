@@ -1,4 +1,6 @@
-"""Known-answer cases from the papers, written as the papers write them (with the extraction errata corrected: Park et al.'s l(x1, x2) = x1 - x2 at Lemmas 2 and 7, App. H's f1 = g(w) - g(-w) and f2 = g(w) - h(w)).
+"""Known-answer cases from the papers, written as the papers write them (with the
+extraction errata corrected: Park et al.'s l(x1, x2) = x1 - x2 at Lemmas 2 and 7, and App. H's
+f1 = g(w) - g(-w), f2 = g(w) - h(w)).
 
 Shared by the tests (tests/test_oracle_known.py) and the report section (nsverify/sections/oracle.py).
 Each case: a callable on a 1-D float64 tensor, the point, the expected status and (when it is a single point

@@ -10,8 +10,8 @@ Metrics are matched by (section, key). One rule per kind decides whether a diffe
 ``share``          the two runs' confidence intervals [lo, hi] are disjoint
 ``convergence``    \\|new - old\\| > max(old spread, new spread); a value turning NaN/inf also counts
 ``bench_ratio``    new / old > bench_factor (default 1.10); both are ratios to a same-run baseline
-``info``           never compared ================= 
-=====================================================================================
+``info``           never compared
+=================  =====================================================================================
 
 A section that failed in the new run (and not in the baseline) is a regression too. Reports from different
 machines are still compared, but the comparison is labelled cross-machine and every regression carries
