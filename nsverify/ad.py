@@ -8,8 +8,8 @@ comparable on one forward pass (see docs/ad.md):
   upstream gradient: ``g * (1[x>0] + s 1[x==0])``).
 * :func:`piecewise_linear` -- any registry activation (relu6, hardtanh, hardsigmoid, leaky_relu, ...) with a
   per-kink choice: ``"left"``, ``"right"``, ``"torch"`` (PyTorch's own side), ``("mix", lam)`` meaning
-``(1-lam)*left + lam*right``, or any number. * :func:`max_pool2d` / :func:`max_pool1d` -- MaxPool Jacobians (Boustany
-Def. 10): ``"native"`` (first
+  ``(1-lam)*left + lam*right``, or any number.
+* :func:`max_pool2d` / :func:`max_pool1d` -- MaxPool Jacobians (Boustany Def. 10): ``"native"`` (first
   index in row-major window order, PyTorch's), ``"minimal"`` (1/|A| on the tie set A) and ``"hybrid"``
   with beta: ``(1-beta) native + beta minimal``, for any kernel/stride/padding/dilation/ceil_mode,
   overlapping windows included (contributions of overlapping windows add up).

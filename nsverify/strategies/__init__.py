@@ -2,10 +2,11 @@
 
 Random floats essentially never land on a kink, so these strategies construct the ties on purpose:
 
-* :func:`networks` draws a :class:`~nsverify.strategies.netspec.NetSpec` (exact dyadic parameters, depth 1-4, linear /
-  conv1d / conv2d layers, residual sums, any registry activation or AD variant, no / trivial / (overlapping)
-  max pooling, distinct / shared / no biases, tied-negated rows, batch 1-4, linear / squared / cross-entropy
-loss); * :func:`tie_points` adjusts parameters and inputs so that chosen sites sit exactly on a kink or a pool tie
+* :func:`networks` draws a :class:`~nsverify.strategies.netspec.NetSpec` (exact dyadic parameters, depth 1-4,
+  linear / conv1d / conv2d layers, residual sums, any registry activation or AD variant, no / trivial /
+  (overlapping) max pooling, distinct / shared / no biases, tied-negated rows, batch 1-4, linear / squared /
+  cross-entropy loss);
+* :func:`tie_points` adjusts parameters and inputs so that chosen sites sit exactly on a kink or a pool tie
   (equal values, duplicated patches/rows, all-dead windows), several per layer or across layers, and verifies
   the ties exactly in ``Fraction`` and in the target float dtype (float16 and bfloat16 included);
 * :func:`near_ties` moves a forced tie a few ulps away from its kink;

@@ -6,8 +6,8 @@
 - Linear system (003 (19)-(20)): :func:`heavy_ball_matrix`, :func:`eigen_facts`.
 - Single ReLU with Gaussian inputs: :func:`activation_probability` = Phi(b/||w||) (003 (23)),
   :func:`in_dead_cone` with the corrected sign (dead iff b/||w|| < Phi^-1(eps); 003 L207 prints it swapped),
-:func:`single_relu_grad` ((27)-(29)). - :func:`region_map`: fraction of initializations (w_L, b) that reach the
-optimum or end in the dead cone,
+  :func:`single_relu_grad` ((27)-(29)).
+- :func:`region_map`: fraction of initializations (w_L, b) that reach the optimum or end in the dead cone,
   over target scales gamma and momenta beta (003 Figs. 4-5), with heavy-ball (6)-(7), eta = 0.1.
 - :func:`network_experiment`: 200-unit ReLU regression on diabetes / Friedman targets scaled by gamma.
 """

@@ -1,17 +1,17 @@
 """Park, Chun and Lee's correctness conditions as library checks (002 L75-105, Table 1 L21-38, L130-190).
 
 * :func:`detect` -- Condition 1 / Condition 2 structure of a model (a ``torch.nn.Module`` traced with
-  torch.fx, or a :class:`~nsverify.strategies.netspec.NetSpec`): per nonsmooth layer the bias kind (distinct / shared
-  / none), the
-  pooling (none / trivial / non-trivial), the activation and its common lambda (from the registry), and which
-  theorems' structural premises hold.
+  torch.fx, or a :class:`~nsverify.strategies.netspec.NetSpec`): per nonsmooth layer the bias kind (distinct /
+  shared / none), the pooling (none / trivial / non-trivial), the activation and its common lambda (from the
+  registry), and which theorems' structural premises hold.
 * :func:`common_lambda` -- the lambda with D^AD rho = lambda D^- rho + (1 - lambda) D^+ rho at every kink, or
-None. * :func:`full_column_rank` -- Theorem 5's test, exact over the rationals (modular rank certificate, with an
+  None.
+* :func:`full_column_rank` -- Theorem 5's test, exact over the rationals (modular rank certificate, with an
   exact ``Fraction`` elimination fallback).
 * :func:`p_nonempty` -- Algorithm 1's emptiness test with a *bounded* LP (the printed LP is unbounded whenever
   feasible: Park et al., Algorithm 1) and an exact check of the returned point, or an exact Farkas certificate of
-emptiness; otherwise "unknown". * :func:`algorithm1_layer` -- the constraints of Algorithm 1 for one layer, from torch
-tensors carrying an
+  emptiness; otherwise "unknown".
+* :func:`algorithm1_layer` -- the constraints of Algorithm 1 for one layer, from torch tensors carrying an
   autograd graph (used by the training monitor and by :func:`spec_premises`).
 """
 

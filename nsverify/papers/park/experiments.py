@@ -4,9 +4,9 @@ Scenario 1: fully connected nets (two hidden layers) with ReLU6 / HardTanh / Har
 digits; per step, kink touches and Theorem 5's exact rank premise at the touched layers.
 Scenario 2: mini-VGG, mini-VGG-BN, mini-ResNet on digits upsampled to 28x28 plus synthetic plateau images
 (constant blocks on a zero background); the :class:`~nsverify.papers.park.monitor.Monitor` records, per
-pooling layer, the share of max operations with ties, the steps with non-trivial ties (S_j \\ T_j non-empty), the
-average |S_j \\ T_j| and
-whether Algorithm 1 certified every step; the monitor's overhead is timed against plain training on the same batches.
+pooling layer, the share of max operations with ties, the steps with non-trivial ties (S_j \\ T_j non-empty),
+the average |S_j \\ T_j| and whether Algorithm 1 certified every step; the monitor's overhead is timed against
+plain training on the same batches.
 """
 
 from __future__ import annotations
