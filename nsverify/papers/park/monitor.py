@@ -13,7 +13,8 @@ Per step and per nonsmooth layer (an activation module, and the max pool that fo
 kink touches (pre-activations exactly at a kink of the activation), max-pool windows with ties (|S_j| >= 2),
 non-trivial ties (S_j \\ T_j non-empty, Algorithm 1 line 14) and their size, Algorithm 1's P_l (bounded LP
 with an exact check, :func:`nsverify.papers.park.conditions.p_nonempty`), and Theorem 5's exact rank test for
-fully connected layers whose activation touched a kink. Kernel sizes, strides, padding and dilation are read from the modules.
+fully connected layers whose activation touched a kink. Kernel sizes, strides, padding and dilation are read
+from the modules.
 """
 
 from __future__ import annotations
