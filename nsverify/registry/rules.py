@@ -1,0 +1,211 @@
+"""The one vocabulary for *what AD picks at a kink or a tie*: :class:`Rule` and its parser :func:`parse_rule`.
+
+Every part of nsverify that names such a choice uses this type: the registry (PyTorch's measured rule per op),
+the oracle's ``conventions=``, :func:`nsverify.ad.backward_rules`, the zone programs, the generators' AD
+variants, the conventions matrix and the report.
+
+At a **kink** of an elementwise op (left derivative ``l``, right derivative ``r``):
+
+=================  ==========================================================================================
+``left``           ``l``
+``right``          ``r``
+``inside``         the derivative of the piece between the two outer kinks (clamp: 1 at both bounds)
+``mix=λ``          ``(1 - λ) l + λ r`` (``mid`` is ``mix=1/2``: the even split; for abs it is 0)
+``value=d``        the fixed number ``d`` (Bertoin et al.'s ReLU'(0) = s is ``value=s``)
+=================  ==========================================================================================
+
+At a **tie** of a selection op (max, max-pool, sort, ...; tied entries ``A`` in PyTorch's scan order):
+
+=================  ==========================================================================================
+``first``          all weight to the first tied index (``native``: PyTorch's max-pool; Boustany Def 8)
+``last``           all weight to the last tied index
+``even``           ``1/|A|`` to each tied entry (``minimal``: Boustany Def 9, the minimal-norm choice)
+``hybrid=β``       ``(1 - β) first + β even`` (Boustany Def 10; β > 1 is conservative but not Clarke)
+``returned``       all weight to the index PyTorch returned in the float run (sort, topk, median: read it,
+                   never assume it)
+=================  ==========================================================================================
+
+``torch`` stands for "the rule the registry records for this op" and is resolved with
+:func:`nsverify.registry.torch_rule`. Numbers are accepted where a rule is expected and mean ``value=d``;
+``("mix", λ)`` and ``("hybrid", β)`` tuples are accepted too. Parameters are kept exact (``Fraction``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Sequence
+
+from nsverify.errors import NsverifyError
+
+__all__ = ["Rule", "parse_rule", "RuleError", "KINK_RULES", "TIE_RULES", "ALIASES", "rule_names"]
+
+#: rules at a kink of an elementwise op; the value says whether the rule takes a parameter
+KINK_RULES = {"left": False, "right": False, "inside": False, "mix": True, "value": True}
+#: rules at a tie of a selection op
+TIE_RULES = {"first": False, "last": False, "even": False, "hybrid": True, "returned": False}
+#: other names accepted by the parser, and the rule each one means
+ALIASES = {
+    "mid": ("mix", Fraction(1, 2)),
+    "native": ("first", None),
+    "minimal": ("even", None),
+    "min_norm": ("even", None),
+}
+
+
+class RuleError(NsverifyError, ValueError):
+    """A rule name or parameter that the vocabulary does not know."""
+
+
+def rule_names(kind: str | None = None) -> list[str]:
+    """The names :func:`parse_rule` accepts (``kind``: "kink", "tie" or None for both), for messages."""
+    kink = [f"{n}=<number>" if p else n for n, p in KINK_RULES.items()] + ["mid", "<number> (= value=<number>)"]
+    tie = [f"{n}=<number>" if p else n for n, p in TIE_RULES.items()] + ["native", "minimal", "min_norm"]
+    return (kink if kind != "tie" else []) + (tie if kind != "kink" else []) + ["torch"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What AD picks at a kink (``left``, ``right``, ``inside``, ``mix=λ``, ``value=d``) or at a tie
+    (``first``, ``last``, ``even``, ``hybrid=β``, ``returned``). Build one with :func:`parse_rule`;
+    ``str(rule)`` is its canonical text and parses back to an equal rule."""
+
+    name: str
+    param: Fraction | None = None
+
+    def __post_init__(self):
+        takes = {**KINK_RULES, **TIE_RULES}.get(self.name)
+        if takes is None and self.name != "torch":
+            raise RuleError(f"unknown rule {self.name!r}; valid rules: {', '.join(rule_names())}.")
+        if bool(takes) != (self.param is not None):
+            fix = f"write e.g. '{self.name}=1/2'" if takes else f"write '{self.name}'"
+            raise RuleError(f"rule {self.name!r} {'needs a' if takes else 'takes no'} parameter; {fix}.")
+
+    # ------------------------------------------------------------------ kinds
+    @property
+    def at_kink(self) -> bool:
+        return self.name in KINK_RULES
+
+    @property
+    def at_tie(self) -> bool:
+        return self.name in TIE_RULES
+
+    def __str__(self) -> str:
+        return self.name if self.param is None else f"{self.name}={self.param}"
+
+    def __repr__(self) -> str:
+        return f"Rule({str(self)!r})"
+
+    # ------------------------------------------------------------------ semantics
+    def kink_derivative(self, left, right, inside=None):
+        """The derivative this rule gives at a kink with one-sided derivatives ``left`` and ``right``
+        (``inside``: the derivative of the middle piece, for ``inside``). Exact when the inputs are."""
+        if self.name == "left":
+            return left
+        if self.name == "right":
+            return right
+        if self.name == "inside":
+            if inside is None:
+                raise RuleError("rule 'inside' needs the middle piece (it applies to clamp-like ops only)")
+            return inside
+        if self.name == "mix":
+            lam = self.param
+            return left + lam * (right - left) if lam != 0 else left
+        if self.name == "value":
+            return self.param
+        raise RuleError(f"{self} is a tie rule, not a kink rule; kink rules: {', '.join(rule_names('kink'))}.")
+
+    def kink_side(self) -> int | None:
+        """-1 (left piece), +1 (right piece) when this rule is a one-sided derivative whatever the op, else None
+        (``mix=0`` is left and ``mix=1`` is right)."""
+        if self.name == "left" or (self.name == "mix" and self.param == 0):
+            return -1
+        if self.name == "right" or (self.name == "mix" and self.param == 1):
+            return +1
+        return None
+
+    def tie_weights(self, tied: Sequence[int], returned: int | None = None) -> dict[int, Fraction]:
+        """Weights this rule puts on the tied entries ``tied`` (indices in PyTorch's scan order; the first is
+        the first tied index). ``returned``: the index PyTorch returned (needed by ``returned``)."""
+        tied = list(tied)
+        if not tied:
+            raise RuleError("a tie needs at least one tied entry")
+        if self.name == "first":
+            return {tied[0]: Fraction(1)}
+        if self.name == "last":
+            return {tied[-1]: Fraction(1)}
+        if self.name == "returned":
+            if returned is None or returned not in tied:
+                raise RuleError(f"rule 'returned' needs the index PyTorch returned among the tied entries "
+                                f"{tied} (got {returned!r})")
+            return {returned: Fraction(1)}
+        n = len(tied)
+        if self.name == "even":
+            return {i: Fraction(1, n) for i in tied}
+        if self.name == "hybrid":
+            b = self.param
+            out = {i: b / n for i in tied}
+            out[tied[0]] += 1 - b
+            return {i: w for i, w in out.items() if w != 0}
+        raise RuleError(f"{self} is a kink rule, not a tie rule; tie rules: {', '.join(rule_names('tie'))}.")
+
+
+def _number(text) -> Fraction:
+    if isinstance(text, bool):
+        raise RuleError(f"{text!r} is not a number")
+    if isinstance(text, (int, Fraction)):
+        return Fraction(text)
+    if isinstance(text, float):
+        if text != text or text in (float("inf"), float("-inf")):
+            raise RuleError(f"a rule parameter must be finite, not {text!r}")
+        return Fraction(text)
+    s = str(text).strip()
+    try:
+        return Fraction(s)
+    except (ValueError, ZeroDivisionError):
+        try:
+            return _number(float(s))
+        except ValueError:
+            raise RuleError(f"{text!r} is not a number (write e.g. 0.5, 1/2 or 1e3)") from None
+
+
+def parse_rule(spec, kind: str | None = None) -> Rule:
+    """A :class:`Rule` from its text (``"left"``, ``"mix=1/2"``, ``"hybrid=0.5"``, ``"value=0"``, an alias such
+    as ``"mid"``, ``"native"``, ``"minimal"``), a number (``value=d``), a ``("mix", λ)`` /
+    ``("hybrid", β)`` tuple, or a Rule. ``kind`` ("kink" or "tie") rejects a rule of the other kind.
+    Raises :class:`RuleError` naming the valid rules otherwise."""
+    if isinstance(spec, Rule):
+        rule = spec
+    elif isinstance(spec, (int, float, Fraction)) and not isinstance(spec, bool):
+        rule = Rule("value", _number(spec))
+    elif isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str):
+        rule = Rule(ALIASES.get(spec[0], (spec[0],))[0], _number(spec[1]))
+    elif isinstance(spec, str):
+        text = spec.strip()
+        name, eq, param = text.partition("=")
+        name = name.strip()
+        if eq:
+            if name not in KINK_RULES and name not in TIE_RULES:
+                raise RuleError(f"unknown rule {spec!r}; valid rules: {', '.join(rule_names(kind))}.")
+            rule = Rule(name, _number(param))
+        elif name in ALIASES:
+            rule = Rule(*ALIASES[name])
+        elif name in KINK_RULES or name in TIE_RULES or name == "torch":
+            rule = Rule(name)
+        else:
+            try:
+                rule = Rule("value", _number(name))
+            except RuleError:
+                import difflib
+
+                close = difflib.get_close_matches(name, [*KINK_RULES, *TIE_RULES, *ALIASES, "torch"], n=2)
+                hint = f" Did you mean {' or '.join(close)}?" if close else ""
+                raise RuleError(f"unknown rule {spec!r}.{hint} Valid rules: {', '.join(rule_names(kind))}.") from None
+    else:
+        raise RuleError(f"cannot read a rule from {spec!r} ({type(spec).__name__}); valid rules: "
+                        f"{', '.join(rule_names(kind))}.")
+    if kind == "kink" and rule.at_tie:
+        raise RuleError(f"{rule} is a tie rule, but this op has kinks; kink rules: {', '.join(rule_names('kink'))}.")
+    if kind == "tie" and rule.at_kink:
+        raise RuleError(f"{rule} is a kink rule, but this op has ties; tie rules: {', '.join(rule_names('tie'))}.")
+    return rule
