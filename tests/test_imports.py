@@ -1,0 +1,76 @@
+"""Every nsverify module imports alone in a fresh interpreter (no circular import whatever the order), the
+the public API resolves."""
+import pkgutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import nsverify
+
+ROOT = Path(nsverify.__file__).parent
+
+# A fresh interpreter imports the third-party libraries once (torch alone takes seconds), then forks one child
+# per nsverify module; each child imports that module with no other nsverify module loaded before it.
+_CHILD = textwrap.dedent("""
+    import importlib, os, sys, traceback
+    for lib in ("torch", "numpy", "scipy", "mpmath", "hypothesis", "cvxpy", "matplotlib", "sklearn"):
+        try:
+            importlib.import_module(lib)
+        except ImportError:
+            pass
+    assert not [m for m in sys.modules if m == "nsverify" or m.startswith("nsverify.")]
+    failed = 0
+    for name in sys.argv[1:]:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                importlib.import_module(name)
+            except BaseException:
+                print(f"{name}: " + traceback.format_exc().strip().splitlines()[-1], flush=True)
+                os._exit(1)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        failed += status != 0
+    sys.exit(1 if failed else 0)
+""")
+
+
+def _modules():
+    out = []
+    for info in pkgutil.walk_packages([str(ROOT)], prefix="nsverify."):
+        if ".properties.test_" in info.name or info.name == "nsverify.__main__":  # collected / run, not imported
+            continue
+        out.append(info.name)
+    return sorted(out)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs os.fork")
+def test_each_module_imports_alone_in_a_fresh_interpreter():
+    mods = _modules()
+    assert len(mods) > 40, mods
+    res = subprocess.run([sys.executable, "-c", _CHILD, *mods], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, f"modules that fail to import alone:\n{res.stdout}{res.stderr[-2000:]}"
+
+
+def test_the_check_detects_a_cycle(tmp_path):
+    pkg = tmp_path / "cyc"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from cyc.b import B\nA = 1\n")
+    (pkg / "b.py").write_text("from cyc.a import A\nB = 2\n")
+    res = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n" + _CHILD,
+                          "cyc.a"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1 and "cyc.a" in res.stdout and "ImportError" in res.stdout
+
+
+@pytest.mark.parametrize("name", nsverify.__all__)
+def test_public_api_resolves(name):
+    assert getattr(nsverify, name) is not None
+
+
+def test_unknown_attribute_names_the_public_api():
+    with pytest.raises(AttributeError, match="public API"):
+        nsverify.no_such_thing  # noqa: B018
