@@ -27,15 +27,31 @@ from __future__ import annotations
 
 from nsverify.registry.entries import MAX_POOL2D_GEOMS, SELU_ALPHA, SELU_SCALE, THRESHOLD_RULES, all_entries
 from nsverify.registry.exact import as_fraction_vec, exact_tensor, round_to_dtype
-from nsverify.registry.lookup import (ARGUMENT_OPS, clamp_for, convention_ops, elementwise_for, parse_conventions,
-                                      parse_kink_rules, parse_op_rules, recorded_violations, tie_rule_for, torch_rule,
-                                      violation)
+from nsverify.registry.lookup import (
+    ARGUMENT_OPS,
+    clamp_for,
+    convention_ops,
+    elementwise_for,
+    parse_conventions,
+    parse_kink_rules,
+    parse_op_rules,
+    recorded_violations,
+    tie_rule_for,
+    torch_rule,
+    violation,
+)
 from nsverify.registry.rules import Rule, RuleError, parse_rule, rule_names
 from nsverify.registry.table import PRIMITIVES, by_aten, get, names, op_key, register
-from nsverify.registry.types import (Elementwise, Piece, Primitive, Selection, TieCase, Violation, lin,
-                                     selection_case)
-from nsverify.registry.windows import (MAX_PIECES, Window, adaptive_windows, bouligand_pieces, pool2d_windows,
-                                       pool_out_size, rule_vectors)
+from nsverify.registry.types import Elementwise, Piece, Primitive, Selection, TieCase, Violation, lin, selection_case
+from nsverify.registry.windows import (
+    MAX_PIECES,
+    Window,
+    adaptive_windows,
+    bouligand_pieces,
+    pool2d_windows,
+    pool_out_size,
+    rule_vectors,
+)
 
 __all__ = [
     "Rule", "RuleError", "parse_rule", "rule_names",
