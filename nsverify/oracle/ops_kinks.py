@@ -4,10 +4,9 @@ hardsigmoid, hardswish, threshold, scalar-bound clamp), comparisons, ``where`` a
 
 At a kink/tie the behaviour depends on the context mode (see :mod:`nsverify.oracle.context`): in ``"ad"`` mode
 PyTorch's rule (from :mod:`nsverify.registry`) or the convention given for the op gives the local derivative;
-in ``"pieces"`` mode the site becomes a
-branch point whose options are the adjacent pieces, each with its open cone of directions.  Tied entries
-whose local first-order data (value and derivative) are identical are merged (Park et al.'s T_j), so they
-never create spurious branches.
+in ``"pieces"`` mode the site becomes a branch point whose options are the adjacent pieces, each with its open
+cone of directions.  Tied entries whose local first-order data (value and derivative) are identical are merged
+(Park et al.'s T_j), so they never create spurious branches.
 """
 
 from __future__ import annotations
