@@ -100,7 +100,7 @@ def tie_rule_for(aten_name: str) -> Rule:
 _PARAM_NAMES = {n for n, takes in {**KINK_RULES, **TIE_RULES}.items() if takes}
 
 
-def _one_rule(spec) -> bool:
+def single_rule(spec) -> bool:
     """Is ``spec`` one rule (rather than a sequence with one rule per kink)?"""
     if isinstance(spec, list):
         return False
@@ -110,7 +110,7 @@ def _one_rule(spec) -> bool:
 def parse_kink_rules(op: str, spec):
     """The kink rule(s) for elementwise op ``op``: one :class:`Rule` for every kink, or a tuple with one per kink
     (``"torch"``: PyTorch's, from the registry). Raises RuleError naming the valid rules otherwise."""
-    if _one_rule(spec):
+    if single_rule(spec):
         rule = parse_rule(spec, kind="kink")
         return torch_rule(op) if rule.name == "torch" else rule
     rules = tuple(parse_rule(r, kind="kink") for r in spec)
