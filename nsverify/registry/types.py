@@ -168,6 +168,17 @@ class Elementwise:
         rule = self.torch_rules[i] if rule is None else parse_rule(rule, kind="kink")
         return {"left": i, "right": i + 1, "inside": self.inside_piece(i)}.get(rule.name)
 
+    def derivative_piece(self, i: int, rule: Rule | None = None) -> int | None:
+        """The adjacent piece whose derivative AD takes at kink i under ``rule`` (default: PyTorch's): the rule's
+        own piece (left, right, inside), else the side whose derivative equals the rule's value (left first:
+        ``value=1`` at relu's kink is the right piece), else None (abs's ``mix=1/2``: no piece has slope 0)."""
+        piece = self.rule_piece(i, rule)
+        if piece is not None:
+            return piece
+        d = self.kink_derivative(i, rule)
+        left, right = self.one_sided(self.breakpoints[i])
+        return i if d == left else i + 1 if d == right else None
+
     def kink_derivative(self, i: int, rule: Rule | None = None):
         """The derivative ``rule`` (default: PyTorch's rule) gives at kink i: exact when the pieces are
         polynomial, an mpf otherwise."""
