@@ -219,10 +219,10 @@ def test_op_keys_and_rules_of_aten_ops():
     assert registry.op_key("max_pool3d_with_indices") == "max_pool2d"  # the same first-index kernel rule
     assert registry.op_key("adaptive_max_pool1d") == "adaptive_max_pool2d"  # PyTorch runs it as the 2-d op
     assert registry.op_key("mm") == "mm"
-    assert registry.tie_rule_for("max.dim") == parse_rule("first") and registry.tie_rule_for("max") == parse_rule(
-        "even")
+    assert registry.selection_rule_for("max.dim") == parse_rule("first")
+    assert registry.selection_rule_for("max") == parse_rule("even")
     with pytest.raises(UnknownOpError, match="Known ops"):
-        registry.tie_rule_for("mm")
+        registry.selection_rule_for("mm")
     lr = registry.elementwise_for("leaky_relu", (0.25,))
     assert lr.one_sided(Fraction(0)) == (Fraction(1, 4), 1) and lr.torch_rules == (parse_rule("left"),)
     ht = registry.elementwise_for("hardtanh", (0.0, 6.0))

@@ -20,7 +20,7 @@ from nsverify.oracle.numbers import Aff, grad, is_lin, mk, sign, val
 from nsverify.oracle.ops_kinks import _elementwise_op, _float_only, _float_pair, _gsub, _inexact
 from nsverify.oracle.ops_linear import arr
 from nsverify.oracle.tensor import op, scalar
-from nsverify.registry import Rule, adaptive_windows, clamp_for, op_key, parse_rule, pool_out_size, tie_rule_for
+from nsverify.registry import Rule, adaptive_windows, clamp_for, op_key, parse_rule, pool_out_size, selection_rule_for
 
 F = Fraction
 _FIRST = parse_rule("first")
@@ -30,7 +30,7 @@ def _ad_rule(key: str, aten: str | None = None) -> Rule:
     """AD's tie rule for op ``key`` (a registry name): the convention given for it, else PyTorch's rule for the
     ATen op ``aten`` (default: ``key``) from the registry."""
     conv = context.convention(key)
-    return conv if conv is not None else tie_rule_for(aten or key)
+    return conv if conv is not None else selection_rule_for(aten or key)
 
 
 @op("clamp", "clip", "clamp_min", "clamp_max")
@@ -236,7 +236,7 @@ def _clamp_pair(x, bound, larger, opname, pos):
             ctx.note(Site(opname, ctx.call, pos, val(x), affine=is_lin(x) and is_lin(bound)))
             return x, 0
         return (x, 0) if (s > 0) == larger else (bound, 1)
-    return select([x, bound], larger, opname, tie_rule_for("clamp_tensor"), pos)
+    return select([x, bound], larger, opname, selection_rule_for("clamp_tensor"), pos)
 
 
 @op("maximum", "fmax")

@@ -36,8 +36,8 @@ from nsverify.registry.lookup import (
     parse_kink_rules,
     parse_op_rules,
     recorded_violations,
+    selection_rule_for,
     single_rule,
-    tie_rule_for,
     torch_rule,
     violation,
 )
@@ -58,7 +58,7 @@ __all__ = [
     "Rule", "RuleError", "parse_rule", "rule_names",
     "Elementwise", "Selection", "TieCase", "Violation", "Piece", "Primitive", "Window", "lin", "selection_case",
     "PRIMITIVES", "register", "get", "names", "by_aten", "op_key",
-    "torch_rule", "elementwise_for", "clamp_for", "tie_rule_for", "parse_conventions", "parse_kink_rules",
+    "torch_rule", "elementwise_for", "clamp_for", "selection_rule_for", "parse_conventions", "parse_kink_rules",
     "parse_op_rules", "single_rule", "convention_ops", "ARGUMENT_OPS", "THRESHOLD_RULES", "violation",
     "recorded_violations",
     "as_fraction_vec", "exact_tensor", "round_to_dtype", "kink_inputs",

@@ -1,6 +1,6 @@
 """Reading PyTorch's rules out of the registry: the rule of an op (:func:`torch_rule`), the ops instantiated from
 their ATen arguments (:func:`elementwise_for`, :func:`clamp_for`), the tie rule of an ATen selection
-(:func:`tie_rule_for`), user rule overrides keyed by op (:func:`parse_conventions`), the ``op[rule,...]``
+(:func:`selection_rule_for`), user rule overrides keyed by op (:func:`parse_conventions`), the ``op[rule,...]``
 activation syntax (:func:`parse_op_rules`) and the recorded violations (:func:`violation`)."""
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def clamp_for(lo, hi) -> Elementwise:
     return Elementwise("clamp", ("clamp",), None, tuple(bps), tuple(pieces), tuple(sides))
 
 
-def tie_rule_for(aten_name: str) -> Rule:
+def selection_rule_for(aten_name: str) -> Rule:
     """PyTorch's tie rule for an ATen selection op ('max', 'max.dim', 'max_pool2d_with_indices', 'sort', ...)."""
     p = by_aten(aten_name)
     if not isinstance(p, Selection):
