@@ -10,13 +10,12 @@ op names:
   upstream gradient: ``g * (1[x>0] + s 1[x==0])``); ``s`` is a number or any kink rule (``"right"`` is 1).
 * :func:`piecewise_linear` -- any piecewise-polynomial registry activation (relu6, hardtanh, hardsigmoid,
   leaky_relu, ...) with a kink rule: ``"left"``, ``"right"``, ``"inside"``, ``"mix=<lam>"`` meaning
-  ``(1-lam)*left + lam*right``, a number (``"value=<d>"``) or ``"torch"`` (PyTorch's own rule), or one rule
-  per kink.
+  ``(1-lam)*left + lam*right``, a number (``"value=<d>"``) or ``"torch"`` (PyTorch's own rule); or with one
+  rule per kink.
 * :func:`max_pool2d` / :func:`max_pool1d` -- MaxPool Jacobians (Boustany Def. 10) as tie rules: ``"first"``
   (alias ``"native"``: the first index in row-major window order, PyTorch's), ``"even"`` (alias
-  ``"minimal"``: 1/|A| on the tie set A) and ``"hybrid=<beta>"``: ``(1-beta) first + beta even``, for any
-  kernel/stride/padding/dilation/ceil_mode, overlapping windows included (contributions of overlapping windows
-  add up).
+  ``"minimal"``: 1/|A| on the tie set A) and ``"hybrid=<beta>"``: ``(1-beta) first + beta even``. Any
+  kernel/stride/padding/dilation/ceil_mode works, overlapping windows included: their contributions add up.
 * :func:`normpool2d` -- window Euclidean norm with its two programs P and Q at all-zero windows (programs, not
   kink rules: the Clarke set there is a ball).
 * :func:`max_relu` -- max of a vector built from ReLUs (Boustany Fig. 3.9), one ReLU'(0) choice per ReLU.
