@@ -2,28 +2,32 @@
 
 The *forward* of every op here is computed once and equals PyTorch's own op bitwise; only the backward (and
 forward-mode JVP) changes.  That makes programs that compute the same function with different AD rules
-comparable on one forward pass (see docs/ad.md):
+comparable on one forward pass (see docs/ad.md).  Every choice is a :class:`~nsverify.registry.rules.Rule` of
+the one rule vocabulary (anything :func:`~nsverify.registry.rules.parse_rule` reads), keyed by the registry's
+op names:
 
 * :func:`relu_s` -- ReLU with ReLU'(0) = s (Bertoin et al.'s backprop_s; the backward *multiplies* the
-  upstream gradient: ``g * (1[x>0] + s 1[x==0])``).
-* :func:`piecewise_linear` -- any registry activation (relu6, hardtanh, hardsigmoid, leaky_relu, ...) with a
-  per-kink choice: ``"left"``, ``"right"``, ``"torch"`` (PyTorch's own side), ``("mix", lam)`` meaning
-  ``(1-lam)*left + lam*right``, or any number.
-* :func:`max_pool2d` / :func:`max_pool1d` -- MaxPool Jacobians (Boustany Def. 10): ``"native"`` (first
-  index in row-major window order, PyTorch's), ``"minimal"`` (1/|A| on the tie set A) and ``"hybrid"``
-  with beta: ``(1-beta) native + beta minimal``, for any kernel/stride/padding/dilation/ceil_mode,
-  overlapping windows included (contributions of overlapping windows add up).
-* :func:`normpool2d` -- window Euclidean norm with its two programs at all-zero windows.
+  upstream gradient: ``g * (1[x>0] + s 1[x==0])``); ``s`` is a number or any kink rule (``"right"`` is 1).
+* :func:`piecewise_linear` -- any piecewise-polynomial registry activation (relu6, hardtanh, hardsigmoid,
+  leaky_relu, ...) with a kink rule: ``"left"``, ``"right"``, ``"inside"``, ``"mix=<lam>"`` meaning
+  ``(1-lam)*left + lam*right``, a number (``"value=<d>"``) or ``"torch"`` (PyTorch's own rule); or with one
+  rule per kink.
+* :func:`max_pool2d` / :func:`max_pool1d` -- MaxPool Jacobians (Boustany Def. 10) as tie rules: ``"first"``
+  (alias ``"native"``: the first index in row-major window order, PyTorch's), ``"even"`` (alias
+  ``"minimal"``: 1/|A| on the tie set A) and ``"hybrid=<beta>"``: ``(1-beta) first + beta even``. Any
+  kernel/stride/padding/dilation/ceil_mode works, overlapping windows included: their contributions add up.
+* :func:`normpool2d` -- window Euclidean norm with its two programs P and Q at all-zero windows (programs, not
+  kink rules: the Clarke set there is a ball).
 * :func:`max_relu` -- max of a vector built from ReLUs (Boustany Fig. 3.9), one ReLU'(0) choice per ReLU.
 * :func:`max1` -- the first-maximal-index loop program (Boustany Table 3.1, Després Table 1).
 
-Backward rules that are left as ``None`` are read **at backward time** from a process-wide setting, so one
+Rules that are left as ``None`` are read **at backward time** from a process-wide setting, so one
 forward can be differentiated several times under different rules::
 
     y = net(x)                                   # modules built with ReLUVariant(), MaxPool2dVariant(2)
-    with backward_rules(relu_s=0.0, maxpool="native"):
+    with backward_rules(relu="value=0", max_pool2d="first"):
         g0 = torch.autograd.grad(y, params, retain_graph=True)
-    with backward_rules(relu_s=1.0, maxpool="minimal"):
+    with backward_rules(relu="value=1", max_pool2d="even"):
         g1 = torch.autograd.grad(y, params, retain_graph=True)
 
 The setting is process-wide (not thread-local) on purpose: CUDA backward passes run on autograd worker
@@ -32,52 +36,85 @@ threads.
 from __future__ import annotations
 
 import contextlib
-from fractions import Fraction
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nsverify import registry
 from nsverify.errors import NsverifyError, UnsupportedOpError
+from nsverify.registry import Rule, RuleError, parse_rule
 
 __all__ = [
     "backward_rules", "active_rules", "set_backward_rules", "relu_s", "piecewise_linear", "max_pool2d",
     "max_pool1d", "normpool2d", "max_relu", "max1", "max2", "ReLUVariant", "PiecewiseLinearVariant",
-    "MaxPool2dVariant", "NormPool2dVariant", "MAXPOOL_JACOBIANS", "NORMPOOL_PROGRAMS",
+    "MaxPool2dVariant", "NormPool2dVariant", "MAXPOOL_RULES", "POOL_OPS", "NORMPOOL_PROGRAMS", "variant_ops",
 ]
 
-MAXPOOL_JACOBIANS = ("native", "minimal", "hybrid")
+#: the tie rules the max-pool variants implement
+MAXPOOL_RULES = ("first", "even", "hybrid=<beta>")
+#: the registry's max pools that have variants here
+POOL_OPS = ("max_pool2d", "max_pool1d")
+#: NormPool's two programs at all-zero windows (programs, not rules: see :func:`normpool2d`)
 NORMPOOL_PROGRAMS = ("P", "Q")
 
-_DEFAULT_RULES = {"relu_s": 0.0, "maxpool": "native", "beta": 1.0, "kink": "torch", "normpool": "P"}
-_ACTIVE: dict = dict(_DEFAULT_RULES)
+#: the rules set by backward_rules / set_backward_rules ({op: Rule or one Rule per kink}; unset ops read
+#: PyTorch's rule from the registry), and the NormPool program
+_ACTIVE: dict = {"normpool": "P"}
 
 
 # ----------------------------------------------------------------------------------------------------
 # The backward-rule setting
 # ----------------------------------------------------------------------------------------------------
+def variant_ops() -> list[str]:
+    """The registry ops that have variants here: the piecewise-polynomial elementwise activations and the max
+    pools (the keys :func:`backward_rules` accepts, besides ``normpool``)."""
+    ew = [n for n in registry.names("elementwise") if all(p.exact for p in registry.get(n).pieces)]
+    return ew + list(POOL_OPS)
+
+
+def _pool_rule(rule) -> Rule:
+    """A max-pool tie rule (first, even or hybrid=beta); anything else raises, naming the valid ones."""
+    rule = parse_rule(rule, kind="tie")
+    if rule.hybrid_beta is None:
+        raise RuleError(f"the max-pool variants implement the tie rules {', '.join(MAXPOOL_RULES)} "
+                        f"(aliases native, minimal); got {rule}.")
+    return rule
+
+
 def _check_rules(rules: dict) -> dict:
-    unknown = set(rules) - set(_DEFAULT_RULES)
-    if unknown:
-        raise NsverifyError(f"unknown backward rule(s) {sorted(unknown)}; known: {sorted(_DEFAULT_RULES)}.")
-    if "maxpool" in rules and rules["maxpool"] not in MAXPOOL_JACOBIANS:
-        raise NsverifyError(f"maxpool Jacobian {rules['maxpool']!r} is unknown: "
-                            f"use one of {MAXPOOL_JACOBIANS}.")
-    if "normpool" in rules and rules["normpool"] not in NORMPOOL_PROGRAMS:
-        raise NsverifyError(f"NormPool program {rules['normpool']!r} is unknown: "
-                            f"use one of {NORMPOOL_PROGRAMS}.")
-    for key in ("relu_s", "beta"):
-        if key in rules and not isinstance(rules[key], (int, float)):
-            raise NsverifyError(f"backward rule {key} must be a real number, got {rules[key]!r}.")
-    if "kink" in rules:
-        _check_kink_choice(rules["kink"])
-    return rules
+    """Validate ``backward_rules`` keywords: registry op names with variants here (rules parsed with
+    :func:`nsverify.registry.parse_conventions`, ``"torch"`` resolved), and ``normpool``."""
+    rules = dict(rules)
+    out = {}
+    if "normpool" in rules:
+        out["normpool"] = _check_program(rules.pop("normpool"))
+    parsed = registry.parse_conventions(rules)
+    ops = variant_ops()
+    for op, rule in parsed.items():
+        if op not in ops:
+            raise UnsupportedOpError(f"nsverify.ad has no variant of {op}; backward_rules takes "
+                                     f"{', '.join(ops)} and normpool.")
+        out[op] = _pool_rule(rule) if op in POOL_OPS else rule
+    return out
+
+
+def _check_program(program) -> str:
+    if program not in NORMPOOL_PROGRAMS:
+        raise NsverifyError(f"NormPool program {program!r} is unknown: use one of {NORMPOOL_PROGRAMS}.")
+    return program
+
+
+def _active(op: str):
+    """The rule in force for ``op``: the one set by :func:`backward_rules`, else PyTorch's (the registry)."""
+    rule = _ACTIVE.get(op)
+    return registry.torch_rule(op) if rule is None else rule
 
 
 def active_rules() -> dict:
-    """A copy of the backward rules currently in force."""
-    return dict(_ACTIVE)
+    """The backward rules currently in force: ``{op: Rule (or one Rule per kink)}`` for every op with a variant
+    (PyTorch's rule where none was set), and the ``normpool`` program."""
+    return {**{op: _active(op) for op in variant_ops()}, "normpool": _ACTIVE["normpool"]}
 
 
 def set_backward_rules(**rules) -> None:
@@ -89,8 +126,11 @@ def set_backward_rules(**rules) -> None:
 def backward_rules(**rules):
     """Within the block, ops created with a ``None`` rule use these rules in their backward/JVP.
 
-    Keys: ``relu_s`` (float), ``maxpool`` ("native" | "minimal" | "hybrid"), ``beta`` (float, for hybrid),
-    ``kink`` (a per-kink choice for :func:`piecewise_linear`), ``normpool`` ("P" | "Q").
+    Keys are registry op names: ``relu`` (a kink rule: ``"value=1"``, ``1``, ``"right"``, ...), any other
+    piecewise-polynomial activation (a kink rule, or one per kink, for :func:`piecewise_linear`),
+    ``max_pool2d`` / ``max_pool1d`` (``"first"``, ``"even"``, ``"hybrid=<beta>"``; aliases ``"native"``,
+    ``"minimal"``), and ``normpool`` ("P" | "Q"). ``"torch"`` is PyTorch's rule. Other keys raise an error
+    listing the valid ones.
     """
     saved = dict(_ACTIVE)
     _ACTIVE.update(_check_rules(rules))
@@ -99,10 +139,6 @@ def backward_rules(**rules):
     finally:
         _ACTIVE.clear()
         _ACTIVE.update(saved)
-
-
-def _resolve(value, key):
-    return _ACTIVE[key] if value is None else value
 
 
 def _dynamic_guard(fn, dynamic: bool):
@@ -147,57 +183,36 @@ class _ReLUS(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return _relu_s_derivative_apply(x, g, float(_resolve(ctx.s, "relu_s"))), None
+        return _relu_s_derivative_apply(x, g, _relu_value(ctx.s)), None
 
     @staticmethod
     def jvp(ctx, t, _s):
         (x,) = ctx.saved_tensors
-        return _relu_s_derivative_apply(x, t, float(_resolve(ctx.s, "relu_s")))
+        return _relu_s_derivative_apply(x, t, _relu_value(ctx.s))
 
 
-def relu_s(x: torch.Tensor, s: float | None = None) -> torch.Tensor:
-    """ReLU whose derivative at 0 is ``s`` (``None``: the active ``relu_s`` rule, read at backward time)."""
-    if s is not None and not isinstance(s, (int, float)):
-        raise NsverifyError(f"relu_s: s must be a real number or None, got {s!r}.")
-    return _dynamic_guard(_ReLUS.apply, s is None)(x, None if s is None else float(s))
+def _relu_value(s) -> float:
+    """ReLU'(0) under ``s`` (a float, or None: the active ``relu`` rule)."""
+    if s is not None:
+        return s
+    rule = _active("relu")
+    return float(registry.get("relu").kink_derivative(0, rule[0] if isinstance(rule, tuple) else rule))
+
+
+def relu_s(x: torch.Tensor, s=None) -> torch.Tensor:
+    """ReLU whose derivative at 0 is ``s``: a number or any kink rule (``"left"`` is 0, ``"right"`` 1,
+    ``"mix=1/4"`` 1/4); ``None``: the active ``relu`` rule, read at backward time."""
+    if s is not None:
+        try:
+            s = float(registry.get("relu").kink_derivative(0, parse_rule(s, kind="kink")))
+        except RuleError as e:
+            raise RuleError(f"relu_s: {e}") from None
+    return _dynamic_guard(_ReLUS.apply, s is None)(x, s)
 
 
 # ----------------------------------------------------------------------------------------------------
 # Piecewise-linear (piecewise-polynomial) activations with a per-kink choice
 # ----------------------------------------------------------------------------------------------------
-def _check_kink_choice(choice):
-    items = choice if isinstance(choice, list) else [choice]
-    for c in items:
-        ok = (c in ("left", "right", "torch") or isinstance(c, (int, float, Fraction))
-              or (isinstance(c, tuple) and len(c) == 2 and c[0] == "mix" and isinstance(c[1], (int, float))))
-        if not ok:
-            raise NsverifyError(
-                f"kink choice {c!r} is not understood: use 'left', 'right', 'torch', ('mix', lam) or a "
-                "number (or a list with one of these per kink).")
-    return choice
-
-
-def _kink_value(entry, i: int, choice) -> Fraction:
-    """The derivative at breakpoint i of a registry Elementwise entry under ``choice`` (exact if possible)."""
-    b = entry.breakpoints[i]
-    left, right = entry.one_sided(b)
-    if isinstance(choice, list):
-        if len(choice) != len(entry.breakpoints):
-            raise NsverifyError(f"{entry.name} has {len(entry.breakpoints)} kinks but {len(choice)} choices "
-                                "were given: pass one choice per kink, or a single choice for all.")
-        choice = choice[i]
-    if choice == "left":
-        return left
-    if choice == "right":
-        return right
-    if choice == "torch":
-        return entry.torch_derivative(b)
-    if isinstance(choice, tuple):
-        lam = Fraction(choice[1])
-        return (1 - lam) * left + lam * right
-    return Fraction(choice)
-
-
 def _poly_derivative(x, poly):
     """Derivative of a polynomial piece at x, in x's dtype (Horner); constants for constant derivatives."""
     coeffs = [k * c for k, c in enumerate(poly) if k]
@@ -232,8 +247,6 @@ class _PiecewiseLinear(torch.autograd.Function):
 
     @staticmethod
     def forward(x, name, spec_fn):
-        from nsverify import registry
-
         entry = registry.get(name)
         return entry.torch_fn(x, **entry.kwargs)
 
@@ -255,9 +268,7 @@ class _PiecewiseLinear(torch.autograd.Function):
         return _pwl_apply(x, t, ctx.spec_fn())
 
 
-def _pwl_spec(name: str, choice):
-    from nsverify import registry
-
+def _pwl_entry(name: str):
     entry = registry.get(name)
     if getattr(entry, "kind", None) != "elementwise":
         raise UnsupportedOpError(f"{name!r} is not an elementwise activation; piecewise_linear needs one of "
@@ -266,24 +277,33 @@ def _pwl_spec(name: str, choice):
         raise UnsupportedOpError(
             f"{name!r} has non-polynomial pieces (exp); piecewise_linear supports piecewise-polynomial "
             "activations (relu, leaky_relu, relu6, hardtanh, hardsigmoid, hardswish, abs, clamp).")
-    choice = _check_kink_choice(choice)
-    kinks = tuple(float(_kink_value(entry, i, choice)) for i in range(len(entry.breakpoints)))
+    return entry
+
+
+def _pwl_spec(name: str, rule):
+    """(breakpoints, piece polynomials, derivative at each kink) of activation ``name`` under ``rule`` (one kink
+    rule, or one per kink; parsed with :func:`nsverify.registry.parse_kink_rules`)."""
+    entry = _pwl_entry(name)
+    rules = registry.parse_kink_rules(name, rule)
+    rules = rules if isinstance(rules, tuple) else (rules,) * len(entry.breakpoints)
+    kinks = tuple(float(entry.kink_derivative(i, r)) for i, r in enumerate(rules))
     return (tuple(float(b) for b in entry.breakpoints), tuple(p.poly for p in entry.pieces), kinks)
 
 
-def piecewise_linear(x: torch.Tensor, name: str, choice=None) -> torch.Tensor:
+def piecewise_linear(x: torch.Tensor, name: str, rule=None) -> torch.Tensor:
     """Apply registry activation ``name`` (PyTorch's forward) with the chosen derivative at each kink.
 
-    ``choice``: "left" | "right" | "torch" | ("mix", lam) | number, or a list with one per kink; ``None``
-    reads the active ``kink`` rule at backward time.  Between kinks the derivative is the piece's derivative.
+    ``rule``: a kink rule ("left" | "right" | "inside" | "mix=<lam>" | a number | "torch") for every kink, or a
+    list with one per kink; ``None`` reads the active rule for ``name`` at backward time.  Between kinks the
+    derivative is the piece's derivative.
     """
-    if choice is None:
-        spec_fn = lambda: _pwl_spec(name, _ACTIVE["kink"])  # noqa: E731
-        _pwl_spec(name, "torch")  # validate the name now, not at backward time
+    if rule is None:
+        _pwl_entry(name)  # validate the name now, not at backward time
+        spec_fn = lambda: _pwl_spec(name, _active(name))  # noqa: E731
     else:
-        spec = _pwl_spec(name, choice)
+        spec = _pwl_spec(name, rule)
         spec_fn = lambda: spec  # noqa: E731
-    return _dynamic_guard(_PiecewiseLinear.apply, choice is None)(x, name, spec_fn)
+    return _dynamic_guard(_PiecewiseLinear.apply, rule is None)(x, name, spec_fn)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -460,49 +480,54 @@ def _maxpool_jvp(t, x, out, idx, geom, jacobian, beta):
     return torch.where(cnt <= 1, native, (summed * beta) / cnt + native * (1 - beta))
 
 
+def _pool_program(rule) -> tuple[str, float | None]:
+    """(jacobian, beta) of a max-pool tie rule: first -> the native kernel, even -> minimal, hybrid=beta."""
+    if rule.name == "first":
+        return "native", None
+    if rule.name == "even":
+        return "minimal", None
+    return "hybrid", float(rule.hybrid_beta)
+
+
 class _MaxPool2d(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(x, geom, jacobian, beta):
+    def forward(x, geom, rule, key):
         k, s, p, d, ceil_mode = geom
         return F.max_pool2d(x, k, s, p, d, ceil_mode=ceil_mode, return_indices=True)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        x, geom, jacobian, beta = inputs
+        x, geom, rule, key = inputs
         out, idx = output
         ctx.mark_non_differentiable(idx)
         ctx.save_for_backward(x, out, idx)
         ctx.save_for_forward(x, out, idx)
-        ctx.geom, ctx.jacobian, ctx.beta = geom, jacobian, beta
+        ctx.geom, ctx.rule, ctx.key = geom, rule, key
 
     @staticmethod
     def backward(ctx, g, _gidx):
         x, out, idx = ctx.saved_tensors
-        jac = _resolve(ctx.jacobian, "maxpool")
-        beta = float(_resolve(ctx.beta, "beta"))
+        jac, beta = _pool_program(_active(ctx.key) if ctx.rule is None else ctx.rule)
         return _maxpool_vjp(g.contiguous(), x, out, idx, ctx.geom, jac, beta), None, None, None
 
     @staticmethod
-    def jvp(ctx, t, _g, _j, _b):
+    def jvp(ctx, t, _g, _r, _k):
         x, out, idx = ctx.saved_tensors
-        jac = _resolve(ctx.jacobian, "maxpool")
-        beta = float(_resolve(ctx.beta, "beta"))
+        jac, beta = _pool_program(_active(ctx.key) if ctx.rule is None else ctx.rule)
         return _maxpool_jvp(t, x, out, idx, ctx.geom, jac, beta), None
 
 
 def max_pool2d(x: torch.Tensor, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               jacobian: str | None = None, beta: float | None = None) -> torch.Tensor:
+               rule=None, *, _key: str = "max_pool2d") -> torch.Tensor:
     """``F.max_pool2d`` (same forward, bitwise) with the chosen Jacobian in the backward.
 
-    ``jacobian``: "native" | "minimal" | "hybrid" (``None``: the active ``maxpool`` rule at backward time);
-    ``beta``: hybrid weight (``None``: the active ``beta`` rule).  Input (N, C, H, W) or (C, H, W).
+    ``rule``: a max-pool tie rule -- "first" (alias "native"), "even" (alias "minimal") or "hybrid=<beta>" /
+    ``("hybrid", beta)``; ``None``: the active ``max_pool2d`` rule at backward time.  Input (N, C, H, W) or
+    (C, H, W).
     """
-    if jacobian is not None and jacobian not in MAXPOOL_JACOBIANS:
-        raise NsverifyError(f"maxpool Jacobian {jacobian!r} is unknown: use one of {MAXPOOL_JACOBIANS}.")
-    if beta is not None and not isinstance(beta, (int, float)):
-        raise NsverifyError(f"beta must be a real number or None, got {beta!r}.")
+    rule = None if rule is None else _pool_rule(rule)
     if x.dim() not in (3, 4):
         raise NsverifyError(f"max_pool2d expects a (N, C, H, W) or (C, H, W) tensor, "
                             f"got shape {tuple(x.shape)}.")
@@ -511,20 +536,20 @@ def max_pool2d(x: torch.Tensor, kernel_size, stride=None, padding=0, dilation=1,
     geom = (k, s, _pair(padding, "padding"), _pair(dilation, "dilation"), bool(ceil_mode))
     unbatched = x.dim() == 3
     xb = x.unsqueeze(0) if unbatched else x
-    fn = _dynamic_guard(_MaxPool2d.apply, jacobian is None or (jacobian == "hybrid" and beta is None))
-    out, _ = fn(xb, geom, jacobian, None if beta is None else float(beta))
+    out, _ = _dynamic_guard(_MaxPool2d.apply, rule is None)(xb, geom, rule, _key)
     return out.squeeze(0) if unbatched else out
 
 
 def max_pool1d(x: torch.Tensor, kernel_size: int, stride=None, padding=0, dilation=1, ceil_mode=False,
-               jacobian: str | None = None, beta: float | None = None) -> torch.Tensor:
-    """``F.max_pool1d`` with the chosen Jacobian (input (N, C, L) or (C, L))."""
+               rule=None) -> torch.Tensor:
+    """``F.max_pool1d`` with the chosen Jacobian (input (N, C, L) or (C, L)); ``rule`` as in :func:`max_pool2d`,
+    ``None``: the active ``max_pool1d`` rule at backward time."""
     if x.dim() not in (2, 3):
         raise NsverifyError(f"max_pool1d expects a (N, C, L) or (C, L) tensor, got shape {tuple(x.shape)}.")
     one = lambda v: (1, v if isinstance(v, int) else int(v[0]))  # noqa: E731
     out = max_pool2d(x.unsqueeze(-2), one(kernel_size), None if stride is None else one(stride),
                      (0, padding if isinstance(padding, int) else padding[0]), one(dilation), ceil_mode,
-                     jacobian, beta)
+                     rule, _key="max_pool1d")
     return out.squeeze(-2)
 
 
@@ -557,7 +582,7 @@ class _NormPool2d(torch.autograd.Function):
         xv, tv = crop(x), crop(t)
         zero_win = out == 0
         smooth = (xv * tv).sum((3, 5)) / torch.where(zero_win, 1, out)
-        at_zero = tv[:, :, :, 0, :, 0] if _resolve(ctx.program, "normpool") == "Q" else torch.zeros_like(out)
+        at_zero = tv[:, :, :, 0, :, 0] if _normpool_program(ctx.program) == "Q" else torch.zeros_like(out)
         return torch.where(zero_win, at_zero, smooth)
 
     @staticmethod
@@ -565,7 +590,7 @@ class _NormPool2d(torch.autograd.Function):
         x, out = ctx.saved_tensors
         k = ctx.k
         n, c, ho, wo = out.shape
-        prog = _resolve(ctx.program, "normpool")
+        prog = _normpool_program(ctx.program)
         xv = x[..., : ho * k[0], : wo * k[1]].reshape(n, c, ho, k[0], wo, k[1])
         ob = out.reshape(n, c, ho, 1, wo, 1)
         gb = g.reshape(n, c, ho, 1, wo, 1)
@@ -579,16 +604,22 @@ class _NormPool2d(torch.autograd.Function):
         return F.pad(grad, (0, x.shape[-1] - wo * k[1], 0, x.shape[-2] - ho * k[0])), None, None
 
 
+def _normpool_program(program: str | None) -> str:
+    return _ACTIVE["normpool"] if program is None else program
+
+
 def normpool2d(x: torch.Tensor, kernel_size, program: str | None = None) -> torch.Tensor:
-    """Non-overlapping window Euclidean norm (NormPool, Boustany L1502-1510), computed once.
+    """Non-overlapping window Euclidean norm (NormPool, Boustany Sec. 3.5.2), computed once.
 
     The function is smooth except on all-zero windows, where its Clarke set is the unit ball.  The two
     programs differ only there: ``"P"`` returns 0 (the minimal-norm element), ``"Q"`` returns the unit vector
     on the window's first entry (the NormPool analogue of the native maxpool choice).  The thesis does not
-    spell the two programs out; this pairing is our reading (docs/ad.md).
+    spell the two programs out; this pairing is our reading (docs/ad.md). P and Q are programs, not kink or tie
+    rules (the Clarke set at an all-zero window is the unit ball, not an interval or a simplex), so they stay
+    outside the rule vocabulary: ``backward_rules(normpool="Q")``.
     """
-    if program is not None and program not in NORMPOOL_PROGRAMS:
-        raise NsverifyError(f"NormPool program {program!r} is unknown: use one of {NORMPOOL_PROGRAMS}.")
+    if program is not None:
+        _check_program(program)
     if x.dim() != 4:
         raise NsverifyError(f"normpool2d expects an (N, C, H, W) tensor, got shape {tuple(x.shape)}.")
     return _dynamic_guard(_NormPool2d.apply, program is None)(x, _pair(kernel_size, "kernel_size"), program)
@@ -613,19 +644,20 @@ def max2(x: torch.Tensor) -> torch.Tensor:
     return torch.max(x)
 
 
-def max_relu(x: torch.Tensor, s: float | Sequence[float | None] | None = None) -> torch.Tensor:
-    """max of a 1-d vector as a pairwise tree of ReLU programs (Boustany Fig. 3.9, L1473-1491)::
+def max_relu(x: torch.Tensor, s=None) -> torch.Tensor:
+    """max of a 1-d vector as a pairwise tree of ReLU programs (Boustany Ch.3, the code of Fig. 3.9)::
 
         max0(a, b) = (a + b) / 2 + relu_{s1}((a - b) / 2) + relu_{s2}((b - a) / 2)
 
-    ``s``: one ReLU'(0) for every ReLU (a number), or a sequence with one per ReLU in evaluation order
-    (2 per pair node: s1, s2), ``None`` entries reading the active rule.  Fig. 3.9's ``max1`` is ``s=0``,
-    its ``max2`` (``relu2 = where(x >= 0, x, 0)`` first) is ``s=[1, 0, 1, 0, 1, 0]`` for 4 entries.
+    ``s``: one ReLU'(0) for every ReLU (a number or a kink rule, as in :func:`relu_s`), or a sequence with one
+    per ReLU in evaluation order (2 per pair node: s1, s2), ``None`` entries reading the active rule.  Fig.
+    3.9's ``max1`` is ``s=0``, its ``max2`` (``relu2 = where(x >= 0, x, 0)`` first) is ``s=[1, 0, 1, 0, 1, 0]``
+    for 4 entries.
     """
     if x.dim() != 1 or x.numel() == 0:
         raise NsverifyError(f"max_relu expects a non-empty 1-d tensor, got shape {tuple(x.shape)}.")
     n_relus = 2 * (x.numel() - 1)
-    ss = [s] * n_relus if s is None or isinstance(s, (int, float)) else list(s)
+    ss = [s] * n_relus if s is None or registry.single_rule(s) else list(s)
     if len(ss) != n_relus:
         raise NsverifyError(f"max_relu of {x.numel()} entries uses {n_relus} ReLUs; got {len(ss)} choices.")
     it = iter(ss)
@@ -646,52 +678,54 @@ def max_relu(x: torch.Tensor, s: float | Sequence[float | None] | None = None) -
 # nn.Module wrappers
 # ----------------------------------------------------------------------------------------------------
 class ReLUVariant(nn.Module):
-    """``nn.ReLU`` with ReLU'(0) = s (``None``: the active rule at backward time)."""
+    """``nn.ReLU`` with ReLU'(0) given by ``rule`` (a number or kink rule, as in :func:`relu_s`; ``None``: the
+    active ``relu`` rule at backward time)."""
 
-    def __init__(self, s: float | None = None):
+    def __init__(self, rule=None):
         super().__init__()
-        self.s = s
+        if rule is not None:
+            relu_s(torch.zeros(0), rule)  # validate now
+        self.rule = rule
 
     def forward(self, x):
-        return relu_s(x, self.s)
+        return relu_s(x, self.rule)
 
     def extra_repr(self):
-        return f"s={self.s}"
+        return f"rule={self.rule}"
 
 
 class PiecewiseLinearVariant(nn.Module):
-    """A registry activation (e.g. "relu6") with a per-kink derivative choice (``None``: the active rule)."""
+    """A registry activation (e.g. "relu6") with a kink rule, or one per kink (``None``: the active rule)."""
 
-    def __init__(self, name: str, choice=None):
+    def __init__(self, name: str, rule=None):
         super().__init__()
-        _pwl_spec(name, "torch" if choice is None else choice)
-        self.name, self.choice = name, choice
+        _pwl_spec(name, "torch" if rule is None else rule)
+        self.name, self.rule = name, rule
 
     def forward(self, x):
-        return piecewise_linear(x, self.name, self.choice)
+        return piecewise_linear(x, self.name, self.rule)
 
     def extra_repr(self):
-        return f"{self.name}, choice={self.choice!r}"
+        return f"{self.name}, rule={self.rule!r}"
 
 
 class MaxPool2dVariant(nn.Module):
-    """``nn.MaxPool2d`` with a chosen Jacobian (``None`` jacobian/beta: the active rules at backward time)."""
+    """``nn.MaxPool2d`` with a chosen tie rule (first, even, hybrid=<beta>; ``None``: the active ``max_pool2d``
+    rule at backward time)."""
 
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-                 jacobian: str | None = None, beta: float | None = None):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, rule=None):
         super().__init__()
-        if jacobian is not None and jacobian not in MAXPOOL_JACOBIANS:
-            raise NsverifyError(f"maxpool Jacobian {jacobian!r} is unknown: use one of {MAXPOOL_JACOBIANS}.")
+        self.rule = None if rule is None else _pool_rule(rule)
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.dilation, self.ceil_mode, self.jacobian, self.beta = dilation, ceil_mode, jacobian, beta
+        self.dilation, self.ceil_mode = dilation, ceil_mode
 
     def forward(self, x):
         return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
-                          self.jacobian, self.beta)
+                          self.rule)
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, jacobian={self.jacobian}, beta={self.beta}")
+                f"dilation={self.dilation}, rule={self.rule}")
 
 
 class NormPool2dVariant(nn.Module):

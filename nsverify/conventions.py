@@ -2,9 +2,14 @@
 
 For each registry primitive, each kink (elementwise) or tie case (selection), each dtype, device and mode
 (eager reverse, ``torch.func.grad``, forward mode ``torch.func.jvp``, ``torch.compile``) it records PyTorch's
-derivative, which rule that is (left / right / even / first / last / other), whether it lies in the Clarke
-set (exact rational test), and whether it is the rule the registry records.  ``nsverify conventions``
-prints the table; ``--json`` writes the schema documented in docs/conventions.md.
+derivative and classifies it in the one rule vocabulary (:mod:`nsverify.registry.rules`): ``rule`` names it
+among the matrix's candidate rules (at a kink ``left``, ``right`` and ``even`` -- the rule ``mix=1/2`` -- or
+``left=right`` where the two sides agree; at a tie ``first``, ``last``, ``even``; ``other`` when none matches:
+these are the report's metric values), ``observed`` is the :class:`~nsverify.registry.rules.Rule` it equals
+(the registry's own rule when it matches, e.g. ``inside``, ``returned``), ``in_clarke`` whether it lies in the
+Clarke set (exact rational test), and ``as_expected`` whether it is the rule the registry records (its exact
+value, or the value rounded to the dtype; a recorded violation of kind "no" counts as expected).
+``nsverify conventions`` prints the table; ``--json`` writes the schema documented in docs/conventions.md.
 
 Compilation is slow on CPU, so every primitive and case of one dtype/device is compiled as ONE function
 (one graph, one compile per dtype and device); ``compile_dtypes`` limits which dtypes are compiled.
@@ -26,9 +31,13 @@ from nsverify import registry
 from nsverify.devices import FLOAT_DTYPES, dtype_name, parse_device, parse_dtype
 from nsverify.errors import NsverifyError
 from nsverify.hull import in_hull
+from nsverify.registry import Rule, parse_rule
 
 MODES = ("eager", "func", "jvp", "compile")
 SCHEMA = "nsverify.conventions/1"
+#: the rules the matrix names a derivative at a kink by (its metric values): the one-sided derivatives and their
+#: even split (the rule mix=1/2, named "even" as at a tie); at a tie the names are TieCase.rules' (first, last, even)
+KINK_CANDIDATES = {"left": parse_rule("left"), "right": parse_rule("right"), "even": parse_rule("mix=1/2")}
 
 
 @dataclass
@@ -41,15 +50,18 @@ class Case:
     values: tuple  # exact input values (Fractions)
     shape: tuple
     cotangent: tuple | None
-    expected: str  # the rule the registry records
-    rules: dict  # rule name -> exact vector (or 1-tuple for elementwise)
+    rule: Rule  # the rule the registry records (PyTorch's)
+    rules: dict  # candidate name -> exact vector (or 1-tuple for elementwise): what ``Result.rule`` names
     clarke: Callable  # exact vector -> True/False
     fn: Callable  # tensor -> tensor (the primitive on this case's input)
     directional: Callable | None = None  # tangent (exact) -> exact one-sided directional derivative
-    mode_rules: dict = field(default_factory=dict)  # per-mode exceptions to ``expected``
+    mode_rules: dict = field(default_factory=dict)  # per-mode exceptions to ``rule``
+    #: (rule, input tensor) -> the exact vector the rule gives here, or None when it does not determine one
+    rule_vector: Callable | None = None
+    violation: Callable | None = None  # dtype name -> the recorded Violation, or None
 
-    def expected_for(self, mode: str) -> str:
-        return self.mode_rules.get(mode, self.expected)
+    def rule_for(self, mode: str) -> Rule:
+        return self.mode_rules.get(mode, self.rule)
 
 
 @dataclass
@@ -60,34 +72,27 @@ class Result:
     device: str
     mode: str
     derivative: list  # PyTorch's derivative (floats; exact values of the dtype)
-    rule: str  # which rule it is
+    rule: str  # its name among the candidate rules (the report's metric value), "other" or "error"
     in_clarke: str  # "yes", "rounding" (only after rounding the exact rule), "no"
-    expected: str
+    expected: str  # the rule the registry records for this mode (canonical Rule text)
     as_expected: bool
     #: jvp mode: per tested tangent, whether the jvp equals the exact one-sided directional derivative
     directional: dict | None = None
     error: str | None = None
     extra: dict = field(default_factory=dict)
+    #: the Rule (canonical text) PyTorch's derivative equals: the registry's rule when it matches, else the
+    #: candidate rule named by ``rule``; None when no rule describes it
+    observed: str | None = None
 
 
 # ----------------------------------------------------------------------------------------------------------
 # building the cases from the registry
 # ----------------------------------------------------------------------------------------------------------
-def _side_name(entry: registry.Elementwise, i: int) -> str:
-    side = entry.torch_side[i]
-    left, right = entry.one_sided(entry.breakpoints[i])
-    if left == right:
-        return "left=right"
-    if side == "inside":  # the middle piece's derivative: the right side at the lower kink, left at the upper
-        return "right" if i == 0 else "left"
-    return {"mid": "even"}.get(side, side)
-
-
 def elementwise_cases(entry: registry.Elementwise) -> list[Case]:
     out = []
     for i, b in enumerate(entry.breakpoints):
         left, right = entry.one_sided(b)
-        rules = {"left": (left,), "right": (right,), "even": ((left + right) / 2,)}
+        rules = {name: (entry.kink_derivative(i, r),) for name, r in KINK_CANDIDATES.items()}
         if left == right:
             rules = {"left=right": (left,)}
         lo, hi = min(left, right), max(left, right)
@@ -95,9 +100,11 @@ def elementwise_cases(entry: registry.Elementwise) -> list[Case]:
         def directional(v, left=left, right=right):
             return right * v[0] if v[0] >= 0 else left * v[0]  # f'(b; v) for a scalar tangent v
 
-        out.append(Case(entry.name, f"x={b}", "elementwise", (b,), (1,), None, _side_name(entry, i), rules,
-                        (lambda vec, lo=lo, hi=hi: lo <= vec[0] <= hi),
-                        (lambda t, e=entry: e.torch_fn(t, **e.kwargs)), directional))
+        out.append(Case(entry.name, entry.kink_label(i), "elementwise", (b,), (1,), None, entry.torch_rules[i],
+                        rules, (lambda vec, lo=lo, hi=hi: lo <= vec[0] <= hi),
+                        (lambda t, e=entry: e.torch_fn(t, **e.kwargs)), directional,
+                        rule_vector=lambda r, x, e=entry, i=i: (e.kink_derivative(i, r),),
+                        violation=lambda dt, e=entry, i=i: e.violation(i, dt)))
     return out
 
 
@@ -105,9 +112,14 @@ def selection_cases(entry: registry.Selection) -> list[Case]:
     out = []
     for c in entry.cases:
         fn = (lambda t, e=entry, x=dict(c.extra): e.torch_fn(t, **x))
+
+        def rule_vector(rule, x, c=c, e=entry):
+            returned = e.indices_fn(x) if rule.name == "returned" else None
+            return c.rule_vector(rule, returned)
+
         out.append(Case(entry.name, c.label, "selection", c.values, c.shape, c.cotangent, c.torch_rule,
                         dict(c.rules), (lambda vec, c=c: in_hull(vec, c.pieces)), fn, c.directional,
-                        dict(c.mode_rules)))
+                        dict(c.mode_rules), rule_vector, c.violation))
     return out
 
 
@@ -223,8 +235,19 @@ def _directional(case: Case, x, f, dtype) -> dict:
     return out
 
 
+def _observed(case: Case, vec, label: str, expected: Rule, x, dtype) -> tuple[str | None, bool]:
+    """(the Rule PyTorch's derivative equals, as text; does it equal the registry's rule ``expected``?)."""
+    want = case.rule_vector(expected, x)
+    if want is not None and classify(vec, {str(expected): want}, dtype)[0] != "other":
+        return str(expected), True
+    if label in case.rules and label != "left=right":
+        return str(KINK_CANDIDATES[label] if case.kind == "elementwise" else parse_rule(label)), False
+    return (str(KINK_CANDIDATES["left"]), False) if label == "left=right" else (None, False)
+
+
 def evaluate_case(case: Case, dtype, device, mode: str, compiled_grad=None) -> Result:
     dt, dev = dtype_name(dtype), str(device)
+    expected = case.rule_for(mode)
     try:
         x = registry.exact_tensor(case.values, dtype, device).reshape(case.shape)
         f = _scalar_fn(case, dtype, device)
@@ -240,16 +263,19 @@ def evaluate_case(case: Case, dtype, device, mode: str, compiled_grad=None) -> R
             raise NsverifyError(f"unknown mode {mode!r}: choose from {', '.join(MODES)}.")
         vec = _exact(g)
         rule, exact = classify(vec, case.rules, dtype)
-        expected = case.expected_for(mode)
-        res = Result(case.op, case.label, dt, dev, mode, [float(v) for v in vec], rule,
-                     _clarke_status(case, vec, rule, exact), expected, rule == expected)
+        observed, matches = _observed(case, vec, rule, expected, x, dtype)
+        in_clarke = _clarke_status(case, vec, rule, exact)
+        recorded = case.violation(dt) if case.violation else None
+        as_expected = matches or (recorded is not None and recorded.kind == "no" and in_clarke == "no")
+        res = Result(case.op, case.label, dt, dev, mode, [float(v) for v in vec], rule, in_clarke, str(expected),
+                     as_expected, observed=observed)
         if mode == "jvp":
             res.directional = _directional(case, x, f, dtype)
         return res
     except NsverifyError:
         raise
     except Exception as exc:  # a mode that PyTorch does not support for this op: record, do not abort
-        return Result(case.op, case.label, dt, dev, mode, [], "error", "n/a", case.expected_for(mode), False,
+        return Result(case.op, case.label, dt, dev, mode, [], "error", "n/a", str(expected), False,
                       error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
 
 
@@ -296,7 +322,7 @@ def run_matrix(ops: Sequence[str] | None = None, dtypes: Sequence = ("float32",)
                     except Exception as exc:  # compile failed as a whole: record per case
                         msg = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
                         results += [Result(c.op, c.label, dtype_name(dt), str(dev), mode, [], "error", "n/a",
-                                           c.expected_for(mode), False, error=msg) for c in cases]
+                                           str(c.rule_for(mode)), False, error=msg) for c in cases]
                         continue
                     for c, g in zip(cases, grads):
                         results.append(evaluate_case(c, dt, dev, mode, g))
@@ -359,7 +385,8 @@ def format_table(results: Sequence[Result]) -> str:
             (cells[k].rule + ("" if cells[k].as_expected else "!")) if k in cells else "-" for k in cols])
     widths = [max(len(str(row[i])) for row in lines) for i in range(len(head))]
     text = "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in lines)
-    return text + "\n\n'!' = not the rule the registry records; '*' = rules differ across columns."
+    return text + ("\n\n'!' = not the rule the registry records (nor a violation it records); '*' = rules differ "
+                   "across columns. Rule names: docs/conventions.md.")
 
 
 # ----------------------------------------------------------------------------------------------------------

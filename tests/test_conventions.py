@@ -1,5 +1,6 @@
 """The conventions matrix reproduces the registry's recorded rules on this CPU build; bad input gives clear errors."""
 import json
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -9,6 +10,7 @@ from nsverify import conventions as cv
 from nsverify import registry
 from nsverify.cli import main
 from nsverify.errors import DeviceUnavailableError, NsverifyError, UnknownOpError, UnsupportedDtypeError
+from nsverify.registry import parse_rule
 
 ALL_DTYPES = ["float16", "bfloat16", "float32", "float64"]
 
@@ -25,7 +27,7 @@ def _rule(results, op, case=None, **kw):
     return {r.rule for r in rs}
 
 
-def test_notes_section_2_table_eager_every_dtype(eager_all_dtypes):
+def test_measured_rules_eager_every_dtype(eager_all_dtypes):
     res = eager_all_dtypes
     assert _rule(res, "relu") == {"left"}
     for op in ["relu6", "hardtanh", "hardsigmoid", "hardswish"]:
@@ -78,6 +80,39 @@ def test_clarke_membership_and_findings(eager_all_dtypes):
     assert status[("topk", "3 tied, k=2")] == "yes" and _rule(res, "topk") == {"other"}
 
 
+def test_results_are_classified_as_rules_of_the_one_vocabulary(eager_all_dtypes):
+    res = {(r.op, r.case): r for r in eager_all_dtypes if r.dtype == "float32"}
+    # the metric value names the candidate; observed and expected are canonical Rule texts
+    assert (res[("abs", "x=0")].rule, res[("abs", "x=0")].observed, res[("abs", "x=0")].expected) == (
+        "even", "mix=1/2", "mix=1/2")
+    for case in ("x=0", "x=1"):  # clamp's derivative 1 at both bounds is the middle piece's: rule inside
+        assert (res[("clamp", case)].observed, res[("clamp", case)].expected) == ("inside", "inside")
+    assert res[("clamp", "x=0")].rule == "right" and res[("clamp", "x=1")].rule == "left"
+    # topk: the gradient goes to the indices PyTorch returned, which are neither first nor last
+    topk = res[("topk", "3 tied, k=2")]
+    assert (topk.rule, topk.observed, topk.expected, topk.as_expected) == ("other", "returned", "returned", True)
+    assert res[("elu", "x=0")].rule == "left=right" and res[("elu", "x=0")].observed == "left"
+    # clamp with tensor bounds at min == max > x: no rule describes PyTorch's 0; the registry records it
+    bad = res[("clamp_tensor", "min == max > x")]
+    assert (bad.rule, bad.observed, bad.in_clarke, bad.as_expected) == ("other", None, "no", True)
+    for r in eager_all_dtypes:  # every rule named is a Rule of the vocabulary
+        assert parse_rule(r.expected) and (r.observed is None or parse_rule(r.observed))
+
+
+def test_as_expected_compares_with_the_registry_rule_and_can_fail():
+    (relu,) = cv.build_cases(["relu"])
+    ok = cv.evaluate_case(relu, torch.float32, "cpu", "eager")
+    assert ok.as_expected and ok.expected == "left"
+    wrong = cv.evaluate_case(replace(relu, rule=parse_rule("right")), torch.float32, "cpu", "eager")
+    assert (wrong.rule, wrong.observed, wrong.expected, wrong.as_expected) == ("left", "left", "right", False)
+    same_value = cv.evaluate_case(replace(relu, rule=parse_rule("value=0")), torch.float32, "cpu", "eager")
+    assert same_value.as_expected and same_value.observed == "value=0"  # compared by value, not by name
+    clamp = [c for c in cv.build_cases(["clamp_tensor"]) if c.label == "min == max > x"][0]
+    assert cv.evaluate_case(clamp, torch.float32, "cpu", "eager").as_expected
+    unrecorded = replace(clamp, violation=lambda dt: None)  # without its recorded violation it is unexpected
+    assert not cv.evaluate_case(unrecorded, torch.float32, "cpu", "eager").as_expected
+
+
 def test_differences_are_flagged():
     res = cv.run_matrix(["clamp_tensor", "relu"], ["float32"], ["cpu"], ["eager", "jvp"])
     diffs = cv.differences(res)
@@ -121,7 +156,7 @@ def test_cli_json_and_table(tmp_path, capsys):
     assert data["schema"] == "nsverify.conventions/1"
     assert {r["op"] for r in data["results"]} == {"relu", "amax"}
     assert set(data["results"][0]) >= {"op", "case", "dtype", "device", "mode", "derivative", "rule",
-                                       "in_clarke", "expected", "as_expected"}
+                                       "in_clarke", "expected", "as_expected", "observed"}
     text = capsys.readouterr().out
     assert "relu" in text and "cpu/bf16/eager" in text
 

@@ -50,8 +50,8 @@ def _cnn():
     return net, x, torch.tensor([0, 2])
 
 
-@pytest.mark.parametrize("conventions", [None, {"relu": 1}, {"max_pool": "minimal"},
-                                         {"max_pool": ("hybrid", 2), "relu": F(1, 2)}, {"hardtanh": "right"}])
+@pytest.mark.parametrize("conventions", [None, {"relu": 1}, {"max_pool2d": "minimal"},
+                                         {"max_pool2d": ("hybrid", 2), "relu": F(1, 2)}, {"hardtanh": "right"}])
 def test_cnn_backprop_forward_agree(conventions):
     net, x, y = _cnn()
     loss = lambda o, t: ((o - t[:, None].double()) ** 2).mean()  # noqa: E731

@@ -84,8 +84,8 @@ def test_maxpool_conventions():
 
     w = torch.zeros(2, dtype=torch.float64)
     native = exact_gradient(f, w)
-    minimal = exact_gradient(f, w, conventions={"max_pool": "minimal"})
-    hybrid = exact_gradient(f, w, conventions={"max_pool": ("hybrid", 2)})
+    minimal = exact_gradient(f, w, conventions={"max_pool2d": "minimal"})
+    hybrid = exact_gradient(f, w, conventions={"max_pool2d": ("hybrid", 2)})
     assert native == (F(2), F(0))  # first index: w0
     assert minimal == (F(1) + F(1, 3) * 3, F(1))  # even split over (w0, 2 w0, 3 w1)
     assert hybrid == tuple(-a + 2 * b for a, b in zip(native, minimal))

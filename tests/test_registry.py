@@ -5,9 +5,11 @@ import mpmath
 import pytest
 import torch
 
+import nsverify
 from nsverify import registry
 from nsverify.errors import InexactError, TooManyPieces, UnknownOpError
 from nsverify.hull import hull_weights, in_hull
+from nsverify.registry import Rule, RuleError, parse_rule
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 REQUIRED = ["relu", "leaky_relu", "relu6", "hardtanh", "hardsigmoid", "hardswish", "elu", "selu", "abs",
@@ -102,7 +104,9 @@ def test_selection_cases_are_consistent(name):
         assert case.in_clarke(case.rules["even"]), (name, case.label)
         for rule in ("first", "last"):
             assert case.in_clarke(case.rules[rule]), (name, case.label, rule)
-        assert case.torch_rule in set(case.rules) | {"other"}
+        assert isinstance(case.torch_rule, registry.Rule) and case.torch_rule.at_tie
+        vec = case.rule_vector(case.torch_rule, entry.indices_fn(x) if entry.indices_fn else None)
+        assert vec is None or len(vec) == len(case.values)
 
 
 def test_bouligand_pieces_of_a_max():
@@ -149,3 +153,166 @@ def test_pool_windows_match_pytorch_output_sizes():
         out = torch.nn.functional.max_pool2d(torch.zeros(1, 1, h, w), k, **g)
         assert out.shape[-2:] == (ho, wo) and len(wins) == ho * wo
     assert [list(r) for r in registry.adaptive_windows(3, 2)] == [[0, 1], [1, 2]]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# PyTorch's rules as Rules, and the op keys
+# ----------------------------------------------------------------------------------------------------------
+def test_pytorch_rules_are_rules_one_per_kink():
+    r = parse_rule
+    # measured on torch 2.13 CPU (the conventions matrix re-measures them): relu'(0) = 0 is the left side,
+    # abs'(0) = 0 the even split of -1 and 1, clamp's derivative 1 at both bounds the middle piece
+    assert registry.torch_rule("relu") == (r("left"),) and registry.torch_rule("abs") == (r("mid"),)
+    assert registry.torch_rule("hardtanh") == (r("left"), r("right"))
+    assert registry.torch_rule("clamp") == (r("inside"), r("inside"))
+    assert registry.torch_rule("max_pool2d") == r("first") and registry.torch_rule("amax") == r("even")
+    assert registry.torch_rule("topk") == r("returned") and registry.torch_rule("clamp_tensor") == r("inside")
+    for name in registry.names("elementwise"):
+        e = registry.get(name)
+        assert len(e.torch_rules) == len(e.breakpoints) and all(x.at_kink for x in e.torch_rules)
+    with pytest.raises(RuleError, match="tie rule"):
+        registry.Elementwise("bad", (), None, (Fraction(0),), (registry.lin(0), registry.lin(1)), ("first",))
+    with pytest.raises(RuleError, match="kink rule"):
+        registry.Selection("bad", (), None, "left")
+
+
+def test_kink_derivatives_under_rules():
+    hs = registry.get("hardsigmoid")  # slopes 0 | 1/6 | 0
+    assert hs.kink_derivative(0) == 0 and hs.kink_derivative(1) == 0  # PyTorch: left at -3, right at 3
+    assert hs.kink_derivative(0, parse_rule("right")) == Fraction(1, 6)
+    assert hs.kink_derivative(0, parse_rule("mix=1/4")) == Fraction(1, 24)
+    assert hs.kink_derivative(1, parse_rule("value=7")) == 7
+    clamp = registry.get("clamp")
+    assert [clamp.rule_piece(i) for i in (0, 1)] == [1, 1]  # inside: the middle piece at both bounds
+    assert clamp.kink_derivative(0) == clamp.kink_derivative(1) == 1
+    relu = registry.get("relu")
+    assert relu.derivative_piece(0, parse_rule("value=1")) == 1 and relu.derivative_piece(0) == 0
+    assert registry.get("abs").derivative_piece(0) is None  # slope 0 is neither side's
+    with mpmath.workdps(40):
+        left, right = registry.get("selu").one_sided(Fraction(0))
+        assert abs(registry.get("selu").kink_derivative(0, parse_rule("mid")) - (left + right) / 2) < 1e-30
+
+
+def test_tie_case_rule_vectors():
+    topk = registry.get("topk")
+    (case,) = topk.cases
+    x = case.tensor(torch.float64)
+    returned = topk.indices_fn(x)
+    assert returned == [2, 3]  # the later two of the tied entries 0, 2, 3 (measured, torch 2.13 CPU)
+    # cotangent (1, 2): weight 1 on index 2, 2 on index 3 -- what PyTorch's autograd returns
+    assert case.rule_vector(parse_rule("returned"), returned) == (0, 0, 1, 2)
+    (g,) = torch.autograd.grad((topk.torch_fn(x.requires_grad_()) * case.cotangent_tensor(torch.float64)).sum(), x)
+    assert [Fraction(v) for v in g.tolist()] == [0, 0, 1, 2]
+    with pytest.raises(Exception, match="returned index"):
+        case.rule_vector("returned")
+    even, first = case.rules["even"], case.rules["first"]
+    assert case.rule_vector("hybrid=1/2") == tuple((f + e) / 2 for f, e in zip(first, even))
+    clamp = registry.get("clamp_tensor").cases
+    # x == min (output 0) and x == max (output 1): all of each output's weight on x, the first row
+    assert clamp[0].rule_vector("inside") == (1, 2, 3, 0, 0, 0, 0, 0, 0)
+    assert clamp[1].rule_vector("inside") is None  # x < min == max: x is not tied with the output
+
+
+def test_op_keys_and_rules_of_aten_ops():
+    assert registry.op_key("max.dim") == "max_dim" and registry.op_key("aten.max.default") == "max"
+    assert registry.op_key("max_pool2d_with_indices") == "max_pool2d"
+    assert registry.op_key("max_pool3d_with_indices") == "max_pool2d"  # the same first-index kernel rule
+    assert registry.op_key("adaptive_max_pool1d") == "adaptive_max_pool2d"  # PyTorch runs it as the 2-d op
+    assert registry.op_key("mm") == "mm"
+    assert registry.selection_rule_for("max.dim") == parse_rule("first")
+    assert registry.selection_rule_for("max") == parse_rule("even")
+    with pytest.raises(UnknownOpError, match="Known ops"):
+        registry.selection_rule_for("mm")
+    lr = registry.elementwise_for("leaky_relu", (0.25,))
+    assert lr.one_sided(Fraction(0)) == (Fraction(1, 4), 1) and lr.torch_rules == (parse_rule("left"),)
+    ht = registry.elementwise_for("hardtanh", (0.0, 6.0))
+    assert ht.name == "relu6" and ht.breakpoints == (0, 6)
+    th = registry.elementwise_for("threshold", (1.0, 5.0))
+    assert th.breakpoints == (1,) and th.kink_derivative(0) == 0 and th.value(Fraction(1)) == 1
+    cl = registry.clamp_for(None, 2)
+    assert cl.breakpoints == (2,) and cl.kink_derivative(0) == 1  # clamp_max: the left (identity) piece
+    with pytest.raises(UnknownOpError):
+        registry.elementwise_for("sigmoid")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# rules keyed by op: parse_conventions and the op[rule,...] syntax
+# ----------------------------------------------------------------------------------------------------------
+def test_parse_conventions_accepts_the_registry_names_and_every_rule_form():
+    got = registry.parse_conventions({"abs": "mid", "relu": "value=1/2", "max_pool2d": "hybrid=0.5",
+                                      "amax": "minimal", "hardtanh": ["left", "torch"], "threshold": 1,
+                                      "max_dim": ("hybrid", 2), "leaky_relu": "torch"})
+    assert got == {"abs": parse_rule("mix=1/2"), "relu": parse_rule("value=1/2"),
+                   "max_pool2d": parse_rule("hybrid=1/2"), "amax": parse_rule("even"),
+                   "hardtanh": (parse_rule("left"), parse_rule("right")), "threshold": parse_rule("value=1"),
+                   "max_dim": Rule("hybrid", Fraction(2)), "leaky_relu": (parse_rule("left"),)}
+    assert registry.parse_conventions(None) == {} and registry.parse_conventions(got) == got  # idempotent
+
+
+@pytest.mark.parametrize("bad, err, msg", [
+    ({"max_pool": "first"}, UnknownOpError, "Did you mean max_pool2d"),
+    ({"maxpool": "first"}, UnknownOpError, "Known ops: abs, adaptive_max_pool2d"),
+    ({"max.dim": "first"}, UnknownOpError, "max_dim"),
+    ({"abs": "first"}, RuleError, "abs: first is a tie rule.*kink rules: left, right"),
+    ({"max_pool2d": "left"}, RuleError, "max_pool2d: left is a kink rule.*tie rules: first, last, even"),
+    ({"relu": "lft"}, RuleError, "Did you mean left"),
+    ({"relu6": ["left"]}, RuleError, "relu6 has 2 kinks but 1 rules"),
+    ([("relu", 0)], Exception, "mapping"),
+])
+def test_parse_conventions_rejects_others_naming_the_valid_ones(bad, err, msg):
+    with pytest.raises(err, match=msg):
+        registry.parse_conventions(bad)
+
+
+def test_parse_op_rules():
+    r = parse_rule
+    assert registry.parse_op_rules("relu") == ("relu", None)
+    assert registry.parse_op_rules("relu[value=1/2]") == ("relu", (r("value=1/2"),))
+    assert registry.parse_op_rules(" hardtanh[left, right] ") == ("hardtanh", (r("left"), r("right")))
+    assert registry.parse_op_rules("hardsigmoid[mix=1/2]") == ("hardsigmoid", (r("mid"), r("mid")))
+    assert registry.parse_op_rules("relu6[torch]") == ("relu6", (r("left"), r("right")))
+    for bad, msg in [("relu_s:1/2", r"op\[rule,...\]"), ("pl:hardtanh:left,left", r"op\[rule,...\]"),
+                     ("max_pool2d[first]", "elementwise"), ("relu[first]", "tie rule"), ("relu[left", r"\]"),
+                     ("relu[]", "at least one rule"), ("hardtanh[left,left,left]", "2 kinks but 3")]:
+        with pytest.raises((UnknownOpError, RuleError), match=msg):
+            registry.parse_op_rules(bad)
+
+
+def test_recorded_violations_live_on_the_entries():
+    v = registry.violation("clamp_tensor", "min == max > x", "float16")
+    assert v is not None and v.kind == "no" and "neither bound" in v.reason
+    assert registry.violation("leaky_relu", "x=0", "float32").kind == "rounding"
+    assert registry.violation("leaky_relu", "x=0", "bfloat16") is None  # rounds upward, into the Clarke set
+    assert registry.violation("amax", "3 ties", "float64").kind == "rounding"
+    assert registry.violation("amax", "2 ties", "float64") is None
+    with pytest.raises(Exception, match="violation kind"):
+        registry.Violation("maybe", "no such kind")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the public APIs take the registry's names and rules
+# ----------------------------------------------------------------------------------------------------------
+def _grad(fn, w, conventions):
+    v = nsverify.check_gradient(fn, w, conventions=conventions)
+    return v.status, [Fraction(x) for x in v.tested]
+
+
+def test_check_gradient_accepts_every_spelling():
+    w = torch.zeros(1, dtype=torch.float64)
+    absf = lambda t: t.abs().sum()  # noqa: E731
+    assert _grad(absf, w, {"abs": "mid"}) == _grad(absf, w, {"abs": 0}) == ("member", [0])
+    assert _grad(absf, w, {"abs": "value=0"}) == _grad(absf, w, {"abs": ("mix", 0.5)}) == ("member", [0])
+    assert _grad(lambda t: torch.relu(t).sum(), w, {"relu": "value=1/2"}) == ("member", [Fraction(1, 2)])
+    assert _grad(lambda t: torch.relu(t).sum(), w, {"relu": "value=2"})[0] == "not_member"  # outside [0, 1]
+    w4 = torch.zeros(4, dtype=torch.float64)
+    pool = lambda t: torch.nn.functional.max_pool2d(t.reshape(1, 1, 2, 2), 2).sum()  # noqa: E731
+    assert _grad(pool, w4, None) == ("member", [1, 0, 0, 0])  # PyTorch: the first index
+    assert _grad(pool, w4, {"max_pool2d": "minimal"}) == ("member", [Fraction(1, 4)] * 4)
+    # hybrid(1/2) = 1/2 first + 1/2 even: 1/2 + 1/8 on the first entry, 1/8 on the others
+    eighth = Fraction(1, 8)
+    assert _grad(pool, w4, {"max_pool2d": "hybrid=0.5"}) == ("member", [Fraction(5, 8), eighth, eighth, eighth])
+    assert _grad(pool, w4, {"max_pool2d": "last"}) == ("member", [0, 0, 0, 1])
+    with pytest.raises(UnknownOpError, match="max_pool2d"):
+        nsverify.check_gradient(pool, w4, conventions={"max_pool": "minimal"})
+    with pytest.raises(RuleError, match="Valid rules"):
+        nsverify.check_gradient(absf, w, conventions={"abs": "zero"})

@@ -1,5 +1,6 @@
 """nsverify.strategies / nsverify.strategies.netspec: exact ties, exactness in every dtype, shrinking, bad input."""
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -8,8 +9,9 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from nsverify.errors import InexactError, UnknownOpError
+from nsverify.registry import RuleError, parse_rule
 from nsverify.strategies import devices, dtypes, exact_range_check, near_ties, networks, tie_points, ulp
-from nsverify.strategies.netspec import check_exact, representable, sum_exact_in
+from nsverify.strategies.netspec import Activation, check_exact, representable, sum_exact_in
 
 FAST = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -156,3 +158,44 @@ def test_impossible_float16_range_is_a_clear_error():
 def test_unknown_activation_is_a_clear_error():
     with pytest.raises(UnknownOpError, match="relu"):
         find(networks(activations=("rleu",)), lambda s: True)
+
+
+@pytest.mark.parametrize("bad, err, msg", [
+    ("relu_s:1/2", UnknownOpError, r"op\[rule,...\]"),
+    ("pl:relu6:left,left", UnknownOpError, r"relu\[value=1/2\]"),
+    ("relu[first]", RuleError, "kink rules"), ("relu6[left]x", RuleError, r"\]"),
+    ("amax", UnknownOpError, "elementwise"),
+])
+def test_bad_activation_keys_are_clear_errors(bad, err, msg):
+    with pytest.raises(err, match=msg):
+        Activation(bad)
+    with pytest.raises(err, match=msg):
+        find(networks(activations=("relu", bad)), lambda s: True)
+
+
+def test_activation_variants_are_ops_with_rules():
+    r = parse_rule
+    plain, half = Activation("relu"), Activation("relu[value=1/2]")
+    assert (plain.base, plain.variant, plain.rules) == ("relu", False, (r("left"),))
+    assert (half.base, half.variant, half.rules, half.ad_derivatives()) == ("relu", True, (r("value=1/2"),),
+                                                                          (Fraction(1, 2),))
+    # hardsigmoid (slopes 0 | 1/6 | 0): the even split at both kinks is 1/12
+    assert Activation("hardsigmoid[mix=1/2]").ad_derivatives() == (Fraction(1, 12), Fraction(1, 12))
+    assert Activation("hardtanh[right,left]").ad_derivatives() == (1, 1)
+    assert Activation("abs").ad_derivatives() == (0,) and Activation("identity").rules == ()
+    # the variant's float backward is the rule's derivative
+    x = torch.tensor([-3.0, 3.0, 0.0], dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad(Activation("hardsigmoid[right,left]").torch_fn()(x).sum(), x)
+    assert g.tolist() == [1 / 6, 1 / 6, 1 / 6]
+    (g,) = torch.autograd.grad(half.torch_fn()(x).sum(), x)
+    assert g.tolist() == [0.0, 1.0, 0.5]
+
+
+def test_spec_conventions_are_the_layers_rules():
+    spec = first(networks(depth=(2, 2), activations=("relu",)))
+    r = parse_rule
+    with_acts = lambda *acts: replace(spec, layers=tuple(replace(L, act=a) for L, a in zip(spec.layers, acts)))  # noqa: E731
+    assert with_acts("relu", "relu").conventions() == {}  # PyTorch's rules: nothing to tell the oracle
+    assert with_acts("relu[value=1/2]", "relu[value=1/2]").conventions() == {"relu": (r("value=1/2"),)}
+    assert with_acts("hardtanh[left,left]", "abs").conventions() == {"hardtanh": (r("left"), r("left"))}
+    assert with_acts("relu", "relu[value=1]").conventions() is None  # one op, two rule sets: not expressible

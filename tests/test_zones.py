@@ -21,9 +21,20 @@ from nsverify.papers.zones.measure import (
     threshold_for,
     thresholds,
 )
-from nsverify.papers.zones.rules import BackwardRule, MaxPool2dS, ReLUS, switchable, use_rule
+from nsverify.papers.zones.rules import (
+    PROGRAMS,
+    MaxPool2dS,
+    ReLUS,
+    as_program,
+    hybrid_program,
+    program_label,
+    program_params,
+    switchable,
+    use_rule,
+)
 from nsverify.papers.zones.stats import clopper_pearson, hoeffding_margin, mcdiarmid_margin, share_intervals
 from nsverify.papers.zones.volume import VolumeConfig, estimate_volume, load_partial
+from nsverify.registry import parse_rule
 from nsverify.workloads.datasets import DataNotFoundError, get_dataset, plateaus
 from nsverify.workloads.models import MODELS, build_model
 
@@ -61,21 +72,21 @@ def test_minimal_and_hybrid_match_definition(dtype):
     b = torch.tensor(8.0, dtype=dtype) / 3  # three-way tie at 2.0 in the right window
     z = torch.tensor(0.0, dtype=dtype)
     assert torch.equal(gm, torch.stack([a, a, z, b, a, z, b, b]).reshape(1, 1, 2, 4))
-    with use_rule(BackwardRule(0.0, 10.0)):
+    with use_rule({"max_pool2d": "hybrid=10"}):
         (gh,) = torch.autograd.grad(y, x, g, retain_graph=True)
     with use_rule("native"):
         (gn,) = torch.autograd.grad(y, x, g)
     assert gn.tolist() == [[[[4.0, 0.0, 0.0, 8.0], [0.0, 0.0, 0.0, 0.0]]]]
     # hybrid(beta) = (1-beta) native + beta minimal, as nsverify.ad computes it with explicit rules
     xe = x.detach().clone().requires_grad_()
-    (ge,) = torch.autograd.grad(ad.max_pool2d(xe, 2, jacobian="hybrid", beta=10.0), xe, g)
+    (ge,) = torch.autograd.grad(ad.max_pool2d(xe, 2, rule=("hybrid", 10.0)), xe, g)
     assert torch.equal(gh, ge)
     assert torch.allclose(gh.double(), (gn.double() * -9 + gm.double() * 10), rtol=0.02)
 
 
 def test_hybrid_forward_is_max_fp16_large_beta():
     x = torch.tensor([[[[60000.0, 60000.0], [1.0, 2.0]]]], dtype=torch.float16)
-    with use_rule(BackwardRule(0.0, 1e4)):
+    with use_rule("beta=1e4"):
         assert torch.equal(MaxPool2dS(2)(x), F.max_pool2d(x, 2))
 
 
@@ -83,9 +94,31 @@ def test_relu_s_multiplies_upstream_gradient():
     x = torch.tensor([-1.0, 0.0, 0.0, 2.0], requires_grad=True)
     y = ReLUS()(x)
     g = torch.tensor([3.0, 5.0, 0.0, 7.0])
-    with use_rule(BackwardRule(0.5, 0.0)):
+    with use_rule(hybrid_program(0.5, 0.0)):
         (gx,) = torch.autograd.grad(y, x, g)
     assert gx.tolist() == [0.0, 2.5, 0.0, 7.0]  # s * g at zero entries, not the constant s
+
+
+def test_programs_are_rules_of_the_one_vocabulary_and_keep_their_labels():
+    first, even, v0, v1 = (parse_rule(r) for r in ("first", "even", "value=0", "value=1"))
+    assert PROGRAMS == {"native": {"relu": v0, "max_pool2d": first}, "minimal": {"relu": v0, "max_pool2d": even},
+                        "relu1": {"relu": v1, "max_pool2d": first},
+                        "relu1_minimal": {"relu": v1, "max_pool2d": even}}
+    # the labels reports print (zones sgd runs, the training sweep) are unchanged
+    assert [program_label(p) for p in PROGRAMS] == ["relu_s=0,beta=0", "relu_s=0,beta=1", "relu_s=1,beta=0",
+                                                    "relu_s=1,beta=1"]
+    assert program_label("beta=1e3") == "relu_s=0,beta=1000" and program_params("relu_s=0.5,beta=10") == (0.5, 10.0)
+    # every spelling of a program gives the same rules; labels parse back
+    assert as_program("relu_s=1,beta=1") == as_program({"relu": 1, "max_pool2d": "minimal"}) == PROGRAMS[
+        "relu1_minimal"]
+    assert program_label({"relu": "right", "max_pool2d": "native"}) == "relu_s=1,beta=0"  # right: ReLU'(0) = 1
+    assert as_program({"max_pool2d": "hybrid=10"})["max_pool2d"] == parse_rule(("hybrid", 10))
+    with pytest.raises(NsverifyError, match="native, minimal, relu1"):
+        as_program("fast")
+    with pytest.raises(NsverifyError, match="relu, max_pool2d"):
+        as_program({"hardtanh": "left"})
+    with pytest.raises(NsverifyError, match="Valid rules"):
+        as_program({"relu": "lft"})
 
 
 def test_one_forward_two_backward_equals_two_models():

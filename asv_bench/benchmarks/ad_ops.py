@@ -24,10 +24,10 @@ OPS = {
     "relu": lambda x: torch.relu(x),
     "relu_s": lambda x: ad.relu_s(x, 0.5),
     "max_pool2d": lambda x: F.max_pool2d(x, 2),
-    "maxpool_native": lambda x: ad.max_pool2d(x, 2, jacobian="native"),
-    "maxpool_minimal": lambda x: ad.max_pool2d(x, 2, jacobian="minimal"),
-    "maxpool_hybrid": lambda x: ad.max_pool2d(x, 2, jacobian="hybrid", beta=0.5),
-    "maxpool_minimal_overlap": lambda x: ad.max_pool2d(x, 3, stride=2, padding=1, jacobian="minimal"),
+    "maxpool_native": lambda x: ad.max_pool2d(x, 2, rule="first"),
+    "maxpool_minimal": lambda x: ad.max_pool2d(x, 2, rule="even"),
+    "maxpool_hybrid": lambda x: ad.max_pool2d(x, 2, rule="hybrid=0.5"),
+    "maxpool_minimal_overlap": lambda x: ad.max_pool2d(x, 3, stride=2, padding=1, rule="even"),
     "max_pool2d_overlap": lambda x: F.max_pool2d(x, 3, stride=2, padding=1),
 }
 

@@ -3,7 +3,7 @@
 Modules: ``numbers`` (exact scalars, intervals, affine forms), ``linalg`` (Fraction linear algebra),
 ``tensor`` (the ExactTensor subclass and dispatch), ``ops_linear`` / ``ops_kinks`` / ``ops_select`` /
 ``ops_smooth`` (exact ATen ops), ``backprop`` (PyTorch's backward ops evaluated exactly: reverse-mode exact
-AD), ``semantics`` (nonsmooth semantics from the registry), ``interp`` (exact interpreter, forward-mode exact
+AD; the kink and tie rules come from :mod:`nsverify.registry`), ``interp`` (exact interpreter, forward-mode exact
 AD), ``cones`` (LP cone tests with exact certificates), ``pieces`` (piece enumeration), ``membership``
 (convex-hull membership with certificates), ``verdict`` (the answer), ``api`` (check_gradient /
 check_module), ``cases`` (known answers from the papers), ``fuzz`` (random piecewise-affine programs),

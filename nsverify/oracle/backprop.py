@@ -5,7 +5,7 @@ ops* (threshold_backward, max_pool2d_with_indices_backward, convolution_backward
 which reach the exact dispatcher like any other op.  So :func:`exact_backprop` evaluates PyTorch's literal
 derivative formulas -- its conventions at kinks included -- in exact arithmetic, at a cost proportional to
 the program (not to the number of coordinates of w).  ``conventions`` override an op's rule at its kinks
-(``{"relu": 1}``, ``{"max_pool": "minimal"}``, ``{"hardtanh": "right"}`` ...), exactly as in forward mode.
+(``{"relu": 1}``, ``{"max_pool2d": "minimal"}``, ``{"hardtanh": "right"}`` ...), exactly as in forward mode.
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from nsverify.oracle.ops_kinks import _ad_side, _dpoly
 from nsverify.oracle.ops_linear import _filled, _matmul, arr, objmap
 from nsverify.oracle.ops_select import _ad_mix, pool_windows
 from nsverify.oracle.ops_smooth import exp
-from nsverify.oracle.semantics import clamp as clamp_sem
-from nsverify.oracle.semantics import elementwise
 from nsverify.oracle.tensor import ExactTensor, op, scalar
+from nsverify.registry import clamp_for, elementwise_for, op_key
 
 F = Fraction
 
@@ -86,17 +85,17 @@ def _threshold_backward(grad, x, threshold):
     th = scalar(threshold)
     torch_rule = lambda v: F(1) if sign(val(v) - th) > 0 else F(0)  # noqa: E731
     if th == 0 and context.convention("relu") is not None:
-        ew = elementwise("relu", ())
+        ew = elementwise_for("relu", ())
         at_kink = _override("relu", ew, F(0))
         return arr(grad) * objmap(lambda v: at_kink if isinstance(v, KinkZero) else torch_rule(v), arr(x))
-    ew = elementwise("threshold", (threshold, 0))
+    ew = elementwise_for("threshold", (threshold, 0))
     return _mask_grad(grad, x, "threshold", ew, torch_rule)
 
 
 @op("hardtanh_backward")
 def _hardtanh_backward(grad, x, min_val, max_val):
     lo, hi = scalar(min_val), scalar(max_val)
-    ew = elementwise("hardtanh", (min_val, max_val))
+    ew = elementwise_for("hardtanh", (min_val, max_val))
     return _mask_grad(
         grad, x, ew.name, ew, lambda v: F(1) if sign(val(v) - lo) > 0 and sign(val(v) - hi) < 0 else F(0)
     )
@@ -105,13 +104,13 @@ def _hardtanh_backward(grad, x, min_val, max_val):
 @op("leaky_relu_backward")
 def _leaky_backward(grad, x, negative_slope, self_is_result=False):
     a = scalar(negative_slope)
-    ew = elementwise("leaky_relu", (negative_slope,))
+    ew = elementwise_for("leaky_relu", (negative_slope,))
     return _mask_grad(grad, x, "leaky_relu", ew, lambda v: F(1) if sign(val(v)) > 0 else a)
 
 
 @op("hardsigmoid_backward")
 def _hardsigmoid_backward(grad, x):
-    ew = elementwise("hardsigmoid", ())
+    ew = elementwise_for("hardsigmoid", ())
     return _mask_grad(
         grad,
         x,
@@ -123,7 +122,7 @@ def _hardsigmoid_backward(grad, x):
 
 @op("hardswish_backward")
 def _hardswish_backward(grad, x):
-    ew = elementwise("hardswish", ())
+    ew = elementwise_for("hardswish", ())
 
     def rule(v):
         if sign(val(v) + 3) <= 0:
@@ -137,7 +136,7 @@ def _hardswish_backward(grad, x):
 
 @op("clamp_backward")
 def _clamp_backward(grad, x, lo=None, hi=None):  # pragma: no cover - PyTorch decomposes clamp's backward
-    ew = clamp_sem(lo, hi)
+    ew = clamp_for(lo, hi)
     return arr(grad) * objmap(lambda v: _override("clamp", ew, v), arr(x))
 
 
@@ -215,10 +214,10 @@ def _max_pool_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mod
     name = context.current().op_name.replace("_with_indices_backward", "")
     x, g = arr(x), arr(grad)
     out = _filled(x.shape, F(0))
-    rule = context.convention("max_pool")
+    rule = context.convention(op_key(name))
     for pos, win in pool_windows(name, x.shape, kernel_size, stride, padding, dilation, ceil_mode):
         gi = g[pos]
-        if rule is None or rule in ("first", "native"):
+        if rule is None or rule.name == "first":
             # PyTorch's formula: the gradient goes to the recorded index (first maximum in window order)
             target = int(np.asarray(indices)[pos])
             q = next(q for q, flat in win if flat == target)
@@ -241,7 +240,8 @@ def _max_pool_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mod
 def _adaptive_max_pool_backward(grad, x, indices):
     """PyTorch's formula: each output's gradient goes to its recorded index (conventions: native only)."""
     x, g = arr(x), arr(grad)
-    if context.convention("max_pool") not in (None, "first", "native"):
+    conv = context.convention("adaptive_max_pool2d")
+    if conv is not None and conv.name != "first":
         from nsverify.errors import UnsupportedOpError
 
         raise UnsupportedOpError(

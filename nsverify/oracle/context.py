@@ -3,7 +3,8 @@
 Two modes:
 
 * ``"ad"`` -- the program's automatic derivative evaluated exactly: at every kink/tie the local derivative
-  follows PyTorch's convention (or a user override in ``conventions``), comparisons use the exact values;
+  follows PyTorch's rule (or the rule given for the op in ``conventions``, validated by
+  :func:`nsverify.registry.parse_conventions`), comparisons use the exact values;
 * ``"pieces"`` -- every kink/tie site whose outcome depends on the direction of approach is a *branch point*;
   ``decide(site, options)`` chooses the outcome (the piece enumerator drives it).
 
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from nsverify.registry import parse_conventions
 
 _STACK: list["Ctx"] = []
 
@@ -64,6 +67,9 @@ class Ctx:
     nonaffine: bool = False  # a site whose argument is not affine in w was met
     shadow: bool = False  # run every op in w's float dtype alongside (float-tie detection)
     shadow_args: list | None = None  # float64 copies of the current op's float tensor arguments
+
+    def __post_init__(self):
+        self.conventions = parse_conventions(self.conventions)  # {op: Rule or one Rule per kink}, validated
 
     def float_arg(self, k: int):
         """The k-th float tensor argument of the current op, as a float64 array (None if unavailable)."""
@@ -138,4 +144,5 @@ def current() -> Ctx:
 
 
 def convention(name: str, default=None):
+    """The rule given in ``conventions`` for registry op ``name`` (a Rule, or one Rule per kink), else default."""
     return current().conventions.get(name, default)

@@ -3,7 +3,7 @@
 Public helpers:
 
 * :func:`exact_gradient` -- the program's AD evaluated in exact arithmetic at the rational point ``w``, with
-  PyTorch's conventions at kinks or user overrides (``conventions={"relu": 1, "max_pool": "minimal"}``);
+  PyTorch's rules at kinks or user overrides (``conventions={"relu": 1, "max_pool2d": "minimal"}``);
 * :func:`exact_module_gradient` -- the same for ``loss_fn(model(inputs), targets)``
   with respect to the model's
   parameters or its inputs;
@@ -97,11 +97,13 @@ def _scalar_output(out):
 def exact_gradient(fn, w: torch.Tensor, conventions: dict | None = None, *, return_value: bool = False):
     """The AD of ``fn`` at ``w`` in exact arithmetic with PyTorch's kink conventions (or ``conventions``).
 
-    ``conventions`` maps an op name to its AD rule at kinks/ties: elementwise ops ("relu", "abs", "hardtanh",
-    "relu6", "leaky_relu", "hardsigmoid", "hardswish", "clamp", "threshold") take "left" | "right" |
-    "inside" | a number (the derivative used at every kink, e.g. ``{"relu": 1}`` for ReLU'(0) = 1);
-    selections ("max_pool", "amax", "max", "maximum", "max.dim", ...) take "first"/"native", "even"/"minimal"
-    or ``("hybrid", beta)``.  Returns a tuple of Fractions (Ival entries where smooth parts are irrational),
+    ``conventions`` maps a registry op name to its AD rule at kinks/ties, in the one rule vocabulary
+    (:func:`nsverify.registry.parse_conventions`): elementwise ops ("relu", "abs", "hardtanh", "relu6",
+    "leaky_relu", "hardsigmoid", "hardswish", "clamp", "threshold") take a kink rule -- "left", "right",
+    "inside", "mid" / "mix=<lam>", a number or "value=<d>" (``{"relu": 1}``: ReLU'(0) = 1) -- or one per kink;
+    selections ("max_pool2d", "amax", "max", "maximum", "max_dim", ...) take a tie rule -- "first"/"native",
+    "last", "even"/"minimal", "hybrid=<beta>" or ``("hybrid", beta)``.  Returns a tuple of Fractions (Ival
+    entries where smooth parts are irrational),
     or ``(gradient, value)`` with ``return_value=True``.
     """
     r = run(fn, w, mode="ad", conventions=conventions)

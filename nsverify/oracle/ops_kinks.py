@@ -3,10 +3,10 @@ hardsigmoid, hardswish, threshold, scalar-bound clamp), comparisons, ``where`` a
 (selections live in :mod:`nsverify.oracle.ops_select`).
 
 At a kink/tie the behaviour depends on the context mode (see :mod:`nsverify.oracle.context`): in ``"ad"`` mode
-PyTorch's convention (or an override) gives the local derivative; in ``"pieces"`` mode the site becomes a
-branch point whose options are the adjacent pieces, each with its open cone of directions.  Tied entries
-whose local first-order data (value and derivative) are identical are merged (Park et al.'s T_j), so they
-never create spurious branches.
+PyTorch's rule (from :mod:`nsverify.registry`) or the convention given for the op gives the local derivative;
+in ``"pieces"`` mode the site becomes a branch point whose options are the adjacent pieces, each with its open
+cone of directions.  Tied entries whose local first-order data (value and derivative) are identical are merged
+(Park et al.'s T_j), so they never create spurious branches.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from nsverify.oracle import context
 from nsverify.oracle.context import Site
 from nsverify.oracle.numbers import Aff, KinkZero, grad, is_lin, mk, sign, val
 from nsverify.oracle.ops_linear import arr, objmap
-from nsverify.oracle.semantics import elementwise
 from nsverify.oracle.tensor import op
+from nsverify.registry import elementwise_for
 
 F = Fraction
 
@@ -135,29 +135,29 @@ def _ad_option_elementwise(ew, at):
     return None
 
 
-def _ad_side(ew, at):
-    """Index of the piece whose derivative AD uses at breakpoint ``at``, or a fixed derivative (Fraction)."""
+def _ad_rule(ew, at):
+    """AD's rule at breakpoint ``at``: the convention for ``ew.name`` (one Rule, or one per kink) or PyTorch's."""
     conv = context.convention(ew.name)
-    side = ew.torch_side[at] if conv is None else conv
-    if isinstance(side, dict):
-        side = side.get(ew.breakpoints[at], ew.torch_side[at])
-    if isinstance(side, (int, float, Fraction)) and not isinstance(side, bool):
-        return F(side)
-    if side == "mid":  # the even split of the one-sided derivatives (abs'(0) = 0)
-        b = ew.breakpoints[at]
-        return (_dpoly(ew.pieces[at].poly, b) + _dpoly(ew.pieces[at + 1].poly, b)) / 2
-    if side in ("zero", "minimal", "min_norm"):
-        return F(0)
-    if side == "left":
-        return at
-    if side == "right":
-        return at + 1
-    if side == "inside":
-        left, right = ew.pieces[at], ew.pieces[at + 1]
-        return at + 1 if _dpoly(right.poly, F(0)) != 0 and _dpoly(left.poly, F(0)) == 0 else at
-    raise UnsupportedOpError(
-        f"convention for {ew.name} must be 'left', 'right', 'inside' or a number, got {side!r}"
-    )
+    if conv is None:
+        return ew.torch_rules[at]
+    if isinstance(conv, tuple):
+        if len(conv) != len(ew.breakpoints):
+            raise UnsupportedOpError(
+                f"the convention for {ew.name} gives {len(conv)} rules but this call has {len(ew.breakpoints)} "
+                "kinks; give one rule for every kink, or one per kink of this call")
+        return conv[at]
+    return conv
+
+
+def _ad_side(ew, at):
+    """Index of the piece whose derivative AD uses at breakpoint ``at`` (rules left, right, inside), or a fixed
+    derivative (Fraction: mix and value rules, e.g. abs'(0) = 0)."""
+    rule = _ad_rule(ew, at)
+    piece = ew.rule_piece(at, rule)
+    if piece is not None:
+        return piece
+    b = ew.breakpoints[at]
+    return F(rule.kink_derivative(_dpoly(ew.pieces[at].poly, b), _dpoly(ew.pieces[at + 1].poly, b)))
 
 
 def _elementwise_op(ew, a):
@@ -172,22 +172,22 @@ def _elementwise_op(ew, a):
 
 
 for _name in ("relu", "abs", "hardsigmoid", "hardswish"):
-    op(_name)(lambda a, _n=_name: _elementwise_op(elementwise(_n, ()), a))
+    op(_name)(lambda a, _n=_name: _elementwise_op(elementwise_for(_n, ()), a))
 
 
 @op("leaky_relu")
 def _leaky(a, negative_slope=0.01):
-    return _elementwise_op(elementwise("leaky_relu", (negative_slope,)), a)
+    return _elementwise_op(elementwise_for("leaky_relu", (negative_slope,)), a)
 
 
 @op("hardtanh")
 def _hardtanh(a, min_val=-1.0, max_val=1.0):
-    return _elementwise_op(elementwise("hardtanh", (min_val, max_val)), a)
+    return _elementwise_op(elementwise_for("hardtanh", (min_val, max_val)), a)
 
 
 @op("threshold")
 def _threshold(a, threshold, value):
-    return _elementwise_op(elementwise("threshold", (threshold, value)), a)
+    return _elementwise_op(elementwise_for("threshold", (threshold, value)), a)
 
 
 # ------------------------------------------------------------------------------------------------ comparisons

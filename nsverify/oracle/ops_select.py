@@ -1,7 +1,8 @@
 """Exact selections: max/min (full, dim), amax/amin, argmax, maximum/minimum, tensor-bound clamp, max_pool and
 adaptive max pool windows, sort/topk.
 
-At a tie, ``"ad"`` mode applies PyTorch's tie rule (from the registry) or an override; ``"pieces"`` mode makes
+At a tie, ``"ad"`` mode applies PyTorch's tie rule (from the registry) or the convention given for the op (keyed
+by the registry's op name: ``max``, ``max_dim``, ``maximum``, ``max_pool2d``, ...); ``"pieces"`` mode makes
 the tie a branch point whose options are the tied entries, grouped when their local first-order data coincide
 (Park et al.'s T_j).
 """
@@ -18,12 +19,19 @@ from nsverify.oracle.context import Site
 from nsverify.oracle.numbers import Aff, grad, is_lin, mk, sign, val
 from nsverify.oracle.ops_kinks import _elementwise_op, _float_only, _float_pair, _gsub, _inexact
 from nsverify.oracle.ops_linear import arr
-from nsverify.oracle.semantics import clamp as clamp_sem
-from nsverify.oracle.semantics import tie_rule
 from nsverify.oracle.tensor import op, scalar
-from nsverify.registry import adaptive_windows, pool_out_size
+from nsverify.registry import Rule, adaptive_windows, clamp_for, op_key, parse_rule, pool_out_size, selection_rule_for
 
 F = Fraction
+_FIRST = parse_rule("first")
+
+
+def _ad_rule(key: str, aten: str | None = None) -> Rule:
+    """AD's tie rule for op ``key`` (a registry name): the convention given for it, else PyTorch's rule for the
+    ATen op ``aten`` (default: ``key``) from the registry."""
+    conv = context.convention(key)
+    return conv if conv is not None else selection_rule_for(aten or key)
+
 
 @op("clamp", "clip", "clamp_min", "clamp_max")
 def _clamp(a, min=None, max=None):
@@ -39,9 +47,7 @@ def _clamp(a, min=None, max=None):
         if hi is not None:
             out = _select_pairwise(out, hi, "clamp_max", larger=False)
         return out
-    return _elementwise_op(
-        clamp_sem(None if min is None else scalar(min), None if max is None else scalar(max)), a
-    )
+    return _elementwise_op(clamp_for(None if min is None else scalar(min), None if max is None else scalar(max)), a)
 
 
 # ------------------------------------------------------------------------------------------------- selections
@@ -71,10 +77,11 @@ def _float_best(fvals, larger):
     return [i for i, x in enumerate(fvals) if x == m]
 
 
-def select(cands: list, larger: bool, opname: str, rule: str, loc, fvals=None):
+def select(cands: list, larger: bool, opname: str, rule: Rule, loc, fvals=None):
     """Choose the max (or min) of ``cands``: returns (output entry, chosen index).
 
-    ``fvals``: the same candidates as computed in floats (for float-tie detection), or None.
+    ``rule``: AD's tie rule (resolved by the caller, see :func:`_ad_rule`); ``fvals``: the same candidates as
+    computed in floats (for float-tie detection), or None.
     """
     ctx = context.current()
     tied = _argbest(cands, larger, opname)
@@ -105,8 +112,7 @@ def select(cands: list, larger: bool, opname: str, rule: str, loc, fvals=None):
     )
     if ctx.mode == "ad":
         ctx.note(site)
-        conv = context.convention(opname)
-        return _ad_mix(cands, tied, conv if conv is not None else rule)
+        return _ad_mix(cands, tied, rule)
     if len(reps) == 1:
         ctx.note(site)
         return cands[tied[0]], tied[0]
@@ -117,28 +123,25 @@ def select(cands: list, larger: bool, opname: str, rule: str, loc, fvals=None):
             {k: sgn * v for k, v in _gsub(grad(cands[r]), grad(cands[o])).items()} for o in reps if o != r
         ]
         options.append((f"#{r}", rows))
-    conv = context.convention(opname)
-    if (conv if conv is not None else rule) in ("first", "native"):
-        site.ad_option = next(j for j, ix in enumerate(groups.values()) if tied[0] in ix)
+    single = {"first": tied[0], "last": tied[-1], "inside": 0}.get(rule.name)  # AD takes one entry's piece
+    if single is not None:
+        site.ad_option = next(j for j, ix in enumerate(groups.values()) if single in ix)
     choice = ctx.branch(site, options)
     i = reps[choice]
     return cands[i], i
 
 
-def _ad_mix(cands, tied, rule):
-    """AD at a tie: 'first' index, 'even' split, 'minimal' (=even), or ('hybrid', beta)."""
-    if rule == "first" or rule == "native":
-        return cands[tied[0]], tied[0]
-    if rule in ("even", "minimal"):
-        w = {i: F(1, len(tied)) for i in tied}
-    elif isinstance(rule, tuple) and rule[0] == "hybrid":
-        beta = F(rule[1])
-        w = {i: beta / len(tied) for i in tied}
-        w[tied[0]] += 1 - beta
-    else:
+def _ad_mix(cands, tied, rule: Rule):
+    """AD at a tie under ``rule``: one entry's local function (first, last; inside: the clamped input, candidate
+    0), else the weights :meth:`Rule.tie_weights` gives to the tied entries (even, hybrid)."""
+    if rule.name in ("first", "last"):
+        i = tied[0] if rule.name == "first" else tied[-1]
+        return cands[i], i
+    if rule.name == "returned":
         raise UnsupportedOpError(
-            f"unknown tie convention {rule!r}: use 'first'/'native', 'even'/'minimal' or ('hybrid', beta)"
-        )
+            "the tie rule 'returned' needs the index PyTorch returned, which the exact oracle does not see; give "
+            "another rule (first, last, even, hybrid=<beta>) in conventions")
+    w = rule.tie_weights(tied, inside=0 if rule.name == "inside" else None)
     value = val(cands[tied[0]])
     g: dict = {}
     for i, c in w.items():
@@ -176,7 +179,7 @@ def _reduce_select(a, dims, keepdim, larger, opname, rule, want_index=False):
 @op("max.default", "min.default")
 def _max_all(a):
     name = context.current().op_name
-    return _reduce_select(a, range(arr(a).ndim), False, name == "max", name, tie_rule(name))
+    return _reduce_select(a, range(arr(a).ndim), False, name == "max", name, _ad_rule(name))
 
 
 @op("amax", "amin")
@@ -184,17 +187,13 @@ def _amax(a, dim=(), keepdim=False):
     name = context.current().op_name
     a = arr(a)
     dims = tuple(dim) if dim not in (None, (), []) else tuple(range(a.ndim))
-    return _reduce_select(a, dims, keepdim, name == "amax", name, tie_rule(name))
+    return _reduce_select(a, dims, keepdim, name == "amax", name, _ad_rule(name))
 
 
 @op("max.dim", "min.dim")
 def _max_dim(a, dim, keepdim=False):
-    name = context.current().op_name
-    return tuple(
-        _reduce_select(
-            a, (dim,), keepdim, name == "max", name + ".dim", tie_rule(name + ".dim"), want_index=True
-        )
-    )
+    key = op_key(context.current().op_name + ".dim")  # max_dim, min_dim
+    return tuple(_reduce_select(a, (dim,), keepdim, key == "max_dim", key, _ad_rule(key), want_index=True))
 
 
 @op("argmax", "argmin")
@@ -202,9 +201,9 @@ def _argmax(a, dim=None, keepdim=False):
     name = context.current().op_name
     a = arr(a)
     if dim is None:
-        _, i = _reduce_select(a.reshape(-1), (0,), False, name == "argmax", name, "first", want_index=True)
+        _, i = _reduce_select(a.reshape(-1), (0,), False, name == "argmax", name, _FIRST, want_index=True)
         return i
-    return _reduce_select(a, (dim,), keepdim, name == "argmax", name, "first", want_index=True)[1]
+    return _reduce_select(a, (dim,), keepdim, name == "argmax", name, _FIRST, want_index=True)[1]
 
 
 def _select_pairwise(a, b, opname, larger):
@@ -212,9 +211,10 @@ def _select_pairwise(a, b, opname, larger):
     ctx = context.current()
     fl = _float_pair(a.shape, ctx.float_arg(0), ctx.float_arg(1))
     out = np.empty(a.shape, dtype=object)
-    rule = tie_rule(opname) if opname in ("maximum", "minimum") else "inside"
+    clamp = opname in ("clamp_min", "clamp_max")
+    rule = None if clamp else _ad_rule(opname)
     for pos in np.ndindex(*a.shape):
-        if rule == "inside":  # tensor-bound clamp: the gradient follows the input a
+        if clamp:  # tensor-bound clamp: the gradient follows the input a
             out[pos], _ = _clamp_pair(a[pos], b[pos], larger, opname, pos)
         else:
             fv = None if fl is None else [fl[0][pos], fl[1][pos]]
@@ -223,7 +223,11 @@ def _select_pairwise(a, b, opname, larger):
 
 
 def _clamp_pair(x, bound, larger, opname, pos):
+    """One entry of a tensor-bound clamp: PyTorch's rule (``inside``: x wins a tie with its bound)."""
     ctx = context.current()
+    if context.convention("clamp_tensor") is not None:
+        raise UnsupportedOpError("the exact oracle applies PyTorch's rule to clamp with tensor bounds; drop the "
+                                 "clamp_tensor convention")
     if ctx.mode == "ad":
         s = sign(val(x) - val(bound))
         if s is None:
@@ -232,7 +236,7 @@ def _clamp_pair(x, bound, larger, opname, pos):
             ctx.note(Site(opname, ctx.call, pos, val(x), affine=is_lin(x) and is_lin(bound)))
             return x, 0
         return (x, 0) if (s > 0) == larger else (bound, 1)
-    return select([x, bound], larger, opname, "first", pos)
+    return select([x, bound], larger, opname, selection_rule_for("clamp_tensor"), pos)
 
 
 @op("maximum", "fmax")
@@ -290,19 +294,19 @@ def pool_out_shape(name, shape, kernel_size, stride=(), padding=0, dilation=1, c
 )
 def _max_pool(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     name = context.current().op_name
+    key = op_key(name)  # max_pool1d, max_pool2d (also ATen's 3-d pool)
     x = arr(x)
     oshape = pool_out_shape(name, x.shape, kernel_size, stride, padding, dilation, ceil_mode)
     out = np.empty(oshape, dtype=object)
     idx = np.zeros(oshape, dtype=np.int64)
-    rule = tie_rule("max_pool")
-    conv = context.convention("max_pool")
+    rule = _ad_rule(key, name)
     fx = context.current().float_arg(0)
     if fx is not None and fx.shape != x.shape:
         fx = None
     for pos, win in pool_windows(name, x.shape, kernel_size, stride, padding, dilation, ceil_mode):
         cands = [x[q] for q, _ in win]
         fv = [fx[q] for q, _ in win] if fx is not None else None
-        e, j = select(cands, True, "max_pool", conv if conv is not None else rule, pos, fv)
+        e, j = select(cands, True, key, rule, pos, fv)
         out[pos], idx[pos] = e, win[j][1]
     if name.endswith("with_indices"):
         return out, idx
@@ -330,14 +334,14 @@ def _adaptive_max_pool(x, output_size):
     shape = x.shape[: x.ndim - len(output_size)] + output_size
     out = np.empty(shape, dtype=object)
     idx = np.zeros(shape, dtype=np.int64)
-    conv = context.convention("max_pool")
-    rule = conv if conv is not None else tie_rule("adaptive_max_pool")
+    key = op_key(context.current().op_name)  # adaptive_max_pool2d (1-d too)
+    rule = _ad_rule(key)
     fx = context.current().float_arg(0)
     if fx is not None and fx.shape != x.shape:
         fx = None
     for pos, win in adaptive_pool_windows(x.shape, output_size):
         fv = [fx[q] for q, _ in win] if fx is not None else None
-        e, j = select([x[q] for q, _ in win], True, "max_pool", rule, pos, fv)
+        e, j = select([x[q] for q, _ in win], True, key, rule, pos, fv)
         out[pos], idx[pos] = e, win[j][1]
     return out, idx
 
@@ -360,11 +364,15 @@ def _sort_impl(a, dim, descending, k):
     kk = n if k is None else k
     out = np.empty(a_m.shape[:-1] + (kk,), dtype=object)
     idx = np.zeros(a_m.shape[:-1] + (kk,), dtype=np.int64)
+    key = "sort" if k is None else "topk"
+    rule = _ad_rule(key)
+    if rule.name == "returned":  # topk: the oracle does not see PyTorch's indices; ties go by index (a piece)
+        rule = _FIRST
     for pos in np.ndindex(*a_m.shape[:-1]):
         remaining = list(range(n))
         for r in range(kk):
             cands = [a_m[pos + (i,)] for i in remaining]
-            e, j = select(cands, descending, "sort" if k is None else "topk", "first", pos + (r,))
+            e, j = select(cands, descending, key, rule, pos + (r,))
             out[pos + (r,)], idx[pos + (r,)] = e, remaining[j]
             remaining.pop(j)
     return np.moveaxis(out, -1, dim), np.moveaxis(idx, -1, dim)

@@ -1,4 +1,4 @@
-"""Associated gradients (Després, 004 L134-140, L363): PyTorch's AD equals the gradient of the active piece of
+"""Associated gradients (Després, Def. 1 and Sec. 5): PyTorch's AD equals the gradient of the active piece of
 the program's piecewise representation, the piece being chosen by PyTorch's rules at exact kinks and ties."""
 
 import torch
@@ -9,7 +9,7 @@ from nsverify.papers.despres.associated import associated_gradient, grad_of
 from nsverify.strategies import networks, tie_points
 
 #: activations whose pieces have dyadic coefficients (float64 evaluation of both programs is exact)
-DYADIC = ("relu", "relu6", "hardtanh", "clamp", "identity", "relu_s:1", "pl:hardtanh:right,left")
+DYADIC = ("relu", "relu6", "hardtanh", "clamp", "identity", "relu[value=1]", "hardtanh[right,left]")
 
 
 @given(st.data())

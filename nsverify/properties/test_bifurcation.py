@@ -20,7 +20,7 @@ S_VALUES = ("0", "1/2", "1", "3")
 
 def _with_s(spec, s: str):
     return replace(
-        spec, layers=tuple(replace(L, act=f"relu_s:{s}") if L.act == "relu" else L for L in spec.layers)
+        spec, layers=tuple(replace(L, act=f"relu[value={s}]") if L.act == "relu" else L for L in spec.layers)
     )
 
 

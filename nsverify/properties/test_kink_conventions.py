@@ -1,38 +1,41 @@
-"""Conventions: every registry primitive's PyTorch derivative at each kink/tie case lies in its Clarke set, or
-is recorded, with its reason, in nsverify.known_violations (the one place)."""
+"""Conventions: every registry primitive's PyTorch derivative at each kink/tie case lies in its Clarke set, or is
+recorded, with its reason, as a violation on the registry entry next to the case (the one place)."""
 
 import pytest
 
-from nsverify import conventions
+from nsverify import conventions, registry
 from nsverify.devices import dtype_name
-from nsverify.known_violations import KNOWN_VIOLATIONS, lookup
 
 CASES = conventions.build_cases()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.op}[{c.label}]" for c in CASES])
-def test_torch_derivative_in_clarke_or_known(case, nsverify_dtype, nsverify_device):
+def test_torch_derivative_in_clarke_or_recorded(case, nsverify_dtype, nsverify_device):
     r = conventions.evaluate_case(case, nsverify_dtype, nsverify_device, "eager")
     assert r.error is None, r.error
-    known = lookup(case.op, case.label, dtype_name(nsverify_dtype))
+    known = registry.violation(case.op, case.label, dtype_name(nsverify_dtype))
     if r.in_clarke == "yes":
         assert known is None, (
             f"{case.op} [{case.label}] in {dtype_name(nsverify_dtype)} is now inside the Clarke "
-            f"set: remove its entry from nsverify/known_violations.py"
+            f"set: remove its Violation from the registry entry (nsverify/registry/entries.py)"
         )
     else:
         assert known is not None, (
             f"{case.op} [{case.label}] in {dtype_name(nsverify_dtype)} on {nsverify_device}: PyTorch returns "
             f"{r.derivative} (rule {r.rule}), outside the Clarke set ({r.in_clarke}); "
-            f"the registry's rules are "
-            f"{ {k: [str(v) for v in vec] for k, vec in case.rules.items()} }. Record it with a reason in "
-            f"nsverify/known_violations.py if this is PyTorch's intended behaviour."
+            f"the registry's candidate rules are "
+            f"{ {k: [str(v) for v in vec] for k, vec in case.rules.items()} }. Record a Violation with its reason "
+            f"on the registry entry (nsverify/registry/entries.py) if this is PyTorch's intended behaviour."
         )
-        assert known[0] == r.in_clarke, f"recorded as {known[0]!r} but measured {r.in_clarke!r}"
+        assert known.kind == r.in_clarke, f"recorded as {known.kind!r} but measured {r.in_clarke!r}"
+        assert r.as_expected, f"{case.op} [{case.label}]: neither the registry's rule nor its recorded violation"
 
 
-def test_known_violations_name_real_cases():
+def test_recorded_violations_name_real_cases():
     labels = {(c.op, c.label) for c in CASES}
-    for (op, label, _dt), (kind, reason) in KNOWN_VIOLATIONS.items():
-        assert (op, label) in labels, f"known violation {op} [{label}] names no registry case"
-        assert kind in ("no", "rounding") and len(reason) > 20
+    recorded = list(registry.recorded_violations())
+    assert recorded, "the registry records PyTorch's known violations (clamp_tensor at min == max > x, ...)"
+    for op, label, v in recorded:
+        assert (op, label) in labels, f"recorded violation {op} [{label}] names no registry case"
+        assert v.kind in ("no", "rounding") and len(v.reason) > 20
+        assert all(d in ("float16", "bfloat16", "float32", "float64") for d in v.dtypes), v.dtypes

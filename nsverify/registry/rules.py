@@ -23,7 +23,12 @@ At a **tie** of a selection op (max, max-pool, sort, ...; tied entries ``A`` in 
 ``hybrid=β``       ``(1 - β) first + β even`` (Boustany Def 10; β > 1 is conservative but not Clarke)
 ``returned``       all weight to the index PyTorch returned in the float run (sort, topk, median: read it,
                    never assume it)
+``inside``         all weight to the clamped input x (clamp with tensor bounds at x == min or x == max): the
+                   middle piece, as ``inside`` at a scalar clamp's kink
 =================  ==========================================================================================
+
+The hybrid family contains two of the others: ``first`` is ``hybrid=0`` and ``even`` is ``hybrid=1``
+(:attr:`Rule.hybrid_beta`).
 
 ``torch`` stands for "the rule the registry records for this op" and is resolved with
 :func:`nsverify.registry.torch_rule`. Numbers are accepted where a rule is expected and mean ``value=d``;
@@ -43,7 +48,7 @@ __all__ = ["Rule", "parse_rule", "RuleError", "KINK_RULES", "TIE_RULES", "ALIASE
 #: rules at a kink of an elementwise op; the value says whether the rule takes a parameter
 KINK_RULES = {"left": False, "right": False, "inside": False, "mix": True, "value": True}
 #: rules at a tie of a selection op
-TIE_RULES = {"first": False, "last": False, "even": False, "hybrid": True, "returned": False}
+TIE_RULES = {"first": False, "last": False, "even": False, "hybrid": True, "returned": False, "inside": False}
 #: other names accepted by the parser, and the rule each one means
 ALIASES = {
     "mid": ("mix", Fraction(1, 2)),
@@ -61,13 +66,14 @@ def rule_names(kind: str | None = None) -> list[str]:
     """The names :func:`parse_rule` accepts (``kind``: "kink", "tie" or None for both), for messages."""
     kink = [f"{n}=<number>" if p else n for n, p in KINK_RULES.items()] + ["mid", "<number> (= value=<number>)"]
     tie = [f"{n}=<number>" if p else n for n, p in TIE_RULES.items()] + ["native", "minimal", "min_norm"]
-    return (kink if kind != "tie" else []) + (tie if kind != "kink" else []) + ["torch"]
+    names = (kink if kind != "tie" else []) + (tie if kind != "kink" else []) + ["torch"]
+    return list(dict.fromkeys(names))  # "inside" is both a kink and a tie rule: list it once
 
 
 @dataclass(frozen=True)
 class Rule:
     """What AD picks at a kink (``left``, ``right``, ``inside``, ``mix=λ``, ``value=d``) or at a tie
-    (``first``, ``last``, ``even``, ``hybrid=β``, ``returned``). Build one with :func:`parse_rule`;
+    (``first``, ``last``, ``even``, ``hybrid=β``, ``returned``, ``inside``). Build one with :func:`parse_rule`;
     ``str(rule)`` is its canonical text and parses back to an equal rule."""
 
     name: str
@@ -89,6 +95,12 @@ class Rule:
     @property
     def at_tie(self) -> bool:
         return self.name in TIE_RULES
+
+    @property
+    def hybrid_beta(self) -> Fraction | None:
+        """β when this tie rule belongs to the hybrid family (``first`` = 0, ``even`` = 1, ``hybrid=β``), else
+        None (Boustany Def 10)."""
+        return {"first": Fraction(0), "even": Fraction(1), "hybrid": self.param}.get(self.name)
 
     def __str__(self) -> str:
         return self.name if self.param is None else f"{self.name}={self.param}"
@@ -124,9 +136,11 @@ class Rule:
             return +1
         return None
 
-    def tie_weights(self, tied: Sequence[int], returned: int | None = None) -> dict[int, Fraction]:
+    def tie_weights(self, tied: Sequence[int], returned: int | None = None,
+                    inside: int | None = None) -> dict[int, Fraction]:
         """Weights this rule puts on the tied entries ``tied`` (indices in PyTorch's scan order; the first is
-        the first tied index). ``returned``: the index PyTorch returned (needed by ``returned``)."""
+        the first tied index). ``returned``: the index PyTorch returned (needed by ``returned``); ``inside``:
+        the index of the clamped input x (needed by ``inside``)."""
         tied = list(tied)
         if not tied:
             raise RuleError("a tie needs at least one tied entry")
@@ -139,6 +153,11 @@ class Rule:
                 raise RuleError(f"rule 'returned' needs the index PyTorch returned among the tied entries "
                                 f"{tied} (got {returned!r})")
             return {returned: Fraction(1)}
+        if self.name == "inside":
+            if inside is None or inside not in tied:
+                raise RuleError(f"rule 'inside' needs the clamped input among the tied entries {tied} "
+                                f"(got {inside!r}); it applies to clamp with tensor bounds only")
+            return {inside: Fraction(1)}
         n = len(tied)
         if self.name == "even":
             return {i: Fraction(1, n) for i in tied}
@@ -204,8 +223,8 @@ def parse_rule(spec, kind: str | None = None) -> Rule:
     else:
         raise RuleError(f"cannot read a rule from {spec!r} ({type(spec).__name__}); valid rules: "
                         f"{', '.join(rule_names(kind))}.")
-    if kind == "kink" and rule.at_tie:
+    if kind == "kink" and not rule.at_kink and rule.name != "torch":
         raise RuleError(f"{rule} is a tie rule, but this op has kinks; kink rules: {', '.join(rule_names('kink'))}.")
-    if kind == "tie" and rule.at_kink:
+    if kind == "tie" and not rule.at_tie and rule.name != "torch":
         raise RuleError(f"{rule} is a kink rule, but this op has ties; tie rules: {', '.join(rule_names('tie'))}.")
     return rule

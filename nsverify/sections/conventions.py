@@ -1,4 +1,5 @@
-"""Report section: the conventions matrix (what PyTorch's AD returns at every registry kink and tie)."""
+"""Report section: the conventions matrix (what PyTorch's AD returns at every registry kink and tie), each derivative
+classified as a rule of the one vocabulary and compared with the rule the registry records."""
 from __future__ import annotations
 
 import json
@@ -32,16 +33,16 @@ def conventions_section(ctx) -> dict:
     for (op, case), rs in by_case.items():
         f32 = next((r for r in rs if r.dtype == "float32" and r.mode == "eager"), rs[0])
         per_mode = [_rule_summary([r for r in rs if r.mode == m]) or "-" for m in cv.MODES]
-        rows.append([op, case, f32.expected, ", ".join(f"{v:.4g}" for v in f32.derivative[:8]), f32.in_clarke]
-                    + per_mode + [sum(r.as_expected for r in rs), len(rs)])
+        rows.append([op, case, f32.expected, f32.observed or "-", ", ".join(f"{v:.4g}" for v in f32.derivative[:8]),
+                     f32.in_clarke] + per_mode + [sum(r.as_expected for r in rs), len(rs)])
     unexpected = [r for r in results if not r.as_expected]
     diffs = cv.differences(results)
     compile_vs_eager = cv.differences([r for r in results if r.mode in ("eager", "compile")
                                        and r.dtype in compile_dtypes])
     ops = sorted({r.op for r in results})
     tables = [table("Rule per primitive and case (CPU; a '*' marks rules that differ across dtypes)",
-                    ["op", "case", "expected", "derivative (fp32 eager)", "in Clarke set"] + list(cv.MODES)
-                    + ["as expected", "evaluations"], rows)]
+                    ["op", "case", "registry rule", "observed rule (fp32 eager)", "derivative (fp32 eager)",
+                     "in Clarke set"] + list(cv.MODES) + ["as expected", "evaluations"], rows)]
     if diffs:
         tables.append(table("Cases whose rule differs across dtypes/modes/devices",
                             ["op", "case", "rules"],

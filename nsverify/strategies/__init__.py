@@ -88,7 +88,7 @@ def _default_activations() -> list[str]:
 
 
 def _check_activation(key: str) -> str:
-    Activation(key).primitive()  # raises UnknownOpError for unknown names
+    Activation(key)  # raises UnknownOpError / RuleError for unknown ops and rules
     return key
 
 
@@ -115,8 +115,9 @@ def networks(
     """Draw a network specification with exact dyadic parameters.
 
     ``kinds``: allowed layer kinds; the input kind is drawn from them (linear layers only follow other layers'
-    outputs, flattened). ``activations``: registry names or AD-variant keys (``"relu_s:1/2"``,
-    ``"pl:hardsigmoid:left,left"``), default every exactly evaluable registry primitive plus ``identity``.
+    outputs, flattened). ``activations``: registry names or AD variants with their kink rules in brackets
+    (``"relu[value=1/2]"``, ``"hardsigmoid[left,left]"``, see :class:`~nsverify.strategies.netspec.Activation`),
+    default every exactly evaluable registry primitive plus ``identity``.
     ``bias_modes``: any of ``distinct``, ``none``, ``shared``, ``tied`` (tied-negated rows, without a bias or
     with a shared one). ``frozen``: allowed values of the frozen-weight flag (True = the weight is a constant, so
     only the bias is a parameter, as in Park's Lemma 3).

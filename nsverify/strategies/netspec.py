@@ -2,7 +2,7 @@
 evaluate the same network exactly in ``Fraction`` arithmetic (the ground truth for ties).
 
 A :class:`NetSpec` is what :func:`nsverify.strategies.networks` draws. It follows Park et al.'s network model
-(002 L75-105): layer l computes the pre-activation y_l = f_l(z_{l-1}, u_l) [+ bias] [+ z_{l-1} (residual)],
+(Sec. 2.2, eq. (1)): layer l computes the pre-activation y_l = f_l(z_{l-1}, u_l) [+ bias] [+ z_{l-1} (residual)],
 then z_l = pool_l(rho_l(y_l)); the loss is applied to z_L; parameters w = (u_1, b_1, ..., u_L, b_L) with the
 minibatch X fixed.
 
@@ -19,13 +19,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from nsverify.errors import InexactError, UnknownOpError
+from nsverify.errors import InexactError
 
 LAYER_KINDS = ("linear", "conv1d", "conv2d")
 BIAS_MODES = ("distinct", "none", "shared")
@@ -46,24 +47,44 @@ _MIN_EXP = {torch.float16: -24, torch.bfloat16: -133, torch.float32: -149, torch
 # ----------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Activation:
-    """A pointwise activation: ``identity``, a registry elementwise primitive, or an AD variant of one.
+    """A pointwise activation: ``identity``, a registry elementwise op with PyTorch's rules at its kinks, or an AD
+    variant of one: the op with its rules in brackets, in the one rule vocabulary
+    (:func:`nsverify.registry.parse_op_rules`).
 
-    ``key`` forms: ``"identity"``, ``"relu"`` (registry name), ``"relu_s:1/2"`` (ReLU with ReLU'(0) = s),
-    ``"pl:hardsigmoid:left,right"`` (a registry piecewise-linear primitive with a per-kink derivative choice:
-    ``left``, ``right``, ``mix=<lambda>`` or a number).
+    ``key`` forms: ``"identity"``, ``"relu"`` (registry name: PyTorch's rules), ``"relu[value=1/2]"`` (one rule
+    for every kink: ReLU'(0) = 1/2, Bertoin et al.'s backprop_s), ``"hardtanh[left,right]"`` (one rule per kink:
+    ``left``, ``right``, ``inside``, ``mix=<lam>`` = (1-lam) left + lam right, ``value=<d>`` or a number).
     """
 
     key: str
 
+    def __post_init__(self):
+        if self.key != "identity":
+            self._parsed  # noqa: B018  (validate the key now: unknown ops and rules raise here)
+
+    @cached_property
+    def _parsed(self):
+        from nsverify import registry
+
+        return registry.parse_op_rules(self.key)
+
     @property
     def base(self) -> str:
-        if self.key == "identity":
-            return "identity"
-        if self.key.startswith("relu_s:"):
-            return "relu"
-        if self.key.startswith("pl:"):
-            return self.key.split(":")[1]
-        return self.key
+        """The registry op key (or ``identity``)."""
+        return "identity" if self.key == "identity" else self._parsed[0]
+
+    @property
+    def variant(self) -> bool:
+        """Does the key give its own rules (an AD variant), rather than PyTorch's?"""
+        return self.key != "identity" and self._parsed[1] is not None
+
+    @property
+    def rules(self) -> tuple:
+        """The rule AD uses at each kink (:class:`~nsverify.registry.rules.Rule`; PyTorch's unless a variant)."""
+        p = self.primitive()
+        if p is None:
+            return ()
+        return self._parsed[1] if self.variant else p.torch_rules
 
     def primitive(self):
         from nsverify import registry
@@ -89,36 +110,7 @@ class Activation:
         p = self.primitive()
         if p is None:
             return ()
-        if self.key.startswith("relu_s:"):
-            return (Fraction(self.key.split(":")[1]),)
-        if self.key.startswith("pl:"):
-            out = []
-            for b, choice in zip(p.breakpoints, self.key.split(":")[2].split(",")):
-                left, right = p.one_sided(b)
-                if choice == "left":
-                    out.append(Fraction(left))
-                elif choice == "right":
-                    out.append(Fraction(right))
-                elif choice.startswith("mix="):
-                    lam = Fraction(choice[4:])
-                    out.append(lam * Fraction(left) + (1 - lam) * Fraction(right))
-                else:
-                    out.append(Fraction(choice))
-            return tuple(out)
-        return tuple(Fraction(p.torch_derivative(b)) for b in p.breakpoints)
-
-    def ad_sides(self) -> tuple[str, ...]:
-        """Per kink, which one-sided derivative AD uses: 'left', 'right', 'inside' (clamp), or 'value=d'."""
-        p = self.primitive()
-        if p is None:
-            return ()
-        if not (self.key.startswith("relu_s:") or self.key.startswith("pl:")):
-            return tuple(p.torch_side)
-        out = []
-        for b, d in zip(p.breakpoints, self.ad_derivatives()):
-            left, right = (Fraction(v) for v in p.one_sided(b))
-            out.append("left" if d == left else "right" if d == right else f"value={d}")
-        return tuple(out)
+        return tuple(Fraction(p.kink_derivative(i, r)) for i, r in enumerate(self.rules))
 
     def flat_low(self) -> Fraction | None:
         """A point on a constant lowest piece ("dead" region), or None when the activation has none."""
@@ -133,28 +125,23 @@ class Activation:
     def torch_fn(self):
         if self.key == "identity":
             return lambda x: x
-        if self.key.startswith("relu_s:") or self.key.startswith("pl:"):
+        if self.variant:
             return _variant_fn(self)
         p = self.primitive()
-        if p.kind != "elementwise":
-            raise UnknownOpError(
-                f"{self.key!r} is a selection op, not a pointwise activation; use an "
-                f"elementwise registry primitive such as relu or hardtanh"
-            )
         fn, kw = p.torch_fn, dict(p.kwargs)
         return (lambda x: fn(x, **kw)) if kw else fn
 
 
 def _variant_fn(act: Activation):
-    """AD-variant activations come from :mod:`nsverify.ad` (issue 2)."""
+    """AD-variant activations come from :mod:`nsverify.ad`: ReLU through relu_s, the others through
+    piecewise_linear."""
     from nsverify import ad
 
-    if act.key.startswith("relu_s:"):
-        s = float(Fraction(act.key.split(":")[1]))
+    if act.base == "relu":
+        s = float(act.ad_derivatives()[0])
         return lambda x: ad.relu_s(x, s)
-    p = act.primitive()
-    derivs = [float(d) for d in act.ad_derivatives()]
-    return lambda x: ad.piecewise_linear(x, p.name, derivs)
+    name, rules = act.base, act.rules
+    return lambda x: ad.piecewise_linear(x, name, rules)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -251,6 +238,19 @@ class NetSpec:
 
     def w(self) -> tuple[Fraction, ...]:
         return tuple(v for _, vals, _ in self.parameters() for v in vals)
+
+    def conventions(self) -> dict | None:
+        """The oracle's ``conventions`` reproducing this network's AD: ``{op: one Rule per kink}`` for the ops whose
+        layers use AD-variant rules ({} when every layer uses PyTorch's rules), or None when two layers use the
+        same op with different rules (one rule set per op cannot express that: test the float AD instead)."""
+        from nsverify import registry
+
+        rules: dict = {}
+        for L in self.layers:
+            act = L.activation
+            if act.primitive() is not None and rules.setdefault(act.base, act.rules) != act.rules:
+                return None
+        return {op: r for op, r in rules.items() if r != registry.torch_rule(op)}
 
     def describe(self) -> str:
         lines = [

@@ -1,4 +1,4 @@
-"""Reference models whose ReLU and MaxPool layers are switchable AD variants (:mod:`nsverify.papers.zones.rules`).
+"""Reference models whose ReLU and MaxPool layers are switchable AD variants (:mod:`nsverify.ad`).
 
 * ``mlp``: 784-2048-2048-2048-10 (Bertoin et al. App. D.1), hidden width scaled by ``width``;
 * ``lenet5``: the LeNet-5 Boustany cites (conv 1->6 5x5, pool, conv 6->16 5x5, pool, 256-120-84-10; 28x28);
@@ -7,16 +7,16 @@
 * ``resnet18``: torchvision's ResNet18 adapted to CIFAR as in Bertoin App. D.1 (first conv 3x3, 10 classes,
   BatchNorm optional -> Identity); it keeps torchvision's 3x3/stride-2/padding-1 maxpool (overlapping windows).
 
-Every ReLU is a :class:`~nsverify.papers.zones.rules.ReLUS` and every maxpool a
-:class:`~nsverify.papers.zones.rules.MaxPool2dS`; the backward rule is chosen at backward time with
-:func:`~nsverify.papers.zones.rules.use_rule`.
+Every ReLU is a :class:`nsverify.ad.ReLUVariant` and every maxpool a :class:`nsverify.ad.MaxPool2dVariant`, both
+built without a rule, so the backward rule is chosen at backward time (:func:`nsverify.ad.backward_rules`, or a
+zone program with :func:`nsverify.papers.zones.use_rule`).
 """
 from __future__ import annotations
 
 from torch import nn
 
+from nsverify.ad import MaxPool2dVariant, ReLUVariant
 from nsverify.errors import NsverifyError
-from nsverify.papers.zones.rules import MaxPool2dS, ReLUS
 
 VGG_CFG = {
     "vgg11": [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"],
@@ -41,7 +41,7 @@ def mlp(width: float = 1.0, hidden: int = 2048, depth: int = 3, in_features: int
     layers: list[nn.Module] = [nn.Flatten()]
     prev = in_features
     for _ in range(depth):
-        layers += [nn.Linear(prev, h), ReLUS()]
+        layers += [nn.Linear(prev, h), ReLUVariant()]
         prev = h
     layers.append(nn.Linear(prev, classes))
     return nn.Sequential(*layers)
@@ -51,10 +51,10 @@ def lenet5(width: float = 1.0, classes: int = 10, bn: bool = False) -> nn.Sequen
     c1, c2 = _w(6, width), _w(16, width)
     norm = (lambda c: nn.BatchNorm2d(c)) if bn else (lambda c: nn.Identity())
     return nn.Sequential(
-        nn.Conv2d(1, c1, 5), norm(c1), ReLUS(), MaxPool2dS(2),
-        nn.Conv2d(c1, c2, 5), norm(c2), ReLUS(), MaxPool2dS(2),
-        nn.Flatten(), nn.Linear(c2 * 16, _w(120, width)), ReLUS(),
-        nn.Linear(_w(120, width), _w(84, width)), ReLUS(), nn.Linear(_w(84, width), classes))
+        nn.Conv2d(1, c1, 5), norm(c1), ReLUVariant(), MaxPool2dVariant(2),
+        nn.Conv2d(c1, c2, 5), norm(c2), ReLUVariant(), MaxPool2dVariant(2),
+        nn.Flatten(), nn.Linear(c2 * 16, _w(120, width)), ReLUVariant(),
+        nn.Linear(_w(120, width), _w(84, width)), ReLUVariant(), nn.Linear(_w(84, width), classes))
 
 
 def vgg(name: str = "vgg11", width: float = 1.0, bn: bool = False, classes: int = 10,
@@ -65,10 +65,10 @@ def vgg(name: str = "vgg11", width: float = 1.0, bn: bool = False, classes: int 
     prev = in_channels
     for v in VGG_CFG[name]:
         if v == "M":
-            layers.append(MaxPool2dS(2, 2))
+            layers.append(MaxPool2dVariant(2, 2))
             continue
         c = _w(v, width)
-        layers += [nn.Conv2d(prev, c, 3, padding=1)] + ([nn.BatchNorm2d(c)] if bn else []) + [ReLUS()]
+        layers += [nn.Conv2d(prev, c, 3, padding=1)] + ([nn.BatchNorm2d(c)] if bn else []) + [ReLUVariant()]
         prev = c
     layers += [nn.Flatten(), nn.Linear(prev, classes)]
     return nn.Sequential(*layers)
@@ -80,10 +80,10 @@ class BasicBlock(nn.Module):
         norm = (lambda c: nn.BatchNorm2d(c)) if bn else (lambda c: nn.Identity())
         self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=not bn)
         self.bn1 = norm(cout)
-        self.relu1 = ReLUS()
+        self.relu1 = ReLUVariant()
         self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=not bn)
         self.bn2 = norm(cout)
-        self.relu2 = ReLUS()
+        self.relu2 = ReLUVariant()
         self.short = nn.Identity()
         if stride != 1 or cin != cout:
             self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=not bn), norm(cout))
@@ -98,8 +98,8 @@ class ResNet18(nn.Module):
         super().__init__()
         c = [_w(v, width) for v in (64, 128, 256, 512)]
         self.stem = nn.Sequential(nn.Conv2d(3, c[0], 3, 1, 1, bias=not bn),
-                                  nn.BatchNorm2d(c[0]) if bn else nn.Identity(), ReLUS(),
-                                  MaxPool2dS(3, 2, 1))
+                                  nn.BatchNorm2d(c[0]) if bn else nn.Identity(), ReLUVariant(),
+                                  MaxPool2dVariant(3, 2, 1))
         blocks, prev = [], c[0]
         for i, ch in enumerate(c):
             blocks += [BasicBlock(prev, ch, 1 if i == 0 else 2, bn), BasicBlock(ch, ch, 1, bn)]

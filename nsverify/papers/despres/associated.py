@@ -1,11 +1,12 @@
-"""Associated gradients (Després, 004 L134-140): the gradient of the active piece of a program's piecewise
-representation, with the piece chosen by the AD conventions at the exact kinks and ties.
+"""Associated gradients (Després, Sec. 3, Def. 1): the gradient of the active piece of a program's piecewise
+representation, with the piece chosen by the AD rules at the exact kinks and ties.
 
 For a :class:`~nsverify.strategies.netspec.NetSpec` at its exact point, :func:`associated_gradient` rebuilds the network
-with every activation entry replaced by one smooth piece of the registry entry (at a kink: the piece PyTorch's rule
-selects -- ``left``, ``right`` or ``inside``) and every max-pool window replaced by the selection of one entry
-(PyTorch's rule: the first maximal index in row-major window order), and differentiates that smooth program.
-Després' claim (004 L363) is that PyTorch's AD equals this associated gradient.
+with every activation entry replaced by one smooth piece of the registry entry (at a kink: the piece whose
+derivative the layer's rule takes, :meth:`~nsverify.registry.Elementwise.derivative_piece` -- ``left``, ``right``,
+``inside``, or a value equal to one side's derivative) and every max-pool window replaced by the selection of one
+entry (PyTorch's rule: the first maximal index in row-major window order), and differentiates that smooth program.
+Després' observation (Sec. 5) is that PyTorch's AD equals such an associated gradient.
 """
 
 from __future__ import annotations
@@ -17,19 +18,17 @@ from nsverify.errors import UnsupportedOpError
 from nsverify.strategies.netspec import NetSpec, pool_windows
 
 
-def _selected_piece(entry, y, side_rule: str) -> int:
+def _selected_piece(entry, y, rules) -> int:
+    """The piece of ``entry`` active at ``y`` for AD: at kink j the piece whose derivative ``rules[j]`` takes."""
     if y in entry.breakpoints:
         j = entry.breakpoints.index(y)
-        if side_rule == "left":
-            return j
-        if side_rule == "right":
-            return j + 1
-        if side_rule == "inside":
-            return 1
-        raise UnsupportedOpError(
-            f"{entry.name}'s rule at {y} is {side_rule!r}: its derivative there is no piece's derivative, so "
-            f"there is no associated gradient for the elementwise-piece representation"
-        )
+        piece = entry.derivative_piece(j, rules[j])
+        if piece is None:
+            raise UnsupportedOpError(
+                f"{entry.name}'s rule at {y} is {rules[j]}: its derivative there is no piece's derivative, so "
+                f"there is no associated gradient for the elementwise-piece representation"
+            )
+        return piece
     return entry.piece_index(y)
 
 
@@ -74,17 +73,16 @@ def _selected_pool(layer, trace_a: np.ndarray):
 
 
 def associated_gradient(spec: NetSpec, dtype=torch.float64, device="cpu") -> torch.Tensor:
-    """The associated gradient of ``spec``'s loss w.r.t. its parameters, in ``dtype`` (float64: exact for
-    small
+    """The associated gradient of ``spec``'s loss w.r.t. its parameters, in ``dtype`` (float64: exact for small
     dyadic networks whose pieces have dyadic coefficients)."""
     trace = spec.exact()
     net = spec.build(dtype, device)
     for i, L in enumerate(spec.layers):
         entry = L.activation.primitive()
         if entry is not None:
-            sides = dict(zip(entry.breakpoints, L.activation.ad_sides()))
+            rules = L.activation.rules
             sel = np.vectorize(
-                lambda y, e=entry, s=sides: _selected_piece(e, y, s.get(y, "left")), otypes=[np.int64]
+                lambda y, e=entry, r=rules: _selected_piece(e, y, r), otypes=[np.int64]
             )(trace.y[i])
             net._acts[i] = _piece_activation(entry, sel)
         if L.pool is not None:

@@ -1,14 +1,13 @@
-"""Park, Chun and Lee's Table 1 (002 L21-38) as generators and checks, shared by ``properties/`` and the
-report.
+"""Park, Chun and Lee's Table 1 as generators and checks, shared by ``properties/`` and the report.
 
 * :data:`ROWS` -- one :class:`Row` per theorem/lemma row: a strategy drawing networks (with forced exact ties)
   from the row's class, the premise the row needs (checked with :mod:`nsverify.papers.park.conditions`), and
   what the row claims ("never not_member" for theorems, "a not_member counterexample exists" for lemmas);
-* :func:`verdict` -- the oracle's verdict for a spec (with the AD variant's conventions passed to the oracle);
+* :func:`verdict` -- the oracle's verdict for a spec (the spec's AD-variant rules passed as ``conventions``);
 * :func:`search_counterexample` -- Hypothesis ``find``: the first generated not_member case, shrunk, and how
   many examples the search needed;
-* :data:`PAPER_CASES` -- the paper's own counterexamples (Lemma 2 L522-531, Lemma 3 L537-545, Lemma 7
-  L632-640) as specs, and :func:`minimal_shape` to compare a shrunk counterexample with them.
+* :data:`PAPER_CASES` -- the paper's own counterexamples (the proofs of Lemma 2, App. D.2; Lemma 3, App. D.3;
+  Lemma 7, App. E.2) as specs, and :func:`minimal_shape` to compare a shrunk counterexample with them.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import torch
 from hypothesis import strategies as st
 
 from nsverify.strategies import networks, tie_points
-from nsverify.strategies.netspec import Activation, Layer, NetSpec, Pool
+from nsverify.strategies.netspec import Layer, NetSpec, Pool
 
 #: activations whose PyTorch derivative at every kink is a one-sided derivative (Bouligand proxies)
 BOULIGAND = ("relu", "leaky_relu", "relu6", "hardtanh", "hardsigmoid", "hardswish")
@@ -30,54 +29,28 @@ COMMON_LAMBDA = (
     "relu",
     "leaky_relu",
     "abs",
-    "relu_s:1/2",
-    "relu_s:1",
-    "pl:hardtanh:left,left",
-    "pl:relu6:right,right",
-    "pl:hardsigmoid:mix=1/2,mix=1/2",
+    "relu[value=1/2]",
+    "relu[value=1]",
+    "hardtanh[left,left]",
+    "relu6[right,right]",
+    "hardsigmoid[mix=1/2,mix=1/2]",
 )
 #: PyTorch's left-derivative activations (Lemma 7's premise D^AD = D^-)
 LEFT = ("identity", "relu", "leaky_relu")
 
 
-def spec_conventions(spec: NetSpec) -> tuple[dict, bool]:
-    """(oracle ``conventions``, complete): conventions reproducing the spec's AD variants and PyTorch rules
-    the
-    oracle does not name (abs: 'mid' -> its value 0). ``complete`` is False when some variants cannot be
-    expressed per op (then the caller passes the float64 autograd vector as ``ad=``)."""
-    conv: dict = {}
-    complete = True
-    for L in spec.layers:
-        act = Activation(L.act)
-        p = act.primitive()
-        if p is None:
-            continue
-        if act.key.startswith("relu_s:") or act.key.startswith("pl:"):
-            ders = set(act.ad_derivatives())
-        elif all(side in ("left", "right", "inside") for side in p.torch_side):
-            continue
-        else:  # a rule the oracle does not name (abs: 'mid'): PyTorch's derivative value at the kink
-            ders = {F(p.torch_derivative(b)) for b in p.breakpoints}
-        if len(ders) != 1 or (act.base in conv and conv[act.base] != next(iter(ders))):
-            complete = False
-            continue
-        conv[act.base] = ders.pop()
-    out = {k: (float(v) if v.denominator & (v.denominator - 1) == 0 else v) for k, v in conv.items()}
-    return out, complete
-
-
 def verdict(spec: NetSpec, dtype=torch.float64, device="cpu", **kw):
-    """The oracle's verdict on the spec's parameter gradient at its point."""
+    """The oracle's verdict on the spec's parameter gradient at its point: the exact AD with the spec's rules as
+    ``conventions`` (:meth:`NetSpec.conventions`), or the float autograd vector when per-op rules cannot express
+    the spec's AD (two layers using one op with different rules)."""
     import nsverify
 
     fn, w = spec.loss_fn(dtype, device)
-    conv, complete = spec_conventions(spec)
-    if not complete:
+    conv = spec.conventions()
+    if conv is None:
         from nsverify.papers.despres.associated import grad_of
 
-        return nsverify.check_gradient(
-            fn, w, ad=grad_of(fn, w), conventions=conv or None, on_limit="unknown", **kw
-        )
+        return nsverify.check_gradient(fn, w, ad=grad_of(fn, w), on_limit="unknown", **kw)
     return nsverify.check_gradient(fn, w, conventions=conv or None, on_limit="unknown", **kw)
 
 
@@ -131,7 +104,7 @@ ROWS = {
             batch=(1, 1),
             bias_modes=("distinct",),
             losses=("linear", "squared"),
-            activations=BOULIGAND + ("abs", "clamp", "relu_s:1/2", "identity"),
+            activations=BOULIGAND + ("abs", "clamp", "relu[value=1/2]", "identity"),
             **_C1,
         ),
         _prem("theorem1"),
@@ -278,11 +251,11 @@ def _lin(out, weight, wshape, bias_mode="none", bias=(), act="relu", **kw):
 
 
 PAPER_CASES = {
-    # L522-531: tau(X, w) = (Xw, -Xw), ReLU, l(x1, x2) = x1 - x2 (sign lost in extraction), X = 1, w = 0
+    # App. D.2: tau(X, w) = (Xw, -Xw), ReLU, l(x1, x2) = x1 - x2 (sign lost in extraction), X = 1, w = 0
     "lemma2": NetSpec(
         "linear", (1,), 1, (F(1),), (_lin(2, [0], (1, 1), tied=True),), "linear", (F(1), F(-1))
     ),
-    # L537-545: tau(X, w) = X + w, HardSigmoid, l = x1 + x2, X = (3, -3), w = 0
+    # App. D.3: tau(X, w) = X + w, HardSigmoid, l = x1 + x2, X = (3, -3), w = 0
     "lemma3": NetSpec(
         "linear",
         (1,),
@@ -292,7 +265,7 @@ PAPER_CASES = {
         "linear",
         (F(1), F(1)),
     ),
-    # L632-640: tau = (Xu + b, b, -Xu + b, b), identity, maxpool pairs, l = x1 - x2, X = 1, (u, b) = 0
+    # App. E.2: tau = (Xu + b, b, -Xu + b, b), identity, maxpool pairs, l = x1 - x2, X = 1, (u, b) = 0
     # (our tied layer also makes the second row a parameter v: rows (u, v, -u, -v))
     "lemma7": NetSpec(
         "linear",

@@ -18,7 +18,7 @@ from torch import nn
 
 from nsverify.devices import dtype_name
 from nsverify.errors import DeviceUnavailableError, NsverifyError, UnsupportedDtypeError
-from nsverify.papers.zones.rules import as_rule, is_relu, nonsmooth_layers, pool_geometry, use_rule
+from nsverify.papers.zones.rules import is_relu, nonsmooth_layers, pool_geometry, use_rule
 
 
 class NoNonsmoothLayersError(NsverifyError, ValueError):
@@ -122,7 +122,7 @@ def program_grads(model: nn.Module, x, y, programs=("native", "minimal"), reduct
             h.remove()
     grads = []
     for i, prog in enumerate(programs):
-        with use_rule(as_rule(prog)):
+        with use_rule(prog):
             gs = torch.autograd.grad(loss, params, retain_graph=i < len(programs) - 1)
         grads.append(torch.cat([g.reshape(-1).to(torch.float64) for g in gs]))
     return grads, loss.detach(), fv

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from nsverify.papers.zones.measure import program_grads, variation
-from nsverify.papers.zones.rules import BackwardRule, use_rule
+from nsverify.papers.zones.rules import as_program, hybrid_program, program_label, program_params, use_rule
 
 T_VALUES = (-1e-3, -1e-2, -1e-1, 0.0, 1e1, 1e2, 1e3)  # the columns of Tables 3.1 and 3.3
 
@@ -228,11 +228,10 @@ def sgd_pair(dtype, steps: int = 60, width: float = 0.125, batch_size: int = 64,
              bn: bool = False) -> dict:
     """Two SGD trajectories from the same init, differing only in the backward rule; ||theta_0 - theta_1||_1
     per step and the first step at which they differ bitwise."""
-    from nsverify.papers.zones.rules import as_rule
     from nsverify.workloads.datasets import digits28
     from nsverify.workloads.models import build_model
 
-    rules = [as_rule(r) for r in rules]
+    rules = [as_program(r) for r in rules]
     x, y = digits28()
     torch.manual_seed(seed)
     base = build_model(model_name, width, bn).to(dtype)
@@ -257,7 +256,7 @@ def sgd_pair(dtype, steps: int = 60, width: float = 0.125, batch_size: int = 64,
         if first is None and d != 0:
             first = step + 1
     return {"dtype": str(dtype).removeprefix("torch."), "distance": dist, "first_divergence": first,
-            "loss": losses, "rules": [str(r) for r in rules]}
+            "loss": losses, "rules": [program_label(r) for r in rules]}
 
 
 def sgd_claims(runs: dict) -> list[dict]:
@@ -289,7 +288,7 @@ def training_sweep(dtypes=("float32", "bfloat16"), betas=BETAS, relu_s=(0.0, 1.0
 
     x, y = digits28()
     results = []
-    settings = [BackwardRule(0.0, b) for b in betas] + [BackwardRule(s, 0.0) for s in relu_s if s != 0.0]
+    settings = [hybrid_program(0.0, b) for b in betas] + [hybrid_program(s, 0.0) for s in relu_s if s != 0.0]
     total = len(dtypes) * len(settings) * len(seeds)
     k = 0
     for name in dtypes:
@@ -313,12 +312,13 @@ def training_sweep(dtypes=("float32", "bfloat16"), betas=BETAS, relu_s=(0.0, 1.0
                         break
                 tail = losses[-5:]
                 final = sum(tail) / len(tail)
-                results.append({"dtype": name, "relu_s": rule.relu_s, "beta": rule.pool_beta, "seed": seed,
+                rs, beta = program_params(rule)
+                results.append({"dtype": name, "relu_s": rs, "beta": beta, "seed": seed,
                                 "final_loss": final, "initial_loss": losses[0],
                                 "diverged": (not math.isfinite(final)) or final > 2 * losses[0]})
                 k += 1
                 if progress:
-                    progress(f"sweep {name} {rule} seed {seed}: loss {final:.3g}", k, total)
+                    progress(f"sweep {name} {program_label(rule)} seed {seed}: loss {final:.3g}", k, total)
     return {"results": results, "steps": steps, "lr": lr, "betas": list(betas), "relu_s": list(relu_s)}
 
 

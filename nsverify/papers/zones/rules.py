@@ -1,99 +1,111 @@
-"""Programs for zone measurements, as backward rules of :mod:`nsverify.ad` chosen at BACKWARD time.
+"""Programs for zone measurements: rules of :mod:`nsverify.ad`'s switchable layers chosen at BACKWARD time.
 
-A *program* (Boustany Def 5 / Def 10, Bertoin's backprop_s) is described by a :class:`BackwardRule`:
-``relu_s`` is ReLU'(0) and ``pool_beta`` the hybrid MaxPool Jacobian weight (0 = native first index,
-1 = minimal 1/|A| on the tie set, other values = (1-beta) native + beta minimal).  The layers are
-:class:`nsverify.ad.ReLUVariant` / :class:`nsverify.ad.MaxPool2dVariant` built with ``None`` rules
-(:class:`ReLUS` / :class:`MaxPool2dS` here): their forward is PyTorch's, bitwise, and their backward reads the
-rule active when the backward runs, so
+A *program* (Boustany Def 5 / Def 10, Bertoin's backprop_s) is a mapping from the registry op keys of the
+switchable layers to rules of the one rule vocabulary (:mod:`nsverify.registry.rules`)::
+
+    {"relu": Rule("value=0"), "max_pool2d": Rule("first")}       # "native": what PyTorch computes
+
+ReLU'(0) is the ``relu`` rule (``value=s``); the MaxPool Jacobian is the ``max_pool2d`` tie rule of the hybrid
+family (``first`` = beta 0, the native first index; ``even`` = beta 1, minimal 1/|A| on the tie set;
+``hybrid=beta`` = (1-beta) native + beta minimal). The layers are :class:`nsverify.ad.ReLUVariant` /
+:class:`nsverify.ad.MaxPool2dVariant` built without a rule (``ReLUS`` / ``MaxPool2dS`` here): their forward
+is PyTorch's, bitwise, and their backward reads the rule active when the backward runs, so
 
     loss = loss_fn(model(x), y)                 # one forward
     with use_rule("native"):  gP = torch.autograd.grad(loss, params, retain_graph=True)
     with use_rule("minimal"): gQ = torch.autograd.grad(loss, params, retain_graph=True)
 
 gives both programs' gradients of the *same* forward values (no second model copy, no second forward).
+
+Programs are named (:data:`PROGRAMS`: native, minimal, relu1, relu1_minimal), given as a mapping, or as their
+label ``"relu_s=<s>,beta=<b>"`` (:func:`program_label`, the form reports and the zones CLI print).
 """
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from fractions import Fraction
 
 from torch import nn
 
-from nsverify import ad
+from nsverify import ad, registry
 from nsverify.errors import NsverifyError, UnsupportedOpError
+from nsverify.registry import Rule, parse_rule
+
+#: the op keys of a zone program: the switchable layers' registry ops
+PROGRAM_OPS = ("relu", "max_pool2d")
 
 
-@dataclass(frozen=True)
-class BackwardRule:
-    """ReLU'(0) = ``relu_s``; MaxPool Jacobian = (1-pool_beta)*native + pool_beta*minimal."""
-
-    relu_s: float = 0.0
-    pool_beta: float = 0.0
-
-    def __str__(self) -> str:
-        return f"relu_s={self.relu_s:g},beta={self.pool_beta:g}"
-
-    def ad_rules(self) -> dict:
-        """The same program as keyword arguments of :func:`nsverify.ad.backward_rules`."""
-        if self.pool_beta == 0.0:
-            pool = {"maxpool": "native"}
-        elif self.pool_beta == 1.0:
-            pool = {"maxpool": "minimal"}
-        else:
-            pool = {"maxpool": "hybrid", "beta": float(self.pool_beta)}
-        return {"relu_s": float(self.relu_s), **pool}
+def hybrid_program(relu_s: float = 0.0, beta: float = 0.0) -> dict[str, Rule]:
+    """The program with ReLU'(0) = ``relu_s`` and the hybrid MaxPool Jacobian of weight ``beta`` (0: first,
+    1: even, else hybrid=beta; the native and minimal Jacobians keep their own kernels)."""
+    pool = {0: "first", 1: "even"}.get(Fraction(beta), ("hybrid", beta))
+    return {"relu": parse_rule(relu_s, kind="kink"), "max_pool2d": parse_rule(pool, kind="tie")}
 
 
 #: named programs; "native" is what PyTorch itself computes
-PROGRAMS: dict[str, BackwardRule] = {
-    "native": BackwardRule(0.0, 0.0),
-    "minimal": BackwardRule(0.0, 1.0),
-    "relu1": BackwardRule(1.0, 0.0),
-    "relu1_minimal": BackwardRule(1.0, 1.0),
+PROGRAMS: dict[str, dict[str, Rule]] = {
+    "native": hybrid_program(0.0, 0.0),
+    "minimal": hybrid_program(0.0, 1.0),
+    "relu1": hybrid_program(1.0, 0.0),
+    "relu1_minimal": hybrid_program(1.0, 1.0),
 }
 NATIVE = PROGRAMS["native"]
 MINIMAL = PROGRAMS["minimal"]
 
 
-def as_rule(program: str | BackwardRule) -> BackwardRule:
-    """A :class:`BackwardRule` from a name in :data:`PROGRAMS`, ``"relu_s=<s>,beta=<b>"`` or a rule."""
-    if isinstance(program, BackwardRule):
-        return program
+def as_program(program) -> dict[str, Rule]:
+    """A program ``{op: Rule}`` from a name in :data:`PROGRAMS`, a label ``"relu_s=<s>,beta=<b>"`` or a mapping
+    ``{"relu": ..., "max_pool2d": ...}`` (rules in any form :func:`~nsverify.registry.rules.parse_rule` reads;
+    a missing op keeps PyTorch's rule)."""
+    if isinstance(program, dict):
+        unknown = set(program) - set(PROGRAM_OPS)
+        if unknown:
+            raise UnsupportedOpError(f"a zone program gives rules for {', '.join(PROGRAM_OPS)}; got "
+                                     f"{', '.join(sorted(unknown))}.")
+        return registry.parse_conventions(program)
     name = str(program)
     if name in PROGRAMS:
         return PROGRAMS[name]
     try:
         fields = dict(part.split("=") for part in name.split(","))
-        rule = BackwardRule(float(fields.pop("relu_s", 0.0)), float(fields.pop("beta", 0.0)))
+        relu_s, beta = float(fields.pop("relu_s", 0.0)), float(fields.pop("beta", 0.0))
         if not fields:
-            return rule
+            return hybrid_program(relu_s, beta)
     except (ValueError, TypeError):
         pass
     raise NsverifyError(f"unknown program {program!r}: use one of {', '.join(PROGRAMS)}, "
-                        f"or 'relu_s=<s>,beta=<b>' (e.g. 'beta=1e3').")
+                        f"'relu_s=<s>,beta=<b>' (e.g. 'beta=1e3'), or a mapping such as "
+                        f"{{'relu': 'value=1', 'max_pool2d': 'hybrid=10'}}.")
+
+
+def program_params(program) -> tuple[float, float | None]:
+    """(ReLU'(0), beta) of a program: beta of its max-pool rule in the hybrid family (None outside it)."""
+    prog = as_program(program)
+    relu = prog.get("relu", registry.torch_rule("relu"))
+    relu = relu[0] if isinstance(relu, tuple) else relu
+    pool = prog.get("max_pool2d", registry.torch_rule("max_pool2d")).hybrid_beta
+    return float(registry.get("relu").kink_derivative(0, relu)), None if pool is None else float(pool)
+
+
+def program_label(program) -> str:
+    """The program's label ``"relu_s=<s>,beta=<b>"`` (what reports and the zones CLI print)."""
+    relu_s, beta = program_params(program)
+    return f"relu_s={relu_s:g},beta={beta:g}"
 
 
 @contextlib.contextmanager
-def use_rule(program: str | BackwardRule):
-    """Make ``program`` the backward rule of every rule-less ReLU/MaxPool variant for the block."""
-    rule = as_rule(program)
-    with ad.backward_rules(**rule.ad_rules()):
-        yield rule
+def use_rule(program):
+    """Make ``program`` (a name, label or mapping: see :func:`as_program`) the backward rule of every rule-less
+    ReLU/MaxPool variant for the block."""
+    prog = as_program(program)
+    with ad.backward_rules(**prog):
+        yield prog
 
 
-class ReLUS(ad.ReLUVariant):
-    """ReLU whose derivative at 0 is the active rule's ``relu_s`` (read at backward time)."""
-
-    def __init__(self):
-        super().__init__(None)
-
-
-class MaxPool2dS(ad.MaxPool2dVariant):
-    """MaxPool2d whose Jacobian is the active rule's hybrid(beta), read at backward time."""
-
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1):
-        super().__init__(kernel_size, stride, padding, dilation, False, None, None)
+#: the switchable layers: :class:`nsverify.ad.ReLUVariant` / :class:`nsverify.ad.MaxPool2dVariant` built without
+#: a rule, so their backward reads the active program (``ReLUS()``, ``MaxPool2dS(kernel, stride, padding)``)
+ReLUS = ad.ReLUVariant
+MaxPool2dS = ad.MaxPool2dVariant
 
 
 def switchable(model: nn.Module) -> nn.Module:
@@ -113,11 +125,11 @@ def switchable(model: nn.Module) -> nn.Module:
 
 
 def is_relu(m: nn.Module) -> bool:
-    return isinstance(m, ad.ReLUVariant) and m.s is None
+    return isinstance(m, ad.ReLUVariant) and m.rule is None
 
 
 def is_maxpool(m: nn.Module) -> bool:
-    return isinstance(m, ad.MaxPool2dVariant) and m.jacobian is None and not m.ceil_mode
+    return isinstance(m, ad.MaxPool2dVariant) and m.rule is None and not m.ceil_mode
 
 
 def nonsmooth_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:

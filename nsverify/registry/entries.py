@@ -1,0 +1,215 @@
+"""The registry's entries: every nonsmooth primitive with PyTorch's rule at its kinks or ties (measured on torch
+2.13 CPU; ``nsverify conventions`` re-measures them) and the recorded violations next to the case they describe.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Sequence
+
+import mpmath
+
+from nsverify.registry.types import Elementwise, Piece, Selection, Violation, lin, selection_case
+from nsverify.registry.windows import Window, adaptive_windows, pool2d_windows
+
+F = Fraction
+
+with mpmath.workdps(40):
+    SELU_ALPHA = mpmath.mpf("1.6732632423543772848170429916717")
+    SELU_SCALE = mpmath.mpf("1.0507009873554804934193349852946")
+
+#: PyTorch's rule at the kink of ``threshold(x, th, value)`` (an op instantiated from its arguments only, see
+#: :func:`nsverify.registry.elementwise_for`): threshold_backward passes the gradient where x > th, so the
+#: derivative at x == th is the left piece's (the constant ``value``)
+THRESHOLD_RULES = ("left",)
+
+_THIRD = Violation(
+    "rounding",
+    "even split over 3 tied entries: 1/3 is not representable in binary floating point, so the float gradient "
+    "is the exact rule rounded (it lies just outside the exact Clarke set)")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Elementwise entries
+# ----------------------------------------------------------------------------------------------------
+def _const(c) -> Piece:
+    return Piece(poly=(F(c),))
+
+
+def _mp_exp_piece(scale, alpha) -> Piece:
+    """scale * alpha * (exp(x) - 1), the negative branch of elu/selu (mpmath; not rational)."""
+    return Piece(mp=lambda x: scale * alpha * (mpmath.exp(x) - 1),
+                 dmp=lambda x: scale * alpha * mpmath.exp(x))
+
+
+def elementwise_entries():
+    import torch
+    import torch.nn.functional as tF
+
+    yield Elementwise("relu", ("relu", "relu_", "threshold_backward"), torch.relu, (F(0),),
+                      (_const(0), lin(1)), ("left",), doc="max(x, 0); PyTorch: relu'(0) = 0")
+    yield Elementwise("leaky_relu", ("leaky_relu", "leaky_relu_"), tF.leaky_relu, (F(0),),
+                      (lin(F(1, 100)), lin(1)), ("left",), kwargs={"negative_slope": 0.01},
+                      doc="slope 1/100 below 0; the real slope is not dyadic: in a float dtype the slope "
+                          "PyTorch uses (and returns at 0) is 0.01 rounded to the dtype's compute type "
+                          "(see :func:`round_to_dtype`)",
+                      violations={F(0): (Violation(
+                          "rounding", "the left derivative 0.01 (registry value: the float64 0.01) is rounded to "
+                          "float32 (bfloat16 and float16 round it upward, into the Clarke interval [0.01, 1])",
+                          ("float32",)),)})
+    yield Elementwise("relu6", ("relu6",), tF.relu6, (F(0), F(6)),
+                      (_const(0), lin(1), _const(6)), ("left", "right"))
+    yield Elementwise("hardtanh", ("hardtanh", "hardtanh_"), tF.hardtanh, (F(-1), F(1)),
+                      (_const(-1), lin(1), _const(1)), ("left", "right"))
+    yield Elementwise("hardsigmoid", ("hardsigmoid",), tF.hardsigmoid, (F(-3), F(3)),
+                      (_const(0), lin(F(1, 6), F(1, 2)), _const(1)), ("left", "right"))
+    yield Elementwise("hardswish", ("hardswish",), tF.hardswish, (F(-3), F(3)),
+                      (_const(0), Piece(poly=(F(0), F(1, 2), F(1, 6))), lin(1)), ("left", "right"),
+                      doc="x * relu6(x + 3) / 6")
+    yield Elementwise("elu", ("elu",), tF.elu, (F(0),), (_mp_exp_piece(1, 1), lin(1)), ("left",),
+                      kwargs={"alpha": 1.0},
+                      doc="alpha = 1: both one-sided derivatives are 1 (C^1, a piece boundary, no kink)")
+    yield Elementwise("selu", ("selu",), tF.selu, (F(0),),
+                      (_mp_exp_piece(SELU_SCALE, SELU_ALPHA), Piece(mp=lambda x: SELU_SCALE * x,
+                                                                     dmp=lambda x: SELU_SCALE)),
+                      ("left",), doc="left derivative scale*alpha ~ 1.7581, right scale ~ 1.0507 (mpmath)")
+    yield Elementwise("abs", ("abs", "abs_"), torch.abs, (F(0),), (lin(-1), lin(1)), ("mix=1/2",),
+                      doc="PyTorch: abs'(0) = sgn(0) = 0, the even split of -1 and 1 (the minimal-norm element)")
+    yield Elementwise("clamp", ("clamp", "clamp_", "clip"), torch.clamp, (F(0), F(1)),
+                      (_const(0), lin(1), _const(1)), ("inside", "inside"), kwargs={"min": 0.0, "max": 1.0},
+                      doc="clamp(x, 0, 1) with scalar bounds: derivative 1 at both bounds (unlike hardtanh)")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Selection entries
+# ----------------------------------------------------------------------------------------------------
+def _pool_windows_2d(h, w, **geom) -> list[Window]:
+    _, wins = pool2d_windows(h, w, **geom)
+    return [Window(tuple(win)) for win in wins]
+
+
+def selection_entries():
+    import torch
+    import torch.nn.functional as tF
+
+    W, case = Window, selection_case
+    # --- binary elementwise max/min: input rows (x, y), output j compares x_j and y_j
+    pair = lambda n, d: [W((j, n + j), 0, d) for j in range(n)]  # noqa: E731
+    yield Selection("maximum", ("maximum", "fmax"), lambda t: torch.maximum(t[0], t[1]), "even", lambda: (
+        case("x == y", [1, 0, 2, 1, 3, 2], (2, 3), pair(3, "max"), "even", cotangent=[1, 2, 3]),),
+        packing="pair", doc="torch.maximum(x, y): 1/2 to each side at x == y")
+    yield Selection("minimum", ("minimum", "fmin"), lambda t: torch.minimum(t[0], t[1]), "even", lambda: (
+        case("x == y", [1, 0, 2, 1, -3, 2], (2, 3), pair(3, "min"), "even", cotangent=[1, 2, 3]),),
+        packing="pair")
+    # --- full reductions: even split
+    for name, fn, d in [("amax", torch.amax, "max"), ("amin", torch.amin, "min"), ("max", torch.max, "max"),
+                        ("min", torch.min, "min")]:
+        yield Selection(name, (name,), (lambda f: lambda t: f(t))(fn), "even", _reduction_cases(d),
+                        doc=f"torch.{name}(x), full reduction: even split over the tie set (minimal norm)")
+    # --- reductions along a dim: first index
+    rows = lambda r, c, d: [W(tuple(i * c + j for j in range(c)), 0, d) for i in range(r)]  # noqa: E731
+    yield Selection("max_dim", ("max.dim",), lambda t: torch.max(t, 1).values, "first", lambda: (
+        case("ties in rows", [1, 1, 0, 2, 0, 2], (2, 3), rows(2, 3, "max"), "first", cotangent=[1, 2]),
+        case("all tied", [0, 0, 0, 0], (1, 4), rows(1, 4, "max"), "first")),
+        kwargs={"dim": 1}, doc="torch.max(x, dim): the first maximal index")
+    yield Selection("min_dim", ("min.dim",), lambda t: torch.min(t, 1).values, "first", lambda: (
+        case("ties in rows", [1, 1, 2, 0, 3, 0], (2, 3), rows(2, 3, "min"), "first", cotangent=[1, 2]),),
+        kwargs={"dim": 1}, doc="torch.min(x, dim): the first minimal index")
+    yield Selection("median", ("median",), lambda t: torch.median(t), "even", lambda: (
+        case("3 tied at the median", [1, 1, 1, 2], (4,), [W((0, 1, 2, 3), 1, "min")], "even",
+             violations=(_THIRD,)),
+        case("all tied", [0, 0, 0, 0], (4,), [W((0, 1, 2, 3), 1, "min")], "even")),
+        doc="torch.median(x) (lower median): even split over the entries equal to it (measured, torch 2.13)")
+    yield Selection("median_dim", ("median.dim",), lambda t: torch.median(t, 1).values, "first", lambda: (
+        case("3 tied", [1, 1, 1], (1, 3), [W((0, 1, 2), 1, "min")], "first"),
+        case("3 tied among 5", [2, 1, 1, 1, 0], (1, 5), [W((0, 1, 2, 3, 4), 2, "min")], "first")),
+        kwargs={"dim": 1}, doc="torch.median(x, dim): the gradient goes to the returned index, the one a "
+                              "stable ascending sort puts at the median rank (measured on CPU, torch 2.13)")
+    # --- pooling: first index in row-major window order, overlapping windows accumulate
+    yield Selection("max_pool1d", ("max_pool1d", "max_pool1d_with_indices"),
+                    lambda t: tF.max_pool1d(t.reshape(1, 1, -1), 2, stride=1).flatten(), "first", lambda: (
+                        case("overlapping k=2 s=1", [0, 0, 1, 1], (4,),
+                             _pool_windows_2d(1, 4, kernel=(1, 2), stride=(1, 1)), "first",
+                             cotangent=[1, 2, 3]),
+                        case("Despres (t, 4t) at t=0", [0, 0], (2,),
+                             _pool_windows_2d(1, 2, kernel=(1, 2), stride=(1, 1)), "first")),
+                    kwargs={"kernel_size": 2, "stride": 1},
+                    doc="F.max_pool1d; when its input requires grad PyTorch runs it as max_pool2d_with_indices, "
+                        "so the oracle sees (and keys) it as max_pool2d")
+    yield Selection("max_pool2d", ("max_pool2d", "max_pool2d_with_indices", "max_pool3d",
+                                   "max_pool3d_with_indices"), _max_pool2d_case_fn, "first",
+                    _max_pool2d_cases, doc="first index in row-major window order; overlapping windows add "
+                    "up. Also the key of ATen's 3-d max pool (the same first-index rule). torch_fn(t, geom=...) "
+                    "takes the case's geometry (case.extra)")
+    yield Selection("adaptive_max_pool2d", ("adaptive_max_pool2d", "adaptive_max_pool1d"),
+                    lambda t: tF.adaptive_max_pool2d(t.reshape(1, 1, 3, 3), 2).flatten(), "first", lambda: (
+                        case("3x3 -> 2x2 (overlapping) all tied", [0] * 9, (3, 3), _adaptive_windows_2d(3, 2),
+                             "first", cotangent=[1, 2, 3, 1]),),
+                    kwargs={"output_size": 2}, doc="F.adaptive_max_pool1d runs as adaptive_max_pool2d")
+    # --- sort / topk
+    yield Selection("sort", ("sort",), lambda t: torch.sort(t).values, "first", lambda: (
+        case("3 tied", [1, 0, 1, 1], (4,), [W((0, 1, 2, 3), r, "min") for r in range(4)], "first",
+             cotangent=[1, 2, 3, 4]),),
+        doc="ascending sort: tied entries keep their index order (measured, torch 2.13 CPU)")
+    yield Selection("topk", ("topk",), lambda t: torch.topk(t, 2).values, "returned", lambda: (
+        case("3 tied, k=2", [1, 0, 1, 1], (4,), [W((0, 1, 2, 3), r, "max") for r in range(2)], "returned",
+             cotangent=[1, 2]),),
+        kwargs={"k": 2}, indices_fn=lambda t: torch.topk(t, 2).indices.flatten().tolist(),
+        doc="topk at ties returns later indices in ascending order (measured, torch 2.13 CPU): a Bouligand "
+            "piece, but neither the first- nor the last-index rule; the gradient goes to the returned indices")
+    # --- clamp with tensor bounds = median of (x, min, max) when min <= max
+    med3 = lambda n: [W((j, n + j, 2 * n + j), 1, "max") for j in range(n)]  # noqa: E731
+    yield Selection("clamp_tensor", (), lambda t: torch.clamp(t[0], t[1], t[2]), "inside", lambda: (
+        case("x == min, x == max", [0, 1, 2, 0, 0, 0, 1, 1, 3], (3, 3), med3(3), "inside",
+             cotangent=[1, 2, 3]),
+        case("min == max > x", [2, 3, 3], (3, 1), med3(1), "inside", mode_rules={"jvp": "last"},
+             violations=(Violation(
+                 "no", "torch.clamp(x, min=t, max=t) with x < t: the output equals the bounds, but PyTorch's "
+                 "backward routes the gradient to neither bound and returns (0, 0, 0); every Bouligand gradient "
+                 "of the real function puts weight 1 on the min or on the max argument"),))),
+        packing="triple", doc="torch.clamp(x, min_tensor, max_tensor) (aten.clamp.Tensor): the whole "
+        "gradient goes to x at x == min or x == max (like the scalar clamp); when min == max > x it is 0 for "
+        "every input, outside the Clarke set conv{e_min, e_max}, while forward mode (jvp) returns e_min, "
+        "inside it (measured, torch 2.13 CPU)")
+
+
+def _reduction_cases(d: str):
+    """Tie cases of a full max (d="max") or min reduction."""
+    big = 3 if d == "max" else -3
+    full = [Window((0, 1, 2, 3), 0, d)]
+    return lambda: (selection_case("2 ties", [1, big, big, 0], (2, 2), full, "even"),
+                    selection_case("3 ties", [big, big, 0, big], (4,), full, "even", violations=(_THIRD,)),
+                    selection_case("all tied", [0, 0, 0, 0], (4,), full, "even"))
+
+
+def _adaptive_windows_2d(n: int, out: int) -> list[Window]:
+    a = adaptive_windows(n, out)
+    return [Window(tuple(r * n + c for r in a[i] for c in a[j])) for i in range(out) for j in range(out)]
+
+
+MAX_POOL2D_GEOMS = (("k=2 non-overlapping", 4, 4, {"kernel": 2}),
+                    ("k=3 s=1 overlapping", 4, 4, {"kernel": 3, "stride": 1}),
+                    ("k=3 s=2 p=1", 4, 4, {"kernel": 3, "stride": 2, "padding": 1}),
+                    ("k=2 s=1 dilation=2", 4, 4, {"kernel": 2, "stride": 1, "dilation": 2}))
+
+
+def _max_pool2d_cases():
+    out = []
+    for label, h, w, geom in MAX_POOL2D_GEOMS:
+        # a plateau filling the top-left window, one more 1 at the corner, zeros elsewhere: ties everywhere
+        vals = [int((i < 2 and j < 2) or (i == h - 1 and j == w - 1)) for i in range(h) for j in range(w)]
+        wins = _pool_windows_2d(h, w, **geom)
+        cot = [(k % 3) + 1 for k in range(len(wins))]
+        out.append(selection_case(label, vals, (h, w), wins, "first", cotangent=cot, geom=geom))
+    return tuple(out)
+
+
+def _max_pool2d_case_fn(t, geom=None):
+    import torch.nn.functional as tF
+
+    g = dict(geom or {"kernel": 2})
+    k = g.pop("kernel")
+    return tF.max_pool2d(t.reshape(1, 1, *t.shape[-2:]), k, **g).flatten()
+
+
+def all_entries() -> Sequence:
+    return [*elementwise_entries(), *selection_entries()]

@@ -1,0 +1,382 @@
+"""The registry's entry types: :class:`Elementwise` (piecewise-smooth scalar functions with kinks),
+:class:`Selection` (max-like ops with ties), the :class:`TieCase` inputs that sit exactly on a tie, and the
+:class:`Violation` records of PyTorch derivatives outside the Clarke set."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable, Sequence
+
+import mpmath
+
+from nsverify.errors import NsverifyError
+from nsverify.registry.exact import as_fraction_vec, exact_tensor
+from nsverify.registry.rules import Rule, parse_rule
+from nsverify.registry.windows import Window, bouligand_pieces, gradient, rule_vectors, select
+
+F = Fraction
+Vec = tuple[Fraction, ...]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Recorded violations
+# ----------------------------------------------------------------------------------------------------
+VIOLATION_KINDS = ("no", "rounding")
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A PyTorch derivative at a kink or tie that is not (exactly) in the Clarke set, with its reason.
+
+    ``kind``: ``"no"`` (outside the Clarke set of the exact function) or ``"rounding"`` (PyTorch applies an
+    exact Clarke rule whose value the dtype cannot represent). ``dtypes``: the dtype names it occurs in (empty:
+    every dtype). ``properties/test_kink_conventions.py`` fails on a case outside the Clarke set that records
+    no violation, and on a recorded violation that no longer occurs, so the records stay true."""
+
+    kind: str
+    reason: str
+    dtypes: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in VIOLATION_KINDS:
+            raise NsverifyError(f"violation kind {self.kind!r} is unknown: use one of {VIOLATION_KINDS}.")
+
+    def applies(self, dtype: str) -> bool:
+        """Does this violation occur in the dtype named ``dtype`` (e.g. "float32")?"""
+        return not self.dtypes or dtype in self.dtypes
+
+
+def _violation_for(violations: Sequence[Violation], dtype: str) -> Violation | None:
+    return next((v for v in violations if v.applies(dtype)), None)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Elementwise pieces
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Piece:
+    """One smooth piece of an elementwise function.
+
+    ``poly``: exact polynomial coefficients (c0, c1, c2, ...) when the piece is a polynomial, else ``None``.
+    ``mp``/``dmp``: value and derivative in mpmath (used for non-polynomial pieces, and to cross-check).
+    """
+
+    poly: tuple[Fraction, ...] | None = None
+    mp: Callable | None = None
+    dmp: Callable | None = None
+
+    def value(self, x):
+        if self.poly is not None:
+            return sum((c * x**k for k, c in enumerate(self.poly)), F(0) if isinstance(x, Fraction) else 0)
+        return self.mp(x)
+
+    def derivative(self, x):
+        """Exact Fraction when the piece is polynomial and x is a Fraction; an mpf (computed with 40 digits)
+        otherwise."""
+        if self.poly is not None:
+            zero = F(0) if isinstance(x, Fraction) else 0
+            return sum((k * c * x ** (k - 1) for k, c in enumerate(self.poly) if k), zero)
+        with mpmath.workdps(40):
+            return +self.dmp(mpmath.mpf(x.numerator) / x.denominator if isinstance(x, Fraction) else x)
+
+    @property
+    def exact(self) -> bool:
+        return self.poly is not None
+
+    @property
+    def constant(self) -> bool:
+        """Is the piece a constant (a polynomial of degree 0)?"""
+        return self.poly is not None and all(c == 0 for c in self.poly[1:])
+
+
+def lin(slope, intercept=0) -> Piece:
+    return Piece(poly=(F(intercept), F(slope)))
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """A piecewise-smooth scalar function x -> f(x), applied entrywise.
+
+    ``breakpoints`` b_1 < ... < b_m (exact), ``pieces`` p_0..p_m with p_i on [b_i, b_{i+1}].
+    ``torch_rules[i]`` is PyTorch's :class:`~nsverify.registry.rules.Rule` at b_i (``left``, ``right``,
+    ``inside`` for clamp, ``mix=1/2`` for abs), as measured on torch 2.13; text is parsed on construction.
+    ``violations`` maps a breakpoint to the recorded :class:`Violation` records at that kink.
+    """
+
+    name: str
+    aten: tuple[str, ...]
+    torch_fn: Callable | None
+    breakpoints: tuple[Fraction, ...]
+    pieces: tuple[Piece, ...]
+    torch_rules: tuple[Rule, ...]
+    kwargs: dict = field(default_factory=dict)
+    doc: str = ""
+    violations: dict = field(default_factory=dict)
+
+    kind = "elementwise"
+
+    def __post_init__(self):
+        rules = tuple(parse_rule(r, kind="kink") for r in self.torch_rules)
+        if len(rules) != len(self.breakpoints) or len(self.pieces) != len(self.breakpoints) + 1:
+            raise NsverifyError(f"{self.name}: {len(self.breakpoints)} breakpoints need "
+                                f"{len(self.breakpoints) + 1} pieces and one rule per kink; got "
+                                f"{len(self.pieces)} pieces and {len(rules)} rules.")
+        object.__setattr__(self, "torch_rules", rules)
+
+    def piece_index(self, x: Fraction, side: int = 0) -> int:
+        """Index of the piece active at x; at a breakpoint, side=-1 gives the left piece, +1 the right."""
+        for i, b in enumerate(self.breakpoints):
+            if x < b or (x == b and side < 0):
+                return i
+        return len(self.breakpoints)
+
+    def value(self, x):
+        return self.pieces[self.piece_index(x, +1)].value(x)
+
+    def one_sided(self, b: Fraction) -> tuple:
+        """(left derivative, right derivative) at breakpoint b, exact when both pieces are polynomial."""
+        i = self.breakpoints.index(b)
+        left, right = self.pieces[i].derivative(b), self.pieces[i + 1].derivative(b)
+        if isinstance(left, mpmath.mpf) != isinstance(right, mpmath.mpf):  # compare like with like
+            with mpmath.workdps(40):
+                left, right = (mpmath.mpf(v.numerator) / v.denominator if isinstance(v, Fraction) else v
+                               for v in (left, right))
+        return left, right
+
+    def clarke(self, x: Fraction) -> tuple:
+        """Clarke subdifferential at x as an interval (lo, hi)."""
+        if x in self.breakpoints:
+            left, right = self.one_sided(x)
+            return (min(left, right), max(left, right))
+        d = self.pieces[self.piece_index(x)].derivative(x)
+        return (d, d)
+
+    def kink_label(self, i: int) -> str:
+        """The case label of kink i ("x=<breakpoint>"), as the conventions matrix and the violations name it."""
+        return f"x={self.breakpoints[i]}"
+
+    def inside_piece(self, i: int) -> int:
+        """The piece adjacent to kink i that lies inside the clamped range: the non-constant one (clamp at its
+        lower bound: the right piece; at its upper bound: the left piece)."""
+        if self.pieces[i].constant and not self.pieces[i + 1].constant:
+            return i + 1
+        return i
+
+    def rule_piece(self, i: int, rule: Rule | None = None) -> int | None:
+        """The piece whose derivative ``rule`` (default: PyTorch's) takes at kink i -- ``left``, ``right``,
+        ``inside`` -- or None when the rule is a fixed value or a mix of the two sides."""
+        rule = self.torch_rules[i] if rule is None else parse_rule(rule, kind="kink")
+        return {"left": i, "right": i + 1, "inside": self.inside_piece(i)}.get(rule.name)
+
+    def derivative_piece(self, i: int, rule: Rule | None = None) -> int | None:
+        """The adjacent piece whose derivative AD takes at kink i under ``rule`` (default: PyTorch's): the rule's
+        own piece (left, right, inside), else the side whose derivative equals the rule's value (left first:
+        ``value=1`` at relu's kink is the right piece), else None (abs's ``mix=1/2``: no piece has slope 0)."""
+        piece = self.rule_piece(i, rule)
+        if piece is not None:
+            return piece
+        d = self.kink_derivative(i, rule)
+        left, right = self.one_sided(self.breakpoints[i])
+        return i if d == left else i + 1 if d == right else None
+
+    def kink_derivative(self, i: int, rule: Rule | None = None):
+        """The derivative ``rule`` (default: PyTorch's rule) gives at kink i: exact when the pieces are
+        polynomial, an mpf otherwise."""
+        rule = self.torch_rules[i] if rule is None else parse_rule(rule, kind="kink")
+        b = self.breakpoints[i]
+        if rule.name == "inside":
+            return self.pieces[self.inside_piece(i)].derivative(b)
+        left, right = self.one_sided(b)
+        if rule.name == "mix" and isinstance(left, mpmath.mpf):
+            with mpmath.workdps(40):
+                lam = mpmath.mpf(rule.param.numerator) / rule.param.denominator
+                return left + lam * (right - left)
+        return rule.kink_derivative(left, right)
+
+    def torch_derivative(self, x: Fraction):
+        """The derivative PyTorch's rule gives at x (exact where possible)."""
+        if x not in self.breakpoints:
+            return self.pieces[self.piece_index(x)].derivative(x)
+        return self.kink_derivative(self.breakpoints.index(x))
+
+    def violation(self, i: int, dtype: str) -> Violation | None:
+        """The recorded violation at kink i in dtype ``dtype`` (a name such as "float32"), or None."""
+        return _violation_for(self.violations.get(self.breakpoints[i], ()), dtype)
+
+    def mp_value(self, x):
+        """High-precision value at an mpf point (for difference quotients)."""
+        xf = mpmath.mpf(x)
+        for i, b in enumerate(self.breakpoints):
+            if xf < mpmath.mpf(b.numerator) / b.denominator:
+                return self._mp_piece(self.pieces[i], xf)
+        return self._mp_piece(self.pieces[-1], xf)
+
+    @staticmethod
+    def _mp_piece(p: Piece, x):
+        if p.poly is not None:
+            return sum(mpmath.mpf(c.numerator) / c.denominator * x**k for k, c in enumerate(p.poly))
+        return p.mp(x)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Selection ops and tie cases
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TieCase:
+    """A concrete input sitting exactly on a kink/tie of a primitive.
+
+    ``values``: the flattened input (exact dyadic Fractions, exactly representable in every float dtype);
+    ``shape``: its shape; ``cotangent``: weights (exact) turning the op's output into the scalar
+    ``sum(cotangent * op(x))`` (None: the output is already scalar or has one entry);
+    ``pieces``: the exact gradients of that scalar w.r.t. the input on each adjacent smooth piece
+    (the Bouligand set; the Clarke set is its convex hull);
+    ``rules``: named candidate AD outputs ("first", "last", "even"), each an exact vector;
+    ``torch_rule``: PyTorch 2.13's :class:`~nsverify.registry.rules.Rule` at this case;
+    ``mode_rules``: per-mode exceptions (e.g. {"jvp": Rule("last")}: forward mode may pick another piece);
+    ``violations``: the recorded :class:`Violation` records of this case.
+    """
+
+    label: str
+    values: Vec
+    shape: tuple[int, ...]
+    pieces: tuple[Vec, ...]
+    rules: dict
+    torch_rule: Rule
+    cotangent: Vec | None = None
+    extra: dict = field(default_factory=dict)
+    #: the op's outputs as selection windows (see :class:`Window`), for exact directional derivatives
+    windows: tuple = ()
+    mode_rules: dict = field(default_factory=dict)
+    violations: tuple[Violation, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "torch_rule", parse_rule(self.torch_rule, kind="tie"))
+        object.__setattr__(self, "mode_rules", {m: parse_rule(r, kind="tie") for m, r in self.mode_rules.items()})
+
+    @property
+    def weights(self) -> Vec:
+        return self.cotangent if self.cotangent is not None else (F(1),) * len(self.windows)
+
+    def rule_for(self, mode: str) -> Rule:
+        """PyTorch's rule in ``mode`` ("eager", "func", "jvp", "compile")."""
+        return self.mode_rules.get(mode, self.torch_rule)
+
+    def directional(self, tangent: Sequence) -> Fraction:
+        """Exact one-sided directional derivative of sum_j w_j op(x)_j at the tie along ``tangent``: the
+        piece selected by ordering tied entries by the tangent (then by index)."""
+        v = as_fraction_vec(tangent)
+        n = len(self.values)
+        key = {i: (v[i], -i) for i in range(n)}
+        g = gradient(n, self.weights, [select(self.values, w, key) for w in self.windows])
+        return sum(a * b for a, b in zip(g, v))
+
+    def rule_vector(self, rule, returned: Sequence[int] | None = None) -> Vec | None:
+        """The exact gradient ``rule`` gives at this tie, or None when the rule does not determine it here
+        (``inside`` where the clamped input is not tied with the output). ``returned``: per output, the index
+        PyTorch returned (needed by ``returned``)."""
+        rule = parse_rule(rule, kind="tie")
+        n = len(self.values)
+        if rule.name in self.rules:
+            return self.rules[rule.name]
+        if rule.name == "hybrid":
+            b = rule.param
+            return tuple((1 - b) * f + b * e for f, e in zip(self.rules["first"], self.rules["even"]))
+        if rule.name == "returned":
+            if returned is None or len(returned) != len(self.windows):
+                raise NsverifyError(f"{self.label}: rule 'returned' needs one returned index per output "
+                                    f"({len(self.windows)}), got {returned!r}.")
+            return gradient(n, self.weights, [int(i) for i in returned])
+        if rule.name != "inside":
+            raise NsverifyError(f"rule {rule} has no vector of its own: resolve 'torch' with the registry first.")
+        # inside: each output's weight goes to the clamped input (the window's first entry) when it is tied
+        # with the output, i.e. when the output equals it
+        chosen = []
+        first = {i: -i for i in range(n)}
+        for win in self.windows:
+            out = self.values[select(self.values, win, first)]
+            if self.values[win.indices[0]] != out:
+                return None
+            chosen.append(win.indices[0])
+        return gradient(n, self.weights, chosen)
+
+    @property
+    def clarke_vertices(self) -> tuple[Vec, ...]:
+        return self.pieces
+
+    def in_clarke(self, vec: Sequence) -> bool:
+        """Exact: is ``vec`` (exact values, e.g. Fractions of a float gradient) in the Clarke set?"""
+        from nsverify.hull import in_hull
+
+        return in_hull(as_fraction_vec(vec), self.pieces)
+
+    def violation(self, dtype: str) -> Violation | None:
+        """The recorded violation of this case in dtype ``dtype`` (a name such as "float32"), or None."""
+        return _violation_for(self.violations, dtype)
+
+    def tensor(self, dtype, device="cpu"):
+        """The input as a tensor of ``dtype``; raises InexactError if a value is not representable."""
+        return exact_tensor(self.values, dtype, device).reshape(self.shape)
+
+    def cotangent_tensor(self, dtype, device="cpu"):
+        return None if self.cotangent is None else exact_tensor(self.cotangent, dtype, device)
+
+
+def selection_case(label: str, values, shape, windows: Sequence[Window], torch_rule, cotangent=None,
+                   mode_rules: dict | None = None, violations: Sequence[Violation] = (), **extra) -> TieCase:
+    """Build a TieCase from exact input values and the op's windows (pieces and rules computed exactly).
+    ``torch_rule`` and the values of ``mode_rules``: anything :func:`~nsverify.registry.rules.parse_rule`
+    reads as a tie rule."""
+    vals = as_fraction_vec(values)
+    weights = as_fraction_vec(cotangent) if cotangent is not None else (F(1),) * len(windows)
+    if len(weights) != len(windows):
+        raise ValueError(f"{label}: {len(windows)} outputs but {len(weights)} cotangent weights")
+    return TieCase(label=label, values=vals, shape=tuple(shape),
+                   pieces=bouligand_pieces(vals, windows, weights),
+                   rules=rule_vectors(vals, windows, weights), torch_rule=torch_rule,
+                   cotangent=None if cotangent is None else weights, extra=dict(extra),
+                   windows=tuple(windows), mode_rules=dict(mode_rules or {}), violations=tuple(violations))
+
+
+_CASE_CACHE: dict[str, tuple] = {}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A max-like op: each output entry equals one input entry (or a fixed average, for median).
+
+    ``torch_rule``: PyTorch's tie :class:`~nsverify.registry.rules.Rule` (text is parsed on construction);
+    ``indices_fn``: for the ``returned`` rule, a function of the input returning, per output, the index
+    PyTorch returned."""
+
+    name: str
+    aten: tuple[str, ...]
+    torch_fn: Callable
+    torch_rule: Rule
+    #: the tie cases, or a zero-argument function building them (computed on first use: exact Bouligand
+    #: enumeration is too slow for import time)
+    case_source: tuple[TieCase, ...] | Callable[[], tuple[TieCase, ...]] = ()
+    kwargs: dict = field(default_factory=dict)
+    doc: str = ""
+    #: how to read the input: "single" tensor, or "pair" (maximum/minimum: rows 0 and 1 are x and y),
+    #: or "triple" (clamp with tensor bounds: rows x, min, max)
+    packing: str = "single"
+    indices_fn: Callable | None = None
+
+    kind = "selection"
+
+    def __post_init__(self):
+        rule = parse_rule(self.torch_rule, kind="tie")
+        if rule.name == "returned" and self.indices_fn is None:
+            raise NsverifyError(f"{self.name}: the rule 'returned' needs indices_fn (the indices PyTorch returns).")
+        object.__setattr__(self, "torch_rule", rule)
+
+    @property
+    def cases(self) -> tuple[TieCase, ...]:
+        if callable(self.case_source):
+            if self.name not in _CASE_CACHE:
+                _CASE_CACHE[self.name] = tuple(self.case_source())
+            return _CASE_CACHE[self.name]
+        return tuple(self.case_source)
+
+
+Primitive = Elementwise | Selection
