@@ -8,7 +8,8 @@ import torch
 
 from nsverify.devices import torch_threads
 from nsverify.errors import NsverifyError
-from nsverify.papers.innaprop import compare, make_problem, mean_ci, run_one, steps_to_match, steps_to_target
+from nsverify.papers.innaprop import compare, make_problem, run_one, steps_to_match, steps_to_target
+from nsverify.papers.stats import mean_ci
 
 
 @pytest.fixture(autouse=True)

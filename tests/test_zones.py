@@ -11,6 +11,7 @@ from torch import nn
 
 from nsverify import ad
 from nsverify.errors import NsverifyError, UnsupportedDtypeError
+from nsverify.papers.stats import clopper_pearson, hoeffding_margin, mcdiarmid_margin, share_intervals
 from nsverify.papers.zones import repro as repro
 from nsverify.papers.zones.measure import (
     MissingThresholdError,
@@ -22,7 +23,6 @@ from nsverify.papers.zones.measure import (
     thresholds,
 )
 from nsverify.papers.zones.rules import BackwardRule, MaxPool2dS, ReLUS, switchable, use_rule
-from nsverify.papers.zones.stats import clopper_pearson, hoeffding_margin, mcdiarmid_margin, share_intervals
 from nsverify.papers.zones.volume import VolumeConfig, estimate_volume, load_partial
 from nsverify.workloads.datasets import DataNotFoundError, get_dataset, plateaus
 from nsverify.workloads.models import MODELS, build_model

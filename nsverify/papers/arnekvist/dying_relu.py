@@ -303,7 +303,7 @@ def network_experiment(datasets=("diabetes", "friedman"), gammas=(1.0, 1e-2, 1e-
     import json
     from pathlib import Path
 
-    from nsverify.papers.innaprop.metrics import mean_ci
+    from nsverify.papers.stats import mean_ci
 
     done = {}
     if cache is not None and Path(cache).exists():
