@@ -1,6 +1,6 @@
 """Park, Chun and Lee's Table 1 (002 L21-38) as properties.
 
-Theorem rows: across generated cases that satisfy the row's premise (checked by nsverify.papers.park.conditions), the
+Theorem rows: across generated cases that satisfy the row's premise (checked by nsverify.papers.park.premises), the
 exact oracle never returns not_member. Lemma rows: a search over generated inputs finds a not_member
 counterexample within 200 examples and shrinks it to a minimal one under the order (parameter count, batch,
 total width): no one-step structural reduction smaller in that order is still a counterexample. Which

@@ -2,7 +2,7 @@
 report.
 
 * :data:`ROWS` -- one :class:`Row` per theorem/lemma row: a strategy drawing networks (with forced exact ties)
-  from the row's class, the premise the row needs (checked with :mod:`nsverify.papers.park.conditions`), and
+  from the row's class, the premise the row needs (checked with :mod:`nsverify.papers.park.premises`), and
   what the row claims ("never not_member" for theorems, "a not_member counterexample exists" for lemmas);
 * :func:`verdict` -- the oracle's verdict for a spec (with the AD variant's conventions passed to the oracle);
 * :func:`search_counterexample` -- Hypothesis ``find``: the first generated not_member case, shrunk, and how
@@ -98,7 +98,7 @@ def _prem(name):
     def check(spec):
         """The row's premise, established exactly; False when it cannot be (inexact float64 forward)."""
         from nsverify.errors import NsverifyError
-        from nsverify.papers.park.conditions import spec_premises
+        from nsverify.papers.park.premises import spec_premises
 
         try:
             return spec_premises(spec).holds()[name]
