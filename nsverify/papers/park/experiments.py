@@ -1,4 +1,4 @@
-"""A small reproduction of Park et al.'s experiments (002 L196-219, Table 2 L206-211) on a 2-core CPU.
+"""A small reproduction of Park et al.'s experiments (Sec. 4, Table 2) on a 2-core CPU.
 
 Scenario 1: fully connected nets (two hidden layers) with ReLU6 / HardTanh / HardSigmoid on scikit-learn's
 digits; per step, kink touches and Theorem 5's exact rank premise at the touched layers.

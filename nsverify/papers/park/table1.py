@@ -1,14 +1,14 @@
-"""Park, Chun and Lee's Table 1 (002 L21-38) as generators and checks, shared by ``properties/`` and the
-report.
+"""Park, Chun and Lee's Table 1 (Sec. 1) as generators and checks, shared by ``properties/`` and the report.
 
 * :data:`ROWS` -- one :class:`Row` per theorem/lemma row: a strategy drawing networks (with forced exact ties)
   from the row's class, the premise the row needs (checked with :mod:`nsverify.papers.park.premises`), and
   what the row claims ("never not_member" for theorems, "a not_member counterexample exists" for lemmas);
 * :func:`verdict` -- the oracle's verdict for a spec (with the AD variant's conventions passed to the oracle);
 * :func:`search_counterexample` -- Hypothesis ``find``: the first generated not_member case, shrunk, and how
-  many examples the search needed;
-* :data:`PAPER_CASES` -- the paper's own counterexamples (Lemma 2 L522-531, Lemma 3 L537-545, Lemma 7
-  L632-640) as specs, and :func:`minimal_shape` to compare a shrunk counterexample with them.
+  many examples the search needed; :func:`premise_verdict_counts` -- the oracle's verdicts over a theorem
+  row's generated cases;
+* :data:`PAPER_CASES` -- the paper's own counterexamples (the proofs of Lemmas 2, 3 and 7) as specs, and
+  :func:`minimal_shape` to compare a shrunk counterexample with them.
 """
 
 from __future__ import annotations
@@ -278,11 +278,11 @@ def _lin(out, weight, wshape, bias_mode="none", bias=(), act="relu", **kw):
 
 
 PAPER_CASES = {
-    # L522-531: tau(X, w) = (Xw, -Xw), ReLU, l(x1, x2) = x1 - x2 (sign lost in extraction), X = 1, w = 0
+    # proof of Lemma 2: tau(X, w) = (Xw, -Xw), ReLU, l(x1, x2) = x1 - x2, X = 1, w = 0
     "lemma2": NetSpec(
         "linear", (1,), 1, (F(1),), (_lin(2, [0], (1, 1), tied=True),), "linear", (F(1), F(-1))
     ),
-    # L537-545: tau(X, w) = X + w, HardSigmoid, l = x1 + x2, X = (3, -3), w = 0
+    # proof of Lemma 3: tau(X, w) = X + w, HardSigmoid, l = x1 + x2, X = (3, -3), w = 0
     "lemma3": NetSpec(
         "linear",
         (1,),
@@ -292,7 +292,7 @@ PAPER_CASES = {
         "linear",
         (F(1), F(1)),
     ),
-    # L632-640: tau = (Xu + b, b, -Xu + b, b), identity, maxpool pairs, l = x1 - x2, X = 1, (u, b) = 0
+    # proof of Lemma 7: tau = (Xu + b, b, -Xu + b, b), identity, maxpool pairs, l = x1 - x2, X = 1, (u, b) = 0
     # (our tied layer also makes the second row a parameter v: rows (u, v, -u, -v))
     "lemma7": NetSpec(
         "linear",
@@ -402,6 +402,35 @@ def search_counterexample(row: str, max_examples: int = 200) -> SearchResult:
         row, True, n, spec, verdict(spec), same_shape(spec, PAPER_CASES[row]), max_examples, first, steps,
         still_bad=bad,
     )
+
+
+def premise_verdict_counts(row: str, max_examples: int) -> dict:
+    """Draw ``max_examples`` cases from a theorem row's class (Hypothesis, derandomized, generation phase only)
+    and count the cases meeting the row's premise and the oracle's verdicts on them (limits :data:`LIMITS`):
+    ``{"drawn", "premise", "member", "unknown", "not_member"}``."""
+    from hypothesis import HealthCheck, Phase, given, settings
+
+    r = ROWS[row]
+    counts = {"drawn": 0, "premise": 0, "member": 0, "unknown": 0, "not_member": 0}
+
+    @settings(
+        max_examples=max_examples,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(st.data())
+    def run(data):
+        spec = data.draw(r.strategy())
+        counts["drawn"] += 1
+        if r.premise(spec):
+            counts["premise"] += 1
+            counts[verdict(spec, **LIMITS).status] += 1
+
+    run()
+    return counts
 
 
 # ----------------------------------------------------------------------------------------------------------
