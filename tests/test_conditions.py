@@ -156,3 +156,52 @@ def test_algorithm1_layer_counts_kinks_with_sides():
     chk = algorithm1.algorithm1_layer("l", yy, torch.relu(yy), Activation("relu"), [w], [w])
     assert chk.kink_touches == 2 and chk.p.status == "nonempty"
     assert chk.p.point[0] < 0 and chk.p.point[2] < 0
+
+
+def test_one_walker_for_detect_and_monitor():
+    from nsverify.papers.park.monitor import Monitor
+    from nsverify.papers.park.walker import walk
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn, self.act = nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.ReLU()
+            self.pool, self.fc = nn.MaxPool2d(2), nn.Linear(2 * 3 * 3, 2)
+
+        def forward(self, x):
+            return torch.relu(self.fc(self.pool(self.act(self.bn(self.conv(x)))).flatten(1)))
+
+    nodes = walk(Net())
+    assert [(n.kind, n.name, n.functional) for n in nodes] == [
+        ("affine", "conv", False), ("affine", "bn", False), ("activation", "act", False), ("pool", "pool", False),
+        ("affine", "fc", False), ("activation", "relu", True)]
+    assert nodes[0].reads_input and not nodes[1].reads_input
+    assert [n.activation for n in nodes if n.kind == "activation"] == ["relu", "relu"]
+    # detect accepts the functional ReLU; the monitor, which hooks modules, rejects it by name
+    assert [(L.activation, L.bias, L.pool) for L in detect(Net()).layers] == [
+        ("relu", "shared", "nontrivial"), ("relu", "distinct", "none")]
+    with pytest.raises(UnsupportedOpError, match="functional relu at 'relu'.*module form"):
+        Monitor(Net())
+
+
+@pytest.mark.parametrize("user", ["detect", "monitor"])
+def test_walker_errors_are_shared(user):
+    from nsverify.papers.park.monitor import Monitor
+
+    check = detect if user == "detect" else Monitor
+
+    class Abs(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+
+        def forward(self, x):
+            return torch.abs(self.fc(x))
+
+    with pytest.raises(UnsupportedOpError, match=r"\(abs\) is not supported by nsverify's Park-condition checks"):
+        check(Abs())
+    # a Hardtanh whose kinks are not the registry's (-1, 1)
+    with pytest.raises(UnsupportedOpError, match="min_val=-2.0"):
+        check(nn.Sequential(nn.Linear(2, 2), nn.Hardtanh(-2.0, 2.0)))
+    with pytest.raises(UnsupportedOpError, match="LSTM"):
+        check(nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.LSTM(3, 3)))

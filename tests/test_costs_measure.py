@@ -27,7 +27,10 @@ def test_mlp_flop_ratio_matches_closed_form(widths):
 def test_rows_have_positive_times_and_ratios():
     row = mlp_row(2, 32, "bfloat16", batch=8, reps=2)
     assert row["dtype"] == "bfloat16" and row["t_fwd"] > 0 and row["wall_ratio"] > 0
-    assert 2 < row["flop_ratio"] < 3
+    # 784-32-32-10 at batch 8: forward one product per layer, backward the weight gradients and the input
+    # gradients of layers 2-3 (2 * batch * fan_in * fan_out FLOPs per product)
+    mm = [2 * 8 * a * b for a, b in ((784, 32), (32, 32), (32, 10))]
+    assert row["flop_ratio"] == (2 * sum(mm) + sum(mm[1:])) / sum(mm)
     c = cnn_row(0.0625, "float32", batch=2, reps=1)
     assert 2.5 < c["flop_ratio"] < 3.01
     assert sum(isinstance(m, torch.nn.MaxPool2d) for m in vgg11(0.0625)) == 5

@@ -1,4 +1,4 @@
-"""The cost of nonsmooth AD (Boustany Ch.2, thesis 001 L481-1180).
+"""The cost of nonsmooth AD (Boustany's thesis, Ch.2).
 
 Submodules (import what you need; heavy ones import torch lazily):
 

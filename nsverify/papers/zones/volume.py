@@ -1,9 +1,10 @@
-"""Monte Carlo volume of the numerical bifurcation zone (Boustany Criteria 1, eqs 3.17-3.18, L1564-1588).
+"""Monte Carlo volume of the numerical bifurcation zone (Boustany, Ch.3, Criteria 1, eqs 3.17-3.18).
 
 M parameter draws (PyTorch default init, i.e. Kaiming-uniform, one seed per draw) x R minibatches; for each
 dtype, each (draw, batch) pair gets D(P, Q) from ONE forward pass and two backward passes (P, Q differ only
 in the backward rule).  A pair is *impacted* when D > tau[dtype]; a draw is impacted when any of its batches
-is.  Reported: both shares with Hoeffding, McDiarmid and Clopper-Pearson intervals (:mod:`nsverify.papers.stats`).
+is.  Reported: both shares with Hoeffding, McDiarmid and Clopper-Pearson intervals
+(:mod:`nsverify.papers.stats`).
 
 Resumable: every finished draw is appended to a JSON partial file (atomically); a rerun with the same
 configuration skips finished draws (the thresholds are applied at the end, so they may change between runs).
