@@ -369,12 +369,27 @@ class SearchResult:
     still_bad: Callable | None = None  # the search predicate (premise holds and the oracle says not_member)
 
 
+def _generation_settings(max_examples: int):
+    """Hypothesis settings of the report's searches: derandomized (the same examples on every run of one
+    Hypothesis version), generation only, no database, no deadline, no health checks."""
+    from hypothesis import HealthCheck, Phase, settings
+
+    return settings(
+        max_examples=max_examples,
+        database=None,
+        deadline=None,
+        derandomize=True,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+
+
 def search_counterexample(row: str, max_examples: int = 200) -> SearchResult:
     """Generate cases of the row's class until the oracle returns not_member (on a case satisfying the row's
     premise), count the generated examples, then shrink the counterexample with :func:`reduce_spec`
     (structural delta debugging: fewer samples, inputs, rows, smaller values) while it stays a premise-satisfying
     not_member. Derandomized: the same count on every run of the same Hypothesis version."""
-    from hypothesis import HealthCheck, Phase, find, settings
+    from hypothesis import find
     from hypothesis.errors import NoSuchExample
 
     r = ROWS[row]
@@ -384,16 +399,8 @@ def search_counterexample(row: str, max_examples: int = 200) -> SearchResult:
         state["n"] += 1
         return r.premise(spec) and verdict(spec).status == "not_member"
 
-    cfg = settings(
-        max_examples=max_examples,
-        database=None,
-        deadline=None,
-        derandomize=True,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
     try:
-        first = find(r.strategy(), bad, settings=cfg)
+        first = find(r.strategy(), bad, settings=_generation_settings(max_examples))
     except NoSuchExample:
         return SearchResult(row, False, state["n"], budget=max_examples)
     n = state["n"]
@@ -408,19 +415,12 @@ def premise_verdict_counts(row: str, max_examples: int) -> dict:
     """Draw ``max_examples`` cases from a theorem row's class (Hypothesis, derandomized, generation phase only)
     and count the cases meeting the row's premise and the oracle's verdicts on them (limits :data:`LIMITS`):
     ``{"drawn", "premise", "member", "unknown", "not_member"}``."""
-    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import given
 
     r = ROWS[row]
     counts = {"drawn": 0, "premise": 0, "member": 0, "unknown": 0, "not_member": 0}
 
-    @settings(
-        max_examples=max_examples,
-        deadline=None,
-        database=None,
-        derandomize=True,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
+    @_generation_settings(max_examples)
     @given(st.data())
     def run(data):
         spec = data.draw(r.strategy())
