@@ -183,6 +183,8 @@ def costs_section(ctx) -> dict:
 def _plot(meas, omega_depth, omega_width) -> str:
     import matplotlib
 
+    from nsverify.papers.costs.repro import COROLLARY2_BOUND
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -199,7 +201,7 @@ def _plot(meas, omega_depth, omega_width) -> str:
         ax.plot(
             [a for a, _ in om], [o for _, o in om], "s:", color="gray", label="op-count omega (small nets)"
         )
-        ax.axhline(5, color="red", lw=1, label="5x (Cor. 2)")
+        ax.axhline(COROLLARY2_BOUND, color="red", lw=1, label=f"{COROLLARY2_BOUND}x (Cor. 2)")
         ax.set_xlabel(key)
         ax.set_xscale("log" if sweep == "width" else "linear")
         ax.set_title(f"ratio vs {key} (paper: omega_b flat in {key})")
