@@ -1,4 +1,4 @@
-"""nsverify.papers.park.conditions: Condition 1/2 detection, common lambda, exact rank, Algorithm 1's bounded LP."""
+"""Park's premise checkers: Condition 1/2 detection, common lambda, exact rank, Algorithm 1 and its bounded LP."""
 
 from dataclasses import replace
 from fractions import Fraction as F
@@ -9,9 +9,10 @@ import torch
 from torch import nn
 
 from nsverify.errors import UnsupportedOpError
-from nsverify.papers.park import conditions as C
+from nsverify.papers.park import algorithm1, kinks, lp, premises, rank
 from nsverify.papers.park import table1 as park
-from nsverify.strategies.netspec import Pool
+from nsverify.papers.park.conditions import detect
+from nsverify.strategies.netspec import Activation, Pool
 
 
 @pytest.mark.parametrize(
@@ -33,12 +34,12 @@ from nsverify.strategies.netspec import Pool
     ],
 )
 def test_common_lambda(act, lam):
-    assert C.common_lambda(act) == lam
+    assert kinks.common_lambda(act) == lam
 
 
 def test_detect_fully_connected_relu6():
     m = nn.Sequential(nn.Linear(4, 8), nn.ReLU6(), nn.Linear(8, 3), nn.Hardtanh(), nn.Linear(3, 2))
-    cond = C.detect(m, batch=8)
+    cond = detect(m, batch=8)
     assert [L.activation for L in cond.layers] == ["relu6", "hardtanh"]
     assert cond.condition1 and cond.distinct_bias and not cond.common_lambda and cond.fully_connected
     th = cond.theorems()
@@ -55,11 +56,11 @@ def test_detect_conv_maxpool_and_trivial_pool():
         nn.Linear(4 * 3 * 3, 2, bias=False),
         nn.ReLU(),
     )
-    cond = C.detect(m)
+    cond = detect(m)
     assert [(L.bias, L.pool) for L in cond.layers] == [("shared", "nontrivial"), ("none", "none")]
     assert not cond.theorems()["theorem6"]
     m2 = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.MaxPool2d(1, 1), nn.Conv2d(4, 2, 3), nn.ReLU())
-    cond2 = C.detect(m2)
+    cond2 = detect(m2)
     assert cond2.trivial_pools and cond2.shared_bias and cond2.theorems()["theorem6"]
 
 
@@ -72,7 +73,7 @@ def test_detect_residual_and_functional():
         def forward(self, x):
             return torch.relu(self.fc2(torch.nn.functional.relu(self.fc1(x))) + x)
 
-    cond = C.detect(Block())
+    cond = detect(Block())
     assert [L.activation for L in cond.layers] == ["relu", "relu"]
     assert cond.theorems()["theorem4"]
 
@@ -80,39 +81,39 @@ def test_detect_residual_and_functional():
 def test_detect_unsupported_layer_is_clear():
     m = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.LSTM(3, 3))
     with pytest.raises(UnsupportedOpError, match="LSTM"):
-        C.detect(m)
+        detect(m)
 
 
 def test_exact_rank_and_full_column_rank():
     rng = np.random.default_rng(0)
     z = rng.standard_normal((16, 6)).astype(np.float32)
-    assert C.full_column_rank(torch.from_numpy(z))
+    assert rank.full_column_rank(torch.from_numpy(z))
     zi = rng.integers(-5, 6, (16, 6)).astype(np.float32)
     zi[:, 3] = zi[:, 1] * 2 - zi[:, 0]  # exactly dependent (small integers: exact in float32)
-    assert not C.full_column_rank(torch.from_numpy(zi))
-    assert C.exact_rank(zi.T.tolist()) == 5
+    assert not rank.full_column_rank(torch.from_numpy(zi))
+    assert rank.exact_rank(zi.T.tolist()) == 5
     z[:, 3] = z[:, 1] * 2 - z[:, 0]  # rounded in float32: the stored matrix is (exactly) of full rank
-    assert C.full_column_rank(torch.from_numpy(z)) == (C.exact_rank(z.T.tolist()) == 6)
-    assert not C.full_column_rank(torch.zeros(3, 4))  # more samples than features
+    assert rank.full_column_rank(torch.from_numpy(z)) == (rank.exact_rank(z.T.tolist()) == 6)
+    assert not rank.full_column_rank(torch.zeros(3, 4))  # more samples than features
     # a matrix whose float rank looks full but whose exact rank is not: 1e-30-scale entries are still exact
     tiny = torch.tensor([[1e-30, 2e-30], [1.0, 2.0]], dtype=torch.float64)
-    assert C.full_column_rank(tiny) == (C.exact_rank(tiny.t().tolist()) == 2)
+    assert rank.full_column_rank(tiny) == (rank.exact_rank(tiny.t().tolist()) == 2)
 
 
 def test_p_nonempty_point_and_farkas():
-    r = C.p_nonempty([[1, 0], [0, 1], [1, 1]])
+    r = lp.p_nonempty([[1, 0], [0, 1], [1, 1]])
     assert r.status == "nonempty"
     assert all(sum(F(a) * x for a, x in zip(row, r.point)) > 0 for row in ([1, 0], [0, 1], [1, 1]))
-    e = C.p_nonempty([[1, -1, 0], [-1, 1, 0]])
+    e = lp.p_nonempty([[1, -1, 0], [-1, 1, 0]])
     assert e.status == "empty" and e.farkas == [F(1, 2), F(1, 2)]
-    assert C.p_nonempty([]).status == "trivial"
-    assert C.p_nonempty([[0, 0]]).status == "empty"  # 0 > 0 is infeasible
+    assert lp.p_nonempty([]).status == "trivial"
+    assert lp.p_nonempty([[0, 0]]).status == "empty"  # 0 > 0 is infeasible
     # strictly positive margin needed: {x1 > 0, -x1 > 0, x2 > 0}
-    assert C.p_nonempty([[1, 0], [-1, 0], [0, 1]]).status == "empty"
+    assert lp.p_nonempty([[1, 0], [-1, 0], [0, 1]]).status == "empty"
 
 
 def test_algorithm1_on_paper_lemma7_and_its_twin():
-    pr = C.spec_premises(park.PAPER_CASES["lemma7"])
+    pr = premises.spec_premises(park.PAPER_CASES["lemma7"])
     (chk,) = pr.algorithm1
     assert chk.tied_windows == 2 and chk.nontrivial_windows == 2 and chk.status == "empty"
     assert not pr.theorem8
@@ -133,15 +134,15 @@ def test_algorithm1_on_paper_lemma7_and_its_twin():
             ),
         ),
     )
-    pr2 = C.spec_premises(twin)
+    pr2 = premises.spec_premises(twin)
     assert pr2.algorithm1[0].status == "nonempty" and pr2.theorem8
     assert park.verdict(twin).status == "member"
 
 
 def test_theorem5_rank_premise_on_paper_cases():
-    pr = C.spec_premises(park.PAPER_CASES["lemma2"])
+    pr = premises.spec_premises(park.PAPER_CASES["lemma2"])
     assert pr.kinks == 2 and not pr.holds()["theorem5"]  # tied rows are not a free fully connected layer
-    pr3 = C.spec_premises(park.PAPER_CASES["lemma3"])
+    pr3 = premises.spec_premises(park.PAPER_CASES["lemma3"])
     assert pr3.theorem5_rank is False  # X = (3, -3): columns of z_0 dependent
 
 
@@ -149,9 +150,58 @@ def test_algorithm1_layer_counts_kinks_with_sides():
     y = torch.tensor([[0.0, 1.0, 0.0]], requires_grad=True)
     w = torch.ones(3, requires_grad=True)
     a = torch.relu(y * w)  # pi_i = y_i e_i = 0 at the kinks: no direction moves them -> P empty
-    chk = C.algorithm1_layer("l", y * w, a, C.Activation("relu"), [w], [w])
+    chk = algorithm1.algorithm1_layer("l", y * w, a, Activation("relu"), [w], [w])
     assert chk.kink_touches == 2 and chk.p.status == "empty"
     yy = y + w - 1  # pi_i = e_i: AD uses the left derivative, so x = -e_0 - e_2 lies in P
-    chk = C.algorithm1_layer("l", yy, torch.relu(yy), C.Activation("relu"), [w], [w])
+    chk = algorithm1.algorithm1_layer("l", yy, torch.relu(yy), Activation("relu"), [w], [w])
     assert chk.kink_touches == 2 and chk.p.status == "nonempty"
     assert chk.p.point[0] < 0 and chk.p.point[2] < 0
+
+
+def test_one_walker_for_detect_and_monitor():
+    from nsverify.papers.park.monitor import Monitor
+    from nsverify.papers.park.walker import walk
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn, self.act = nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.ReLU()
+            self.pool, self.fc = nn.MaxPool2d(2), nn.Linear(2 * 3 * 3, 2)
+
+        def forward(self, x):
+            return torch.relu(self.fc(self.pool(self.act(self.bn(self.conv(x)))).flatten(1)))
+
+    nodes = walk(Net())
+    assert [(n.kind, n.name, n.functional) for n in nodes] == [
+        ("affine", "conv", False), ("affine", "bn", False), ("activation", "act", False), ("pool", "pool", False),
+        ("affine", "fc", False), ("activation", "relu", True)]
+    assert nodes[0].reads_input and not nodes[1].reads_input
+    assert [n.activation for n in nodes if n.kind == "activation"] == ["relu", "relu"]
+    # detect accepts the functional ReLU; the monitor, which hooks modules, rejects it by name
+    assert [(L.activation, L.bias, L.pool) for L in detect(Net()).layers] == [
+        ("relu", "shared", "nontrivial"), ("relu", "distinct", "none")]
+    with pytest.raises(UnsupportedOpError, match="functional relu at 'relu'.*module form"):
+        Monitor(Net())
+
+
+@pytest.mark.parametrize("user", ["detect", "monitor"])
+def test_walker_errors_are_shared(user):
+    from nsverify.papers.park.monitor import Monitor
+
+    check = detect if user == "detect" else Monitor
+
+    class Abs(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+
+        def forward(self, x):
+            return torch.abs(self.fc(x))
+
+    with pytest.raises(UnsupportedOpError, match=r"\(abs\) is not supported by nsverify's Park-condition checks"):
+        check(Abs())
+    # a Hardtanh whose kinks are not the registry's (-1, 1)
+    with pytest.raises(UnsupportedOpError, match="min_val=-2.0"):
+        check(nn.Sequential(nn.Linear(2, 2), nn.Hardtanh(-2.0, 2.0)))
+    with pytest.raises(UnsupportedOpError, match="LSTM"):
+        check(nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.LSTM(3, 3)))

@@ -47,7 +47,7 @@ def test_sylvester_is_orthogonal_and_rejects_non_powers_of_two():
 @pytest.mark.parametrize("p", [1, 2, 4])
 def test_program_PF_cost_and_value(p):
     prog = program_PF(p)
-    assert prog.cost(UNIT) == 6 * p * p + 2 * p <= 8 * p * p  # proof L928
+    assert prog.cost(UNIT) == 6 * p * p + 2 * p <= 8 * p * p  # proof of Theorem 4 (Boustany, Sec. 2.8.1)
     U, B, M, A, _ = random_instance(p, 1)
     x = [float(v) for v in A[0]]
     flat = (

@@ -94,7 +94,7 @@ def test_bouligand_matches_the_issue3_oracle_on_random_networks(seed):
 
 
 def test_hardness_table_rows():
-    from nsverify.papers.costs.timing import hardness_table
+    from nsverify.papers.costs.hardness import hardness_table
 
     rows = hardness_table(((3, 1), (3, "unsat")), oracle_max_p=0)  # the oracle cross-check is tested above
     assert [r["sat"] for r in rows] == [True, False]

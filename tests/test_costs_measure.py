@@ -27,7 +27,10 @@ def test_mlp_flop_ratio_matches_closed_form(widths):
 def test_rows_have_positive_times_and_ratios():
     row = mlp_row(2, 32, "bfloat16", batch=8, reps=2)
     assert row["dtype"] == "bfloat16" and row["t_fwd"] > 0 and row["wall_ratio"] > 0
-    assert 2 < row["flop_ratio"] < 3
+    # 784-32-32-10 at batch 8: forward one product per layer, backward the weight gradients and the input
+    # gradients of layers 2-3 (2 * batch * fan_in * fan_out FLOPs per product)
+    mm = [2 * 8 * a * b for a, b in ((784, 32), (32, 32), (32, 10))]
+    assert row["flop_ratio"] == (2 * sum(mm) + sum(mm[1:])) / sum(mm)
     c = cnn_row(0.0625, "float32", batch=2, reps=1)
     assert 2.5 < c["flop_ratio"] < 3.01
     assert sum(isinstance(m, torch.nn.MaxPool2d) for m in vgg11(0.0625)) == 5
@@ -66,27 +69,35 @@ def test_gpu_script_smoke_runs_on_cpu(tmp_path):
         assert "no CUDA GPU" in bad.stderr and "--smoke" in bad.stderr
 
 
-def test_section_reads_gpu_json(tmp_path, monkeypatch):
-    import nsverify.sections.costs as sec
+def test_gpu_rows_carry_their_own_anchor_and_render(tmp_path):
+    from nsverify.papers.costs.repro import gpu_rows
+    from nsverify.report.schema import validate_metrics
+    from nsverify.sections.costs import _gpu_rows
 
-    path = tmp_path / "costs.json"
-    path.write_text(json.dumps({"device": "NVIDIA H200", "torch": "2.11", "rows": [
+    file_rows = [
         {"model": "mlp", "batch": 1024, "dtype": "float32", "wall_ratio": 3.0, "flop_ratio": 2.99},
         {"model": "mlp_sweep", "depth": 1, "width": 64, "batch": 1024, "dtype": "float32", "wall_ratio": 2.0,
          "flop_ratio": 2.0},
         {"model": "mlp_sweep", "depth": 5, "width": 64, "batch": 1024, "dtype": "float32", "wall_ratio": 2.5,
-         "flop_ratio": 2.5}]}))
-    monkeypatch.setattr(sec, "GPU_JSON", path)
+         "flop_ratio": 2.5}]
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps({"device": "NVIDIA H200", "torch": "2.11", "rows": file_rows}))
+    # an anchor made up for this test: each row gets the value of its own (model, dtype), other models none
+    anchor = {("mlp", "float32"): 1.25, ("mlp", "bfloat16"): 7.5, ("vgg11", "float32"): 4.0}
+    res = gpu_rows(path, anchor)
+    assert [r["anchor"] for r in res["rows"]] == [1.25, None, None] and res["claims"] == []
     metrics, claims, tables = [], [], []
-    rows = sec._gpu_rows(metrics, claims, tables)
-    assert rows and tables[0]["rows"][0][-1] == 2.9          # the H200 anchor next to the measurement
-    assert metrics[0]["kind"] == "bench_ratio"
-    from nsverify.report.schema import validate_metrics
-
+    assert _gpu_rows(res, metrics, claims, tables) == file_rows  # the report's data keeps the file's rows
+    assert [row[-1] for row in tables[0]["rows"]] == [1.25, None, None]
+    assert tables[0]["title"] == "CUDA rows (NVIDIA H200, torch 2.11)"
+    assert [(m["kind"], m["value"]) for m in metrics] == [("bench_ratio", r["wall_ratio"]) for r in file_rows]
     validate_metrics(metrics, "costs")  # unique keys: one per model, depth, width and dtype
-    monkeypatch.setattr(sec, "GPU_JSON", tmp_path / "absent.json")
+    # without the file: no rows, and the claim is undecided and quotes the anchor it could not compare with
+    absent = gpu_rows(tmp_path / "absent.json", anchor)
+    (c,) = absent["claims"]
+    assert absent["rows"] == [] and c["held"] is None and "MLP 1.25/7.5/None, VGG11 4.0/None/None" in c["claim"]
     claims = []
-    assert sec._gpu_rows([], claims, []) == [] and claims[0]["held"] is None
+    assert _gpu_rows(absent, [], claims, []) == [] and claims == [c]
 
 
 @pytest.mark.slow

@@ -104,7 +104,8 @@ def test_heavy_ball_is_torch_sgd_lr_eta_one_minus_beta():
 
 
 def test_affine_model_follows_linear_system():
-    # gradient of the affine model is a = w - Gamma (003 (17)); heavy-ball then evolves (m, a) by A (003 (20))
+    # gradient of the affine model is a = w - Gamma (Arnekvist et al., eq (17)); heavy-ball then evolves (m, a)
+    # by A (eq (20))
     eta, beta, gamma = 0.1, 0.8, 0.3
     A = np.array(heavy_ball_matrix(eta, beta))
     w = torch.tensor([1.7], dtype=torch.float64, requires_grad=True)
@@ -156,12 +157,19 @@ def test_dead_cone_corrected_sign():
         in_dead_cone([1.0], 0.0, eps=0.7)
 
 
-def test_region_map_fractions_are_a_partition():
-    r = region_map(gammas=(1.0, 1e-3), betas=(0.0, 0.9), grid=7, max_steps=1500)
+@pytest.mark.parametrize("grid", [6, 7])
+def test_region_map_fractions_are_a_partition(grid):
+    r = region_map(gammas=(1.0, 1e-3), betas=(0.0, 0.9), grid=grid, max_steps=1500)
+    # the lattice has grid^2 points; an odd grid puts w_L = 0 on its middle column, whose grid points are
+    # excluded (the ReLU's input weight must be non-zero): 7 x 7 - 7 = 42, while 6 x 6 keeps all 36
+    expected_inits = grid * grid - (grid if grid % 2 else 0)
     for c in r["cells"]:
+        assert c["n_inits"] == expected_inits
         assert 0 <= c["optimum"] <= 1 and 0 <= c["dead"] <= 1
         assert abs(c["optimum"] + c["dead"] + c["other"] - 1) < 1e-12
-        assert c["n_inits"] == 42
+        # every share counts whole initializations
+        for k in ("optimum", "dead", "unconverged"):
+            assert abs(c[k] * expected_inits - round(c[k] * expected_inits)) < 1e-9
 
 
 def test_network_experiment_runs_and_resumes_from_cache(tmp_path):

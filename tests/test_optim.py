@@ -112,19 +112,30 @@ def test_first_step_formula_every_alpha(alpha, foreach):
         torch.testing.assert_close(p.detach(), t - lr * beta * g / (g.abs() + eps), rtol=1e-14, atol=1e-15)
 
 
-@pytest.mark.parametrize("alpha", [Fraction(0), Fraction(1, 10), Fraction(2), Fraction(7, 3)])
-def test_first_step_formula_exact_in_rationals(alpha):
-    # Algorithm 3's first step in exact arithmetic; sqrt(vhat) = |g| since vhat = g^2 exactly
-    lr, beta, sigma, eps = Fraction(1, 20), Fraction(9, 10), Fraction(999, 1000), Fraction(1, 10 ** 8)
-    for theta0, g in [(Fraction(3, 7), Fraction(-5, 11)), (Fraction(-2), Fraction(1, 3))]:
-        psi = (1 - alpha * beta) * theta0
-        v = (1 - sigma) * g * g
-        vhat = v / (1 - sigma)
-        assert vhat == g * g
-        psi1 = (1 - lr / beta) * psi + lr * (1 / beta - alpha) * theta0
-        theta1 = ((1 + lr * (1 - alpha * beta) / (beta - lr)) * theta0 - lr / (beta - lr) * psi1
-                  - lr * beta * g / (abs(g) + eps))
-        assert theta1 == theta0 - lr * beta * g / (abs(g) + eps)
+@pytest.mark.parametrize("foreach", [False, True])
+@pytest.mark.parametrize("alpha", [0.0, 0.1, 2.0, 7 / 3])
+def test_first_step_matches_algorithm3_in_exact_rationals(alpha, foreach):
+    # Algorithm 3's first step (psi_0 = (1 - alpha beta) theta_0, bias-corrected v, psi then theta) evaluated in
+    # exact rational arithmetic on the optimizer's own float inputs; the optimizer's float64 step must agree to
+    # rounding. The rational run also shows the closed form theta_1 = theta_0 - lr beta g / (|g| + eps)
+    # (sqrt(vhat) = |g| since vhat = g^2 exactly).
+    lr, beta, sigma, eps = 1 / 20, 0.9, 0.999, 1e-8
+    for theta0, g in [(3 / 7, -5 / 11), (-2.0, 1 / 3)]:
+        q = {k: Fraction(v) for k, v in dict(lr=lr, alpha=alpha, beta=beta, sigma=sigma, eps=eps, t=theta0,
+                                                g=g).items()}
+        psi = (1 - q["alpha"] * q["beta"]) * q["t"]
+        v = (1 - q["sigma"]) * q["g"] ** 2
+        vhat = v / (1 - q["sigma"])
+        assert vhat == q["g"] ** 2
+        psi1 = (1 - q["lr"] / q["beta"]) * psi + q["lr"] * (1 / q["beta"] - q["alpha"]) * q["t"]
+        theta1 = ((1 + q["lr"] * (1 - q["alpha"] * q["beta"]) / (q["beta"] - q["lr"])) * q["t"]
+                  - q["lr"] / (q["beta"] - q["lr"]) * psi1 - q["lr"] * q["beta"] * q["g"] / (abs(q["g"]) + q["eps"]))
+        assert theta1 == q["t"] - q["lr"] * q["beta"] * q["g"] / (abs(q["g"]) + q["eps"])
+        p = torch.tensor([theta0], dtype=torch.float64, requires_grad=True)
+        opt = INNAprop([p], lr=lr, alpha=alpha, beta=beta, sigma=sigma, eps=eps, weight_decay=0.0, foreach=foreach)
+        p.grad = torch.tensor([g], dtype=torch.float64)
+        opt.step()
+        assert p.item() == pytest.approx(float(theta1), rel=1e-14, abs=0)
 
 
 def test_inna_one_one_zero_psi_is_sgd_bitwise():

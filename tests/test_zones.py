@@ -11,6 +11,7 @@ from torch import nn
 
 from nsverify import ad
 from nsverify.errors import NsverifyError, UnsupportedDtypeError
+from nsverify.papers.stats import clopper_pearson, hoeffding_margin, mcdiarmid_margin, share_intervals
 from nsverify.papers.zones import repro as repro
 from nsverify.papers.zones.measure import (
     MissingThresholdError,
@@ -32,7 +33,6 @@ from nsverify.papers.zones.rules import (
     switchable,
     use_rule,
 )
-from nsverify.papers.zones.stats import clopper_pearson, hoeffding_margin, mcdiarmid_margin, share_intervals
 from nsverify.papers.zones.volume import VolumeConfig, estimate_volume, load_partial
 from nsverify.registry import parse_rule
 from nsverify.workloads.datasets import DataNotFoundError, get_dataset, plateaus
@@ -156,12 +156,35 @@ def test_data_has_exact_plateaus():
     assert xp.shape == (32, 3, 32, 32) and (xp == 0).float().mean() > 0.2 and torch.equal(xp * 8, torch.round(xp * 8))
 
 
+def test_digits_loaders_agree():
+    from nsverify.workloads.datasets import digits28, digits64, digits_upsampled
+
+    x, y = digits64()
+    assert x.shape == (1797, 64) and torch.equal(x * 16, torch.round(x * 16)) and 0 <= x.min() and x.max() <= 1
+    x8 = x.reshape(-1, 8, 8)
+    # digits28 repeats each pixel 3x3 behind a 2-pixel zero border: its block centres are the 8x8 pixels
+    x28, y28 = digits28()
+    assert torch.equal(x28[:, 0, 3:27:3, 3:27:3], x8) and torch.equal(y28, y)
+    # nearest interpolation from 8 to 12 pixels: output pixel r reads source pixel floor(r * 8 / 12)
+    xu, yu = digits_upsampled(12, seed=5)
+    idx = torch.arange(12) * 8 // 12
+    expected = x8[:, idx][:, :, idx]
+    key = lambda t: sorted(map(tuple, t.reshape(len(t), -1).tolist()))  # noqa: E731 -- shuffled order
+    assert xu.shape == (1797, 1, 12, 12) and key(xu) == key(expected) and sorted(yu.tolist()) == sorted(y.tolist())
+    xp, yp = digits_upsampled(12, plateau=30, seed=5)
+    assert len(xp) == 1797 + 30 and torch.equal(xp * 16, torch.round(xp * 16))
+    assert yp.bincount(minlength=10)[:3].sum() == y.bincount(minlength=10)[:3].sum() + 30  # plateau labels 0-2
+
+
 def test_reproduce_tables_and_example():
     for fn in (repro.table_3_1, repro.table_3_3, repro.example_353):
-        r = fn()
-        assert r["held"], r["measured"]
+        (c,) = fn()["claims"]
+        assert set(c) == {"claim", "measured", "held"} and c["held"] is True, c["measured"]
     r = repro.table_3_1()
+    assert r["rows"]["x1=(1,2,3,4)"][3] == -1.5  # Boustany Table 3.1 (and Despres Table 2) at t = 0
     assert r["rows"]["x2=1.4*(1,1,1,1)"][0] == pytest.approx(-5.96e-8, rel=1e-2)
+    assert repro.table_3_3()["rows"]["x=(1,2,3,4)"][3] == 1.5  # Table 3.3: the ReLU-based max flips the sign
+    # 3.5.3: native E11 against minimal (E11 + E13)/2 differ by 1/2 in two entries: D = 1
     assert repro.example_353()["D_L1"] == 1.0
 
 

@@ -1,4 +1,4 @@
-"""Inertial optimizers from Boustany's thesis (001 Ch. 4) as ``torch.optim.Optimizer`` subclasses.
+"""Inertial optimizers from Boustany's thesis (Ch. 4) as ``torch.optim.Optimizer`` subclasses.
 
 - :class:`INNAprop` (Algorithm 3), :class:`INNA` (Table 4.5), :class:`DINAdam` (Algorithm 6, sign corrected),
   :class:`INNApropMomentum` (Section 4.6.2).

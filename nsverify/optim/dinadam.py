@@ -1,4 +1,4 @@
-"""DINAdam (001 Section 4.6.3, Algorithm 6), with the sign of the alpha*beta*g term corrected.
+"""DINAdam (Boustany, Ch.4, Section 4.6.3, Algorithm 6), with the sign of the alpha*beta*g term corrected.
 
 The memory-saving change of variables m~_k = m_k - alpha beta g_{k-1} applied to (4.28) gives
 m_{k+1} = m~_{k+1} + alpha beta g_k, so (4.29) reads theta_{k+1} = theta_k - eta (m~_{k+1} + alpha beta g_k).

@@ -1,4 +1,4 @@
-"""INNA (Table 4.5 of 001, L1950-1953): the inertial Newton algorithm without RMS scaling.
+"""INNA (Boustany, Ch.4, Table 4.5): the inertial Newton algorithm without RMS scaling.
 
     psi   <- psi + gamma ((1/beta - alpha) theta - psi/beta)
     theta <- theta + gamma ((1/beta - alpha) theta - psi_old/beta - beta g)

@@ -1,4 +1,5 @@
-"""INNAprop (Boustany thesis, Algorithm 3, 001 L1750-1768; signs as in L1801-1805 and the reference code).
+"""INNAprop (Boustany's thesis, Ch.4, Algorithm 3; signs as in the rewritten system of Sec. 4.2.2 and the
+reference code).
 
 Per step, with gamma = lr:
 
@@ -49,8 +50,8 @@ class INNAprop(InertialOptimizer):
         if not lr < beta:
             raise OptimizerConfigError(
                 f"INNAprop is ill-posed {where}: lr={lr} >= beta={beta}. Algorithm 3 divides by (beta - lr), "
-                "so it needs beta > lr at every step (001 Remark 12). Lower lr (check your scheduler's peak "
-                "and warm-up) or raise beta.")
+                "so it needs beta > lr at every step (Boustany, Ch.4, Remark 12). Lower lr (check your "
+                "scheduler's peak and warm-up) or raise beta.")
 
     def _init_slots(self, p, group):
         return {"psi": (1 - group["alpha"] * group["beta"])

@@ -1,4 +1,4 @@
-"""The momentum variant of INNAprop (001 Section 4.6.2, equations (4.21)-(4.23)).
+"""The momentum variant of INNAprop (Boustany, Ch.4, Section 4.6.2, equations (4.21)-(4.23)).
 
     v     <- sigma v + (1 - sigma) g^2 ;  G = g / (sqrt(v/(1 - sigma^k)) + eps)
     m~    <- (1 - alpha gamma) m~ + gamma^2 (1 - alpha beta)/(1 - alpha gamma) G
@@ -6,7 +6,7 @@
 
 With m~_0 = 0 it is, in exact arithmetic, the same sequence as INNAprop with psi_0 = (1 - alpha beta) theta_0
 (both discretize (4.9)); the thesis reports that the gamma^2 factor makes it unstable at <= 32 bits
-(L2187-2193). Requires alpha * lr < 1 (division by 1 - alpha gamma).
+(Sec. 4.6.2, Fig. 4.10). Requires alpha * lr < 1 (division by 1 - alpha gamma).
 """
 from __future__ import annotations
 

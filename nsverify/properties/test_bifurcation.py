@@ -1,4 +1,4 @@
-"""Bifurcation mechanism (Bertoin et al., 000 L11-20): backprop_s uses ReLU'(0) = s.
+"""Bifurcation mechanism (Bertoin et al., the definition of backprop_s): backprop_s uses ReLU'(0) = s.
 
 * With no pre-activation exactly at 0 in the float computation, backprop with ReLU'(0) = s is bitwise
   independent of s, in every dtype.

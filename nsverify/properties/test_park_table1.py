@@ -1,7 +1,7 @@
-"""Park, Chun and Lee's Table 1 (002 L21-38) as properties.
+"""Park, Chun and Lee's Table 1 (Sec. 1) as properties.
 
-Theorem rows: across generated cases that satisfy the row's premise (checked by nsverify.papers.park.conditions), the
-exact oracle never returns not_member. Lemma rows: a search over generated inputs finds a not_member
+Theorem rows: across generated cases that satisfy the row's premise (checked by nsverify.papers.park.premises),
+the exact oracle never returns not_member. Lemma rows: a search over generated inputs finds a not_member
 counterexample within 200 examples and shrinks it to a minimal one under the order (parameter count, batch,
 total width): no one-step structural reduction smaller in that order is still a counterexample. Which
 counterexample Hypothesis finds first depends on its version; minimality does not."""

@@ -123,7 +123,7 @@ class RunContext:
 
     def save_partial(self, key: str, value: Any) -> None:
         """Save the JSON-able ``value`` under ``key`` (atomically) for a rerun of this run to resume from."""
-        from nsverify.report.atomic import atomic_write_text, json_default
+        from nsverify.files import atomic_write_text, json_default
 
         text = json.dumps({"key": key, "value": value}, default=json_default)
         atomic_write_text(self._partial_path(key), text)

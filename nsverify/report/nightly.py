@@ -27,8 +27,8 @@ import traceback
 from pathlib import Path
 
 from nsverify.errors import NsverifyError, OutputDirError
+from nsverify.files import atomic_write_text, json_default
 from nsverify.report import RunContext, load_sections
-from nsverify.report.atomic import atomic_write_text, json_default
 from nsverify.report.compare import DEFAULT_BENCH_FACTOR, compare_reports, require_run
 from nsverify.report.history import list_runs, previous_run, same_kind_runs, trend_series
 from nsverify.report.html import render_report

@@ -1,26 +1,9 @@
-"""Report section "Oracle": known-answer table of the exact Clarke oracle, fuzzing counts, pruning numbers."""
+"""Report section "Oracle": known-answer table of the exact Clarke oracle (the papers' cases and their claims:
+:mod:`nsverify.papers.known_answers`), fuzzing counts, pruning numbers."""
 
 from __future__ import annotations
 
 from nsverify.report import section, table
-
-
-def _vec(v):
-    return "(" + ", ".join(str(x) for x in v) + ")" if v is not None else "-"
-
-
-def _clarke(v):
-    if v.clarke is not None:
-        lo, hi = v.clarke
-        return f"{{{lo}}}" if lo == hi else f"[{lo}, {hi}]"
-    if len(v.bouligand) == 1:
-        return "{" + _vec(v.bouligand[0]) + "}"
-    return (
-        "conv{"
-        + ", ".join(_vec(b) for b in v.bouligand[:4])
-        + (", ..." if len(v.bouligand) > 4 else "")
-        + "}"
-    )
 
 
 @section(
@@ -31,39 +14,28 @@ def _clarke(v):
 )
 def oracle_section(ctx) -> dict:
     import nsverify
-    from nsverify.oracle import verify_certificate
     from nsverify.oracle.bench import kink_net
-    from nsverify.oracle.cases import CASES, point
+    from nsverify.oracle.cases import CASES
     from nsverify.oracle.fuzz import run_fuzz, summarize
+    from nsverify.papers.known_answers import format_clarke, format_vector, known_answers
 
-    rows, metrics, claims = [], [], []
-    for i, case in enumerate(CASES):
-        ctx.progress(case.name, i + 1, len(CASES))
-        v = nsverify.check_gradient(case.fn, point(case))
-        checked = verify_certificate(v.to_json())
+    ka = known_answers(progress=ctx.progress)
+    rows, metrics, claims = [], [], ka["claims"]
+    for k in ka["cases"]:
+        case, v = k["case"], k["verdict"]
         rows.append(
             [
                 case.name,
                 case.source,
                 case.expected,
                 v.status,
-                _vec(v.ad),
-                _clarke(v),
+                format_vector(v.ad),
+                format_clarke(v),
                 (v.certificate or {}).get("kind", "-"),
-                "yes" if checked else "NO",
+                "yes" if k["rechecked"] else "NO",
             ]
         )
         metrics.append({"key": f"verdict|{case.name}", "kind": "verdict", "value": v.status})
-        if case.expected == "not_member":
-            claims.append(
-                {
-                    "claim": f"{case.name} ({case.source}): AD {_vec(case.exact_ad)} is outside the "
-                    f"Clarke set {_clarke(v)}",
-                    "measured": f"{v.status}; PyTorch autograd returned {_vec(v.ad)}",
-                    "held": v.status == "not_member"
-                    and (case.exact_ad is None or tuple(v.exact_ad) == case.exact_ad),
-                }
-            )
     n_fuzz = int(ctx.options.get("oracle_fuzz", 20 if ctx.quick else 150))
     ctx.progress(f"fuzzing {n_fuzz} random piecewise-affine programs")
     fz = summarize(run_fuzz(n_fuzz, seed=2026, depth=3 if ctx.quick else 4, samples=6))

@@ -1,13 +1,11 @@
-"""Report section: bifurcation and compensation zones (Bertoin et al.; Boustany Ch.3), scaled to a CPU."""
+"""Report section: bifurcation and compensation zones (Bertoin et al.; Boustany Ch.3), scaled to a CPU. The
+experiments and their verdicts are :mod:`nsverify.papers.zones.repro`'s; this module picks the budgets and
+renders."""
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 from nsverify.report import figure_png, section, table
-
-GPU_JSON = Path(__file__).resolve().parents[1] / "data" / "gpu" / "zones.json"
 
 QUICK = dict(fig33=(3, 2), table=dict(width=0.0625, draws=3, batches=2, batch_size=16),
              trend_batches=(4, 32), trend=dict(width=0.0625, draws=3, batches=2),
@@ -96,27 +94,10 @@ def _fig_curves(sgd: dict, sweep: dict) -> str:
     return figure_png(fig)
 
 
-def _points(size) -> list:
-    import torch
-
-    from nsverify.papers.zones.exact import point_report
-    from nsverify.papers.zones.measure import PAPER_THRESHOLDS
-    from nsverify.workloads.datasets import digits28
-    from nsverify.workloads.models import lenet5
-
-    taus = {**PAPER_THRESHOLDS["lenet5"], "bfloat16": PAPER_THRESHOLDS["lenet5"]["float16"]}
-    x, y = digits28()
-    rows = []
-    for draw in range(2):
-        torch.manual_seed(draw)
-        rep = point_report(lenet5(width=0.5), x[4 * draw:4 * draw + 4], y[4 * draw:4 * draw + 4],
-                           ("bfloat16", "float32", "float64"), taus)
-        for name, v in rep["dtypes"].items():
-            e, f = v["exact"], v["float"]
-            rows.append([draw, name, e["zone"], e["tie_windows"], e["relu_sites"], f["tied_windows"], f["relu_zeros"],
-                         f["sites_created_by_rounding"], f["sites_destroyed_by_rounding"], f"{f['D']:.2e}",
-                         f["tau"], f["impacted"]])
-    return rows
+def _point_row(r: dict) -> list:
+    e, f = r["exact"], r["float"]
+    return [r["draw"], r["dtype"], e["zone"], e["tie_windows"], e["relu_sites"], f["tied_windows"], f["relu_zeros"],
+            f["sites_created_by_rounding"], f["sites_destroyed_by_rounding"], f"{f['D']:.2e}", f["tau"], f["impacted"]]
 
 
 @section("zones", "Bifurcation and compensation zones (Bertoin; Boustany Ch.3)", order=40,
@@ -127,12 +108,11 @@ def zones_section(ctx) -> dict:
     size = QUICK if ctx.quick else FULL
     claims, tables, figures, metrics = [], [], [], []
     data: dict = {}
-    noop = lambda *a, **k: None
 
     ctx.progress("Tables 3.1, 3.3 and the 3.5.3 example")
     t31, t33, ex = repro.table_3_1(), repro.table_3_3(), repro.example_353()
     for r in (t31, t33, ex):
-        claims.append({"claim": r["claim"], "measured": r["measured"], "held": r["held"]})
+        claims += r["claims"]
     rows = [[f"Table 3.1 {k}"] + [f"{v:.3g}" for v in vals] for k, vals in t31["rows"].items()]
     rows += [[f"Table 3.3 {k}"] + [f"{v:.3g}" for v in vals] for k, vals in t33["rows"].items()]
     tables.append(table("zero'(t) in float32 (Boustany Tables 3.1 and 3.3)", ["program / x"] +
@@ -146,16 +126,15 @@ def zones_section(ctx) -> dict:
     ctx.progress("Fig 3.3 analogue: LeNet-5 fp32, D(P,P~) and D(P,Q)")
     m, r = size["fig33"]
     f33 = ctx.checkpoint(f"fig33-{m}x{r}", lambda: repro.fig_3_3(draws=m, batches=r))
-    claims.append({"claim": f33["claim"], "measured": f33["measured"], "held": f33["held"]})
+    claims += f33["claims"]
     data["fig33"] = {k: f33[k] for k in ("D_same", "D_diff", "bulk_share", "tail_share", "held_parts")}
     metrics.append({"key": "fig3.3|lenet5|float32|tail_share", "kind": "info", "value": f33["tail_share"]})
 
-    ctx.progress("Table 3.2 analogue: VGG11 (narrow) on plateau images, bf16/fp32/fp64", 0, 3)
+    ctx.progress("Table 3.2 analogue: VGG11 (narrow) on plateau images, bf16/fp32/fp64, without and with BN", 0, 3)
     tcfg = size["table"]
-    t32 = repro.precision_table(**tcfg, progress=noop, resume=ctx.scratch_file("table32.json"))
-    ctx.progress("Table 3.2 analogue with BatchNorm", 1, 3)
-    t32bn = repro.precision_table(**tcfg, bn=True, progress=noop, resume=ctx.scratch_file("table32bn.json"))
-    claims += repro.table_3_2_claims(t32)
+    t32run = repro.table_3_2(**tcfg, scratch=ctx.scratch_file)
+    t32, t32bn = t32run["no_bn"], t32run["bn"]
+    claims += t32run["claims"]
     share_rows, trows = [], []
     for label, res in (("no BN", t32), ("BN", t32bn)):
         for name, d in res["dtypes"].items():
@@ -174,22 +153,16 @@ def zones_section(ctx) -> dict:
          "max D", "tied windows/batch (float view)", "ReLU zeros/batch (float view)"], trows))
     data["table32"] = {"no_bn": t32, "bn": t32bn}
 
-    ctx.progress("Fig 3.6 trends: batch size (fp32)", 2, 3)
-    by_batch = {}
-    for b in size["trend_batches"]:
-        by_batch[b] = repro.precision_table(**size["trend"], batch_size=b, dtypes=("float32",), progress=noop,
-                                            resume=ctx.scratch_file(f"trend_b{b}.json"))
-    b_bn = size["trend_batches"][-1]
-    bn_cmp = [by_batch[b_bn], repro.precision_table(**size["trend"], batch_size=b_bn, dtypes=("float32",), bn=True,
-                                                    progress=noop, resume=ctx.scratch_file("trend_bn.json"))]
-    claims += repro.trend_claims(by_batch, bn_cmp[0], bn_cmp[1])
-    data["trends"] = {"by_batch": {str(b): v["dtypes"]["float32"]["pair_share"] for b, v in by_batch.items()},
-                      "bn_off": bn_cmp[0]["dtypes"]["float32"]["pair_share"],
-                      "bn_on": bn_cmp[1]["dtypes"]["float32"]["pair_share"]}
+    ctx.progress("Fig 3.6 trends: batch size and BN (fp32)", 2, 3)
+    f36 = repro.fig_3_6(size["trend_batches"], **size["trend"], scratch=ctx.scratch_file)
+    claims += f36["claims"]
+    data["trends"] = {"by_batch": {str(b): v["dtypes"]["float32"]["pair_share"] for b, v in f36["by_batch"].items()},
+                      "bn_off": f36["bn_off"]["dtypes"]["float32"]["pair_share"],
+                      "bn_on": f36["bn_on"]["dtypes"]["float32"]["pair_share"]}
 
     ctx.progress("Bertoin dichotomy: MLP at init, ReLU'(0)=0 vs 1")
     dich = ctx.checkpoint(f"dichotomy-{size['dich']}", lambda: repro.bertoin_dichotomy(**size["dich"]))
-    claims.append({"claim": dich["claim"], "measured": dich["measured"], "held": dich["held"]})
+    claims += dich["claims"]
     for name, d in dich["result"]["dtypes"].items():
         metrics.append(_share_metric(f"bertoin|mlp|{name}|pairs_D>0", d["pair_share"]))
         share_rows.append((f"{name} MLP relu", d["pair_share"]))
@@ -201,7 +174,7 @@ def zones_section(ctx) -> dict:
                         ["dtype", "tau1", "tau2", "batches with D(R0,R1) > 0"], trows))
 
     ctx.progress("Exact classification vs float view (LeNet-5 width 0.5, 4 digits, 2 draws)")
-    pts = ctx.checkpoint("points-lenet5", lambda: _points(size))
+    pts = ctx.checkpoint("points-lenet5", lambda: [_point_row(r) for r in repro.exact_vs_float_points()])
     tables.append(table(
         "Both views of each point: exact zone of the point rounded to the dtype (exact rational arithmetic, "
         "programs E0=(ReLU'(0)=0, native) vs E1=(ReLU'(0)=1, minimal)) and what the float computation saw",
@@ -210,20 +183,17 @@ def zones_section(ctx) -> dict:
     data["points"] = pts
 
     ctx.progress("SGD trajectories ReLU'(0)=0 vs 1")
-    import torch
-
-    sgd = {name: ctx.checkpoint(f"sgd-{name}-{size['sgd_steps']}",
-                                lambda name=name: repro.sgd_pair(getattr(torch, name), steps=size["sgd_steps"]))
-           for name in size["sgd_dtypes"]}
-    claims += repro.sgd_claims(sgd)
+    sgd_run = repro.sgd_trajectories(size["sgd_dtypes"], size["sgd_steps"], memo=ctx.checkpoint)
+    sgd = sgd_run["runs"]
+    claims += sgd_run["claims"]
     data["sgd"] = sgd
     for name, r in sgd.items():
         metrics.append({"key": f"sgd|mlp|{name}|first_divergence", "kind": "info", "value": r["first_divergence"]})
 
     ctx.progress("Training sweep over beta and ReLU'(0)")
-    sweep = ctx.checkpoint(f"sweep-{size['sweep']}", lambda: repro.training_sweep(
+    sweep = ctx.checkpoint(f"sweep-{size['sweep']}", lambda: repro.beta_sweep(
         **size["sweep"], progress=lambda msg, i, n: ctx.progress(msg, i, n)))
-    claims += repro.sweep_claims(sweep)
+    claims += sweep.pop("claims")
     data["sweep"] = sweep
     tables.append(table("Training sweep (LeNet-5 width 0.5, digits28, SGD lr 0.05): final training loss",
                         ["dtype", "ReLU'(0)", "beta", "seed", "initial loss", "final loss", "diverged"],
@@ -238,31 +208,24 @@ def zones_section(ctx) -> dict:
     figures.append({"title": "Zone shares per dtype with 95% error bars", "png": _fig_shares(share_rows)})
     figures.append({"title": "Divergence curves", "png": _fig_curves(sgd, sweep)})
 
-    if GPU_JSON.exists():
-        gpu = json.loads(GPU_JSON.read_text())
-        data["gpu"] = gpu
-        for c in gpu.get("claims", []):
-            claims.append({**c, "claim": "[GPU] " + c["claim"]})
-        grows = []
-        for bn in ("noBN", "BN"):
-            for name, d in gpu.get("volumes", {}).get(bn, {}).get("dtypes", {}).items():
-                t = gpu.get("taus", {}).get(f"{name}|{bn}", {})
-                ps = d["pair_share"]
-                above_t1 = sum(v > (t.get("tau1") or 0.0) for v in d["D"])
-                grows.append([name, bn, gpu["volumes"][bn]["thresholds"][name], f"{ps['count']}/{ps['n']}",
-                              f"{d['max_D']:.2e}", t.get("tau1"), t.get("tau2"), f"{above_t1}/{len(d['D'])}"])
-        tables.append(table(f"GPU ({gpu.get('device')}, torch {gpu.get('torch')}, TF32 off): full-width VGG11 on "
+    gpu = repro.gpu_results()
+    if gpu is not None:
+        data["gpu"] = gpu["raw"]
+        claims += gpu["claims"]
+        tables.append(table(f"GPU ({gpu['device']}, torch {gpu['torch']}, TF32 off): full-width VGG11 on "
                             f"plateau images, batch 128, native vs minimal maxpool",
                             ["dtype", "BN", "tau (Table 3.4)", "pairs impacted", "max D", "tau1 (measured)",
-                             "tau2 (measured)", "pairs with D > tau1"], grows))
-        for key, s in gpu.get("shares", {}).items():
+                             "tau2 (measured)", "pairs with D > tau1"],
+                            [[g["dtype"], g["bn"], g["tau"], g["impacted"], f"{g['max_D']:.2e}", g["tau1"], g["tau2"],
+                              g["above_tau1"]] for g in gpu["rows"]]))
+        for key, s in gpu["shares"].items():
             metrics.append({"key": f"gpu|{key}", "kind": "share", "value": s["value"],
                             "lo": s["clopper_pearson"][0], "hi": s["clopper_pearson"][1]})
     held = sum(bool(c["held"]) for c in claims)
     summary = (f"{held}/{len(claims)} paper claims held at this scale ({'quick' if ctx.quick else 'full'} mode, "
                f"CPU). Exact ties come from flat backgrounds, zero padding and duplicated patches; D is the L1 norm "
                f"of the difference of two programs' gradients from one forward pass. tau1 is not measurable on CPU "
-               f"(deterministic kernels)" + ("; GPU results included." if GPU_JSON.exists() else
+               f"(deterministic kernels)" + ("; GPU results included." if gpu is not None else
                                              "; no GPU results file (nsverify/data/gpu/zones.json)."))
     data["metrics"] = metrics
     return {"summary": summary, "tables": tables, "figures": figures, "claims": claims, "data": data}

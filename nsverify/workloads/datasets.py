@@ -1,6 +1,8 @@
-"""Data for zone measurements, with the tie mechanisms made explicit.
+"""Data for the paper reproductions (zones, Park's experiments, the digits MLP), with the tie mechanisms made
+explicit.
 
-Why ties (exact kinks) arise in real images (Park et al. L760-766, Boustany Fig 3.1):
+Why ties (exact kinks) arise in real images (Park et al., App. G "Examples of identical image patches";
+Boustany, Ch.3, Fig 3.1):
 * **flat backgrounds**: MNIST digits sit on exact zeros, so every conv output over a blank receptive field
   equals the bias exactly and every 2x2 maxpool window over it is a 4-way tie;
 * **zero padding**: borders repeat the same pattern, producing equal outputs at many positions;
@@ -8,9 +10,11 @@ Why ties (exact kinks) arise in real images (Park et al. L760-766, Boustany Fig 
   fields identical, so a maxpool window sees the same value several times.
 
 Provided here (no download): ``digits28`` (scikit-learn's 8x8 digits, values k/16, nearest-upsampled x3 to
-24x24 and zero-padded to 28x28: all three mechanisms), ``plateaus`` (CIFAR-shaped 3x32x32 images made of
-constant dyadic blocks on an exact-zero background, some blocks duplicated).  ``load_mnist``/``load_cifar10``
-read files a user already has and fail with a clear message otherwise.
+24x24 and zero-padded to 28x28: all three mechanisms), ``digits64`` (the same digits as flat vectors),
+``digits_upsampled`` (nearest interpolation to any size, with synthetic plateau images: Park's experiments),
+``plateaus`` (CIFAR-shaped 3x32x32 images made of constant dyadic blocks on an exact-zero background, some
+blocks duplicated).  ``load_mnist``/``load_cifar10`` read files a user already has and fail with a clear
+message otherwise.
 """
 from __future__ import annotations
 
@@ -52,6 +56,34 @@ def digits28(dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Te
     x = x.repeat_interleave(3, 1).repeat_interleave(3, 2)  # 24x24, duplicated patches
     x = torch.nn.functional.pad(x, (2, 2, 2, 2))  # flat zero border
     return x.unsqueeze(1).to(dtype), torch.tensor(target, dtype=torch.long)
+
+
+def digits64(dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """The 1797 scikit-learn digits as flat 64-vectors with exact values k/16 in [0, 1], and labels."""
+    images, target = _digits8()
+    return torch.tensor(images, dtype=dtype).reshape(len(images), -1) / 16, torch.tensor(target)
+
+
+def digits_upsampled(size: int, plateau: int = 0, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, 1, size, size) float32 images: the digits nearest-interpolated from 8x8 to ``size`` x ``size`` (flat
+    backgrounds and duplicated pixels, as in Park et al.'s App. G), plus ``plateau`` synthetic images of 1-3
+    constant blocks (values k/4) on an exact-zero background (label = number of blocks - 1); shuffled with
+    ``seed``."""
+    x, y = digits64()
+    x = torch.nn.functional.interpolate(x.reshape(-1, 1, 8, 8), size=(size, size), mode="nearest")
+    if plateau:
+        g = torch.Generator().manual_seed(seed)
+        P = torch.zeros(plateau, 1, size, size)
+        py = torch.randint(0, 3, (plateau,), generator=g)
+        for i in range(plateau):
+            for _ in range(int(py[i]) + 1):
+                h, w = torch.randint(3, size // 2, (2,), generator=g).tolist()
+                r = torch.randint(0, size - h, (1,), generator=g).item()
+                c = torch.randint(0, size - w, (1,), generator=g).item()
+                P[i, 0, r : r + h, c : c + w] = torch.randint(1, 5, (1,), generator=g).item() / 4
+        x, y = torch.cat([x, P]), torch.cat([y, py])
+    perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
+    return x[perm], y[perm]
 
 
 def plateaus(n: int = 512, seed: int = 0, shape: tuple[int, int, int] = (3, 32, 32), classes: int = 10,

@@ -1,1 +1,2 @@
-"""nsverify/papers/arnekvist"""
+"""Arnekvist et al.: target normalization, momentum and dying ReLUs (:mod:`.dying_relu`; the report's claims:
+:mod:`.repro`)."""

@@ -1,14 +1,16 @@
-"""Dying ReLU (Arnekvist et al., 003): dead-unit metric, single-ReLU theory, region map, network experiment.
+"""Dying ReLU (Arnekvist et al.): dead-unit metric, single-ReLU theory, region map, network experiment.
+
+Equation, section and figure numbers are those of Arnekvist et al.
 
 - :func:`dead_units`: a unit (output feature / channel) of a ReLU layer is *dead* on a data set when its
-  output is 0 on every input of that set (003 Sec. 3, "all inputs are negative"). Shares per layer and the worst
-  layer (the quantity of 003 Fig. 6).
-- Linear system (003 (19)-(20)): :func:`heavy_ball_matrix`, :func:`eigen_facts`.
-- Single ReLU with Gaussian inputs: :func:`activation_probability` = Phi(b/||w||) (003 (23)),
-  :func:`in_dead_cone` with the corrected sign (dead iff b/||w|| < Phi^-1(eps); 003 L207 prints it swapped),
-  :func:`single_relu_grad` ((27)-(29)).
+  output is 0 on every input of that set (Sec. 3, "all inputs are negative"). Shares per layer and the
+  worst layer (the quantity of Fig. 6).
+- Linear system (eqs (19)-(20)): :func:`heavy_ball_matrix`, :func:`eigen_facts`.
+- Single ReLU with Gaussian inputs: :func:`activation_probability` = Phi(b/||w||) (eq (23)),
+  :func:`in_dead_cone` with the corrected sign (dead iff b/||w|| < Phi^-1(eps); the sentence after eq (23)
+  prints it swapped), :func:`single_relu_grad` (eqs (27)-(29)).
 - :func:`region_map`: fraction of initializations (w_L, b) that reach the optimum or end in the dead cone,
-  over target scales gamma and momenta beta (003 Figs. 4-5), with heavy-ball (6)-(7), eta = 0.1.
+  over target scales gamma and momenta beta (Figs. 4-5), with heavy-ball (6)-(7), eta = 0.1.
 - :func:`network_experiment`: 200-unit ReLU regression on diabetes / Friedman targets scaled by gamma.
 """
 from __future__ import annotations
@@ -75,7 +77,7 @@ def dead_units(model: torch.nn.Module, inputs, batch_size: int = 4096) -> dict:
 
 # ------------------------------------------------------------------------------------------ linear system
 def heavy_ball_matrix(eta, beta):
-    """A of 003 (20): (m, a) <- A (m, a) for heavy-ball (6)-(7) on the affine model (gradient = a)."""
+    """A of eq (20): (m, a) <- A (m, a) for heavy-ball (6)-(7) on the affine model (gradient = a)."""
     return [[beta, 1 - beta], [-eta * beta, 1 - eta * (1 - beta)]]
 
 
@@ -96,8 +98,8 @@ def eigen_facts(eta, beta, dps: int = 50) -> dict:
 
 
 def heavy_ball_as_torch_sgd(params, eta: float, beta: float) -> torch.optim.SGD:
-    """003 (6)-(7) (m <- beta m + (1-beta) g, theta <- theta - eta m) is torch SGD(lr=eta(1-beta),
-    momentum=beta).
+    """Eqs (6)-(7) (m <- beta m + (1-beta) g, theta <- theta - eta m) are torch's
+    SGD(lr=eta(1-beta), momentum=beta).
 
     (torch's buffer is m/(1-beta); SGD(lr=eta, dampening=beta) is *not* the same: its first step uses the
     undamped gradient.)
@@ -117,7 +119,7 @@ def _npdf(x):
 
 
 def activation_probability(w, b) -> float:
-    """P(w.x + b > 0) for x ~ N(0, I): Phi(b/||w||) (003 (23)); for w = 0 it is 1 if b > 0 else 0."""
+    """P(w.x + b > 0) for x ~ N(0, I): Phi(b/||w||) (eq (23)); for w = 0 it is 1 if b > 0 else 0."""
     nw = float(np.linalg.norm(np.asarray(w, dtype=float)))
     if nw == 0:
         return 1.0 if b > 0 else 0.0
@@ -125,11 +127,10 @@ def activation_probability(w, b) -> float:
 
 
 def in_dead_cone(w, b, eps: float = 0.01) -> bool:
-    """Dead per 003 (15): P(active) < eps, i.e. b/||w|| < Phi^-1(eps) (negative for eps < 1/2).
+    """Dead per eq (15): P(active) < eps, i.e. b/||w|| < Phi^-1(eps) (negative for eps < 1/2).
 
-    003 L207 prints b/||w|| < -Phi^-1(eps), which classifies e.g. (w, b) = (e_1, 0) -- active half the time
-    -- as
-    dead; the linear cone is b/||w|| > -Phi^-1(eps) (it prints Phi^-1(eps)).
+    The sentence after eq (23) prints b/||w|| < -Phi^-1(eps), which classifies e.g. (w, b) = (e_1, 0) --
+    active half the time -- as dead; the linear cone is b/||w|| > -Phi^-1(eps) (it prints Phi^-1(eps)).
     """
     if not 0 < eps < 0.5:
         raise NsverifyError(f"eps={eps} must lie in (0, 0.5) for the dead cone to be a proper cone.")
@@ -141,8 +142,8 @@ def in_linear_cone(w, b, eps: float = 0.01) -> bool:
 
 
 def single_relu_grad(w, b, Gamma, Delta) -> tuple[np.ndarray, float]:
-    """Exact gradient of 003 (24), L = E[1{w.x+b>0} (a.x + c)^2 / 2], a = w - Gamma, c = b - Delta, x ~
-    N(0, I).
+    """Exact gradient of eq (24), L = E[1{w.x+b>0} (a.x + c)^2 / 2], a = w - Gamma, c = b - Delta,
+    x ~ N(0, I).
 
     Uses (27)-(29) in the basis rotated by a Householder reflection U with U w = ||w|| e_L.
     """
@@ -185,11 +186,11 @@ def single_relu_grad_quadrature(w, b, Gamma, Delta) -> tuple[np.ndarray, float]:
 def region_map(gammas=(1.0, 1e-1, 1e-2, 1e-3), betas=(0.0, 0.5, 0.7, 0.9, 0.99), *, grid: int = 21,
                extent: float = 2.0, eta: float = 0.1, max_steps: int = 20000, tol: float = 1e-6,
                eps: float = 0.01, delta: float = 0.0) -> dict:
-    """Heavy-ball (003 (6)-(7)) on the single ReLU with the simplified 2-D gradient (31)-(32), target gamma
-    x_L.
+    """Heavy-ball (eqs (6)-(7)) on the single ReLU with the simplified 2-D gradient (31)-(32), target
+    gamma x_L.
 
-    Initial points: a grid x grid lattice of (w_L, b) in [-extent, extent]^2 (w_L = 0 excluded). A run
-    stops when its update norm is < tol or after max_steps. Outcome: "optimum" (within 1e-2 * max(gamma, 1e-3) of
+    Initial points: a grid x grid lattice of (w_L, b) in [-extent, extent]^2 (w_L = 0 excluded). A run stops
+    when its update norm is < tol or after max_steps. Outcome: "optimum" (within 1e-2 * max(gamma, 1e-3) of
     (gamma, delta)), "dead" (in the dead cone, P(active) < eps), "other". Returns fractions per (gamma, beta).
     """
     vals = np.linspace(-extent, extent, grid)
@@ -257,7 +258,7 @@ NETWORK_OPTIMIZERS = {
 
 
 def regression_mlp(n_in: int, hidden: int = 200, seed: int = 0) -> torch.nn.Sequential:
-    """003 App. A (33): w^T relu(Wx + b1) + b2 with U(-1/sqrt(fan_in), 1/sqrt(fan_in)) initialization."""
+    """App. A, eq (33): w^T relu(Wx + b1) + b2 with U(-1/sqrt(fan_in), 1/sqrt(fan_in)) initialization."""
     g = torch.Generator().manual_seed(seed)
     model = torch.nn.Sequential(torch.nn.Linear(n_in, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
     with torch.no_grad():
@@ -298,12 +299,13 @@ def network_experiment(datasets=("diabetes", "friedman"), gammas=(1.0, 1e-2, 1e-
     """Dead shares over datasets x gammas x optimizers with seeds (mean and 95% CI).
 
     ``cache``: optional JSON file path; finished runs are stored there and reused, so an interrupted long run
-    (003 trains 250000 steps; units start dying after ~1e4 steps here) resumes where it stopped.
+    (Arnekvist et al. train 250000 steps; units start dying after ~1e4 steps here) resumes where it stopped.
     """
     import json
     from pathlib import Path
 
-    from nsverify.papers.innaprop.metrics import mean_ci
+    from nsverify.files import atomic_write_text
+    from nsverify.papers.stats import mean_ci
 
     done = {}
     if cache is not None and Path(cache).exists():
@@ -314,7 +316,7 @@ def network_experiment(datasets=("diabetes", "friedman"), gammas=(1.0, 1e-2, 1e-
         if key not in done:
             done[key] = network_run(d, g, o, s, steps)
             if cache is not None:
-                Path(cache).write_text(json.dumps(done))
+                atomic_write_text(Path(cache), json.dumps(done))
         return done[key]
 
     rows = []

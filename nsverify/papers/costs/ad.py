@@ -1,4 +1,4 @@
-"""Algorithms 1, 1' and 2 of the thesis (001 L612, L634) with per-operation counters.
+"""Algorithms 1, 1' and 2 of Boustany, Ch.2 (Secs. 2.4.1-2.4.2) with per-operation counters.
 
 ``evaluate`` runs Algorithm 1 (g_i), ``backprop``/``forprop`` run Algorithm 1' (gd_i) then the backward or
 forward sweep of Algorithm 2, counting every primitive as it executes.  Works over any number type that

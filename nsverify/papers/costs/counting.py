@@ -1,4 +1,4 @@
-"""Cost model and operation counter (thesis 001 L620, Assumption 1 L664, Table 2.2/2.3 conventions).
+"""Cost model and operation counter (Boustany, Ch.2: Sec. 2.4.1, Assumption 1, Table 2.2/2.3 conventions).
 
 Primitive operations and their costs:
 

@@ -1,5 +1,5 @@
-"""Theorem 4 (thesis 001 L701-710, proof L926-958): p directional derivatives at a kink cost like a matrix
-product.
+"""Theorem 4 of Boustany, Ch.2 (Sec. 2.5.1; proof in Sec. 2.8.1): p directional derivatives at a kink cost like
+a matrix product.
 
 F(x, B, M) = (1/p) sum_i |[U B^T M x]_i| with U a p x p Sylvester-Hadamard matrix (entries +-1, orthogonal
 columns of squared norm p).  On the open set S where sign(U B^T M a_i) = u_i (2.12), the directional
@@ -94,7 +94,8 @@ def random_instance(p: int, seed: int):
 
 
 def program_PF(p: int) -> Program:
-    """P_F on {+, x, ReLU, +c, xc}: inputs x (p), B (p*p, row-major), M (p*p); cost 6p^2 + 2p (proof L928)."""
+    """P_F on {+, x, ReLU, +c, xc}: inputs x (p), B (p*p, row-major), M (p*p); cost 6p^2 + 2p (proof of
+    Theorem 4, Sec. 2.8.1)."""
     U = sylvester(p)
     prog = Program(p + 2 * p * p, [])
     X = list(range(p))

@@ -1,4 +1,4 @@
-"""Programs as in Algorithm 1 (thesis 001 L612): p inputs, nodes i = p+1..m with predecessor lists pr(i)
+"""Programs as in Algorithm 1 of Boustany, Ch.2 (Sec. 2.4.1): p inputs, nodes i = p+1..m with predecessor lists pr(i)
 and elementary programs g_i from the dictionary; a single output (the last node).
 
 Memory indices are 0-based here: inputs are 0..p-1, node k of ``nodes`` has index p + k.  ``pr`` is an ordered

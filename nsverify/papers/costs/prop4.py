@@ -1,4 +1,4 @@
-"""Proposition 4 (thesis 001 L1074-1121): two distinct elements of the AD conservative gradient D^a_F(x)
+"""Proposition 4 of Boustany, Ch.2 (proof in Sec. 2.9.4): two distinct elements of the AD conservative gradient D^a_F(x)
 (Definition 4) in polynomial time, by reachability in a layered graph, and a brute-force check over vertex
 assignments.
 

@@ -1,8 +1,8 @@
-"""Linear ReLU networks with skip connections, eq (2.13) of the thesis (001 L1000):
+"""Linear ReLU networks with skip connections, eq (2.13) of Boustany, Ch.2 (Sec. 2.9.2):
 F(x) = M_L Phi_{L-1}(M_{L-1} ... Phi_1(M_1 x)), each Phi_i applying ReLU or the identity per coordinate.
 
 Includes Lemma 3 (max of 2^k numbers with k ReLU layers of width <= 3 * 2^(k-1), weights in {-1, 0, 1}) and
-the 3-SAT reduction of Theorem 6 (L1030-1068): F >= 0, F(0) = 0, and F > 0 somewhere iff the formula is
+the 3-SAT reduction of Theorem 6 (proof in Sec. 2.9.3): F >= 0, F(0) = 0, and F > 0 somewhere iff the formula is
 satisfiable, with log2(n) + 3 ReLU layers of width <= 6n.
 """
 
@@ -61,7 +61,7 @@ class ReluNet:
         return sum(sum(f) for f in self.relu)
 
     def size(self) -> int:
-        """Representation size p_{L-1} + sum_i p_i p_{i-1} + p_i (L1008)."""
+        """Representation size p_{L-1} + sum_i p_i p_{i-1} + p_i (Sec. 2.9.2)."""
         return len(self.mats[-1][0]) + sum(len(M) * len(M[0]) + len(M) for M in self.mats[:-1])
 
     def entries(self) -> set:

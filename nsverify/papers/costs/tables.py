@@ -1,4 +1,4 @@
-"""Tables 2.1-2.3 of the thesis (001 L672-675, L858-882) recomputed from the interpreter.
+"""Tables 2.1-2.3 of Boustany, Ch.2 (Sec. 2.4.3 and Sec. 2.7.2) recomputed from the interpreter.
 
 For every column g, a one-node program ``P = g(x_1..x_n)`` is run through :func:`~nsverify.papers.costs.ad.backprop`;
 its counted ratio cost(backprop(P)) / cost(P) is exactly (cost(gd) + |pr|(cost(+) + cost(x))) / cost(g), the

@@ -1,1 +1,1 @@
-"""nsverify/papers/despres"""
+"""Despres: associated gradients of max and maxpool programs (:mod:`.associated`)."""

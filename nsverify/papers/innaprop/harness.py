@@ -8,8 +8,9 @@ import torch
 from nsverify.devices import parse_dtype, torch_threads  # noqa: F401 (re-exported)
 from nsverify.errors import NsverifyError
 from nsverify.optim import INNA, INNAprop, INNApropMomentum
-from nsverify.papers.innaprop.metrics import mean_ci, steps_to_match, steps_to_target
+from nsverify.papers.innaprop.metrics import steps_to_match, steps_to_target
 from nsverify.papers.innaprop.problems import Problem, make_problem
+from nsverify.papers.stats import mean_ci
 
 
 def _sgd(ps, lr, momentum=0.0):
@@ -121,7 +122,8 @@ def _maxdev(r: dict, ref: dict) -> float:
 def precision_study(problem_name: str = "hinge_svm", *, seeds=(0, 1, 2), steps: int = 1000, lr: float = 1e-3,
                     dtypes=("float64", "float32", "bfloat16"),
                     optimizers=("INNAprop(0.1,0.9)", "INNApropMomentum(0.1,0.9)"), progress=None) -> dict:
-    """INNAprop against its momentum variant per dtype (cosine schedule to 0, lr 1e-3, as for 001 Fig. 4.10).
+    """INNAprop against its momentum variant per dtype (cosine schedule to 0, lr 1e-3, as for Boustany, Ch.4,
+    Fig. 4.10).
 
     For each (optimizer, dtype): the final gap, the largest distance of the objective from the same
     optimizer's float64 run, and the late progress (gap at 75% of the run minus final gap; <= 0 means it stopped

@@ -140,11 +140,12 @@ def teacher_student(seed: int, n: int = 256, d: int = 8, teacher_width: int = 4,
 
 def digits_mlp(seed: int, hidden: int = 32, batch: int = 64) -> Problem:
     """Cross-entropy of a 64-hidden-10 ReLU MLP on sklearn's digits (train/test split by seed); f* unknown."""
-    from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    X, y = load_digits(return_X_y=True)
-    Xtr, Xte, ytr, yte = train_test_split(X / 16.0, y, test_size=0.3, random_state=seed)
+    from nsverify.workloads.datasets import digits64
+
+    X, y = digits64(torch.float64)
+    Xtr, Xte, ytr, yte = train_test_split(X.numpy(), y.numpy(), test_size=0.3, random_state=seed)
     Xtr_t, ytr_t, Xte_t, yte_t = (torch.tensor(Xtr), torch.tensor(ytr), torch.tensor(Xte), torch.tensor(yte))
     g = np.random.default_rng(seed + 10_000)
     arrays = [g.uniform(-1, 1, (hidden, 64)) / 8, np.zeros(hidden),

@@ -1,4 +1,4 @@
-"""A small reproduction of Park et al.'s experiments (002 L196-219, Table 2 L206-211) on a 2-core CPU.
+"""A small reproduction of Park et al.'s experiments (Sec. 4, Table 2) on a 2-core CPU.
 
 Scenario 1: fully connected nets (two hidden layers) with ReLU6 / HardTanh / HardSigmoid on scikit-learn's
 digits; per step, kink touches and Theorem 5's exact rank premise at the touched layers.
@@ -17,37 +17,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from nsverify.papers.park.conditions import full_column_rank
 from nsverify.papers.park.monitor import Monitor
-
-
-def digits(size: int | None = None, plateau: int = 0, seed: int = 0):
-    """(X, y): digits in [0, 1] (flat 64-vectors, or (1, size, size) images by nearest upsampling), plus
-    ``plateau`` synthetic images: 1-3 constant blocks on a zero background (class = number of blocks - 1)."""
-    from sklearn.datasets import load_digits
-
-    d = load_digits()
-    X = torch.tensor(d.images, dtype=torch.float32) / 16
-    y = torch.tensor(d.target)
-    if size is None:
-        return X.reshape(len(X), -1), y
-    X = F.interpolate(X.unsqueeze(1), size=(size, size), mode="nearest")
-    if plateau:
-        g = torch.Generator().manual_seed(seed)
-        P = torch.zeros(plateau, 1, size, size)
-        py = torch.randint(0, 3, (plateau,), generator=g)
-        for i in range(plateau):
-            for _ in range(int(py[i]) + 1):
-                h, w = torch.randint(3, size // 2, (2,), generator=g).tolist()
-                r, c = (
-                    torch.randint(0, size - h, (1,), generator=g).item(),
-                    torch.randint(0, size - w, (1,), generator=g).item(),
-                )
-                P[i, 0, r : r + h, c : c + w] = torch.randint(1, 5, (1,), generator=g).item() / 4
-        X, y = torch.cat([X, P]), torch.cat([y, py])
-    perm = torch.randperm(len(X), generator=torch.Generator().manual_seed(seed))
-    return X[perm], y[perm]
-
+from nsverify.papers.park.rank import full_column_rank
+from nsverify.workloads.datasets import digits64, digits_upsampled
 
 ACTS = {"ReLU6": nn.ReLU6, "HardTanh": nn.Hardtanh, "HardSigmoid": nn.Hardsigmoid}
 
@@ -107,7 +79,7 @@ def _batches(X, y, bs, steps):
 
 def scenario1(steps: int = 56, batch: int = 32, seed: int = 0, progress=None) -> list[dict]:
     """Per activation: kink touches over training, steps whose touched layers pass Theorem 5's rank test."""
-    X, y = digits()
+    X, y = digits64()
     rows = []
     for act in ACTS:
         torch.manual_seed(seed)
@@ -154,7 +126,7 @@ NETS = {
 def scenario2(steps: int = 12, batch: int = 64, seed: int = 0, progress=None, timing_steps: int = 6) -> dict:
     """Table-2 statistics per network and pooling layer, plus monitor overhead (monitored / plain step
     time)."""
-    X, y = digits(28, plateau=400, seed=seed)
+    X, y = digits_upsampled(28, plateau=400, seed=seed)
     out = {"rows": [], "overhead": {}}
     for name, make in NETS.items():
         torch.manual_seed(seed)
@@ -225,5 +197,5 @@ def overhead(make, X, y, batch: int, steps: int, seed: int = 0) -> dict:
 
 def rank_example():
     """Theorem 5's premise on a digits minibatch of 32 (64 features): exact full column rank."""
-    X, _ = digits()
+    X, _ = digits64()
     return full_column_rank(X[:32].t())

@@ -12,7 +12,7 @@ Usage::
 Per step and per nonsmooth layer (an activation module, and the max pool that follows it) the monitor records
 kink touches (pre-activations exactly at a kink of the activation), max-pool windows with ties (|S_j| >= 2),
 non-trivial ties (S_j \\ T_j non-empty, Algorithm 1 line 14) and their size, Algorithm 1's P_l (bounded LP
-with an exact check, :func:`nsverify.papers.park.conditions.p_nonempty`), and Theorem 5's exact rank test for
+with an exact check, :func:`nsverify.papers.park.lp.p_nonempty`), and Theorem 5's exact rank test for
 fully connected layers whose activation touched a kink. Kernel sizes, strides, padding and dilation are read
 from the modules.
 """
@@ -25,19 +25,10 @@ import torch
 from torch import nn
 
 from nsverify.errors import UnsupportedOpError
-from nsverify.papers.park.conditions import (
-    MODULE_ACTIVATIONS,
-    SMOOTH_MODULES,
-    LayerCheck,
-    _unsupported,
-    algorithm1_layer,
-    full_column_rank,
-)
+from nsverify.papers.park.algorithm1 import LayerCheck, algorithm1_layer
+from nsverify.papers.park.rank import full_column_rank
+from nsverify.papers.park.walker import unsupported, walk
 from nsverify.strategies.netspec import Activation
-
-_AFFINE = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.BatchNorm1d, nn.BatchNorm2d)
-_POOLS = (nn.MaxPool1d, nn.MaxPool2d)
-_DEFAULT_KW = {"LeakyReLU": {"negative_slope": 0.01}, "Hardtanh": {"min_val": -1.0, "max_val": 1.0}}
 
 
 @dataclass
@@ -90,142 +81,78 @@ class Monitor:
 
     # ------------------------------------------------------------------ structure
     def _plan(self, model) -> list[_Layer]:
-        import torch.fx as fx
-
-        try:
-            gm = fx.symbolic_trace(model)
-        except Exception as exc:  # noqa: BLE001
-            raise UnsupportedOpError(
-                f"cannot trace {type(model).__name__} with torch.fx ({type(exc).__name__}: {exc}); "
-                f"the monitor "
-                f"needs a static module structure (no data-dependent Python control flow in forward)."
-            ) from exc
         mods = dict(model.named_modules())
         layers: list[_Layer] = []
         pending_affine: list[str] = []
         seen_params: list = []
         first_input_conv = None
-        input_names = {n.name for n in gm.graph.nodes if n.op == "placeholder"}
         last_linear = None
-        for node in gm.graph.nodes:
-            if node.op == "call_module":
-                m = mods[node.target]
-                cls = type(m).__name__
-                if isinstance(m, _AFFINE):
-                    pending_affine.append(node.target)
-                    seen_params.extend(p for p in m.parameters(recurse=False) if p.requires_grad)
-                    if isinstance(m, nn.Linear):
-                        last_linear = node.target
-                    if (
-                        isinstance(m, (nn.Conv1d, nn.Conv2d))
-                        and node.args
-                        and getattr(node.args[0], "name", None) in input_names
-                        and not layers
-                    ):
-                        first_input_conv = node.target
-                elif cls in MODULE_ACTIVATIONS:
-                    self._check_kwargs(node.target, m)
-                    pl = [
-                        p
-                        for n in pending_affine
-                        for p in mods[n].parameters(recurse=False)
-                        if p.requires_grad
-                    ]
-                    only_conv_bn = first_input_conv is not None and all(
-                        n == first_input_conv or isinstance(mods[n], (nn.BatchNorm1d, nn.BatchNorm2d))
-                        for n in pending_affine
+
+        def params_of(names):
+            return [p for n in names for p in mods[n].parameters(recurse=False) if p.requires_grad]
+
+        for node in walk(model, hint="; the monitor needs a static module structure"):
+            m = node.module
+            if node.functional:
+                if node.kind == "nonsmooth":
+                    raise UnsupportedOpError(unsupported(node.name, node.what))
+                raise UnsupportedOpError(
+                    f"{node.spelled} at {node.name!r}: the monitor observes modules; use the module form "
+                    f"(e.g. nn.ReLU(), nn.MaxPool2d(...)) in the model's forward"
+                )
+            if node.kind == "affine":
+                pending_affine.append(node.name)
+                seen_params.extend(p for p in m.parameters(recurse=False) if p.requires_grad)
+                if isinstance(m, nn.Linear):
+                    last_linear = node.name
+                if isinstance(m, (nn.Conv1d, nn.Conv2d)) and node.reads_input and not layers:
+                    first_input_conv = node.name
+            elif node.kind == "activation":
+                only_conv_bn = first_input_conv is not None and all(
+                    n == first_input_conv or isinstance(mods[n], (nn.BatchNorm1d, nn.BatchNorm2d))
+                    for n in pending_affine
+                )
+                one_linear = (
+                    len(pending_affine) == 1 and isinstance(mods[pending_affine[0]], nn.Linear)
+                )
+                layers.append(
+                    _Layer(
+                        node.name,
+                        m,
+                        Activation(node.activation),
+                        params_of(pending_affine),
+                        list(seen_params),
+                        list(pending_affine),
+                        linear_in=last_linear if one_linear else None,
+                        first_conv=first_input_conv if only_conv_bn and len(layers) == 0 else None,
                     )
+                )
+                pending_affine = []
+            else:  # a max-pool module
+                if getattr(m, "ceil_mode", False):
+                    raise UnsupportedOpError(
+                        f"{node.name}: ceil_mode=True max pooling is not supported by the monitor; use "
+                        f"ceil_mode=False"
+                    )
+                if layers and layers[-1].pool_module is None and not pending_affine:
+                    layers[-1].pool_module, layers[-1].pool_name = m, node.name
+                else:
                     layers.append(
                         _Layer(
-                            node.target,
-                            m,
-                            Activation(MODULE_ACTIVATIONS[cls]),
-                            pl,
+                            node.name,
+                            None,
+                            Activation("identity"),
+                            params_of(pending_affine),
                             list(seen_params),
                             list(pending_affine),
-                            linear_in=last_linear
-                            if pending_affine
-                            and isinstance(mods[pending_affine[0]], nn.Linear)
-                            and len(pending_affine) == 1
-                            else None,
-                            first_conv=first_input_conv if only_conv_bn and len(layers) == 0 else None,
+                            pool_module=m,
+                            pool_name=node.name,
                         )
                     )
                     pending_affine = []
-                elif isinstance(m, _POOLS):
-                    if getattr(m, "ceil_mode", False):
-                        raise UnsupportedOpError(
-                            f"{node.target}: ceil_mode=True max pooling is not supported by "
-                            f"the monitor; use ceil_mode=False"
-                        )
-                    if layers and layers[-1].pool_module is None and not pending_affine:
-                        layers[-1].pool_module, layers[-1].pool_name = m, node.target
-                    else:
-                        pl = [
-                            p
-                            for n in pending_affine
-                            for p in mods[n].parameters(recurse=False)
-                            if p.requires_grad
-                        ]
-                        layers.append(
-                            _Layer(
-                                node.target,
-                                None,
-                                Activation("identity"),
-                                pl,
-                                list(seen_params),
-                                list(pending_affine),
-                                pool_module=m,
-                                pool_name=node.target,
-                            )
-                        )
-                        pending_affine = []
-                elif cls in SMOOTH_MODULES or isinstance(m, (nn.Sequential,)):
-                    continue
-                else:
-                    raise UnsupportedOpError(_unsupported(node.target, cls))
-            elif node.op == "call_function":
-                fname = getattr(node.target, "__name__", str(node.target))
-                if fname in (
-                    "relu",
-                    "relu6",
-                    "hardtanh",
-                    "hardsigmoid",
-                    "leaky_relu",
-                    "hardswish",
-                    "max_pool2d",
-                    "max_pool1d",
-                    "abs",
-                    "maximum",
-                    "amax",
-                    "clamp",
-                    "max",
-                ):
-                    raise UnsupportedOpError(
-                        f"functional {fname} at {node.name!r}: the monitor observes modules; use the module "
-                        f"form (e.g. nn.ReLU(), nn.MaxPool2d(...)) in the model's forward"
-                    )
-            elif node.op == "call_method" and node.target in ("relu", "relu_", "clamp", "max", "abs"):
-                raise UnsupportedOpError(
-                    f"tensor method .{node.target}() at {node.name!r}: the monitor observes modules; "
-                    f"use nn.ReLU()"
-                )
         if not layers:
-            raise UnsupportedOpError(
-                f"{type(model).__name__} has no activation or max-pool module to monitor"
-            )
+            raise UnsupportedOpError(f"{type(model).__name__} has no activation or max-pool module to monitor")
         return layers
-
-    @staticmethod
-    def _check_kwargs(name, m):
-        cls = type(m).__name__
-        for k, v in _DEFAULT_KW.get(cls, {}).items():
-            if getattr(m, k) != v:
-                raise UnsupportedOpError(
-                    f"{name}: {cls}({k}={getattr(m, k)}) differs from the registry's {cls}({k}={v}); "
-                    f"the monitor "
-                    f"reads kinks from the registry. Use the default, or add a registry entry for it."
-                )
 
     def _install(self):
         mods = dict(self.model.named_modules())
@@ -334,7 +261,7 @@ class Monitor:
 
     # ------------------------------------------------------------------ results
     def summary(self) -> list[dict]:
-        """Per layer over all steps: Table-2 quantities (Park 002 L206-211)."""
+        """Per layer over all steps: the quantities of Park, Chun and Lee's Table 2."""
         out = []
         for j, L in enumerate(self.layers):
             chks = [s.layers[j] for s in self.steps]

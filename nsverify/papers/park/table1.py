@@ -1,13 +1,14 @@
-"""Park, Chun and Lee's Table 1 as generators and checks, shared by ``properties/`` and the report.
+"""Park, Chun and Lee's Table 1 (Sec. 1) as generators and checks, shared by ``properties/`` and the report.
 
 * :data:`ROWS` -- one :class:`Row` per theorem/lemma row: a strategy drawing networks (with forced exact ties)
-  from the row's class, the premise the row needs (checked with :mod:`nsverify.papers.park.conditions`), and
+  from the row's class, the premise the row needs (checked with :mod:`nsverify.papers.park.premises`), and
   what the row claims ("never not_member" for theorems, "a not_member counterexample exists" for lemmas);
 * :func:`verdict` -- the oracle's verdict for a spec (the spec's AD-variant rules passed as ``conventions``);
 * :func:`search_counterexample` -- Hypothesis ``find``: the first generated not_member case, shrunk, and how
-  many examples the search needed;
-* :data:`PAPER_CASES` -- the paper's own counterexamples (the proofs of Lemma 2, App. D.2; Lemma 3, App. D.3;
-  Lemma 7, App. E.2) as specs, and :func:`minimal_shape` to compare a shrunk counterexample with them.
+  many examples the search needed; :func:`premise_verdict_counts` -- the oracle's verdicts over a theorem
+  row's generated cases;
+* :data:`PAPER_CASES` -- the paper's own counterexamples (the proofs of Lemmas 2, 3 and 7) as specs, and
+  :func:`minimal_shape` to compare a shrunk counterexample with them.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def _prem(name):
     def check(spec):
         """The row's premise, established exactly; False when it cannot be (inexact float64 forward)."""
         from nsverify.errors import NsverifyError
-        from nsverify.papers.park.conditions import spec_premises
+        from nsverify.papers.park.premises import spec_premises
 
         try:
             return spec_premises(spec).holds()[name]
@@ -251,11 +252,11 @@ def _lin(out, weight, wshape, bias_mode="none", bias=(), act="relu", **kw):
 
 
 PAPER_CASES = {
-    # App. D.2: tau(X, w) = (Xw, -Xw), ReLU, l(x1, x2) = x1 - x2 (sign lost in extraction), X = 1, w = 0
+    # proof of Lemma 2: tau(X, w) = (Xw, -Xw), ReLU, l(x1, x2) = x1 - x2, X = 1, w = 0
     "lemma2": NetSpec(
         "linear", (1,), 1, (F(1),), (_lin(2, [0], (1, 1), tied=True),), "linear", (F(1), F(-1))
     ),
-    # App. D.3: tau(X, w) = X + w, HardSigmoid, l = x1 + x2, X = (3, -3), w = 0
+    # proof of Lemma 3: tau(X, w) = X + w, HardSigmoid, l = x1 + x2, X = (3, -3), w = 0
     "lemma3": NetSpec(
         "linear",
         (1,),
@@ -265,7 +266,7 @@ PAPER_CASES = {
         "linear",
         (F(1), F(1)),
     ),
-    # App. E.2: tau = (Xu + b, b, -Xu + b, b), identity, maxpool pairs, l = x1 - x2, X = 1, (u, b) = 0
+    # proof of Lemma 7: tau = (Xu + b, b, -Xu + b, b), identity, maxpool pairs, l = x1 - x2, X = 1, (u, b) = 0
     # (our tied layer also makes the second row a parameter v: rows (u, v, -u, -v))
     "lemma7": NetSpec(
         "linear",
@@ -342,12 +343,27 @@ class SearchResult:
     still_bad: Callable | None = None  # the search predicate (premise holds and the oracle says not_member)
 
 
+def _generation_settings(max_examples: int):
+    """Hypothesis settings of the report's searches: derandomized (the same examples on every run of one
+    Hypothesis version), generation only, no database, no deadline, no health checks."""
+    from hypothesis import HealthCheck, Phase, settings
+
+    return settings(
+        max_examples=max_examples,
+        database=None,
+        deadline=None,
+        derandomize=True,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+
+
 def search_counterexample(row: str, max_examples: int = 200) -> SearchResult:
     """Generate cases of the row's class until the oracle returns not_member (on a case satisfying the row's
     premise), count the generated examples, then shrink the counterexample with :func:`reduce_spec`
     (structural delta debugging: fewer samples, inputs, rows, smaller values) while it stays a premise-satisfying
     not_member. Derandomized: the same count on every run of the same Hypothesis version."""
-    from hypothesis import HealthCheck, Phase, find, settings
+    from hypothesis import find
     from hypothesis.errors import NoSuchExample
 
     r = ROWS[row]
@@ -357,16 +373,8 @@ def search_counterexample(row: str, max_examples: int = 200) -> SearchResult:
         state["n"] += 1
         return r.premise(spec) and verdict(spec).status == "not_member"
 
-    cfg = settings(
-        max_examples=max_examples,
-        database=None,
-        deadline=None,
-        derandomize=True,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
     try:
-        first = find(r.strategy(), bad, settings=cfg)
+        first = find(r.strategy(), bad, settings=_generation_settings(max_examples))
     except NoSuchExample:
         return SearchResult(row, False, state["n"], budget=max_examples)
     n = state["n"]
@@ -375,6 +383,28 @@ def search_counterexample(row: str, max_examples: int = 200) -> SearchResult:
         row, True, n, spec, verdict(spec), same_shape(spec, PAPER_CASES[row]), max_examples, first, steps,
         still_bad=bad,
     )
+
+
+def premise_verdict_counts(row: str, max_examples: int) -> dict:
+    """Draw ``max_examples`` cases from a theorem row's class (Hypothesis, derandomized, generation phase only)
+    and count the cases meeting the row's premise and the oracle's verdicts on them (limits :data:`LIMITS`):
+    ``{"drawn", "premise", "member", "unknown", "not_member"}``."""
+    from hypothesis import given
+
+    r = ROWS[row]
+    counts = {"drawn": 0, "premise": 0, "member": 0, "unknown": 0, "not_member": 0}
+
+    @_generation_settings(max_examples)
+    @given(st.data())
+    def run(data):
+        spec = data.draw(r.strategy())
+        counts["drawn"] += 1
+        if r.premise(spec):
+            counts["premise"] += 1
+            counts[verdict(spec, **LIMITS).status] += 1
+
+    run()
+    return counts
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Exact zone classification (Boustany Def 7, L1298-1316) of a parameter point and a minibatch.
+"""Exact zone classification (Boustany, Ch.3, Def 7) of a parameter point and a minibatch.
 
 The float parameters and inputs are taken as the exact dyadic rationals they represent and the network is
 evaluated in exact integer arithmetic (values ``ints * 2**exp``, numpy object arrays of Python ints, which is

@@ -194,7 +194,7 @@ def thresholds(model_factory, batches, dtype: torch.dtype, device: torch.device 
 
 
 #: Boustany Table 3.4 (powers of ten); the values the paper used for the volume estimates (tau2 at 16 bits,
-#: tau1 at 32 and 64 bits, L1549-1556, L1408-1410).  bfloat16 is not in the paper.
+#: tau1 at 32 and 64 bits; Sec. 3.3.2 and Appendix 3.5.4).  bfloat16 is not in the paper.
 PAPER_THRESHOLDS = {
     "lenet5": {"float16": 1e-5, "float32": 1e-6, "float64": 1e-14},
     "vgg11": {"float16": 1e-1, "float32": 1e-8, "float64": 1e-14},

@@ -1,9 +1,10 @@
-"""Monte Carlo volume of the numerical bifurcation zone (Boustany Criteria 1, eqs 3.17-3.18, L1564-1588).
+"""Monte Carlo volume of the numerical bifurcation zone (Boustany, Ch.3, Criteria 1, eqs 3.17-3.18).
 
 M parameter draws (PyTorch default init, i.e. Kaiming-uniform, one seed per draw) x R minibatches; for each
 dtype, each (draw, batch) pair gets D(P, Q) from ONE forward pass and two backward passes (P, Q differ only
 in the backward rule).  A pair is *impacted* when D > tau[dtype]; a draw is impacted when any of its batches
-is.  Reported: both shares with Hoeffding, McDiarmid and Clopper-Pearson intervals (:mod:`.stats`).
+is.  Reported: both shares with Hoeffding, McDiarmid and Clopper-Pearson intervals
+(:mod:`nsverify.papers.stats`).
 
 Resumable: every finished draw is appended to a JSON partial file (atomically); a rerun with the same
 configuration skips finished draws (the thresholds are applied at the end, so they may change between runs).
@@ -26,8 +27,8 @@ import torch
 
 from nsverify.devices import parse_device, parse_dtype
 from nsverify.errors import NsverifyError
+from nsverify.papers.stats import share_intervals
 from nsverify.papers.zones.measure import check_dtype_device, program_grads, require_nonsmooth, threshold_for, variation
-from nsverify.papers.zones.stats import share_intervals
 
 PARTIAL_SCHEMA = "nsverify.papers.zones.partial/1"
 
@@ -150,7 +151,7 @@ def load_partial(path: str | Path | None, cfg: VolumeConfig) -> dict:
 
 
 def _save_partial(path: Path, cfg: VolumeConfig, draws: dict) -> None:
-    from nsverify.report.atomic import atomic_write_text
+    from nsverify.files import atomic_write_text
 
     path.parent.mkdir(parents=True, exist_ok=True)
     blob = {"schema": PARTIAL_SCHEMA, "key": cfg.key(), "config": asdict(cfg),

@@ -1,4 +1,9 @@
-"""Crash-safe writes: a file is written beside its target and renamed into place; no reader sees half."""
+"""Writing nsverify's output files (low level: imports nothing from nsverify).
+
+Crash-safe writes: a file is written beside its target and renamed into place, so no reader sees half of it.
+Used by the report (``report.json``, ``index.html``, partial results) and by resumable experiments
+(:mod:`nsverify.papers.zones.volume`, :mod:`nsverify.papers.arnekvist.dying_relu`).
+"""
 from __future__ import annotations
 
 import os

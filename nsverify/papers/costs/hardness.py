@@ -1,5 +1,6 @@
-"""Timing table for the hardness results: exact Clarke set at 0 of the 3-SAT network (exponential) against
-Proposition 4 for the AD conservative set (polynomial), over instance size."""
+"""The hardness table (Boustany, Ch.2, Theorems 5-6 and Proposition 4): over instance size, the exact Clarke
+set at 0 of the 3-SAT network (exponential) against Proposition 4 for the AD conservative set (polynomial),
+each with its time."""
 
 from __future__ import annotations
 

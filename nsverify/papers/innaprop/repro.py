@@ -1,0 +1,133 @@
+"""Boustany, Ch.4 (INNAprop and its family) reproduced at a budget, each experiment with its judged claims.
+
+* :func:`identities` -- INNAprop(1, 1) is AdamW(beta1 = 0) bitwise (Remark 13), alpha = 1/beta rescales the
+  step, and DINAdam's printed sign (Algorithm 6) against the recursion (4.28)-(4.29);
+* :func:`convergence` -- the optimizers on nonsmooth problems with known optima, against Table 4.4's
+  "steps to match AdamW";
+* :func:`precision` -- the momentum variant (4.21)-(4.23) against INNAprop per dtype (Sec. 4.6.2: "the factor
+  gamma^2 is poorly scaled for 32 bits or lower machine precision").
+
+Budgets (seeds, steps, problems) are the caller's: the report section chooses them.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from nsverify.papers.claims import claim
+
+#: INNAprop with (alpha, beta) against AdamW(lr beta, beta1 = 0), per dtype: key -> (alpha, beta, dtype)
+IDENTITY_CASES = {
+    "1,1|float32": (1.0, 1.0, torch.float32),
+    "1,1|float64": (1.0, 1.0, torch.float64),
+    "0.5,2|float32": (0.5, 2.0, torch.float32),
+    "0.25,4|float64": (0.25, 4.0, torch.float64),
+    "1/0.09,0.09|float64": (1 / 0.09, 0.09, torch.float64),
+}
+#: nsverify issue 6's target for INNAprop's step time against AdamW's (both foreach).
+STEP_TIME_TARGET = 1.15
+
+
+def _dinadam_sign_distances(steps: int = 150) -> tuple[float, float]:
+    """Largest distances, over ``steps`` float64 steps on a smooth nonconvex function, between the recursion
+    (4.28)-(4.29) and (a) Algorithm 6 as printed, (b) nsverify.optim.DINAdam (the sign of alpha beta g in
+    (4.31), (4.34) and Algorithm 6 line 9 flipped)."""
+    from nsverify.optim import DINAdam
+    from nsverify.papers.innaprop.forms import dinadam_mechanical
+
+    g = torch.Generator().manual_seed(11)
+    a = torch.randn(6, 6, generator=g, dtype=torch.float64)
+    q = a @ a.T / 6 + 0.1 * torch.eye(6, dtype=torch.float64)
+    b = torch.randn(6, generator=g, dtype=torch.float64)
+    t0 = torch.randn(6, generator=g, dtype=torch.float64)
+
+    def grad(t):  # 1/2 t'Qt - b't + sum log(1 + t^2)
+        return q @ t - b + 2 * t / (1 + t ** 2)
+
+    kw = dict(lr=0.01, alpha=1.0, beta=0.5, sigma1=0.9, sigma2=0.99, eps=1e-8)
+    ref = dinadam_mechanical(grad, t0, steps, **kw)
+    printed = dinadam_mechanical(grad, t0, steps, printed_sign=True, **kw)
+    p = t0.clone().requires_grad_()
+    opt = DINAdam([p], lr=0.01, alpha=1.0, beta=0.5, sigmas=(0.9, 0.99), eps=1e-8, bias_correction=False)
+    ours = [p.detach().clone()]
+    for _ in range(steps):
+        p.grad = grad(p.detach())
+        opt.step()
+        ours.append(p.detach().clone())
+    dist = lambda xs, ys: max((x - y).abs().max().item() for x, y in zip(xs, ys))  # noqa: E731
+    return dist(ref, printed), dist(ref, ours)
+
+
+def identities(steps: int = 50) -> dict:
+    """``{"runs": {case: adamw_mismatches(...)}, "claims"}`` for :data:`IDENTITY_CASES`, plus the DINAdam
+    sign check."""
+    from nsverify.papers.innaprop.checks import adamw_mismatches
+
+    ident = {k: adamw_mismatches(a, b, steps=steps, dtype=dt) for k, (a, b, dt) in IDENTITY_CASES.items()}
+    bad = {k: v["mismatched_steps"] for k, v in ident.items()}
+    printed, corrected = _dinadam_sign_distances()
+    claims = [
+        claim(
+            "INNAprop with alpha = beta = 1 is AdamW with beta1 = 0 (Boustany, Ch.4, Remark 13)",
+            f"single-tensor paths, {ident['1,1|float32']['steps']} steps: mismatched steps float32 "
+            f"{bad['1,1|float32']}, float64 {bad['1,1|float64']}; psi stayed 0: {ident['1,1|float32']['psi_zero']}",
+            bad["1,1|float32"] == 0 == bad["1,1|float64"],
+        ),
+        claim(
+            "alpha = 1/beta gives AdamW(lr*beta, beta1=0), exactly for beta a power of 2",
+            f"mismatched steps: beta=2 float32 {bad['0.5,2|float32']}, beta=4 float64 {bad['0.25,4|float64']}; "
+            f"beta=0.09 (fl(fl(1/beta)*beta) != 1, so psi_0 != 0) float64 {bad['1/0.09,0.09|float64']}",
+            bad["0.5,2|float32"] == 0 == bad["0.25,4|float64"],
+        ),
+        claim(
+            "DINAdam Algorithm 6 (memory-saving form) is the recursion (4.28)-(4.29)",
+            f"largest distance from (4.28)-(4.29) over 150 float64 steps: {printed:.2g} with the printed minus sign "
+            f"(4.31, 4.34, Alg. 6), {corrected:.2g} with theta <- theta - lr (m~ + alpha beta g)/... "
+            f"(nsverify.optim.DINAdam)",
+            printed <= 1e-10,
+        ),
+    ]
+    return {"runs": ident, "claims": claims}
+
+
+def convergence(problems, optimizers, seeds, steps: int, progress=None) -> dict:
+    """``compare`` on every problem (cosine schedule, target gap 1e-2): ``{"results": {problem: compare(...)},
+    "claims"}``; the claim compares INNAprop(0.1, 0.9)'s steps to reach AdamW's best with Table 4.4's."""
+    from nsverify.papers.innaprop.harness import compare
+
+    results = {}
+    for i, prob in enumerate(problems):
+        if progress:
+            progress(f"convergence {prob}", i, len(problems))
+        results[prob] = compare(prob, list(optimizers), seeds=seeds, steps=steps,
+                                record_every=max(1, steps // 60), target=1e-2)
+    fast = [
+        p for p in results
+        if (results[p]["summary"]["INNAprop(0.1,0.9)"].get("speedup_vs_baseline") or {}).get("mean") is not None
+        and results[p]["summary"]["INNAprop(0.1,0.9)"]["speedup_vs_baseline"]["mean"] > 1
+    ]
+    c = claim(
+        "INNAprop(0.1,0.9) reaches AdamW's best loss in fewer steps (Table 4.4, GPT-2)",
+        f"on {len(fast)}/{len(results)} small nonsmooth problems here ({', '.join(fast)})",
+        None if 0 < len(fast) < len(results) else len(fast) == len(results),
+    )
+    return {"results": results, "claims": [c]}
+
+
+def precision(seeds, steps: int) -> dict:
+    """``precision_study`` on the hinge SVM (lr 1e-3 cosine to 0, alpha = 0.1, beta = 0.9):
+    ``{"results": {"optimizer|dtype": ...}, "claims"}``."""
+    from nsverify.papers.innaprop.harness import precision_study
+
+    prec = precision_study("hinge_svm", seeds=seeds, steps=steps)
+    dev = lambda k: prec[k]["max_dev_from_float64"]["mean"]  # noqa: E731
+    m32, i32 = dev("INNApropMomentum(0.1,0.9)|float32"), dev("INNAprop(0.1,0.9)|float32")
+    mbf, ibf = dev("INNApropMomentum(0.1,0.9)|bfloat16"), dev("INNAprop(0.1,0.9)|bfloat16")
+    c = claim(
+        "the momentum variant (4.21)-(4.23) is poorly scaled (gamma^2) at 32 bits or less (Boustany, Ch.4, "
+        "Sec. 4.6.2)",
+        f"float32 deviation from float64: momentum {m32:.2g} vs INNAprop {i32:.2g}; bfloat16: {mbf:.2g} vs "
+        f"{ibf:.2g} (both stall in bfloat16: updates below half an ulp of the parameters)",
+        m32 > 10 * i32 and mbf > 2 * ibf,
+    )
+    return {"results": prec, "claims": [c]}

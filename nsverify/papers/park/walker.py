@@ -1,0 +1,166 @@
+"""One torch.fx walk over a model's layers, shared by Park's structure detection and the training monitor.
+
+:func:`walk` traces an ``nn.Module`` with torch.fx and returns, in execution order, the nodes that matter to
+Park, Chun and Lee's conditions (Sec. 2.2, Conditions 1 and 2): affine modules, activations (by registry
+name), max pools, and nonsmooth functions that the checks do not model. Smooth layers, residual additions
+and shape operations are skipped. An unsupported module, or an activation module whose keyword arguments
+move its kinks away from the registry's, raises :class:`~nsverify.errors.UnsupportedOpError` naming the layer
+and the fix.
+
+Consumers: :func:`nsverify.papers.park.conditions.detect` (accepts functional activations and pools) and
+:class:`nsverify.papers.park.monitor.Monitor` (observes modules only: it rejects functional forms).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+from nsverify.errors import UnsupportedOpError
+
+#: torch module classes -> registry activation names (PyTorch's own AD convention)
+MODULE_ACTIVATIONS = {
+    "ReLU": "relu",
+    "ReLU6": "relu6",
+    "Hardtanh": "hardtanh",
+    "Hardsigmoid": "hardsigmoid",
+    "LeakyReLU": "leaky_relu",
+    "Hardswish": "hardswish",
+    "ELU": "elu",
+    "SELU": "selu",
+}
+#: torch functions -> registry activation names
+FUNCTION_ACTIVATIONS = {
+    "relu": "relu",
+    "relu_": "relu",
+    "relu6": "relu6",
+    "hardtanh": "hardtanh",
+    "hardsigmoid": "hardsigmoid",
+    "leaky_relu": "leaky_relu",
+    "hardswish": "hardswish",
+    "elu": "elu",
+    "selu": "selu",
+}
+#: tensor methods -> registry activation names
+METHOD_ACTIVATIONS = {"relu": "relu", "relu_": "relu"}
+SMOOTH_MODULES = {
+    "Tanh",
+    "Sigmoid",
+    "GELU",
+    "SiLU",
+    "Softplus",
+    "Identity",
+    "Dropout",
+    "Flatten",
+    "Unflatten",
+    "AvgPool1d",
+    "AvgPool2d",
+    "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d",
+    "Softmax",
+    "LogSoftmax",
+}
+AFFINE_MODULES = {"Linear", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d"}
+POOL_MODULES = {"MaxPool1d", "MaxPool2d"}
+POOL_FUNCTIONS = {"max_pool1d", "max_pool2d", "max_pool1d_with_indices", "max_pool2d_with_indices"}
+#: nonsmooth functions and methods outside the layer model of Conditions 1 and 2
+NONSMOOTH_FUNCTIONS = {"abs", "maximum", "minimum", "amax", "max", "clamp", "clip", "sort", "topk"}
+NONSMOOTH_METHODS = {"max", "amax", "abs", "clamp", "sort", "topk"}
+#: keyword arguments whose non-default values move an activation's kinks away from the registry's
+DEFAULT_KWARGS = {"LeakyReLU": {"negative_slope": 0.01}, "Hardtanh": {"min_val": -1.0, "max_val": 1.0}}
+
+
+@dataclass(frozen=True)
+class Node:
+    """One layer-level node of a traced model."""
+
+    kind: str  # "affine" | "activation" | "pool" | "nonsmooth"
+    name: str  # module path for modules, fx node name for functions and methods
+    what: str  # module class, function or method name
+    op: str  # "call_module" | "call_function" | "call_method"
+    module: nn.Module | None = None
+    activation: str | None = None  # registry name (kind == "activation")
+    reads_input: bool = False  # the node's first argument is a model input
+
+    @property
+    def functional(self) -> bool:
+        """True for a function or tensor method (no module to hook)."""
+        return self.module is None
+
+    @property
+    def spelled(self) -> str:
+        """How the node reads in the model's forward (for error messages)."""
+        if self.op == "call_method":
+            return f"tensor method .{self.what}()"
+        return f"functional {self.what}" if self.op == "call_function" else f"{self.what} module"
+
+
+def unsupported(where: str, what: str) -> str:
+    """The error text for a layer outside the checks' model, with the supported layers and the fix."""
+    return (
+        f"layer {where!r} ({what}) is not supported by nsverify's Park-condition checks. Supported: "
+        f"{', '.join(sorted(AFFINE_MODULES | POOL_MODULES | set(MODULE_ACTIVATIONS) | SMOOTH_MODULES))}, "
+        f"residual additions and flatten. Replace it by supported layers, or check that part separately "
+        f"with nsverify.check_gradient."
+    )
+
+
+def _check_kwargs(name: str, m: nn.Module) -> None:
+    cls = type(m).__name__
+    for k, v in DEFAULT_KWARGS.get(cls, {}).items():
+        if getattr(m, k) != v:
+            raise UnsupportedOpError(
+                f"{name}: {cls}({k}={getattr(m, k)}) differs from the registry's {cls}({k}={v}); nsverify "
+                f"reads kinks from the registry. Use the default, or add a registry entry for it."
+            )
+
+
+def walk(model: nn.Module, hint: str = "") -> list[Node]:
+    """The layer-level nodes of ``model`` in execution order (see the module docstring).
+
+    ``hint`` completes the error message when torch.fx cannot trace the model (e.g. ", or check a NetSpec
+    instead")."""
+    import torch.fx as fx
+
+    try:
+        gm = fx.symbolic_trace(model)
+    except Exception as exc:  # noqa: BLE001 -- fx raises many types
+        raise UnsupportedOpError(
+            f"cannot trace {type(model).__name__} with torch.fx ({type(exc).__name__}: {exc}). Remove "
+            f"data-dependent Python control flow from forward(){hint}."
+        ) from exc
+    mods = dict(gm.named_modules())
+    inputs = {n.name for n in gm.graph.nodes if n.op == "placeholder"}
+    out: list[Node] = []
+    for node in gm.graph.nodes:
+        reads_input = bool(node.args) and getattr(node.args[0], "name", None) in inputs
+        if node.op == "call_module":
+            m = mods[node.target]
+            cls = type(m).__name__
+            if cls in AFFINE_MODULES:
+                kind, act = "affine", None
+            elif cls in MODULE_ACTIVATIONS:
+                _check_kwargs(node.target, m)
+                kind, act = "activation", MODULE_ACTIVATIONS[cls]
+            elif cls in POOL_MODULES:
+                kind, act = "pool", None
+            elif cls in SMOOTH_MODULES or isinstance(m, nn.Sequential):
+                continue
+            else:
+                raise UnsupportedOpError(unsupported(node.target, cls))
+            out.append(Node(kind, node.target, cls, node.op, m, act, reads_input))
+        elif node.op == "call_function":
+            fname = getattr(node.target, "__name__", str(node.target))
+            if fname in FUNCTION_ACTIVATIONS:
+                out.append(Node("activation", node.name, fname, node.op, None, FUNCTION_ACTIVATIONS[fname]))
+            elif fname in POOL_FUNCTIONS:
+                out.append(Node("pool", node.name, fname, node.op))
+            elif fname in NONSMOOTH_FUNCTIONS:
+                out.append(Node("nonsmooth", node.name, fname, node.op))
+        elif node.op == "call_method":
+            if node.target in METHOD_ACTIVATIONS:
+                out.append(Node("activation", node.name, node.target, node.op, None, METHOD_ACTIVATIONS[node.target]))
+            elif node.target in NONSMOOTH_METHODS:
+                out.append(Node("nonsmooth", node.name, node.target, node.op))
+    return out
