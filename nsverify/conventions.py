@@ -25,7 +25,7 @@ import torch
 from nsverify import registry
 from nsverify.devices import FLOAT_DTYPES, dtype_name, parse_device, parse_dtype
 from nsverify.errors import NsverifyError
-from nsverify.hull import in_hull
+from nsverify.rational import in_hull
 
 MODES = ("eager", "func", "jvp", "compile")
 SCHEMA = "nsverify.conventions/1"

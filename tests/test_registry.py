@@ -7,7 +7,7 @@ import torch
 
 from nsverify import registry
 from nsverify.errors import InexactError, TooManyPieces, UnknownOpError
-from nsverify.hull import hull_weights, in_hull
+from nsverify.rational import hull_weights, in_hull
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 REQUIRED = ["relu", "leaky_relu", "relu6", "hardtanh", "hardsigmoid", "hardswish", "elu", "selu", "abs",
