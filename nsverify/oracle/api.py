@@ -3,9 +3,9 @@
     fn, w --> Evaluation --> pieces --> certificate --> Verdict
               (interp)       (pieces)   (certificates)  (verdict)
 
-1. :class:`~nsverify.oracle.interp.Evaluation` holds w's exact values and runs the traces: float autograd,
-   the exact forward-mode AD (with the float shadow: which ties floats saw) and the exact reverse-mode AD
-   (PyTorch's backward formulas), each once.
+1. :class:`~nsverify.oracle.interp.Evaluation` holds w's exact values and runs each trace once: float
+   autograd, the exact forward-mode AD with its float shadow (which ties the floats saw), and the exact
+   reverse-mode AD (PyTorch's backward formulas, custom autograd.Function rules included).
 2. :func:`~nsverify.oracle.pieces.enumerate_pieces` replays the program once per piece adjacent to w (no replay
    at all when the AD trace met no kink or tie).
 3. :mod:`~nsverify.oracle.certificates` writes the certificate that decides the tested vector: convex weights,

@@ -181,9 +181,9 @@ def follow_ad(ev: Evaluation):
     """The piece whose local choices are AD's own, if AD's rule at every branch site is a piece choice.
 
     Returns ``(gradient, decisions, rows, witness)`` when that pattern's open cone is non-empty (exact
-    witness): then AD's output *is* the gradient of a piece adjacent to w (same local derivatives, same arithmetic), a
-    Bouligand subgradient -- a membership certificate that needs no numeric comparison, so it also holds when
-    smooth parts make the values irrational.  ``None`` otherwise.
+    witness): then AD's output *is* the gradient of a piece adjacent to w (same local derivatives, same
+    arithmetic), a Bouligand subgradient -- a membership certificate that needs no numeric comparison, so it
+    also holds when smooth parts make the values irrational.  ``None`` otherwise.
     """
     rows: list = []
     decisions: list = []
