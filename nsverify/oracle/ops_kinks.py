@@ -135,6 +135,18 @@ def _ad_side(ew, at):
     )
 
 
+def elementwise_op(ew, a):
+    """Apply elementwise op ``ew`` to every entry of ``a`` (kink sites recorded or branched on)."""
+    a = arr(a)
+    fa = context.current().float_arg(0)
+    ff = fa.reshape(-1) if fa is not None and fa.size == a.size else None
+    out = np.empty(a.shape, dtype=object)
+    of, af = out.reshape(-1), a.reshape(-1)
+    for i in range(af.size):
+        of[i] = _apply_elementwise(ew, af[i], (i,), None if ff is None else ff[i])
+    return out
+
+
 def ad_derivative(ew, v):
     """The derivative that AD uses for elementwise op ``ew`` at the exact value ``v``: the piece's derivative
     off the kinks, AD's rule at a kink (PyTorch's, or the user's convention).  The reverse mode's backward ops
@@ -148,18 +160,6 @@ def ad_derivative(ew, v):
         if s is not None and s < 0:
             return _dpoly(ew.pieces[i].poly, v)
     return _dpoly(ew.pieces[len(ew.breakpoints)].poly, v)
-
-
-def elementwise_op(ew, a):
-    """Apply elementwise op ``ew`` to every entry of ``a`` (kink sites recorded or branched on)."""
-    a = arr(a)
-    fa = context.current().float_arg(0)
-    ff = fa.reshape(-1) if fa is not None and fa.size == a.size else None
-    out = np.empty(a.shape, dtype=object)
-    of, af = out.reshape(-1), a.reshape(-1)
-    for i in range(af.size):
-        of[i] = _apply_elementwise(ew, af[i], (i,), None if ff is None else ff[i])
-    return out
 
 
 for _name in ("relu", "abs", "hardsigmoid", "hardswish"):
