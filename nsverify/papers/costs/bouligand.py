@@ -1,6 +1,6 @@
 """Exact Bouligand (and hence Clarke) set of a ReLU network (2.13) at a point, by enumerating the activation
-patterns realised by open regions around the point, with exact rational LPs
-(:func:`nsverify.oracle.cones.strict_feasible`).
+patterns realised by open regions around the point, with exact rational LPs (the oracle's open-cone test,
+:func:`nsverify.oracle.cones.strict_feasible`).
 
 Near x0, F(x0 + d) is positively homogeneous piecewise linear in d; a neuron whose pre-activation is
 nonzero at x0 keeps its sign, a ReLU neuron with zero pre-activation splits on the sign of a linear form in
