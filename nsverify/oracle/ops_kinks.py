@@ -279,7 +279,7 @@ def _all(a, dim=None, keepdim=False):
     )
 
 
-@op("sign", "sgn")
+@op("sign")  # sgn (abs's backward helper) is registered once, in ops_backward
 def _sign(a):
     def f(x):
         s = sign(val(x))
