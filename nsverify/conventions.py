@@ -30,7 +30,7 @@ import torch
 from nsverify import registry
 from nsverify.devices import FLOAT_DTYPES, dtype_name, parse_device, parse_dtype
 from nsverify.errors import NsverifyError
-from nsverify.hull import in_hull
+from nsverify.rational import in_hull
 from nsverify.registry import Rule, parse_rule
 
 MODES = ("eager", "func", "jvp", "compile")

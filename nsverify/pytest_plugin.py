@@ -159,39 +159,13 @@ except ImportError:  # pragma: no cover
 
 
 def explain_failure(spec=None, w=None, verdict=None, title: str = "") -> str:
-    """A readable account of a property failure: the shrunk network, the point, the AD value, the Clarke set
-    (vertices of the Bouligand set) and the certificate."""
+    """A readable account of a property failure: the title, the shrunk network, the point, then the verdict's
+    own account (:meth:`nsverify.oracle.Verdict.explain`: AD value, Clarke set, certificate, distance)."""
     lines = [title] if title else []
     if spec is not None:
         lines.append(spec.describe())
     if w is not None:
         lines.append(f"point w = {[str(v) for v in w]}")
     if verdict is not None:
-        get = lambda k: getattr(verdict, k, None)
-        lines.append(f"verdict: {get('status')} (exact={get('exact')})")
-        lines.append(f"AD value: {_fmt(get('ad'))}")
-        if get("exact_ad") is not None:
-            lines.append(f"exact AD: {_fmt(get('exact_ad'))}")
-        b = get("bouligand")
-        if b is not None:
-            lines.append("Clarke set = conv{" + "; ".join(_fmt(v) for v in b) + "}")
-        lines.append(f"certificate: {get('certificate')}")
-        if get("distance") is not None:
-            lines.append(f"distance to the Clarke set: {get('distance')}")
+        lines.append(verdict.explain())
     return "\n".join(lines)
-
-
-def _fmt(v) -> str:
-    if v is None:
-        return "None"
-    try:
-        import torch
-
-        if isinstance(v, torch.Tensor):
-            v = v.detach().cpu().tolist()
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        return "(" + ", ".join(str(x) for x in v) + ")"
-    except TypeError:
-        return str(v)

@@ -1,5 +1,16 @@
-"""Exact linear algebra over the rationals (Gauss-Jordan elimination in ``Fraction``), shared by the oracle,
-the premise checkers (:mod:`nsverify.papers.park.conditions`) and the cost module (:mod:`nsverify.papers.costs`)."""
+"""Exact linear algebra over the rationals, in ``Fraction``: the one implementation behind the oracle
+(:mod:`nsverify.oracle`), the registry's Clarke sets, the premise checkers (:mod:`nsverify.papers.park.conditions`)
+and the cost module (:mod:`nsverify.papers.costs`).
+
+* Gauss-Jordan elimination (:func:`gauss_jordan`) and what it gives: :func:`solve_any`, :func:`solve_unique`,
+  :func:`rank`, :func:`null_space`, :func:`independent_rows`, :func:`project_affine`;
+* phase 1 of the simplex method (:func:`nonneg_feasible`): a point of ``{x >= 0 : A x = b}`` or a proof of
+  emptiness, exactly;
+* exact answers from floating guesses (:func:`rationalize`, :func:`nonneg_solution`): an LP solver proposes,
+  these functions re-derive the answer in Fractions, and nothing is accepted unchecked;
+* convex hulls: :func:`hull_weights` / :func:`in_hull` decide membership exactly, :func:`check_weights` checks a
+  convex combination (the check every membership certificate goes through).
+"""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -117,3 +128,115 @@ def nonneg_feasible(A: Sequence[Sequence], b: Sequence) -> list[Fraction] | None
         if bi < n:
             x[bi] = tab[i][-1]
     return x
+
+
+def dot(a: Sequence, b: Sequence):
+    """<a, b>, exactly (entries may be Fractions or rigorous intervals)."""
+    return sum((x * y for x, y in zip(a, b)), Fraction(0))
+
+
+def rationalize(x: float, max_den: int | None = 10**6) -> Fraction:
+    """The float ``x`` as a Fraction: the nearest with denominator <= ``max_den``, or exactly when None."""
+    f = Fraction(x)
+    return f.limit_denominator(max_den) if max_den else f
+
+
+def independent_rows(rows: Sequence[Sequence]) -> list[list[Fraction]]:
+    """A maximal linearly independent subset of ``rows``, greedily in their order (exact).
+
+    Row ``i`` is kept iff it is not in the span of the rows before it: the pivot columns of the transpose."""
+    if not len(rows):
+        return []
+    cols = [[Fraction(r[j]) for r in rows] for j in range(len(rows[0]))]
+    pivots = gauss_jordan(cols)[1] if cols else []
+    return [[Fraction(x) for x in rows[i]] for i in pivots]
+
+
+def project_affine(M: Sequence[Sequence], b: Sequence, y0: Sequence) -> list[Fraction] | None:
+    """The point of {y : M y = b} nearest to y0 (Euclidean), exactly; None if the system is inconsistent."""
+    aug = independent_rows([[Fraction(x) for x in r] + [Fraction(bb)] for r, bb in zip(M, b)])
+    rows = [r[:-1] for r in aug]
+    if any(all(x == 0 for x in r) for r in rows):
+        return None  # 0 = nonzero: inconsistent
+    if not rows:
+        return list(y0)
+    rhs = [r[-1] for r in aug]
+    G = [[dot(r, s) for s in rows] for r in rows]
+    resid = [dot(r, y0) - c for r, c in zip(rows, rhs)]
+    lam = solve_unique(G, resid)
+    if lam is None:
+        return None
+    y = list(y0)
+    for lj, r in zip(lam, rows):
+        if lj:
+            y = [yi - lj * ri for yi, ri in zip(y, r)]
+    return y
+
+
+def nonneg_solution(M: Sequence[Sequence], b: Sequence, guess: Sequence[float], tol: float = 1e-10
+                    ) -> list[Fraction] | None:
+    """An exact y >= 0 with M y = b, found from a floating guess (an LP's answer), or None.
+
+    Restricts to the guess's support, projects the rationalised guess onto the affine solution set exactly,
+    and drops the most negative coordinates a few times if the projection leaves the orthant.  None means
+    "not found from this guess", not "empty": :func:`nonneg_feasible` decides emptiness."""
+    n = len(guess)
+    support = [i for i in range(n) if guess[i] > tol]
+    for _ in range(max(3, n)):
+        if not support:
+            return None
+        Ms = [[row[i] for i in support] for row in M]
+        y0 = [rationalize(guess[i], 10**12) for i in support]
+        ys = project_affine(Ms, b, y0)
+        if ys is None:
+            return None
+        if all(v >= 0 for v in ys):
+            y = [Fraction(0)] * n
+            for i, v in zip(support, ys):
+                y[i] = v
+            return y
+        worst = min(range(len(ys)), key=lambda j: ys[j])
+        support = [i for j, i in enumerate(support) if j != worst]
+    return None
+
+
+def check_weights(point: Sequence, vertices: Sequence[Sequence], weights: dict) -> bool:
+    """Exact check that ``weights`` ({vertex index: weight}) are convex and reproduce ``point``.
+
+    Floats (and intervals) are never accepted: every entry must be an int or a Fraction."""
+    exact = lambda x: isinstance(x, (int, Fraction))  # noqa: E731
+    if not all(exact(x) for x in weights.values()) or not all(exact(x) for v in vertices for x in v) or not all(
+            exact(x) for x in point):
+        return False
+    if any(x < 0 for x in weights.values()) or sum(weights.values()) != 1:
+        return False
+    return all(sum((c * vertices[i][k] for i, c in weights.items()), Fraction(0)) == point[k]
+               for k in range(len(point)))
+
+
+def hull_weights(point: Sequence, vertices: Sequence[Sequence]) -> list[Fraction] | None:
+    """Exact convex weights l with sum_i l_i v_i = point, or None when point is outside conv(vertices).
+
+    Phase 1 of the simplex method on ``sum_i l_i v_i = point, sum_i l_i = 1, l >= 0`` (:func:`nonneg_feasible`),
+    so the answer is a decision, not a floating-point guess; values are taken exactly (a float converts to the
+    rational it represents).  Meant for tens of vertices in tens of dimensions (the registry's tie sets); the
+    oracle's large sets go through the LP-guided :func:`nsverify.oracle.membership.member_weights`."""
+    verts = [[Fraction(x) for x in v] for v in vertices]
+    p = [Fraction(x) for x in point]
+    if not verts:
+        return None
+    if any(len(v) != len(p) for v in verts):
+        raise ValueError("in_hull: the point and every vertex must have the same length")
+    rows = [[v[i] for v in verts] for i in range(len(p))] + [[Fraction(1)] * len(verts)]
+    return nonneg_feasible(rows, p + [Fraction(1)])
+
+
+def in_hull(point: Sequence, vertices: Sequence[Sequence]) -> bool:
+    """Exact test: is ``point`` in the convex hull of ``vertices``?  (:func:`hull_weights`, re-checked.)"""
+    w = hull_weights(point, vertices)
+    if w is None:
+        return False
+    verts = [[Fraction(x) for x in v] for v in vertices]
+    if not check_weights([Fraction(x) for x in point], verts, dict(enumerate(w))):  # pragma: no cover
+        raise ArithmeticError("in_hull: the phase-1 weights fail the exact check (a bug in nonneg_feasible)")
+    return True

@@ -126,8 +126,10 @@ def test_no_adjacent_piece_for_even_split_or_mid_rules():
     f = lambda w: torch.exp(torch.amax(torch.stack([w[0], -w[0]])))  # noqa: E731
     v = nsverify.check_gradient(f, torch.zeros(1, dtype=torch.float64))
     assert v.status == "member" and v.certificate["kind"] != "adjacent_piece"  # 0 in [-1, 1] (exp(0) = 1)
+    from nsverify.oracle.interp import Evaluation
     from nsverify.oracle.pieces import follow_ad
 
-    assert follow_ad(f, torch.zeros(1, dtype=torch.float64)) is None
-    assert follow_ad(lambda w: w[0].abs(), torch.zeros(1, dtype=torch.float64)) is None
-    assert follow_ad(lambda w: torch.relu(w[0]), torch.zeros(1, dtype=torch.float64)) is not None
+    z = torch.zeros(1, dtype=torch.float64)
+    assert follow_ad(Evaluation(f, z)) is None
+    assert follow_ad(Evaluation(lambda w: w[0].abs(), z)) is None
+    assert follow_ad(Evaluation(lambda w: torch.relu(w[0]), z)) is not None

@@ -11,7 +11,8 @@ import torch
 import nsverify
 from nsverify.oracle import verify_certificate
 from nsverify.oracle.cases import CASES, abs_sin, point
-from nsverify.oracle.membership import check_weights, margin
+from nsverify.oracle.membership import margin
+from nsverify.rational import check_weights
 
 F = Fraction
 

@@ -26,3 +26,23 @@ def test_dtype_fixture_is_parametrized(nsverify_dtype, nsverify_device):
 
     assert nsverify_dtype.is_floating_point
     assert nsverify_device == torch.device("cpu") or nsverify_device.type == "cuda"
+
+
+def test_explain_failure_is_the_verdict_account_with_its_context():
+    """One account of a verdict: the plugin adds the title, the network and the point to Verdict.explain()."""
+    import nsverify
+    from nsverify.oracle.cases import CASES, point
+    from nsverify.pytest_plugin import explain_failure
+
+    class Spec:
+        def describe(self):
+            return "tau(X, w) = (Xw, -Xw), X = 1"
+
+    case = next(c for c in CASES if c.name == "Park Lemma 2")
+    v = nsverify.check_gradient(case.fn, point(case))
+    text = explain_failure(Spec(), [0], v, title="Park et al., Lemma 2")
+    assert text.splitlines()[:3] == ["Park et al., Lemma 2", "tau(X, w) = (Xw, -Xw), X = 1", "point w = ['0']"]
+    assert text.endswith(v.explain())
+    # AD (ReLU'(0) = 0) gives 0, the Bouligand set is {1}: the margin LP over h in [-1, 1] picks h = -1
+    assert "status: not_member" in text and "certificate: separating_direction: h = (-1) over bouligand" in text
+    assert explain_failure(title="only a title") == "only a title"

@@ -8,7 +8,7 @@ import torch
 import nsverify
 from nsverify import registry
 from nsverify.errors import InexactError, TooManyPieces, UnknownOpError
-from nsverify.hull import hull_weights, in_hull
+from nsverify.rational import hull_weights, in_hull
 from nsverify.registry import Rule, RuleError, parse_rule
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]

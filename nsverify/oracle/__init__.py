@@ -1,27 +1,41 @@
 """The exact Clarke oracle: does AD's output lie in the Clarke subdifferential?  Exact verdicts or "unknown".
 
-Modules: ``numbers`` (exact scalars, intervals, affine forms), ``linalg`` (Fraction linear algebra),
-``tensor`` (the ExactTensor subclass and dispatch), ``ops_linear`` / ``ops_kinks`` / ``ops_select`` /
-``ops_smooth`` (exact ATen ops), ``backprop`` (PyTorch's backward ops evaluated exactly: reverse-mode exact
-AD; the kink and tie rules come from :mod:`nsverify.registry`), ``interp`` (exact interpreter, forward-mode exact
-AD), ``cones`` (LP cone tests with exact certificates), ``pieces`` (piece enumeration), ``membership``
-(convex-hull membership with certificates), ``verdict`` (the answer), ``api`` (check_gradient /
-check_module), ``cases`` (known answers from the papers), ``fuzz`` (random piecewise-affine programs),
-``bench`` (benchmark workloads).  See docs/oracle.md.
+One path, one module per stage (docs/oracle.md draws it)::
+
+    fn, w --> Evaluation --> pieces --> certificate --> Verdict
+              interp         pieces     certificates    verdict      (api: check_gradient, check_module)
+
+Below the path: ``numbers`` (exact scalars, intervals, affine forms), ``jsonio`` (their JSON form), ``context``
+(evaluation context and kink/tie sites), ``tensor`` (the ExactTensor subclass, op dispatch, float shadow), the
+exact ATen ops ``ops_linear`` / ``ops_smooth`` / ``ops_kinks`` / ``ops_select`` / ``ops_backward`` (forward ops
+and PyTorch's backward ops; the kink and tie rules come from :mod:`nsverify.registry`), ``cones`` (open-cone LPs
+with exact certificates), ``membership`` (convex-hull membership and separation).  Beside it: ``cases`` (known
+answers from the papers), ``fuzz`` (random piecewise-affine programs), ``bench`` (benchmark workloads).
+Exact linear algebra is :mod:`nsverify.rational`.
 """
 
 from __future__ import annotations
 
-from nsverify.oracle.api import check_gradient, check_module, float_autograd
-from nsverify.oracle.backprop import exact_backprop, exact_module_backprop
-from nsverify.oracle.interp import exact_forward, exact_gradient, exact_module_gradient, module_function
-from nsverify.oracle.verdict import Verdict, verify_certificate
+from nsverify.oracle.api import check_gradient, check_module
+from nsverify.oracle.certificates import verify_certificate
+from nsverify.oracle.interp import (
+    Evaluation,
+    exact_backprop,
+    exact_forward,
+    exact_gradient,
+    exact_module_backprop,
+    exact_module_gradient,
+    float_autograd,
+    module_function,
+)
+from nsverify.oracle.verdict import Verdict
 
 __all__ = [
-    "exact_backprop",
-    "exact_module_backprop",
     "check_gradient",
     "check_module",
+    "Evaluation",
+    "exact_backprop",
+    "exact_module_backprop",
     "exact_gradient",
     "exact_module_gradient",
     "exact_forward",

@@ -6,14 +6,20 @@ The LP (bounded box, strict margin t):  maximise t  s.t.  <a_i, d> >= t,  -1 <= 
 * t* = 0: the LP's dual gives y >= 0, sum y = 1, A^T y = 0 (Gordan's alternative, which proves the open cone
   empty); it is re-solved exactly on its support and checked.
 If neither exact check passes, the answer is ``None`` (uncertain), never a guess.
+
+:func:`feasible` takes sparse rows and may answer "uncertain" (the piece enumerator then keeps the option in its
+outer bracket).  :func:`strict_feasible` takes dense rows and always decides: when the float LP gives no exact
+certificate, the exact phase-1 simplex (:func:`exact_strict_feasible`) does.  The cost module's exact Bouligand
+sets (:mod:`nsverify.papers.costs.bouligand`) use it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Sequence
 
-from nsverify.oracle.linalg import nonneg_solution, null_space, rationalize
+from nsverify.rational import nonneg_feasible, nonneg_solution, null_space, rationalize
 
 F = Fraction
 
@@ -240,3 +246,37 @@ def check_gordan(rows: list[dict], y: list) -> bool:
         return False
     cols = {k for a in rows for k in a}
     return all(sum((yi * a.get(k, 0) for yi, a in zip(y, rows)), F(0)) == 0 for k in cols)
+
+
+def strict_feasible(C: Sequence[Sequence], p: int) -> list[Fraction] | None:
+    """A d with C d > 0 exactly (dense, length ``p``), or None when no such d exists.
+
+    The float LP of :func:`feasible` proposes a witness or a Gordan certificate, and either is checked exactly;
+    when neither certifies, :func:`exact_strict_feasible` decides."""
+    if not len(C):
+        return [F(0)] * p
+    rows = [{j: F(c) for j, c in enumerate(row) if c != 0} for row in C]
+    res, cert = feasible(rows, ConeStats())
+    if res == "open":
+        return [F(cert.get(j, 0)) for j in range(p)]
+    if res == "empty":
+        return None
+    return exact_strict_feasible(C, p)
+
+
+def exact_strict_feasible(C: Sequence[Sequence], p: int) -> list[Fraction] | None:
+    """Decide C d > 0 with the exact phase-1 simplex (Bland's rule, so it terminates): C d >= 1 is feasible
+    iff C d > 0 is (scale any strict solution).  Slow, but never uncertain."""
+    m = len(C)
+    if m == 0:
+        return [F(0)] * p
+    # variables d+ (p), d- (p), surplus s (m) >= 0 with  C d+ - C d- - s = 1
+    rows = [[F(v) for v in row] + [-F(v) for v in row] + [F(-int(i == k)) for k in range(m)]
+            for i, row in enumerate(C)]
+    x = nonneg_feasible(rows, [F(1)] * m)
+    if x is None:
+        return None
+    d = [x[k] - x[p + k] for k in range(p)]
+    if not all(sum(F(c) * v for c, v in zip(row, d)) > 0 for row in C):  # pragma: no cover - exact re-check
+        raise ArithmeticError("exact simplex returned a non-strict witness (a bug in nonneg_feasible)")
+    return d

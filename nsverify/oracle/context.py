@@ -19,6 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
+from nsverify.oracle.jsonio import enc
 from nsverify.registry import parse_conventions
 
 _STACK: list["Ctx"] = []
@@ -39,8 +42,6 @@ class Site:
     ad_option: int | None = None  # pieces mode: the option whose local derivative AD uses (None: no option)
 
     def to_json(self) -> dict:
-        from nsverify.oracle.jsonio import enc
-
         return {
             "op": self.op,
             "call": self.call,
@@ -102,6 +103,22 @@ class Ctx:
         if not site.affine:
             self.nonaffine = True
 
+    def note_float_only(self, opname: str, loc, fx, exact_value) -> None:
+        """Record a tie that only the float computation sees (rounding created it)."""
+        self.note(Site(opname, self.call, loc, exact_value, float_tie=True,
+                       extra={"float_only": True, "float_value": float(fx)}))
+
+
+def float_pair(shape, fa, fb):
+    """The float run's two operands broadcast to ``shape``; None when missing or of another shape."""
+    if fa is None or fb is None:
+        return None
+    try:
+        fl = np.broadcast_arrays(fa, fb)
+    except ValueError:
+        return None
+    return fl if fl[0].shape == shape else None
+
 
 _DEADLINE: list[float] = []
 
@@ -135,6 +152,11 @@ def check_deadline() -> None:
                 "with respect to this many coordinates (forward mode carries one derivative per coordinate). "
                 "Check fewer coordinates (wrt='inputs', or one layer's parameters), a smaller batch, or "
                 "raise time_limit; on_limit='unknown' returns 'unknown' instead of raising")
+
+
+def active() -> Ctx | None:
+    """The innermost active context, or None outside an exact evaluation."""
+    return _STACK[-1] if _STACK else None
 
 
 def current() -> Ctx:

@@ -132,9 +132,9 @@ class FuzzResult:
 
 
 def _gradient_at(fn, w, values):
-    from nsverify.oracle.interp import run
+    from nsverify.oracle.interp import Evaluation
 
-    r = run(fn, w, mode="ad", values=values)
+    r = Evaluation(fn, w, values=values).forward()
     # a site is genuine when its outcome depends on the direction: a kink argument with a non-zero slope, or a
     # tie between entries with different slopes (ties between identical functions persist everywhere)
     genuine = sum(1 for s in r.sites if (len(s.slopes) > 1 if "tied" in s.extra else any(s.slopes)))
@@ -159,9 +159,10 @@ def check_one(rng: random.Random, n: int | None = None, depth: int = 3, samples:
         checked += 1
         unsound += tuple(g) not in B
     # completeness: each vertex is realised at a generic point along its witness direction
+    from nsverify.oracle.interp import Evaluation
     from nsverify.oracle.pieces import enumerate_pieces
 
-    en = enumerate_pieces(fn, w)
+    en = enumerate_pieces(Evaluation(fn, w))
     unrealised = 0
     for vert in B:
         ok = False

@@ -1,40 +1,63 @@
-"""The exact interpreter: run a PyTorch callable on :class:`ExactTensor` inputs.
+"""The exact interpreter: :class:`Evaluation`, one program at one point, and the traces it runs.
 
-Public helpers:
+An Evaluation owns what every question about ``fn`` at ``w`` shares:
 
-* :func:`exact_gradient` -- the program's AD evaluated in exact arithmetic at the rational point ``w``, with
-  PyTorch's rules at kinks or user overrides (``conventions={"relu": 1, "max_pool2d": "minimal"}``);
-* :func:`exact_module_gradient` -- the same for ``loss_fn(model(inputs), targets)``
-  with respect to the model's
-  parameters or its inputs;
-* :func:`run` -- one evaluation in a given mode, returning value, gradient and the kink/tie sites met.
+* the **exact values** -- the rationals that w's floats represent, converted once;
+* the **context** -- :meth:`Evaluation.context` builds the evaluation context of every trace, with the
+  conventions given once (``conventions=``: the AD rules at kinks and ties, passed through as given);
+* the **float shadow** -- with ``shadow=True`` the AD trace also runs every op in w's dtype, so that each kink
+  site records whether the float computation saw the same tie.
+
+Its traces run ``fn`` (each at most once, cached; :attr:`Evaluation.calls` counts them):
+
+* :meth:`Evaluation.float_ad` -- what PyTorch's autograd returns in w's dtype;
+* :meth:`Evaluation.forward` -- forward-mode exact AD (the registry's rules at kinks), with the kink/tie sites;
+* :meth:`Evaluation.reverse` -- reverse-mode exact AD: PyTorch's backward ATen ops evaluated exactly
+  (:mod:`nsverify.oracle.ops_backward`), custom ``torch.autograd.Function`` backward rules included;
+* :meth:`Evaluation.exact_ad` -- the AD that :func:`~nsverify.oracle.check_gradient` tests (reverse mode, forward
+  mode as the fallback);
+* :meth:`Evaluation.pieces_trace` -- one trace in ``"pieces"`` mode, where the piece enumerator
+  (:mod:`nsverify.oracle.pieces`) decides every branch point.  A program whose AD trace met no kink or tie site
+  has a single piece around w, and the AD trace is that piece's trace: it is reused, fn does not run again.
+
+Public helpers: :func:`exact_gradient` / :func:`exact_module_gradient` (forward mode), :func:`exact_backprop` /
+:func:`exact_module_backprop` (reverse mode), :func:`exact_forward` (values only), :func:`run` (one trace).
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 import torch
 
-from nsverify.errors import NonFiniteError, NsverifyError, UnsupportedDtypeError
-from nsverify.oracle import ops_kinks, ops_linear, ops_select, ops_smooth  # noqa: F401  (register the op implementations)
+from nsverify.errors import InexactError, NonFiniteError, NsverifyError, UnsupportedDtypeError, UnsupportedOpError
+from nsverify.oracle import (  # noqa: F401  (import registers the op implementations)
+    ops_backward,
+    ops_kinks,
+    ops_linear,
+    ops_select,
+    ops_smooth,
+)
 from nsverify.oracle.context import Ctx
 from nsverify.oracle.numbers import Aff, grad, is_lin, val
-from nsverify.oracle.tensor import ExactTensor
+from nsverify.oracle.tensor import ExactTensor, to_exact_array
 
 F = Fraction
 
 
 @dataclass
 class RunResult:
+    """One trace of the program: its exact output, first-order derivative and the kink/tie sites it met."""
+
     value: object  # exact value of the output (Fraction or Ival)
     gradient: tuple  # exact first-order derivative (dense, length n)
     sites: list
     nonaffine: bool  # a kink site with a non-affine argument was met
     lin: bool  # the output itself is affine in w on this piece
-    calls: int
+    aten_calls: int  # ATen ops the trace dispatched
 
 
 def point_to_fractions(w: torch.Tensor) -> list[Fraction]:
@@ -50,33 +73,143 @@ def point_to_fractions(w: torch.Tensor) -> list[Fraction]:
 
 
 def exact_input(values: list, shape, dtype) -> ExactTensor:
+    """The input of a forward-mode trace: entry i is the affine form w_i (value, derivative e_i)."""
     arr = np.empty(len(values), dtype=object)
     for i, v in enumerate(values):
         arr[i] = Aff(F(v), {i: F(1)})
     return ExactTensor(arr.reshape(tuple(shape)), dtype=dtype)
 
 
-def run(fn, w, *, mode: str = "ad", conventions: dict | None = None, decide=None, values=None,
-        float_shadow: bool = False) -> RunResult:
-    """Evaluate ``fn(w)`` exactly once.  ``values`` overrides the point (exact rationals, flattened).
+def float_autograd(fn, w: torch.Tensor) -> tuple:
+    """What PyTorch's autograd returns for fn at w, in w's dtype (as Python floats)."""
+    wf = w.detach().clone().requires_grad_(True)
+    y = fn(wf)
+    if not isinstance(y, torch.Tensor) or y.numel() != 1:
+        raise NsverifyError("fn must return a scalar tensor")
+    if not y.requires_grad:
+        return tuple(0.0 for _ in range(w.numel()))
+    (g,) = torch.autograd.grad(y.reshape(()), wf, allow_unused=True)
+    if g is None:
+        return tuple(0.0 for _ in range(w.numel()))
+    return tuple(float(x) for x in g.detach().reshape(-1).tolist())
 
-    ``float_shadow``: also run every op in ``w``'s dtype alongside, so that each kink site records whether the
-    float computation saw the same tie (``Site.float_tie``) and ties that only rounding created are listed.
+
+def _new_context(n: int, dtype, *, mode: str = "ad", conventions: dict | None = None, decide=None,
+                 shadow: bool = False) -> Ctx:
+    """The one way an evaluation context is built (every trace gets a fresh one: its own site list)."""
+    return Ctx(n=n, mode=mode, conventions=conventions if conventions is not None else {}, decide=decide,
+               dtype=dtype, shadow=shadow)
+
+
+class Evaluation:
+    """``fn`` at ``w``: the exact values, the context and the float shadow, shared by every trace.
+
+    ``conventions``: AD rules at kinks/ties for the exact AD (see :func:`exact_gradient`).  ``values``: exact
+    rationals to evaluate at instead of w's floats (w then gives only the shape and dtype).  ``shadow``: the AD
+    trace (:meth:`forward`) also runs in w's dtype, recording float ties (only at w's own floats).
     """
-    if values is None:
-        values = point_to_fractions(w)
-    n = len(values)
-    ctx = Ctx(n=n, mode=mode, conventions=dict(conventions or {}), decide=decide, dtype=w.dtype,
-              shadow=float_shadow)
-    with ctx:
-        x = exact_input(values, w.shape, w.dtype)
-        if float_shadow:
-            x.shadow = w.detach().clone()
-        out = fn(x)
-    y = _scalar_output(out)
-    g = grad(y)
-    dense = tuple(g.get(i, F(0)) for i in range(n))
-    return RunResult(val(y), dense, ctx.sites, ctx.nonaffine, is_lin(y), ctx.call + 1)
+
+    def __init__(self, fn, w: torch.Tensor, conventions: dict | None = None, *, values=None,
+                 shadow: bool = False):
+        if values is not None and shadow:
+            raise NsverifyError("the float shadow runs at w's own floats: give either values= or shadow=True")
+        self.fn = fn
+        self.values = point_to_fractions(w) if values is None else list(values)
+        self.w = w
+        self.n = len(self.values)
+        self.conventions = dict(conventions or {})
+        self.shadow = shadow
+        self.calls = 0  # how many times fn has run (float and exact traces)
+        self._float_ad: tuple | None = None
+        self._forward: RunResult | None = None
+        self._reverse: tuple | None = None
+
+    def context(self, mode: str = "ad", decide=None, *, shadow: bool = False, n: int | None = None) -> Ctx:
+        """A fresh evaluation context for one trace of this program (n: coordinates carried; 0 in reverse)."""
+        return _new_context(self.n if n is None else n, self.w.dtype, mode=mode, conventions=self.conventions,
+                            decide=decide, shadow=shadow)
+
+    def _call(self, x):
+        self.calls += 1
+        return self.fn(x)
+
+    # ------------------------------------------------------------------------------------------------- traces
+    def trace(self, mode: str = "ad", decide=None, *, shadow: bool = False) -> RunResult:
+        """Run ``fn`` once on the exact input in ``mode`` ("ad" or "pieces"; ``decide`` chooses at branch points)."""
+        ctx = self.context(mode, decide, shadow=shadow)
+        with ctx:
+            x = exact_input(self.values, self.w.shape, self.w.dtype)
+            if shadow:
+                x.shadow = self.w.detach().clone()
+            out = self._call(x)
+        y = _scalar_output(out)
+        g = grad(y)
+        dense = tuple(g.get(i, F(0)) for i in range(self.n))
+        return RunResult(val(y), dense, ctx.sites, ctx.nonaffine, is_lin(y), ctx.call + 1)
+
+    def float_ad(self) -> tuple:
+        """PyTorch's autograd in w's dtype (floats); fn runs once, on a float copy of w."""
+        if self._float_ad is None:
+            self._float_ad = float_autograd(self._call, self.w)
+        return self._float_ad
+
+    def forward(self) -> RunResult:
+        """Forward-mode exact AD: PyTorch's rules at kinks (or ``conventions``), the sites met, the value."""
+        if self._forward is None:
+            self._forward = self.trace("ad", shadow=self.shadow)
+        return self._forward
+
+    def reverse(self) -> tuple:
+        """(gradient, value): PyTorch's own autograd run on ExactTensor, its backward formulas evaluated exactly."""
+        if self._reverse is None:
+            a = np.empty(self.n, dtype=object)
+            a[:] = self.values
+            zero = tuple(F(0) for _ in self.values)
+            with self.context("ad", n=0):
+                x = ExactTensor(a.reshape(tuple(self.w.shape)), dtype=self.w.dtype, requires_grad=True)
+                out = self._call(x)
+                y = _scalar_output(out)
+                if not (isinstance(out, torch.Tensor) and out.requires_grad):
+                    g = zero
+                else:
+                    (gt,) = torch.autograd.grad(out.reshape(()), x, allow_unused=True)
+                    g = zero if gt is None else tuple(gt.arr.reshape(-1).tolist())
+            self._reverse = (g, val(y))
+        return self._reverse
+
+    def exact_ad(self) -> tuple[tuple, str]:
+        """(gradient, where it came from): PyTorch's AD evaluated exactly.
+
+        Reverse mode runs PyTorch's backward formulas, so custom ``torch.autograd.Function`` backward rules
+        count too.  Forward mode (the registry's rules) is the fallback when a backward op has no exact
+        implementation.  When the two differ -- a custom backward rule, or a registry entry that disagrees with
+        PyTorch's formula -- the reverse mode is what PyTorch computes: it is used, and a warning names the
+        difference."""
+        forward = self.forward().gradient
+        try:
+            g, _ = self.reverse()
+        except (UnsupportedOpError, InexactError):
+            return forward, "forward"
+        exact = all(isinstance(x, Fraction) for x in tuple(g) + tuple(forward))
+        if exact and tuple(g) != tuple(forward):
+            warnings.warn(
+                "PyTorch's backward evaluated exactly gives "
+                f"{tuple(map(str, g))} but the forward-mode rules of the registry give "
+                f"{tuple(map(str, forward))}: the program has a custom autograd.Function backward (or a "
+                "registry entry differs from PyTorch's formula). The reverse-mode value is tested.", stacklevel=4)
+            return g, "backward (differs from the registry's forward-mode rules)"
+        return g, "backward"
+
+    def pieces_trace(self, decide) -> RunResult:
+        """One trace in "pieces" mode: ``decide(site, options)`` chooses at every branch point.
+
+        When the AD trace already ran and met no kink or tie site (float-only ties aside, which never branch),
+        the pieces-mode trace would take the same path with no decision to make: the AD trace is returned as it
+        (its float-only sites dropped, as a pieces trace runs no float shadow) and fn does not run."""
+        fw = self._forward
+        if fw is not None and all(s.extra.get("float_only") for s in fw.sites):
+            return RunResult(fw.value, fw.gradient, [], False, fw.lin, fw.aten_calls)
+        return self.trace("pieces", decide)
 
 
 def _scalar_output(out):
@@ -94,6 +227,14 @@ def _scalar_output(out):
     raise NsverifyError(f"fn must return a scalar torch tensor, got {type(out).__name__}")
 
 
+def run(fn, w, *, mode: str = "ad", conventions: dict | None = None, decide=None, values=None,
+        float_shadow: bool = False) -> RunResult:
+    """Evaluate ``fn(w)`` exactly once in ``mode`` (one :meth:`Evaluation.trace`).  ``values`` overrides the
+    point (exact rationals, flattened); ``float_shadow`` runs every op in ``w``'s dtype alongside."""
+    ev = Evaluation(fn, w, conventions, values=values, shadow=float_shadow)
+    return ev.trace(mode, decide, shadow=float_shadow)
+
+
 def exact_gradient(fn, w: torch.Tensor, conventions: dict | None = None, *, return_value: bool = False):
     """The AD of ``fn`` at ``w`` in exact arithmetic with PyTorch's kink conventions (or ``conventions``).
 
@@ -106,8 +247,14 @@ def exact_gradient(fn, w: torch.Tensor, conventions: dict | None = None, *, retu
     entries where smooth parts are irrational),
     or ``(gradient, value)`` with ``return_value=True``.
     """
-    r = run(fn, w, mode="ad", conventions=conventions)
+    r = Evaluation(fn, w, conventions).forward()
     return (r.gradient, r.value) if return_value else r.gradient
+
+
+def exact_backprop(fn, w: torch.Tensor, conventions: dict | None = None, *, return_value: bool = False):
+    """PyTorch's AD of ``fn`` at ``w``, its backward formulas evaluated exactly (reverse mode)."""
+    g, value = Evaluation(fn, w, conventions).reverse()
+    return (g, value) if return_value else g
 
 
 def module_function(model: torch.nn.Module, loss_fn, inputs, targets, wrt: str = "parameters"):
@@ -157,18 +304,20 @@ def exact_module_gradient(
     return exact_gradient(fn, w, conventions, return_value=return_value)
 
 
+def exact_module_backprop(
+    model, loss_fn, inputs, targets, wrt="parameters", conventions=None, *, return_value=False
+):
+    """:func:`exact_backprop` of ``loss_fn(model(inputs), targets)`` w.r.t. the parameters (or inputs)."""
+    fn, w = module_function(model, loss_fn, inputs, targets, wrt)
+    return exact_backprop(fn, w, conventions, return_value=return_value)
+
+
 def exact_forward(fn, *args):
     """Evaluate ``fn(*args)`` exactly (no derivative): returns nested Fractions (lists for tensors)."""
-    ctx = Ctx(n=0, mode="ad", dtype=next((a.dtype for a in args if isinstance(a, torch.Tensor)), None))
-    with ctx:
-        ex = [ExactTensor(ops_linear.arr(_to_arr(a))) if isinstance(a, torch.Tensor) else a for a in args]
+    dtype = next((a.dtype for a in args if isinstance(a, torch.Tensor)), None)
+    with _new_context(0, dtype):
+        ex = [ExactTensor(ops_linear.arr(to_exact_array(a))) if isinstance(a, torch.Tensor) else a for a in args]
         out = fn(*ex)
     if isinstance(out, ExactTensor):
         return ops_linear.values(out.arr)
     return out
-
-
-def _to_arr(t):
-    from nsverify.oracle.tensor import to_exact_array
-
-    return to_exact_array(t)

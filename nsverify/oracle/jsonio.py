@@ -6,7 +6,7 @@ from fractions import Fraction
 
 from mpmath import iv
 
-from nsverify.oracle.numbers import Ival, _to_iv
+from nsverify.oracle.numbers import Ival, to_iv
 
 
 def enc(x):
@@ -33,7 +33,7 @@ def dec(x):
         return Fraction(x)
     if isinstance(x, dict) and set(x) == {"lo", "hi"}:
         lo, hi = Fraction(x["lo"]), Fraction(x["hi"])
-        return Ival(iv.mpf([_to_iv(lo).a, _to_iv(hi).b]))
+        return Ival(iv.mpf([to_iv(lo).a, to_iv(hi).b]))
     if isinstance(x, list):
         return tuple(dec(v) for v in x)
     return x

@@ -13,8 +13,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from nsverify.oracle.linalg import dot, nonneg_solution, rationalize
 from nsverify.oracle.numbers import Ival, is_exact, to_float
+from nsverify.rational import check_weights, dot, nonneg_solution, rationalize
 
 F = Fraction
 
@@ -54,16 +54,6 @@ def member_weights(t, V: list) -> dict | None:
         return None
     w = {i: x for i, x in enumerate(lam) if x != 0}
     return w if check_weights(t, V, w) else None
-
-
-def check_weights(t, V, w: dict) -> bool:
-    exact = lambda x: isinstance(x, (int, Fraction))  # noqa: E731
-    if not all(exact(x) for x in w.values()) or not all(exact(x) for v in V for x in v) or not all(
-            exact(x) for x in t):
-        return False  # floats are never accepted in a certificate
-    if any(x < 0 for x in w.values()) or sum(w.values()) != 1:
-        return False
-    return all(sum((c * V[i][k] for i, c in w.items()), F(0)) == t[k] for k in range(len(t)))
 
 
 def separating_direction(t, V: list):

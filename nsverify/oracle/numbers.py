@@ -21,7 +21,8 @@ PREC = 212  # bits of the interval arithmetic (about 64 decimal digits)
 iv.prec = PREC
 
 
-def _to_iv(x):
+def to_iv(x):
+    """An exact number (Fraction, int) or an :class:`Ival` as an ``mpmath.iv`` interval."""
     if isinstance(x, Ival):
         return x.x
     if isinstance(x, Fraction):
@@ -49,31 +50,31 @@ class Ival:
     __slots__ = ("x",)
 
     def __init__(self, x):
-        self.x = x if not isinstance(x, (Fraction, int)) else _to_iv(x)
+        self.x = x if not isinstance(x, (Fraction, int)) else to_iv(x)
 
     # arithmetic
     # -----------------------------------------------------------------------------------------------
     def __add__(self, o):
-        return _simplify(Ival(self.x + _to_iv(o))) if _isnum(o) else NotImplemented
+        return simplify(Ival(self.x + to_iv(o))) if _isnum(o) else NotImplemented
 
     __radd__ = __add__
 
     def __sub__(self, o):
-        return _simplify(Ival(self.x - _to_iv(o))) if _isnum(o) else NotImplemented
+        return simplify(Ival(self.x - to_iv(o))) if _isnum(o) else NotImplemented
 
     def __rsub__(self, o):
-        return _simplify(Ival(_to_iv(o) - self.x)) if _isnum(o) else NotImplemented
+        return simplify(Ival(to_iv(o) - self.x)) if _isnum(o) else NotImplemented
 
     def __mul__(self, o):
-        return _simplify(Ival(self.x * _to_iv(o))) if _isnum(o) else NotImplemented
+        return simplify(Ival(self.x * to_iv(o))) if _isnum(o) else NotImplemented
 
     __rmul__ = __mul__
 
     def __truediv__(self, o):
-        return _simplify(Ival(self.x / _to_iv(o))) if _isnum(o) else NotImplemented
+        return simplify(Ival(self.x / to_iv(o))) if _isnum(o) else NotImplemented
 
     def __rtruediv__(self, o):
-        return _simplify(Ival(_to_iv(o) / self.x)) if _isnum(o) else NotImplemented
+        return simplify(Ival(to_iv(o) / self.x)) if _isnum(o) else NotImplemented
 
     def __neg__(self):
         return Ival(-self.x)
@@ -109,11 +110,20 @@ def _isnum(o) -> bool:
     return isinstance(o, (Fraction, int, Ival))
 
 
-def _simplify(v: Ival):
+def simplify(v: Ival):
     """Collapse a point interval to its exact Fraction."""
     if v.x.a == v.x.b:
         return _mpf_to_fraction(v.x.a)
     return v
+
+
+def straddle_error(opname: str, detail: str = "") -> InexactError:
+    """The error for an interval value that straddles a kink or tie: the exact oracle cannot tell the piece."""
+    return InexactError(
+        f"{opname}: an interval value straddles a kink/tie{detail}, so the exact oracle cannot "
+        "tell which piece is active; the smooth part around it is not exactly computable here. "
+        "Use rational inputs/weights or check at another point"
+    )
 
 
 def is_exact(x) -> bool:
@@ -151,6 +161,11 @@ def _gadd(a: dict, b: dict, cb=1) -> dict:
         else:
             out[k] = s
     return out
+
+
+def gsub(a: dict, b: dict) -> dict:
+    """The sparse first-order form a - b (entries that cancel exactly are dropped)."""
+    return _gadd(a, b, -1)
 
 
 def _gscale(a: dict, c) -> dict:

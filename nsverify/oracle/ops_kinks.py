@@ -15,10 +15,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from nsverify.errors import InexactError, UnsupportedOpError
+from nsverify.errors import UnsupportedOpError
 from nsverify.oracle import context
-from nsverify.oracle.context import Site
-from nsverify.oracle.numbers import Aff, KinkZero, grad, is_lin, mk, sign, val
+from nsverify.oracle.context import Site, float_pair
+from nsverify.oracle.numbers import Aff, KinkZero, grad, is_lin, mk, sign, straddle_error, val
 from nsverify.oracle.ops_linear import arr, objmap
 from nsverify.oracle.tensor import op
 from nsverify.registry import elementwise_for
@@ -28,17 +28,6 @@ F = Fraction
 
 def _neg_g(g: dict) -> dict:
     return {k: -v for k, v in g.items()}
-
-
-def _gsub(a: dict, b: dict) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        s = out.get(k, 0) - v
-        if s == 0:
-            out.pop(k, None)
-        else:
-            out[k] = s
-    return out
 
 
 def _poly(p, x):
@@ -66,20 +55,6 @@ def _piece_apply(piece, x):
     )
 
 
-def _inexact(opname, detail=""):
-    return InexactError(
-        f"{opname}: an interval value straddles a kink/tie{detail}, so the exact oracle cannot "
-        "tell which piece is active; the smooth part around it is not exactly computable here. "
-        "Use rational inputs/weights or check at another point"
-    )
-
-
-def _float_only(ctx, opname, loc, fx, exact_value):
-    """Record a tie that only the float computation sees (rounding created it)."""
-    ctx.note(Site(opname, ctx.call, loc, exact_value, float_tie=True, extra={"float_only": True,
-                                                                            "float_value": float(fx)}))
-
-
 def _apply_elementwise(ew, x, loc, fx=None):
     ctx = context.current()
     v = val(x)
@@ -88,7 +63,7 @@ def _apply_elementwise(ew, x, loc, fx=None):
     for i, b in enumerate(ew.breakpoints):
         s = sign(v - b)
         if s is None:
-            raise _inexact(ew.name)
+            raise straddle_error(ew.name)
         if s < 0:
             idx = i
             break
@@ -97,7 +72,7 @@ def _apply_elementwise(ew, x, loc, fx=None):
             break
     if at is None:
         if fx is not None and isinstance(x, Aff) and F(fx) in ew.breakpoints:
-            _float_only(ctx, ew.name, loc, fx, v)
+            ctx.note_float_only(ew.name, loc, fx, v)
         return _piece_apply(ew.pieces[idx], x)
     b = ew.breakpoints[at]
     g = grad(x)
@@ -160,7 +135,8 @@ def _ad_side(ew, at):
     return F(rule.kink_derivative(_dpoly(ew.pieces[at].poly, b), _dpoly(ew.pieces[at + 1].poly, b)))
 
 
-def _elementwise_op(ew, a):
+def elementwise_op(ew, a):
+    """Apply elementwise op ``ew`` to every entry of ``a`` (kink sites recorded or branched on)."""
     a = arr(a)
     fa = context.current().float_arg(0)
     ff = fa.reshape(-1) if fa is not None and fa.size == a.size else None
@@ -171,23 +147,38 @@ def _elementwise_op(ew, a):
     return out
 
 
+def ad_derivative(ew, v):
+    """The derivative that AD uses for elementwise op ``ew`` at the exact value ``v``: the piece's derivative
+    off the kinks, AD's rule at a kink (PyTorch's, or the user's convention).  The reverse mode's backward ops
+    use it (:mod:`nsverify.oracle.ops_backward`); the forward mode applies the same rule in
+    :func:`_apply_elementwise`."""
+    for i, b in enumerate(ew.breakpoints):
+        s = sign(v - b)
+        if s == 0:
+            side = _ad_side(ew, i)
+            return side if isinstance(side, Fraction) else _dpoly(ew.pieces[side].poly, b)
+        if s is not None and s < 0:
+            return _dpoly(ew.pieces[i].poly, v)
+    return _dpoly(ew.pieces[len(ew.breakpoints)].poly, v)
+
+
 for _name in ("relu", "abs", "hardsigmoid", "hardswish"):
-    op(_name)(lambda a, _n=_name: _elementwise_op(elementwise_for(_n, ()), a))
+    op(_name)(lambda a, _n=_name: elementwise_op(elementwise_for(_n, ()), a))
 
 
 @op("leaky_relu")
 def _leaky(a, negative_slope=0.01):
-    return _elementwise_op(elementwise_for("leaky_relu", (negative_slope,)), a)
+    return elementwise_op(elementwise_for("leaky_relu", (negative_slope,)), a)
 
 
 @op("hardtanh")
 def _hardtanh(a, min_val=-1.0, max_val=1.0):
-    return _elementwise_op(elementwise_for("hardtanh", (min_val, max_val)), a)
+    return elementwise_op(elementwise_for("hardtanh", (min_val, max_val)), a)
 
 
 @op("threshold")
 def _threshold(a, threshold, value):
-    return _elementwise_op(elementwise_for("threshold", (threshold, value)), a)
+    return elementwise_op(elementwise_for("threshold", (threshold, value)), a)
 
 
 # ------------------------------------------------------------------------------------------------ comparisons
@@ -206,12 +197,12 @@ def _compare_entry(x, y, name, loc, fxy=None):
     diff = x - y
     s = sign(val(diff))
     if s is None:
-        raise _inexact(name, " in a comparison")
+        raise straddle_error(name, " in a comparison")
     test = _CMP[name]
     depends = isinstance(diff, Aff)
     if s != 0:
         if fxy is not None and depends and fxy[0] == fxy[1]:
-            _float_only(ctx, name, loc, fxy[0], val(x))
+            ctx.note_float_only(name, loc, fxy[0], val(x))
         return test(s)
     g = grad(diff)
     if not depends:
@@ -230,17 +221,6 @@ def _compare_entry(x, y, name, loc, fxy=None):
     return test(-1 if choice == 0 else 1)
 
 
-def _float_pair(shape, fa, fb):
-    """The float run's two operands broadcast to ``shape``; None when missing or of another shape."""
-    if fa is None or fb is None:
-        return None
-    try:
-        fl = np.broadcast_arrays(fa, fb)
-    except ValueError:
-        return None
-    return fl if fl[0].shape == shape else None
-
-
 def _compare(name):
     def impl(a, b):
         a, b = np.broadcast_arrays(arr(a), arr(b))
@@ -249,7 +229,7 @@ def _compare(name):
         fb = ctx.float_arg(1) if ctx.float_arg(1) is not None else (
             np.asarray(float(b.reshape(-1)[0])) if b.size == 1 and not isinstance(b.reshape(-1)[0], Aff)
             else None)
-        fl = _float_pair(a.shape, fa, fb)
+        fl = float_pair(a.shape, fa, fb)
         out = np.empty(a.shape, dtype=bool)
         for pos in np.ndindex(*a.shape):
             fxy = None if fl is None else (fl[0][pos], fl[1][pos])
@@ -299,12 +279,12 @@ def _all(a, dim=None, keepdim=False):
     )
 
 
-@op("sign", "sgn")
+@op("sign")  # sgn (abs's backward helper) is registered once, in ops_backward
 def _sign(a):
     def f(x):
         s = sign(val(x))
         if s is None:
-            raise _inexact("sign")
+            raise straddle_error("sign")
         if s == 0 and grad(x):
             raise UnsupportedOpError(
                 "sign() at 0 of a value that depends on w is discontinuous; the Clarke "

@@ -82,18 +82,8 @@ def _neg(a):
     return -arr(a)
 
 
-@op("pow.Tensor_Scalar")
-def _pow(a, e):
-    if isinstance(e, float) and e.is_integer():
-        e = int(e)
-    if not isinstance(e, int) or e < 0:
-        from nsverify.oracle.ops_smooth import power_real
-
-        return power_real(a, e)
-    return objmap(lambda x: _ipow(x, e), arr(a))
-
-
-def _ipow(x, e):
+def ipow(x, e: int):
+    """x ** e for an integer e >= 0, by repeated exact multiplication (pow itself lives in ops_smooth)."""
     out = F(1)
     for _ in range(e):
         out = out * x
@@ -226,7 +216,8 @@ def _flip(a, dims):
     return np.flip(a, axis=tuple(dims)).copy()
 
 
-def _filled(shape, v):
+def filled(shape, v) -> np.ndarray:
+    """An object array of ``shape`` with every entry ``v``."""
     out = np.empty(shape, dtype=object)
     out.fill(v)
     return out
@@ -234,22 +225,22 @@ def _filled(shape, v):
 
 @op("zeros_like")
 def _zeros_like(a, **kw):
-    return _filled(a.shape, F(0))
+    return filled(a.shape, F(0))
 
 
 @op("ones_like")
 def _ones_like(a, **kw):
-    return _filled(a.shape, F(1))
+    return filled(a.shape, F(1))
 
 
 @op("full_like")
 def _full_like(a, value, **kw):
-    return _filled(a.shape, scalar(value))
+    return filled(a.shape, scalar(value))
 
 
 @op("fill")
 def _fill(a, value):
-    return _filled(a.shape, scalar(value) if not isinstance(value, np.ndarray) else value[()])
+    return filled(a.shape, scalar(value) if not isinstance(value, np.ndarray) else value[()])
 
 
 # ---------------------------------------------------------------------------------------------- reductions
@@ -271,16 +262,16 @@ def _mean(a, dim=None, keepdim=False, dtype=None):
 
 
 # ------------------------------------------------------------------------------------------- linear algebra
-def _matmul(a, b):
+def matmul(a, b) -> np.ndarray:
     return np.asarray(np.matmul(arr(a), arr(b)), dtype=object)
 
 
-op("mm", "bmm", "matmul", "mv", "dot", "vdot", "inner")(lambda a, b: _matmul(a, b))
+op("mm", "bmm", "matmul", "mv", "dot", "vdot", "inner")(lambda a, b: matmul(a, b))
 
 
 @op("addmm", "addmv", "baddbmm")
 def _addmm(bias, a, b, beta=1, alpha=1):
-    out = _matmul(a, b)
+    out = matmul(a, b)
     if alpha != 1:
         out = out * scalar(alpha)
     return out + arr(bias) * scalar(beta) if beta != 0 else out
@@ -288,7 +279,7 @@ def _addmm(bias, a, b, beta=1, alpha=1):
 
 @op("linear")
 def _linear(x, weight, bias=None):
-    out = _matmul(x, arr(weight).T)
+    out = matmul(x, arr(weight).T)
     return out + arr(bias) if bias is not None else out
 
 

@@ -15,10 +15,10 @@ import numpy as np
 
 from nsverify.errors import UnsupportedOpError
 from nsverify.oracle import context
-from nsverify.oracle.context import Site
-from nsverify.oracle.numbers import Aff, grad, is_lin, mk, sign, val
-from nsverify.oracle.ops_kinks import _elementwise_op, _float_only, _float_pair, _gsub, _inexact
-from nsverify.oracle.ops_linear import arr
+from nsverify.oracle.context import Site, float_pair
+from nsverify.oracle.numbers import Aff, grad, gsub, is_lin, mk, sign, straddle_error, val
+from nsverify.oracle.ops_kinks import elementwise_op
+from nsverify.oracle.ops_linear import arr, filled
 from nsverify.oracle.tensor import op, scalar
 from nsverify.registry import Rule, adaptive_windows, clamp_for, op_key, parse_rule, pool_out_size, selection_rule_for
 
@@ -47,7 +47,7 @@ def _clamp(a, min=None, max=None):
         if hi is not None:
             out = _select_pairwise(out, hi, "clamp_max", larger=False)
         return out
-    return _elementwise_op(clamp_for(None if min is None else scalar(min), None if max is None else scalar(max)), a)
+    return elementwise_op(clamp_for(None if min is None else scalar(min), None if max is None else scalar(max)), a)
 
 
 # ------------------------------------------------------------------------------------------------- selections
@@ -57,7 +57,7 @@ def _argbest(cands: list, larger: bool, opname: str):
     for i in range(1, len(cands)):
         s = sign(val(cands[i]) - val(cands[best[0]]))
         if s is None:
-            raise _inexact(opname)
+            raise straddle_error(opname)
         if not larger:
             s = -s
         if s > 0:
@@ -89,7 +89,7 @@ def select(cands: list, larger: bool, opname: str, rule: Rule, loc, fvals=None):
     ftied = _float_best(fvals, larger) if fvals is not None and depends else None
     if len(tied) == 1:
         if ftied is not None and len(ftied) > 1:
-            _float_only(ctx, opname, loc, fvals[ftied[0]], val(cands[tied[0]]))
+            ctx.note_float_only(opname, loc, fvals[ftied[0]], val(cands[tied[0]]))
         return cands[tied[0]], tied[0]
     if not any(isinstance(cands[i], Aff) for i in tied):  # a tie between constants: nothing flows
         return cands[tied[0]], tied[0]
@@ -120,7 +120,7 @@ def select(cands: list, larger: bool, opname: str, rule: Rule, loc, fvals=None):
     options = []
     for r in reps:
         rows = [
-            {k: sgn * v for k, v in _gsub(grad(cands[r]), grad(cands[o])).items()} for o in reps if o != r
+            {k: sgn * v for k, v in gsub(grad(cands[r]), grad(cands[o])).items()} for o in reps if o != r
         ]
         options.append((f"#{r}", rows))
     single = {"first": tied[0], "last": tied[-1], "inside": 0}.get(rule.name)  # AD takes one entry's piece
@@ -209,7 +209,7 @@ def _argmax(a, dim=None, keepdim=False):
 def _select_pairwise(a, b, opname, larger):
     a, b = np.broadcast_arrays(arr(a), arr(b))
     ctx = context.current()
-    fl = _float_pair(a.shape, ctx.float_arg(0), ctx.float_arg(1))
+    fl = float_pair(a.shape, ctx.float_arg(0), ctx.float_arg(1))
     out = np.empty(a.shape, dtype=object)
     clamp = opname in ("clamp_min", "clamp_max")
     rule = None if clamp else _ad_rule(opname)
@@ -231,7 +231,7 @@ def _clamp_pair(x, bound, larger, opname, pos):
     if ctx.mode == "ad":
         s = sign(val(x) - val(bound))
         if s is None:
-            raise _inexact(opname)
+            raise straddle_error(opname)
         if s == 0:
             ctx.note(Site(opname, ctx.call, pos, val(x), affine=is_lin(x) and is_lin(bound)))
             return x, 0
@@ -378,3 +378,47 @@ def _sort_impl(a, dim, descending, k):
     return np.moveaxis(out, -1, dim), np.moveaxis(idx, -1, dim)
 
 
+# ------------------------------------------------------------------------------------- max pool (reverse mode)
+@op("max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward")
+def _max_pool_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    name = context.current().op_name.replace("_with_indices_backward", "")
+    x, g = arr(x), arr(grad)
+    out = filled(x.shape, F(0))
+    rule = context.convention(op_key(name))
+    for pos, win in pool_windows(name, x.shape, kernel_size, stride, padding, dilation, ceil_mode):
+        gi = g[pos]
+        if rule is None or rule.name == "first":
+            # PyTorch's formula: the gradient goes to the recorded index (first maximum in window order)
+            target = int(np.asarray(indices)[pos])
+            q = next(q for q, flat in win if flat == target)
+            out[q] = out[q] + gi
+            continue
+        cands = [x[q] for q, _ in win]
+        best = max(range(len(cands)), key=lambda i: float(val(cands[i])))
+        tied = [i for i in range(len(cands)) if sign(val(cands[i]) - val(cands[best])) == 0]
+        unit = [Aff(F(0), {i: F(1)}) for i in range(len(cands))]
+        mixed, _ = _ad_mix(unit, tied, rule)
+        for i, c in mixed.g.items():
+            q = win[i][0]
+            out[q] = out[q] + c * gi
+    return out
+
+
+@op("adaptive_max_pool2d_backward")
+def _adaptive_max_pool_backward(grad, x, indices):
+    """PyTorch's formula: each output's gradient goes to its recorded index (conventions: native only)."""
+    x, g = arr(x), arr(grad)
+    conv = context.convention("adaptive_max_pool2d")
+    if conv is not None and conv.name != "first":
+        raise UnsupportedOpError(
+            "adaptive_max_pool2d: only the native (first index) convention is supported in reverse mode; use "
+            "exact_gradient (forward mode) for other conventions")
+    out = filled(x.shape, F(0))
+    nsp = 2
+    lead = x.shape[:-nsp]
+    flat_out = out.reshape(lead + (-1,))
+    ind = np.asarray(indices)
+    for pos in np.ndindex(*g.shape):
+        L = pos[:-nsp]
+        flat_out[L + (int(ind[pos]),)] = flat_out[L + (int(ind[pos]),)] + g[pos]
+    return flat_out.reshape(x.shape)

@@ -13,8 +13,8 @@ import numpy as np
 from mpmath import iv
 
 from nsverify.errors import InexactError, UnsupportedOpError
-from nsverify.oracle.numbers import Ival, _simplify, _to_iv, sign, smooth, val
-from nsverify.oracle.ops_linear import arr, objmap
+from nsverify.oracle.numbers import Ival, sign, simplify, smooth, to_iv, val
+from nsverify.oracle.ops_linear import arr, ipow, objmap
 from nsverify.oracle.tensor import op
 
 F = Fraction
@@ -24,7 +24,7 @@ def _ivf(fn):
     """Lift an mpmath.iv function to our numbers (Fraction / Ival)."""
 
     def f(x):
-        return _simplify(Ival(fn(_to_iv(x))))
+        return simplify(Ival(fn(to_iv(x))))
 
     return f
 
@@ -91,7 +91,13 @@ def _recip(a):
     return objmap(lambda x: 1 / x, arr(a))
 
 
-def power_real(a, e):
+@op("pow.Tensor_Scalar")
+def _pow(a, e):
+    """Integer exponents >= 0 exactly (polynomial); any other real exponent as exp(e log x), x > 0."""
+    if isinstance(e, float) and e.is_integer():
+        e = int(e)
+    if isinstance(e, int) and e >= 0:
+        return objmap(lambda x: ipow(x, e), arr(a))
     e = F(e)
 
     def f(x):

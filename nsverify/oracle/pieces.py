@@ -7,6 +7,10 @@ already satisfies the new constraints, so most children cost no LP); an infeasib
 exact Gordan certificate.  Options that cannot be certified either way, and options below a site whose
 argument is not affine in w (where the first-order cone is only an approximation), are kept as *outer-only*
 pieces: they belong to the outer bracket, not to the certified inner set.
+
+Every trace is a :meth:`~nsverify.oracle.interp.Evaluation.pieces_trace` of the one
+:class:`~nsverify.oracle.interp.Evaluation` that the caller owns (so the exact point, the conventions and the
+context are built once, and a program without kinks at w costs no trace beyond its AD trace).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from dataclasses import dataclass, field
 
 from nsverify.errors import TooManyPieces
 from nsverify.oracle.cones import ConeStats, feasible, holds, primitive
-from nsverify.oracle.interp import run
+from nsverify.oracle.interp import Evaluation
 
 
 @dataclass
@@ -61,9 +65,9 @@ class _State:
 
 
 def enumerate_pieces(
-    fn, w, *, values=None, limit: int = 10_000, on_limit: str = "raise", time_limit: float | None = None
+    ev: Evaluation, *, limit: int = 10_000, on_limit: str = "raise", time_limit: float | None = None
 ) -> Enumeration:
-    """All pieces of ``fn`` adjacent to ``w`` (exact rationals of w, or ``values``)."""
+    """All pieces of the program adjacent to the Evaluation's point (one pieces-mode trace per piece)."""
     t0 = time.perf_counter()
     stats = ConeStats()
     en = Enumeration([], stats)
@@ -125,7 +129,7 @@ def enumerate_pieces(
         try:
             if time_limit is not None and time.perf_counter() - t0 > time_limit:
                 raise _Limit(f"the time limit of {time_limit:g} s ran out after {len(en.leaves)} pieces")
-            r = run(fn, w, mode="pieces", decide=decide, values=values)
+            r = ev.pieces_trace(decide)
         except _Limit as e:
             nsites = max(en.branch_sites, _count_sites(en), len(st.decisions))
             what = e.args[0] if e.args else f"more than {limit} pieces to enumerate around w"
@@ -173,13 +177,13 @@ class _NoFollow(Exception):
     pass
 
 
-def follow_ad(fn, w, *, values=None, conventions=None):
+def follow_ad(ev: Evaluation):
     """The piece whose local choices are AD's own, if AD's rule at every branch site is a piece choice.
 
     Returns ``(gradient, decisions, rows, witness)`` when that pattern's open cone is non-empty (exact
-    witness): then AD's output *is* the gradient of a piece adjacent to w (same local derivatives, same arithmetic), a
-    Bouligand subgradient -- a membership certificate that needs no numeric comparison, so it also holds when
-    smooth parts make the values irrational.  ``None`` otherwise.
+    witness): then AD's output *is* the gradient of a piece adjacent to w (same local derivatives, same
+    arithmetic), a Bouligand subgradient -- a membership certificate that needs no numeric comparison, so it
+    also holds when smooth parts make the values irrational.  ``None`` otherwise.
     """
     rows: list = []
     decisions: list = []
@@ -193,7 +197,7 @@ def follow_ad(fn, w, *, values=None, conventions=None):
         return j
 
     try:
-        r = run(fn, w, mode="pieces", decide=decide, values=values, conventions=conventions)
+        r = ev.pieces_trace(decide)
     except _NoFollow:
         return None
     if not rows:

@@ -60,7 +60,7 @@ def _dtype_of(arr: np.ndarray):
         return torch.bool
     if np.issubdtype(arr.dtype, np.integer):
         return torch.int64
-    ctx = context._STACK[-1] if context._STACK else None
+    ctx = context.active()
     return ctx.dtype if ctx is not None and ctx.dtype is not None else torch.float64
 
 

@@ -1,5 +1,6 @@
-"""The oracle's answer: :class:`Verdict`, with ``explain()``, ``to_json()`` and an independent certificate
-check."""
+"""The oracle's answer: :class:`Verdict`, with ``explain()`` (the one readable account of a verdict, also used
+by the pytest plugin's failure reports) and ``to_json()`` (the form that :mod:`nsverify.oracle.certificates`
+checks)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import json
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from nsverify.oracle.jsonio import dec, enc
-from nsverify.oracle.membership import check_weights, interval_member_1d, margin
+from nsverify.oracle.certificates import describe
+from nsverify.oracle.jsonio import enc
 
 
 @dataclass
@@ -43,6 +44,8 @@ class Verdict:
         fmt = lambda v: "(" + ", ".join(_s(x) for x in v) + ")"
         lines = [f"status: {self.status}" + (f" -- {self.reason}" if self.reason else "")]
         lines.append(f"tested vector ({self.tested_is}): {fmt(self.tested)}")
+        if self.tested_is != "exact_ad" and self.exact_ad is not None:
+            lines.append(f"exact AD (PyTorch's AD in exact arithmetic): {fmt(self.exact_ad)}")
         if self.ad is not None:
             lines.append(
                 f"PyTorch autograd (float): {fmt(self.ad)}; distance to the Clarke set {_f(self.ad_distance)}"
@@ -69,7 +72,7 @@ class Verdict:
         if fo:
             lines.append(f"  {len(fo)} tie(s) seen only by the float computation (rounding created them)")
         if self.certificate:
-            lines.append(f"certificate: {self.certificate['kind']}")
+            lines.append(f"certificate: {describe(self.certificate)}")
         lines.append(f"distance of the tested vector to the Clarke set: {_f(self.distance)}")
         return "\n".join(lines)
 
@@ -116,41 +119,3 @@ def _jf(x):
     if x is None or x != x:
         return None
     return float(x)
-
-
-def verify_certificate(verdict) -> bool:
-    """Re-check a verdict's certificate exactly from its JSON form (a dict, a JSON string or a Verdict).
-
-    member: the weights are non-negative, sum to 1 and reproduce the tested vector from ``bouligand``;
-    not_member: <h, tested> > max <h, v> over ``bouligand`` (exact case) or ``outer`` (bracket case).
-    Returns False for "unknown" verdicts (nothing to check) and for any failed check.
-    """
-    d = (
-        verdict.to_dict()
-        if isinstance(verdict, Verdict)
-        else (json.loads(verdict) if isinstance(verdict, str) else verdict)
-    )
-    cert = d.get("certificate")
-    if not cert:
-        return False
-    t = dec(d["tested"])
-    kind = cert["kind"]
-    if kind == "convex_weights":
-        V = [dec(v) for v in d["bouligand"]]
-        w = {int(k): Fraction(v) for k, v in cert["weights"].items()}
-        return d["status"] == "member" and check_weights(t, V, w)
-    if kind == "separating_direction":
-        V = [dec(v) for v in d["outer" if cert.get("over") == "outer" else "bouligand"]]
-        h = [Fraction(x) for x in cert["h"]]
-        return d["status"] == "not_member" and margin(h, t, V) is not None
-    if kind == "adjacent_piece":  # the witness lies strictly inside every recorded half-space of the piece
-        from nsverify.oracle.cones import holds
-        from nsverify.oracle.jsonio import dec_sparse
-
-        rows = [dec_sparse(r) for r in cert["rows"]]
-        return d["status"] == "member" and holds(rows, dec_sparse(cert["witness"]) if rows else None)
-    if kind == "interval_bracket":
-        V = [dec(v) for v in d["bouligand"]]
-        got = interval_member_1d(t, V)
-        return d["status"] == "member" and got is not None
-    return False

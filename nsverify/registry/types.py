@@ -305,7 +305,7 @@ class TieCase:
 
     def in_clarke(self, vec: Sequence) -> bool:
         """Exact: is ``vec`` (exact values, e.g. Fractions of a float gradient) in the Clarke set?"""
-        from nsverify.hull import in_hull
+        from nsverify.rational import in_hull
 
         return in_hull(as_fraction_vec(vec), self.pieces)
 

@@ -10,7 +10,7 @@ Submodules (import what you need; heavy ones import torch lazily):
 - :mod:`.randprog`  random programs (for property tests) and MLP programs;
 - :mod:`.torch_ref` the same programs in torch, for autograd comparisons;
 - :mod:`.hadamard`  Theorem 4 (directional derivatives at a kink) and its cost-scaling measurement;
-- :mod:`.relunet`, :mod:`.sat`, :mod:`.exact_lp`, :mod:`.bouligand`, :mod:`.prop4`, :mod:`.hardness`:
+- :mod:`.relunet`, :mod:`.sat`, :mod:`.bouligand`, :mod:`.prop4`, :mod:`.hardness`:
   hardness (Thm 5-6, Prop 4);
 - :mod:`.measure`   wall-clock and FLOP ratios (fwd+bwd)/fwd for MLPs and CNNs.
 """

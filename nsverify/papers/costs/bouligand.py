@@ -1,5 +1,6 @@
 """Exact Bouligand (and hence Clarke) set of a ReLU network (2.13) at a point, by enumerating the activation
-patterns realised by open regions around the point, with exact rational LPs (:mod:`.exact_lp`).
+patterns realised by open regions around the point, with exact rational LPs (the oracle's open-cone test,
+:func:`nsverify.oracle.cones.strict_feasible`).
 
 Near x0, F(x0 + d) is positively homogeneous piecewise linear in d; a neuron whose pre-activation is
 nonzero at x0 keeps its sign, a ReLU neuron with zero pre-activation splits on the sign of a linear form in
@@ -16,7 +17,7 @@ from math import gcd
 from typing import Sequence
 
 from nsverify.errors import TooManyPieces
-from nsverify.papers.costs.exact_lp import strict_feasible
+from nsverify.oracle.cones import strict_feasible
 from nsverify.papers.costs.relunet import ReluNet
 
 Vec = tuple[Fraction, ...]

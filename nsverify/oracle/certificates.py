@@ -1,0 +1,211 @@
+"""Certificates: their JSON format (defined once, here), how the oracle writes them and how anyone checks them.
+
+A certificate proves a verdict's status from the verdict's own JSON (:meth:`Verdict.to_dict`), in exact
+arithmetic, without the program.  Numbers are encoded by :mod:`nsverify.oracle.jsonio` (Fractions as ``"p/q"``
+strings, sparse vectors as ``{"index": "p/q"}``).
+
+==========================  ==========  =====================================================================
+``kind`` and fields          status      what :func:`verify_certificate` checks, exactly
+==========================  ==========  =====================================================================
+``convex_weights``           member      ``weights`` ({vertex index: weight}) are >= 0, sum to 1 and reproduce
+``weights``, ``witnesses``               ``tested`` from ``bouligand``; ``witnesses`` holds, per vertex used, a
+                                         direction d into that piece's open cone (not checked from the JSON)
+``interval_bracket``         member      1-D: some vertex of ``bouligand`` lies below ``tested`` and some above
+``below``, ``above``                     (interval endpoints bound rigorously)
+``adjacent_piece``           member      the ``witness`` direction lies strictly inside every half-space in
+``decisions``, ``rows``,                 ``rows``: AD's own local choices (``decisions``) form a piece adjacent
+``witness``, ``gradient``                to w, whose gradient ``gradient`` is AD's output
+``separating_direction``     not_member  <h, tested> > <h, v> for every v of ``bouligand`` (``over:
+``h``, ``over``                          "bouligand"``) or of the outer bracket ``outer`` (``over: "outer"``)
+==========================  ==========  =====================================================================
+
+Unknown kinds check as False; so does a verdict without a certificate (an "unknown" verdict).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import ClassVar
+
+from nsverify.oracle.cones import holds
+from nsverify.oracle.interp import Evaluation
+from nsverify.oracle.jsonio import dec, dec_sparse, enc
+from nsverify.oracle.membership import interval_member_1d, margin
+from nsverify.oracle.numbers import Ival
+from nsverify.oracle.pieces import follow_ad
+from nsverify.rational import check_weights
+
+
+@dataclass(frozen=True)
+class ConvexWeights:
+    """member: exact convex weights over the Bouligand vertices that reproduce the tested vector."""
+
+    kind: ClassVar[str] = "convex_weights"
+    status: ClassVar[str] = "member"
+    weights: dict  # {vertex index: Fraction}
+    witnesses: dict  # {vertex index: sparse direction {coordinate: number} into that piece; {} unconstrained}
+
+    @classmethod
+    def of(cls, weights: dict, vertices: list, leaves: list) -> ConvexWeights:
+        """The weights, with the witness direction of the first certified piece that has each vertex used."""
+        wit = {}
+        for i in weights:
+            leaf = next(lf for lf in leaves if tuple(lf.gradient) == tuple(vertices[i]))
+            wit[i] = leaf.witness or {}
+        return cls(dict(weights), wit)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "weights": {str(i): enc(x) for i, x in self.weights.items()},
+                "witnesses": {str(i): enc(d) if d else {} for i, d in self.witnesses.items()}}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ConvexWeights:
+        return cls({int(k): Fraction(v) for k, v in d["weights"].items()},
+                   {int(k): dec_sparse(v) for k, v in d.get("witnesses", {}).items()})
+
+    def check(self, record: dict) -> bool:
+        return check_weights(dec(record["tested"]), [dec(v) for v in record["bouligand"]], self.weights)
+
+    def describe(self) -> str:
+        return "convex_weights: " + ", ".join(f"{enc(x)} x vertex {i}" for i, x in self.weights.items())
+
+
+@dataclass(frozen=True)
+class IntervalBracket:
+    """member (1-D): vertex ``below`` <= tested <= vertex ``above``, with rigorous interval bounds."""
+
+    kind: ClassVar[str] = "interval_bracket"
+    status: ClassVar[str] = "member"
+    below: int
+    above: int
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "below": self.below, "above": self.above}
+
+    @classmethod
+    def from_json(cls, d: dict) -> IntervalBracket:
+        return cls(d["below"], d["above"])
+
+    def check(self, record: dict) -> bool:
+        return interval_member_1d(dec(record["tested"]), [dec(v) for v in record["bouligand"]]) is not None
+
+    def describe(self) -> str:
+        return f"interval_bracket: vertex {self.below} <= tested <= vertex {self.above}"
+
+
+@dataclass(frozen=True)
+class AdjacentPiece:
+    """member: AD's own local choices form a piece adjacent to w (an exact direction lies in its open cone).
+
+    AD's output is then that piece's gradient (same local derivatives, same arithmetic): a Bouligand
+    subgradient, certified without comparing numbers, so it also holds when smooth parts make them irrational."""
+
+    kind: ClassVar[str] = "adjacent_piece"
+    status: ClassVar[str] = "member"
+    decisions: tuple  # the option taken at each branch site, in trace order
+    rows: tuple  # sparse rows r: the piece's open cone is {d : <r, d> > 0 for every r}
+    witness: dict  # an exact direction d in that cone ({} when there is no row)
+    gradient: tuple  # the piece's gradient (AD's output)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "decisions": list(self.decisions), "rows": [enc(r) for r in self.rows],
+                "witness": enc(self.witness), "gradient": enc(tuple(self.gradient))}
+
+    @classmethod
+    def from_json(cls, d: dict) -> AdjacentPiece:
+        return cls(tuple(d["decisions"]), tuple(dec_sparse(r) for r in d["rows"]), dec_sparse(d["witness"]),
+                   dec(d["gradient"]))
+
+    def check(self, record: dict) -> bool:
+        return holds(list(self.rows), self.witness if self.rows else None)
+
+    def describe(self) -> str:
+        return f"adjacent_piece: AD's choices at {len(self.decisions)} branch sites, {len(self.rows)} cone rows"
+
+
+@dataclass(frozen=True)
+class SeparatingDirection:
+    """not_member: a rational h with <h, tested> > max <h, v> over the vertices (``over`` names the set)."""
+
+    kind: ClassVar[str] = "separating_direction"
+    status: ClassVar[str] = "not_member"
+    h: tuple
+    over: str = "bouligand"  # "bouligand" (exact enumeration) or "outer" (the outer bracket)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "h": enc(self.h), "over": self.over}
+
+    @classmethod
+    def from_json(cls, d: dict) -> SeparatingDirection:
+        return cls(tuple(Fraction(x) for x in d["h"]), "outer" if d.get("over") == "outer" else "bouligand")
+
+    def check(self, record: dict) -> bool:
+        V = [dec(v) for v in record["outer" if self.over == "outer" else "bouligand"]]
+        return margin(list(self.h), dec(record["tested"]), V) is not None
+
+    def describe(self) -> str:
+        return f"separating_direction: h = ({', '.join(enc(x) for x in self.h)}) over {self.over}"
+
+
+KINDS = {c.kind: c for c in (ConvexWeights, IntervalBracket, AdjacentPiece, SeparatingDirection)}
+Certificate = ConvexWeights | IntervalBracket | AdjacentPiece | SeparatingDirection
+
+
+def from_json(cert: dict) -> Certificate | None:
+    """The certificate a JSON dict describes, or None for an unknown ``kind``."""
+    cls = KINDS.get(cert["kind"])
+    return None if cls is None else cls.from_json(cert)
+
+
+def describe(cert: dict | None) -> str:
+    """One line on a certificate in JSON form (its kind and what it rests on)."""
+    if not cert:
+        return "none"
+    c = from_json(cert)
+    return cert["kind"] if c is None else c.describe()
+
+
+def verify_certificate(verdict) -> bool:
+    """Re-check a verdict's certificate exactly from its JSON form (a dict, a JSON string or a Verdict).
+
+    member: the weights are non-negative, sum to 1 and reproduce the tested vector from ``bouligand``, or the
+    1-D bracket holds, or the adjacent piece's witness lies in its cone; not_member: <h, tested> > max <h, v>
+    over ``bouligand`` (exact case) or ``outer`` (bracket case).  Returns False for "unknown" verdicts (nothing
+    to check), for unknown kinds and for any failed check.
+    """
+    d = verdict.to_dict() if hasattr(verdict, "to_dict") else (
+        json.loads(verdict) if isinstance(verdict, str) else verdict)
+    cert = d.get("certificate")
+    if not cert:
+        return False
+    c = from_json(cert)
+    return c is not None and d["status"] == c.status and c.check(d)
+
+
+def adjacent_piece(ev: Evaluation, exact_ad: tuple) -> AdjacentPiece | None:
+    """Write an "adjacent_piece" certificate when AD's own local choices form a piece adjacent to w.
+
+    The piece's gradient is computed by the same forward-mode arithmetic as the forward-mode AD
+    (``ev.forward()``), so the two must agree *identically* (same Fractions, same interval endpoints); the
+    tested exact AD (reverse mode) must agree with them (exactly, or with overlapping intervals).  Anything
+    else declines the certificate (None)."""
+    got = follow_ad(ev)
+    if got is None:
+        return None
+    grad, decisions, rows, witness = got
+
+    def same(a, b):
+        if isinstance(a, Ival) and isinstance(b, Ival):
+            return (a.lo, a.hi) == (b.lo, b.hi)
+        return not isinstance(a, Ival) and not isinstance(b, Ival) and a == b
+
+    if not all(same(a, b) for a, b in zip(grad, ev.forward().gradient)):
+        return None
+    for a, b in zip(grad, exact_ad):  # same arithmetic: equal when exact, overlapping intervals otherwise
+        lo_a, hi_a = (a.lo, a.hi) if isinstance(a, Ival) else (a, a)
+        lo_b, hi_b = (b.lo, b.hi) if isinstance(b, Ival) else (b, b)
+        if hi_a < lo_b or hi_b < lo_a or (not isinstance(a, Ival) and not isinstance(b, Ival) and a != b):
+            return None
+    return AdjacentPiece(tuple(decisions), tuple(rows), witness, tuple(grad))
