@@ -6,8 +6,8 @@ Modules: ``numbers`` (exact scalars, intervals, affine forms), ``linalg`` (Fract
 AD), ``semantics`` (nonsmooth semantics from the registry), ``interp`` (exact interpreter, forward-mode exact
 AD), ``cones`` (LP cone tests with exact certificates), ``pieces`` (piece enumeration), ``membership``
 (convex-hull membership with certificates), ``verdict`` (the answer), ``api`` (check_gradient /
-check_module), ``cases`` (known answers from the papers), ``fuzz`` (random piecewise-affine programs),
-``bench`` (benchmark workloads).  See docs/oracle.md.
+check_module), ``cases`` (known answers from the papers, and the pruning program ``kink_net``), ``fuzz``
+(random piecewise-affine programs).  See docs/oracle.md.
 """
 
 from __future__ import annotations

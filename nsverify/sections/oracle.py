@@ -32,8 +32,7 @@ def _clarke(v):
 def oracle_section(ctx) -> dict:
     import nsverify
     from nsverify.oracle import verify_certificate
-    from nsverify.oracle.bench import kink_net
-    from nsverify.oracle.cases import CASES, point
+    from nsverify.oracle.cases import CASES, kink_net, point
     from nsverify.oracle.fuzz import run_fuzz, summarize
 
     rows, metrics, claims = [], [], []
