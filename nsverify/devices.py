@@ -166,6 +166,9 @@ def time_side_by_side(fns: Mapping[str, Callable[[], object]], *, repeat: int = 
     Interleaving makes load from other jobs hit every candidate alike, so their ratio is meaningful on a
     shared machine; :meth:`SideBySide.ratio` takes it.
     """
+    if not isinstance(fns, Mapping):
+        raise TimingArgumentError(f"time_side_by_side takes a mapping {{name: callable}}, got {type(fns).__name__}; "
+                                  "name each candidate, e.g. {'native': f, 'minimal': g}.")
     fns = dict(fns)
     if not fns:
         raise TimingArgumentError("time_side_by_side needs at least one callable to time; pass {name: fn}.")

@@ -95,6 +95,7 @@ def test_real_clock_returns_nonnegative_samples():
 @pytest.mark.parametrize("kwargs, match", [
     ({"fns": {}}, "at least one callable"),
     ({"fns": {"a": 3}}, "not callable"),
+    ({"fns": [lambda: None]}, "mapping {name: callable}, got list"),
     ({"repeat": 0}, "repeat=0"),
     ({"repeat": 2.5}, "repeat=2.5"),
     ({"repeat": True}, "repeat=True"),
