@@ -1,11 +1,23 @@
-"""Parsing and validation of dtype and device arguments, shared by the CLI, generators and benchmarks."""
+"""Dtype and device arguments, and the one timing helper, shared by the CLI, generators, report and benchmarks.
+
+* :func:`parse_dtype`, :func:`parse_device`: validate user input, with errors that name the fix.
+* :func:`torch_threads`: a temporary intra-op thread count.
+* :func:`synchronize`, :func:`time_call`, :func:`time_side_by_side`: wall-clock timing that waits for CUDA,
+  returns every sample, and measures candidates interleaved in one run so that machine load hits them alike.
+  The report sections' ratios, asv_bench/ and scripts/gpu/ all time through these.
+"""
 from __future__ import annotations
 
 import contextlib
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping
 
 import torch
 
-from nsverify.errors import DeviceUnavailableError, UnsupportedDtypeError
+from nsverify.errors import DeviceUnavailableError, NsverifyError, UnsupportedDtypeError
 
 #: Floating dtypes nsverify analyses, by canonical short name.
 FLOAT_DTYPES: dict[str, torch.dtype] = {
@@ -72,7 +84,8 @@ def dtype_supported_fast(dtype: torch.dtype, device: torch.device) -> bool:
 def torch_threads(n: int | None = 1):
     """Temporarily set torch's intra-op thread count (None: leave it as is).
 
-    Small problems run ~20x slower when two intra-op threads fight other jobs on a 2-core machine."""
+    Small problems run ~20x slower when two intra-op threads fight other jobs on a 2-core machine.
+    """
     if n is None:
         yield
         return
@@ -82,3 +95,120 @@ def torch_threads(n: int | None = 1):
         yield
     finally:
         torch.set_num_threads(old)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Timing
+
+
+class TimingArgumentError(NsverifyError, ValueError):
+    """A timing request that cannot be measured (no candidates, zero repeats, an unknown statistic...)."""
+
+
+def _device_type(device) -> str | None:
+    if device is None:
+        return None
+    return getattr(device, "type", None) or str(device).split(":")[0]
+
+
+def synchronize(device=None) -> None:
+    """Block until the work queued on ``device`` is done: ``torch.cuda.synchronize`` on CUDA, nothing on CPU.
+
+    Call it before a timer stops: CUDA kernels run asynchronously, so without it a timer measures launches.
+    """
+    if _device_type(device) == "cuda":
+        torch.cuda.synchronize(device)
+
+
+#: Statistics over samples that :meth:`SideBySide.stat` and :meth:`SideBySide.ratio` accept.
+STATISTICS: dict[str, Callable] = {"min": min, "median": statistics.median, "mean": statistics.fmean,
+                                   "max": max}
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    """Seconds per call of each candidate, every sample kept (``samples[name]``, in measurement order).
+
+    ``rounds`` is the number of interleaved rounds; each candidate has one sample per round.
+    """
+
+    samples: dict[str, list[float]]
+    rounds: int
+
+    def stat(self, name: str, how: str = "min") -> float:
+        """One statistic (``min``, ``median``, ``mean``, ``max``) of a candidate's samples, in seconds."""
+        if name not in self.samples:
+            raise TimingArgumentError(f"no candidate {name!r} was timed; the candidates are "
+                                      f"{', '.join(self.samples)}.")
+        if how not in STATISTICS:
+            raise TimingArgumentError(f"unknown statistic {how!r}; use one of {', '.join(STATISTICS)}.")
+        return STATISTICS[how](self.samples[name])
+
+    def ratio(self, candidate: str, baseline: str, how: str = "min") -> float:
+        """``stat(candidate) / stat(baseline)``: how many times slower the candidate is (inf for a zero baseline)."""
+        num, den = self.stat(candidate, how), self.stat(baseline, how)
+        return num / den if den > 0 else math.inf
+
+    def to_json(self) -> dict:
+        return {"rounds": self.rounds, "samples_s": {k: list(v) for k, v in self.samples.items()}}
+
+
+def time_side_by_side(fns: Mapping[str, Callable[[], object]], *, repeat: int = 5, warmup: int = 1,
+                      number: int = 1, device=None, min_time: float = 0.0, max_repeat: int = 200,
+                      clock: Callable[[], float] = time.perf_counter) -> SideBySide:
+    """Time several callables in one run, interleaved: every round calls each candidate once, in order.
+
+    ``warmup`` untimed rounds come first.  Then at least ``repeat`` timed rounds, and more while some
+    candidate's total measured time is below ``min_time`` seconds, up to ``max_repeat`` rounds.  A sample
+    is the time of ``number`` consecutive calls divided by ``number``.  On a CUDA ``device`` the device is
+    synchronised before and after each sample.  ``clock`` returns seconds (tests pass a fake one).
+
+    Interleaving makes load from other jobs hit every candidate alike, so their ratio is meaningful on a
+    shared machine; :meth:`SideBySide.ratio` takes it.
+    """
+    if not isinstance(fns, Mapping):
+        raise TimingArgumentError(f"time_side_by_side takes a mapping {{name: callable}}, got {type(fns).__name__}; "
+                                  "name each candidate, e.g. {'native': f, 'minimal': g}.")
+    fns = dict(fns)
+    if not fns:
+        raise TimingArgumentError("time_side_by_side needs at least one callable to time; pass {name: fn}.")
+    bad = [k for k, f in fns.items() if not callable(f)]
+    if bad:
+        raise TimingArgumentError(f"candidates {', '.join(map(repr, bad))} are not callable; pass functions "
+                                  "that take no arguments (wrap calls in a lambda).")
+    for name, value, low in (("repeat", repeat, 1), ("warmup", warmup, 0), ("number", number, 1),
+                             ("max_repeat", max_repeat, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise TimingArgumentError(f"{name}={value!r} is invalid: give an integer >= {low}.")
+    if max_repeat < repeat:
+        raise TimingArgumentError(f"max_repeat={max_repeat} is below repeat={repeat}: raise max_repeat.")
+    if not (isinstance(min_time, (int, float)) and math.isfinite(min_time) and min_time >= 0):
+        raise TimingArgumentError(f"min_time={min_time!r} is invalid: give a finite number of seconds >= 0.")
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    totals = dict.fromkeys(fns, 0.0)
+    rounds = 0
+    while rounds < max_repeat and (rounds < repeat or min(totals.values()) < min_time):
+        for name, fn in fns.items():
+            synchronize(device)
+            t0 = clock()
+            for _ in range(number):
+                fn()
+            synchronize(device)
+            dt = clock() - t0
+            samples[name].append(dt / number)
+            totals[name] += dt
+        rounds += 1
+    return SideBySide(samples, rounds)
+
+
+def time_call(fn: Callable[[], object], *, repeat: int = 5, warmup: int = 1, number: int = 1, device=None,
+              clock: Callable[[], float] = time.perf_counter) -> list[float]:
+    """Seconds per call of ``fn()``: ``warmup`` untimed calls, then ``repeat`` samples.
+
+    The one-candidate case of :func:`time_side_by_side` (same arguments, same samples).
+    """
+    return time_side_by_side({"fn": fn}, repeat=repeat, warmup=warmup, number=number, device=device,
+                             max_repeat=repeat, clock=clock).samples["fn"]

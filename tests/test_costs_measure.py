@@ -1,4 +1,7 @@
-"""Measured ratios: FLOP counts against the closed form, timing helpers, the GPU script (--smoke), the section."""
+"""Measured ratios: FLOP counts against the closed form, the GPU script (--smoke), the section.
+
+The timing helper itself is tested in tests/test_devices.py.
+"""
 import json
 import os
 import subprocess
@@ -9,7 +12,6 @@ import torch
 
 from nsverify.errors import UnsupportedDtypeError
 from nsverify.papers.costs.measure import cnn_row, flop_ratio, interpreter_mlp_omega, mlp, mlp_row, vgg11
-from nsverify.papers.costs.timeit import cpu_threads, interleaved_min
 
 
 @pytest.mark.parametrize("widths", [[784, 10], [784, 64, 10], [20, 32, 32, 32, 5]])
@@ -41,16 +43,6 @@ def test_rows_have_positive_times_and_ratios():
 def test_interpreter_omega_of_mlps_is_flat_and_below_five():
     om = [interpreter_mlp_omega(d, 4) for d in (1, 4, 12)] + [interpreter_mlp_omega(2, w) for w in (2, 16)]
     assert max(om) <= 5 and max(om) - min(om) < 0.5
-
-
-def test_timing_helpers():
-    n = torch.get_num_threads()
-    with cpu_threads(1):
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == n
-    calls = []
-    best = interleaved_min([lambda: calls.append("a"), lambda: calls.append("b")], reps=3, min_total=0)
-    assert len(best) == 2 and calls[:4] == ["a", "b", "a", "b"] and len(calls) == 8  # 1 warmup + 3 rounds
 
 
 def test_gpu_script_smoke_runs_on_cpu(tmp_path):

@@ -1,4 +1,5 @@
-"""asv_bench/ for real use: offline existing env, spawn, GPU-aware machine names, shared axes."""
+"""asv_bench/ for real use: offline existing env, spawn, GPU-aware machine names, the common module's axes,
+every benchmark's smallest case run once, and the side-by-side ratio command."""
 import importlib.util
 import json
 import os
@@ -20,11 +21,12 @@ BENCH = ROOT / "asv_bench"
 def _load(name, path):
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
 
 
-axes = _load("nsverify_bench_axes", BENCH / "benchmarks" / "_axes.py")
+axes = _load("nsverify_bench_common", BENCH / "benchmarks" / "common.py")
 machine = _load("nsverify_bench_machine", BENCH / "machine.py")
 
 
@@ -98,3 +100,106 @@ def test_asv_discovers_benchmarks(tmp_path):
     out = subprocess.run([sys.executable, "machine.py", "asv", "check", "-E", "existing:same"], cwd=BENCH,
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "No problems found" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
+
+
+def _benchmark_classes():
+    """Every asv benchmark class in asv_bench/benchmarks/, as asv discovers them (module attributes)."""
+    import inspect
+    import pkgutil
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        import benchmarks
+    finally:
+        sys.path.remove(str(BENCH))
+    found = []
+    for info in pkgutil.iter_modules(benchmarks.__path__, "benchmarks."):
+        mod = importlib.import_module(info.name)
+        for name, obj in vars(mod).items():
+            if inspect.isclass(obj) and obj.__module__ == mod.__name__:
+                methods = [m for m in dir(obj) if m.startswith(("time_", "track_", "mem_", "peakmem_"))]
+                if methods:
+                    found.append(pytest.param(obj, methods, id=f"{info.name.split('.')[1]}.{name}"))
+    return found
+
+
+def _combinations(cls):
+    import itertools
+
+    params = getattr(cls, "params", [])
+    if params and not isinstance(params[0], (list, tuple)):
+        params = [params]
+    return list(itertools.product(*params)) if params else [()]
+
+
+@pytest.mark.parametrize("cls, methods", _benchmark_classes())
+def test_every_benchmark_runs_its_first_possible_case(cls, methods):
+    """asv only imports benchmarks in `asv check`; run each one's first case that this machine can run, once."""
+    for combo in _combinations(cls):
+        bench = cls()
+        try:
+            if hasattr(bench, "setup"):
+                bench.setup(*combo)
+        except NotImplementedError:
+            continue  # asv's "skipped" (e.g. CUDA without a GPU)
+        for m in methods:
+            value = getattr(bench, m)(*combo)
+            if m.startswith("track_"):
+                assert isinstance(value, (int, float)) and value == value and value >= 0, (m, combo, value)
+        return
+    pytest.fail(f"{cls.__name__}: every parameter combination was skipped on this machine")
+
+
+def test_benchmark_names_are_not_shadowed_by_imported_helpers():
+    """asv takes any module-level function named time_*/track_* as a benchmark: helpers must not be imported so."""
+    import inspect
+
+    for p in _benchmark_classes():
+        mod = sys.modules[p.values[0].__module__]
+        stray = [k for k, v in vars(mod).items() if inspect.isfunction(v) and
+                 k.startswith(("time_", "track_", "mem_", "peakmem_", "timeraw_"))]
+        assert not stray, (mod.__name__, stray)
+
+
+def _ratios(*args, timeout=300):
+    return subprocess.run([sys.executable, str(BENCH / "ratios.py"), *args], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def test_ratio_command_measures_side_by_side_and_keeps_every_sample(tmp_path):
+    import statistics
+
+    out = tmp_path / "ratios.json"
+    r = _ratios("--small", "--repeat", "3", "--warmup", "0", "--dtype", "float32", "--json", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["schema"] == "nsverify.bench_ratios/1"
+    assert {c["area"] for c in data["cases"]} == {"ad_ops", "oracle", "zones"}
+    for case in data["cases"]:
+        samples = case["timing"]["samples_s"]
+        assert case["timing"]["rounds"] == 3 and all(len(v) == 3 for v in samples.values())
+        for ratio in case["ratios"]:
+            cand, base = samples[ratio["candidate"]], samples[ratio["baseline"]]
+            assert ratio["ratio_median"] == pytest.approx(statistics.median(cand) / statistics.median(base))
+            assert ratio["ratio_min"] == pytest.approx(min(cand) / min(base))
+            assert ratio["candidate"] in r.stdout
+    oracle = [c for c in data["cases"] if c["area"] == "oracle"]
+    assert [c["info"]["naive_lps"] for c in oracle] == [2**2, 2**4]  # one LP per sign pattern of k sites
+    minimal = [x for c in data["cases"] if c["area"] == "ad_ops" for x in c["ratios"]
+               if x["candidate"] == "maxpool_minimal"]
+    assert minimal and all(x["target"] == "<= 1.5" and x["met"] == (x["ratio_median"] <= 1.5) for x in minimal)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--area", "nope"], "--area nope: choose from ad_ops, oracle, zones, zones_dist"),
+    (["--area", ""], "--area (empty)"),
+    (["--dtype", "int32"], "not a floating dtype"),
+    (["--repeat", "0"], "--repeat"),
+    (["--json", "/nonexistent-dir/x.json"], "existing directory"),
+])
+def test_ratio_command_rejects_bad_arguments(args, message, capsys):
+    ratios = _load("nsverify_bench_ratios", BENCH / "ratios.py")
+    with pytest.raises(SystemExit) as info:
+        ratios.main(args)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and message in err, err

@@ -1,4 +1,4 @@
-"""nsverify asv benchmarks. Shared axes (dtype x device): :mod:`benchmarks._axes`.
+"""nsverify asv benchmarks: one module per area; axes, device sync and workloads in :mod:`benchmarks.common`.
 
 In asv's ``existing`` environment nothing is installed: when ``nsverify`` is not importable, the working tree
 this benchmark directory belongs to is put on ``sys.path`` (or set ``ASV_PYTHONPATH`` to choose another).

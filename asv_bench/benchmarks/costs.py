@@ -1,4 +1,4 @@
-"""Benchmarks of issue 7 (the cost of nonsmooth AD, Boustany Ch.2).
+"""The cost of nonsmooth AD (Boustany Ch.2).
 
 * ``MlpRatio`` / ``CnnRatio``: (forward+backward)/forward of ReLU MLPs (depth x width) and CIFAR-style VGG11,
   per dtype and device: ``track_wall_ratio`` (interleaved, min over repeats, both timings in the same call) and
@@ -8,7 +8,7 @@
 * ``Hardness``: exact Clarke set at 0 of the 3-SAT network (exponential) vs Proposition 4 (polynomial).
 """
 
-from ._axes import DtypeDevice
+from .common import DtypeDevice, costs_mlp, costs_vgg11
 
 
 class MlpRatio(DtypeDevice):
@@ -18,16 +18,9 @@ class MlpRatio(DtypeDevice):
 
     def setup(self, dtype, device, depth, width):
         super().setup(dtype, device)
-        import torch
-
-        from nsverify.papers.costs.measure import mlp
-
         if self.device.type == "cpu" and depth * width > 20 * 256:
             raise NotImplementedError("skipped: keep the CPU grid modest (depth x width <= 20 x 256)")
-        torch.manual_seed(0)
-        batch = 1024 if self.device.type == "cuda" else 64
-        self.model = mlp([784] + [width] * depth + [10]).to(self.device, self.dtype)
-        self.x = torch.randn(batch, 784, device=self.device, dtype=self.dtype)
+        self.model, self.x = costs_mlp(depth, width, self.dtype, self.device)
 
     def track_wall_ratio(self, dtype, device, depth, width):
         from nsverify.papers.costs.measure import wall_ratio
@@ -51,16 +44,9 @@ class CnnRatio(DtypeDevice):
 
     def setup(self, dtype, device, width_mult):
         super().setup(dtype, device)
-        import torch
-
-        from nsverify.papers.costs.measure import vgg11
-
         if self.device.type == "cpu" and width_mult > 0.25:
             raise NotImplementedError("skipped: full-width VGG11 only on a GPU")
-        torch.manual_seed(0)
-        batch = 128 if self.device.type == "cuda" else 8
-        self.model = vgg11(width_mult).to(self.device, self.dtype)
-        self.x = torch.randn(batch, 3, 32, 32, device=self.device, dtype=self.dtype)
+        self.model, self.x = costs_vgg11(width_mult, self.dtype, self.device)
 
     def track_wall_ratio(self, dtype, device, width_mult):
         from nsverify.papers.costs.measure import wall_ratio

@@ -10,7 +10,7 @@ Below the path: ``numbers`` (exact scalars, intervals, affine forms), ``jsonio``
 exact ATen ops ``ops_linear`` / ``ops_smooth`` / ``ops_kinks`` / ``ops_select`` / ``ops_backward`` (forward ops
 and PyTorch's backward ops; the kink and tie rules come from :mod:`nsverify.registry`), ``cones`` (open-cone LPs
 with exact certificates), ``membership`` (convex-hull membership and separation).  Beside it: ``cases`` (known
-answers from the papers), ``fuzz`` (random piecewise-affine programs), ``bench`` (benchmark workloads).
+answers from the papers, and the pruning program ``kink_net``), ``fuzz`` (random piecewise-affine programs).
 Exact linear algebra is :mod:`nsverify.rational`.
 """
 

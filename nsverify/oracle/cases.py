@@ -220,3 +220,33 @@ CASES: list[Case] = [
 
 def point(case: Case) -> torch.Tensor:
     return _w(*case.w)
+
+
+def kink_net(k: int, seed: int = 0):
+    """``(fn, w)``: the pruning demonstration program, a loss with ``k`` simultaneous kink sites.
+
+    A one-hidden-layer ReLU network (2 inputs, 4 hidden units, 1 output, MSE loss) on a batch of k samples, as
+    a function of its first-layer parameters (12 coordinates).  Hidden unit 0 has zero incoming weights and
+    bias (a dead-at-initialisation unit), so its pre-activation is exactly 0 on all k samples: k simultaneous
+    kink sites, whose cones share the unit's 3 parameters; the other units are generic.  Naive enumeration
+    solves one LP per sign pattern (2^k); the report's oracle section and asv_bench/benchmarks/oracle.py
+    compare the pruned enumeration with that.
+    """
+    g = torch.Generator().manual_seed(seed)
+    grid = torch.stack(torch.meshgrid(torch.arange(-8, 9), torch.arange(-8, 9), indexing="ij"), -1).reshape(-1, 2)
+    X = grid[torch.randperm(len(grid), generator=g)[:k]].double() / 4  # k distinct dyadic inputs
+    y = torch.randint(-4, 5, (k, 1), generator=g).double() / 2
+    W2 = torch.tensor([[1.0, -0.5, 0.75, 2.0]], dtype=torch.float64)
+    W1 = torch.randint(-4, 5, (4, 2), generator=g).double() / 2
+    b1 = torch.randint(-4, 5, (4,), generator=g).double() / 2 + 0.0625  # never on a kink: generic units
+    W1[0] = 0.0
+    b1[0] = 0.0
+    w = torch.cat([W1.reshape(-1), b1])
+
+    def fn(wv):
+        A = wv[:8].reshape(4, 2)
+        b = wv[8:]
+        h = torch.relu(X @ A.T + b)
+        return ((h @ W2.T - y) ** 2).mean()
+
+    return fn, w

@@ -14,8 +14,7 @@ from nsverify.report import section, table
 )
 def oracle_section(ctx) -> dict:
     import nsverify
-    from nsverify.oracle.bench import kink_net
-    from nsverify.oracle.cases import CASES
+    from nsverify.oracle.cases import CASES, kink_net
     from nsverify.oracle.fuzz import run_fuzz, summarize
     from nsverify.papers.known_answers import format_clarke, format_vector, known_answers
 

@@ -141,7 +141,7 @@ def measure_scaling(
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from nsverify.papers.costs.timeit import cpu_threads, interleaved_min
+    from nsverify.devices import time_side_by_side, torch_threads
 
     if len(ps) < 2:
         raise NsverifyError(f"fitting an exponent needs at least two sizes p, got {list(ps)}.")
@@ -163,8 +163,9 @@ def measure_scaling(
             out = (U @ (BB.T @ (MM @ xx))).abs().sum() / p
             return torch.autograd.grad(out, (xx, BB, MM))
 
-        with cpu_threads(threads):
-            td, tg = interleaved_min([dirs, grad], reps=reps)
+        with torch_threads(threads):
+            t = time_side_by_side({"dirs": dirs, "grad": grad}, repeat=reps, min_time=0.05)
+        td, tg = t.stat("dirs"), t.stat("grad")
         with FlopCounterMode(display=False) as fc:
             dirs()
         fd = fc.get_total_flops()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nsverify.devices import dtype_name, parse_device, parse_dtype
+from nsverify.devices import dtype_name, parse_device, parse_dtype, time_side_by_side, torch_threads
 
 
 def mlp(widths: list[int]) -> nn.Sequential:
@@ -42,11 +42,6 @@ def vgg11(width_mult: float = 1.0, num_classes: int = 10) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def flop_ratio(model: nn.Module, x: torch.Tensor) -> dict:
     """FLOPs of one forward and of forward+backward (sum of outputs as the loss)."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -65,8 +60,6 @@ def wall_ratio(model: nn.Module, x: torch.Tensor, reps: int = 5, warmup: int = 2
                threads: int | None = 1) -> dict:
     """Wall-clock of forward (autograd on, as in training) and of forward+backward, interleaved; minimum over
     the repeats (robust to other load).  On CPU, ``threads`` intra-op threads (default 1)."""
-    from nsverify.papers.costs.timeit import cpu_threads, interleaved_min
-
     device = x.device
 
     def fwd():
@@ -75,8 +68,10 @@ def wall_ratio(model: nn.Module, x: torch.Tensor, reps: int = 5, warmup: int = 2
     def fwdbwd():
         model(x).float().sum().backward()
 
-    with cpu_threads(threads if device.type == "cpu" else None):
-        tf, tfb = interleaved_min([fwd, fwdbwd], reps=reps, warmup=warmup, sync=lambda: _sync(device))
+    with torch_threads(threads if device.type == "cpu" else None):
+        t = time_side_by_side({"fwd": fwd, "fwdbwd": fwdbwd}, repeat=reps, warmup=warmup, device=device,
+                              min_time=0.05)
+    tf, tfb = t.stat("fwd"), t.stat("fwdbwd")
     model.zero_grad(set_to_none=True)
     return dict(t_fwd=tf, t_fwdbwd=tfb, wall_ratio=tfb / tf)
 

@@ -1,10 +1,9 @@
 """Cheap in-report checks of the optimizer identities (used by the report section; the tests are stricter)."""
 from __future__ import annotations
 
-import time
-
 import torch
 
+from nsverify.devices import time_side_by_side
 from nsverify.optim.innaprop import INNAprop
 
 
@@ -69,16 +68,8 @@ def step_time_ratio(n: int = 1_000_000, reps: int = 10, rounds: int = 5, dtype=t
                     device="cpu") -> dict:
     """Best-of-rounds time per step of INNAprop over AdamW (both foreach), measured side by side."""
     opts = {k: bench_optimizer(k, n, dtype, device) for k in ("adamw", "innaprop")}
-    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
-    best = {k: float("inf") for k in opts}
-    for _ in range(rounds):
-        for k, o in opts.items():
-            sync()
-            t = time.perf_counter()
-            for _ in range(reps):
-                o.step()
-            sync()
-            best[k] = min(best[k], (time.perf_counter() - t) / reps)
+    t = time_side_by_side({k: o.step for k, o in opts.items()}, repeat=rounds, warmup=0, number=reps, device=device)
+    best = {k: t.stat(k) for k in opts}
     return {"n_params": n, "dtype": str(dtype).removeprefix("torch."), "device": str(device),
             "adamw_s": best["adamw"], "innaprop_s": best["innaprop"],
             "ratio": best["innaprop"] / best["adamw"],

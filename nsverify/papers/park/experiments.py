@@ -11,12 +11,11 @@ plain training on the same batches.
 
 from __future__ import annotations
 
-import time
-
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from nsverify.devices import time_call
 from nsverify.papers.park.monitor import Monitor
 from nsverify.papers.park.rank import full_column_rank
 from nsverify.workloads.datasets import digits64, digits_upsampled
@@ -173,23 +172,25 @@ def overhead(make, X, y, batch: int, steps: int, seed: int = 0) -> dict:
     plain, monitored = [], []
 
     def step(xb, yb, mon):
-        t0 = time.perf_counter()
         loss = F.cross_entropy(net(xb), yb)
         if mon is not None:
             mon.check()
         loss.backward()
         opt.step()
         opt.zero_grad()
-        return time.perf_counter() - t0
+
+    def block(mon) -> list[float]:  # seconds of one training step on each batch in turn
+        it = iter(batches)
+        return time_call(lambda: step(*next(it), mon), repeat=len(batches), warmup=0)
 
     step(*batches[0], None)  # warm-up
     mon = Monitor(net)  # hooks installed once, as in a user's loop
     step(*batches[0], mon)
     for _rep in range(2):  # blocks of plain and monitored steps on the same batches, side by side
         mon.close()
-        plain.extend(step(xb, yb, None) for xb, yb in batches)
+        plain.extend(block(None))
         mon = Monitor(net)
-        monitored.extend(step(xb, yb, mon) for xb, yb in batches)
+        monitored.extend(block(mon))
     mon.close()
     p, m = sorted(plain)[len(plain) // 2], sorted(monitored)[len(monitored) // 2]
     return {"plain_s": p, "monitored_s": m, "ratio": m / p}

@@ -1,0 +1,253 @@
+"""What every nsverify benchmark shares: the dtype x device axes, device synchronisation and the workloads.
+
+One file per area sits next to this one (``ad_ops``, ``costs``, ``optim``, ``oracle``, ``report``, ``zones``);
+each holds only asv classes and builds its inputs here.  ``asv_bench/ratios.py`` measures the side-by-side
+ratios from the same workloads.  Timing goes through the library's one helper (:mod:`nsverify.devices`).
+
+Axes (classic asv ``params``)::
+
+    from .common import DtypeDevice, sync
+
+    class ReluBackward(DtypeDevice):
+        params = DtypeDevice.params + [[1_000, 1_000_000]]      # extra axes go after dtype, device
+        param_names = DtypeDevice.param_names + ["n"]
+
+        def setup(self, dtype, device, n):
+            super().setup(dtype, device)           # sets self.dtype, self.device (torch objects)
+            self.x = torch.zeros(n, dtype=self.dtype, device=self.device, requires_grad=True)
+
+        def time_backward(self, dtype, device, n):
+            torch.relu(self.x).sum().backward()
+            sync(self.device)                      # wait for CUDA before the timer stops
+
+Impossible combinations raise ``NotImplementedError`` in ``setup``, which asv records as skipped ("n/a"):
+CUDA without a GPU, float16 on CPU (very slow there: use bfloat16), bfloat16 on a GPU without bf16 support.
+Classes without dtype/device params call :func:`resolve` directly.
+
+asv treats every module-level function or class method named ``time_*``, ``track_*``, ``mem_*`` or
+``peakmem_*`` as a benchmark, so this module and the area files import the timing helpers as the module
+``devices`` (``devices.time_call``), never by name.
+
+No relative imports here: tests and ``ratios.py`` load this file on its own.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+
+import torch
+import torch.nn.functional as F
+
+from nsverify import ad, devices
+from nsverify.devices import parse_device, parse_dtype
+from nsverify.errors import DeviceUnavailableError
+from nsverify.oracle.cases import kink_net  # noqa: F401 - the oracle's pruning program, also the report's
+
+# ---------------------------------------------------------------------------------------------------------------
+# Axes and synchronisation
+
+DTYPES = ["float32", "float64", "bfloat16", "float16"]
+DEVICES = ["cpu", "cuda"]
+
+#: Block until queued CUDA work is done (no-op on CPU); call it at the end of every timed CUDA body.
+sync = devices.synchronize
+
+
+def resolve(dtype: str, device: str, allow_cpu_float16: bool = False):
+    """``(torch.dtype, torch.device)`` for the axis values; ``NotImplementedError`` if impossible here.
+
+    A misspelt dtype raises nsverify's ``UnsupportedDtypeError``: that is a bug in the benchmark, not a skip.
+    """
+    try:
+        dev = parse_device(device)
+    except DeviceUnavailableError as exc:
+        raise NotImplementedError(f"skipped: {exc}") from exc
+    dt = parse_dtype(dtype)
+    if dt == torch.float16 and dev.type == "cpu" and not allow_cpu_float16:
+        raise NotImplementedError("skipped: float16 on CPU is emulated and very slow; "
+                                  "benchmark bfloat16 on CPU")
+    if dt == torch.bfloat16 and dev.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise NotImplementedError(f"skipped: {torch.cuda.get_device_name(dev)} has no bfloat16 support")
+    return dt, dev
+
+
+class DtypeDevice:
+    """Base class giving a benchmark the dtype x device axes; subclasses add time_*/track_* methods."""
+
+    params = [list(DTYPES), list(DEVICES)]
+    param_names = ["dtype", "device"]
+
+    def setup(self, dtype, device, *rest):
+        self.dtype, self.device = resolve(dtype, device)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# AD-variant ops against native PyTorch (ad_ops)
+
+#: The tie-aware max-pool size of the redesign issues: batch 128, 64 channels, 32x32.
+AD_SHAPE = (128, 64, 32, 32)
+SMALL_AD_SHAPE = (8, 8, 16, 16)
+
+AD_OPS = {
+    "relu": lambda x: torch.relu(x),
+    "relu_s": lambda x: ad.relu_s(x, 0.5),
+    "max_pool2d": lambda x: F.max_pool2d(x, 2),
+    "maxpool_native": lambda x: ad.max_pool2d(x, 2, rule="first"),
+    "maxpool_minimal": lambda x: ad.max_pool2d(x, 2, rule="even"),
+    "maxpool_hybrid": lambda x: ad.max_pool2d(x, 2, rule="hybrid=0.5"),
+    "maxpool_minimal_overlap": lambda x: ad.max_pool2d(x, 3, stride=2, padding=1, rule="even"),
+    "max_pool2d_overlap": lambda x: F.max_pool2d(x, 3, stride=2, padding=1),
+}
+
+
+def pool_input(dtype=torch.float32, shape=AD_SHAPE, ties: bool = False, device="cpu") -> torch.Tensor:
+    """A leaf tensor for the ops above; ``ties``: small integers 0..2, so most 2x2 windows hold a tie."""
+    gen = torch.Generator().manual_seed(0)
+    if ties:
+        x = torch.randint(0, 3, shape, generator=gen).to(dtype)
+    else:
+        x = torch.randn(shape, generator=gen).to(dtype)
+    return x.to(device).requires_grad_()
+
+
+def fwd_bwd(op: str, x: torch.Tensor) -> torch.Tensor:
+    """Forward and backward of ``AD_OPS[op]`` (incoming gradient of ones); returns the input gradient."""
+    y = AD_OPS[op](x)
+    (g,) = torch.autograd.grad(y, x, torch.ones_like(y))
+    return g
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# (forward+backward)/forward of ReLU networks (costs; Boustany Ch.2)
+
+
+def costs_mlp(depth: int, width: int, dtype, device):
+    """``(model, x)``: a 784-(width x depth)-10 ReLU MLP; batch 1024 on CUDA, 64 on CPU."""
+    from nsverify.papers.costs.measure import mlp
+
+    torch.manual_seed(0)
+    batch = 1024 if device.type == "cuda" else 64
+    model = mlp([784] + [width] * depth + [10]).to(device, dtype)
+    return model, torch.randn(batch, 784, device=device, dtype=dtype)
+
+
+def costs_vgg11(width_mult: float, dtype, device):
+    """``(model, x)``: CIFAR-style VGG11 at ``width_mult``; batch 128 on CUDA, 8 on CPU."""
+    from nsverify.papers.costs.measure import vgg11
+
+    torch.manual_seed(0)
+    batch = 128 if device.type == "cuda" else 8
+    model = vgg11(width_mult).to(device, dtype)
+    return model, torch.randn(batch, 3, 32, 32, device=device, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The exact oracle (oracle)
+
+
+def naive_cone_rows(fn, w) -> list[dict]:
+    """The kink sites' gradient rows at ``w`` (one per site), which naive enumeration signs in every way."""
+    from nsverify.oracle.interp import run
+
+    r = run(fn, w, mode="ad")
+    return [s.slopes[0] for s in r.sites if s.slopes and s.slopes[0]]
+
+
+def naive_lps(rows: list[dict]) -> int:
+    """Naive enumeration: one exactly certified LP per sign pattern of the kink sites (2^k LPs); their count."""
+    from nsverify.oracle.cones import ConeStats, feasible
+
+    stats = ConeStats()
+    for signs in itertools.product((1, -1), repeat=len(rows)):
+        feasible([{i: s * c for i, c in g.items()} for s, g in zip(signs, rows)], stats)
+    return stats.lps
+
+
+#: multiply-accumulates of :func:`lenet_forward`'s network on one 28x28 image
+LENET_MACS = 6 * 28 * 28 * 25 + 16 * 10 * 10 * 150 + 400 * 120 + 120 * 84 + 84 * 10
+
+
+def lenet_forward():
+    """``(net, x)``: a LeNet-5-sized network (conv 6@5x5, pool, conv 16@5x5, pool, 120, 84, 10) and one
+    28x28 image with padding 2, all dyadic, for the exact interpreter's throughput (no derivative tracking)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 6, 5, padding=2), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(6, 16, 5), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(400, 120), torch.nn.ReLU(),
+        torch.nn.Linear(120, 84), torch.nn.ReLU(),
+        torch.nn.Linear(84, 10),
+    ).double()
+    with torch.no_grad():
+        for p in net.parameters():  # dyadic weights keep the rationals short
+            p.copy_(torch.round(p * 64) / 64)
+    x = torch.round(torch.rand(1, 1, 28, 28, dtype=torch.float64) * 16) / 16
+    return net, x
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reports of many metrics (report)
+
+
+def synthetic_report(n: int, shift: float = 0.0) -> dict:
+    """A valid run report with ``n`` metrics of the four compared kinds; ``shift`` moves every value."""
+    metrics = []
+    for i in range(n):
+        kind = ("convention", "share", "convergence", "bench_ratio")[i % 4]
+        m = {"key": f"m{i}", "kind": kind, "value": 0.5 + shift}
+        if kind == "share":
+            m.update(lo=0.4 + shift, hi=0.6 + shift)
+        elif kind == "convergence":
+            m["spread"] = 0.01
+        metrics.append(m)
+    return {"schema": "nsverify.report/1", "kind": "run", "created": f"2026-01-0{1 + int(shift * 10)}",
+            "quick": True, "machine": {"machine_id": "bench"}, "regressions": [],
+            "sections": {"s": {"title": "S", "status": "ok", "data": {"metrics": metrics}}}}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Backprop variation D(P, Q) of the zones estimator (zones; Boustany Ch.3)
+
+#: model -> (dataset, width multiplier, batch)
+ZONE_WORKLOADS = {"lenet5": ("digits28", 1.0, 64), "vgg11": ("plateaus", 0.125, 32)}
+ZONE_PROGRAMS = ("native", "minimal")
+
+
+def zone_workload(model_name: str, dtype=torch.float32, device="cpu", batch: int | None = None, seed: int = 0):
+    """``(model, x, y)``: a :data:`ZONE_WORKLOADS` model and one minibatch (``batch`` overrides its size)."""
+    from nsverify.workloads.datasets import get_dataset
+    from nsverify.workloads.models import build_model
+
+    dataset, width, default_batch = ZONE_WORKLOADS[model_name]
+    batch = batch or default_batch
+    x, y = get_dataset(dataset, n=batch, seed=seed)
+    torch.manual_seed(seed)
+    model = build_model(model_name, width).to(device=device, dtype=dtype)
+    return model, x[:batch].to(device, dtype), y[:batch].to(device)
+
+
+def d_one_forward(model, x, y, programs=ZONE_PROGRAMS) -> float:
+    """The estimator's way: one forward pass, one backward pass per program (Boustany eq. 3.11, 1-norm)."""
+    from nsverify.papers.zones.measure import backprop_variation
+
+    return backprop_variation(model, x, y, *programs)
+
+
+def two_models(model):
+    """The naive way's model pair: the model and a deep copy, one per program."""
+    return model, copy.deepcopy(model)
+
+
+def d_two_models(models, x, y, programs=ZONE_PROGRAMS) -> float:
+    """The naive way: each program runs its own model copy, forward and backward."""
+    from nsverify.papers.zones.measure import loss_fn, variation
+    from nsverify.papers.zones.rules import use_rule
+
+    grads = []
+    for model, prog in zip(models, programs):
+        loss = loss_fn(model(x), y)
+        with use_rule(prog):
+            gs = torch.autograd.grad(loss, list(model.parameters()))
+        grads.append(torch.cat([g.reshape(-1).double() for g in gs]))
+    return variation(grads[0], grads[1])

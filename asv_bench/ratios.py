@@ -1,0 +1,240 @@
+"""Print the benchmark ratios, each measured side by side in one run (candidates interleaved round by round).
+
+    python asv_bench/ratios.py                                   # areas ad_ops, oracle, zones; CPU
+    python asv_bench/ratios.py --area ad_ops --dtype bfloat16 --repeat 11 --threads 2
+    python asv_bench/ratios.py --area zones_dist                 # torchrun ranks vs threads (slow, opt-in)
+    python asv_bench/ratios.py --small --json ratios.json        # tiny sizes; every sample written as JSON
+
+asv (``tox -e bench``) keeps the history of absolute times; this command answers "how many times slower is A
+than B on this machine now".  A ratio is candidate time / baseline time; the median-of-samples ratio is
+checked against the target where the issues set one, and the min-of-samples ratio is printed next to it.
+Workloads come from ``benchmarks/common.py``; timing from :func:`nsverify.devices.time_side_by_side`.
+Exit status: 0 after measuring (a missed target is reported, not an error), 2 for bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import torch  # noqa: E402
+from benchmarks import common  # noqa: E402  (puts the working tree on sys.path if nsverify is not installed)
+
+from nsverify import devices  # noqa: E402
+from nsverify.errors import NsverifyError  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Pair:
+    """``candidate`` time / ``baseline`` time; ``target``: (">=" or "<=", bound) on the median ratio."""
+
+    candidate: str
+    baseline: str
+    target: tuple[str, float] | None = None
+
+
+@dataclass
+class Case:
+    """Callables timed together (interleaved) and the ratios read from them."""
+
+    name: str
+    fns: dict[str, Callable[[], object]]
+    pairs: list[Pair]
+    info: dict = field(default_factory=dict)
+    repeat: int | None = None  # overrides --repeat (e.g. 1 for multi-second subprocess runs)
+    warmup: int | None = None
+
+
+@dataclass(frozen=True)
+class Area:
+    cases: Callable[[torch.dtype, torch.device, bool], Iterator[Case]]
+    dtypes: tuple[str, ...] | None  # default dtypes; None: independent of dtype (exact rationals)
+    cpu_only: bool = False
+    default: bool = True
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Cases per area
+
+
+def ad_ops_cases(dtype, device, small) -> Iterator[Case]:
+    shape = common.SMALL_AD_SHAPE if small else common.AD_SHAPE
+    pairs = [Pair("relu_s", "relu"), Pair("maxpool_native", "max_pool2d"),
+             Pair("maxpool_minimal", "max_pool2d", ("<=", 1.5)), Pair("maxpool_hybrid", "max_pool2d", ("<=", 1.5)),
+             Pair("maxpool_minimal_overlap", "max_pool2d_overlap")]
+    ops = sorted({o for p in pairs for o in (p.candidate, p.baseline)})
+    for ties in (False, True):
+        x = common.pool_input(dtype, shape, ties, device)
+        fns = {o: (lambda o=o, x=x: common.fwd_bwd(o, x)) for o in ops}
+        yield Case(f"{'plateaus (ties)' if ties else 'randn'} {'x'.join(map(str, shape))}", fns, pairs)
+
+
+def oracle_cases(dtype, device, small) -> Iterator[Case]:
+    import nsverify
+
+    for k in (2, 4) if small else (4, 8):
+        fn, w = common.kink_net(k)
+        rows = common.naive_cone_rows(fn, w)
+        lps = nsverify.check_gradient(fn, w).stats["lps"]
+        yield Case(f"kink net, k={k} kink sites", {"naive": lambda rows=rows: common.naive_lps(rows),
+                                                    "pruned": lambda fn=fn, w=w: nsverify.check_gradient(fn, w)},
+                   [Pair("naive", "pruned")], info={"pruned_lps": lps, "naive_lps": 2**k})
+
+
+def zones_cases(dtype, device, small) -> Iterator[Case]:
+    for name in ("lenet5",) if small else tuple(common.ZONE_WORKLOADS):
+        model, x, y = common.zone_workload(name, dtype, device, batch=8 if small else None)
+        models = common.two_models(model)
+        yield Case(f"{name}, batch {len(x)}: D(native, minimal)",
+                   {"one_forward": lambda m=model, x=x, y=y: common.d_one_forward(m, x, y),
+                    "two_models": lambda ms=models, x=x, y=y: common.d_two_models(ms, x, y)},
+                   [Pair("two_models", "one_forward", (">=", 1.3))])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def zones_dist_cases(dtype, device, small) -> Iterator[Case]:
+    """The zone volume estimator on 2 cores: 2 torchrun ranks x 1 thread against 1 rank x 2 threads."""
+    draws = 2 if small else 8
+    args = ["-m", "nsverify", "zones", "volume", "--model", "lenet5", "--draws", str(draws), "--batches", "2",
+            "--batch-size", "64", "--dtypes", "float32", "--tau", "float32=1e-8"]
+
+    def launcher(nproc: int, threads: int):
+        def run():
+            env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(threads)}
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
+                   "--master_addr", "127.0.0.1", "--master_port", str(_free_port()), *args]
+            subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True)
+        return run
+
+    yield Case(f"zones volume, lenet5, {draws} draws (wall clock incl. start-up)",
+               {"1rank_2threads": launcher(1, 2), "2ranks_1thread": launcher(2, 1)},
+               [Pair("1rank_2threads", "2ranks_1thread")], repeat=1, warmup=0)
+
+
+AREAS = {
+    "ad_ops": Area(ad_ops_cases, ("float32", "bfloat16")),
+    "oracle": Area(oracle_cases, None, cpu_only=True),
+    "zones": Area(zones_cases, ("float32",)),
+    "zones_dist": Area(zones_dist_cases, ("float32",), cpu_only=True, default=False),
+}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Measuring and printing
+
+
+def _met(ratio: float, target) -> bool | None:
+    if target is None:
+        return None
+    op, bound = target
+    return ratio >= bound if op == ">=" else ratio <= bound
+
+
+def measure(case: Case, *, repeat: int, warmup: int, device) -> dict:
+    t = devices.time_side_by_side(case.fns, repeat=case.repeat or repeat,
+                                  warmup=warmup if case.warmup is None else case.warmup, device=device)
+    ratios = []
+    for p in case.pairs:
+        med, best = t.ratio(p.candidate, p.baseline, "median"), t.ratio(p.candidate, p.baseline, "min")
+        ratios.append({"candidate": p.candidate, "baseline": p.baseline, "ratio_median": med, "ratio_min": best,
+                       "candidate_median_s": t.stat(p.candidate, "median"),
+                       "baseline_median_s": t.stat(p.baseline, "median"),
+                       "target": None if p.target is None else f"{p.target[0]} {p.target[1]:g}",
+                       "met": _met(med, p.target)})
+    return {"case": case.name, "info": case.info, "ratios": ratios, "timing": t.to_json()}
+
+
+def _print(area: str, dtype_label: str, res: dict) -> None:
+    info = ", ".join(f"{k} {v}" for k, v in res["info"].items())
+    print(f"\n{area} | {dtype_label} | {res['case']} ({res['timing']['rounds']} rounds{'; ' + info if info else ''})")
+    for r in res["ratios"]:
+        verdict = "" if r["met"] is None else f"  target {r['target']}: {'met' if r['met'] else 'MISSED'}"
+        print(f"  {r['candidate']:24s} {r['candidate_median_s'] * 1e3:10.2f} ms  vs  {r['baseline']:20s} "
+              f"{r['baseline_median_s'] * 1e3:10.2f} ms   ratio {r['ratio_median']:6.2f}x "
+              f"(min {r['ratio_min']:.2f}x){verdict}", flush=True)
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 epilog=f"areas: {', '.join(AREAS)} (zones_dist only when named)")
+    ap.add_argument("--area", type=_csv, default=[a for a, spec in AREAS.items() if spec.default],
+                    help="comma-separated areas (default: %(default)s)")
+    ap.add_argument("--dtype", type=_csv, default=None,
+                    help="comma-separated dtypes (default: each area's own, e.g. float32,bfloat16 for ad_ops)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    ap.add_argument("--repeat", type=int, default=7, help="timed rounds per case (default 7)")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed rounds first (default 1)")
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    ap.add_argument("--small", action="store_true", help="tiny sizes: checks that every case runs")
+    ap.add_argument("--json", type=Path, default=None, help="write every sample and ratio to this file")
+    args = ap.parse_args(argv)
+    unknown = [a for a in args.area if a not in AREAS]
+    if unknown or not args.area:
+        ap.error(f"--area {','.join(unknown) or '(empty)'}: choose from {', '.join(AREAS)}")
+    if args.repeat < 1 or args.warmup < 0 or (args.threads is not None and args.threads < 1):
+        ap.error("--repeat and --threads must be >= 1, --warmup >= 0")
+    try:
+        args.dtype = None if args.dtype is None else [devices.dtype_name(devices.parse_dtype(d)) for d in args.dtype]
+        args.device_obj = devices.parse_device(args.device)
+    except NsverifyError as exc:
+        ap.error(str(exc))
+    if args.json is not None and (args.json.is_dir() or not args.json.parent.is_dir()):
+        ap.error(f"--json {args.json}: give a file path in an existing directory")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    results = []
+    print(f"torch {torch.__version__}, device {args.device}, threads {args.threads or torch.get_num_threads()}, "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
+    with devices.torch_threads(args.threads):
+        for area in args.area:
+            spec = AREAS[area]
+            if spec.cpu_only and args.device_obj.type != "cpu":
+                print(f"\n{area}: skipped (runs on CPU only)")
+                continue
+            for dtype in (["float64 (exact)"] if spec.dtypes is None else args.dtype or list(spec.dtypes)):
+                if spec.dtypes is not None:
+                    try:
+                        dt, dev = common.resolve(dtype, args.device)
+                    except NotImplementedError as exc:
+                        print(f"\n{area} | {dtype}: {exc}")
+                        continue
+                else:
+                    dt, dev = torch.float64, args.device_obj
+                for case in spec.cases(dt, dev, args.small):
+                    res = measure(case, repeat=args.repeat, warmup=args.warmup, device=dev)
+                    _print(area, dtype, res)
+                    results.append({"area": area, "dtype": dtype, **res})
+    if args.json is not None:
+        meta = {"torch": torch.__version__, "device": args.device, "threads": torch.get_num_threads()
+                if args.threads is None else args.threads, "small": args.small, "repeat": args.repeat,
+                "load_average": os.getloadavg()[0], "cpu_count": os.cpu_count()}
+        args.json.write_text(json.dumps({"schema": "nsverify.bench_ratios/1", "meta": meta, "cases": results},
+                                        indent=1))
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
