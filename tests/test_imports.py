@@ -47,6 +47,11 @@ def _modules():
     return sorted(out)
 
 
+def test_at_most_ten_top_level_modules():
+    top = sorted(p.name for p in ROOT.glob("*.py"))
+    assert len(top) <= 10, f"{len(top)} top-level modules: {top}; group the rest into packages"
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="needs os.fork")
 def test_each_module_imports_alone_in_a_fresh_interpreter():
     mods = _modules()
