@@ -358,3 +358,28 @@ def test_claim_logic_requires_significance():
                       "float32": {"pair_share": share_intervals(10, 10)},
                       "bfloat16": {"pair_share": share_intervals(10, 10)}}}
     assert [c["held"] for c in repro.table_3_2_claims(res)] == [True, False, True]
+
+
+def test_natural_crops_are_8bit_photographs_with_few_ties():
+    """Crops of scikit-learn's sample photographs: values are k/255, deterministic per seed, labels in range, and
+    2x2 max-pool windows tie far less often than on the synthetic plateau images (Park et al. saw about 3% of
+    tied max operations on CIFAR-10; the plateaus tie in most windows)."""
+    from nsverify.workloads.datasets import natural_crops
+
+    x, y = natural_crops(64, seed=3)
+    assert x.shape == (64, 3, 32, 32) and y.shape == (64,)
+    k = x.double() * 255
+    assert torch.equal(x, (k.round() / 255).to(x.dtype)) and x.min() >= 0 and x.max() <= 1
+    assert 0 <= int(y.min()) and int(y.max()) < 10 and len(set(y.tolist())) > 2
+    x2, y2 = natural_crops(64, seed=3)
+    assert torch.equal(x, x2) and torch.equal(y, y2)
+
+    def tie_share(imgs):
+        win = F.unfold(imgs.reshape(-1, 1, 32, 32), 2, stride=2)  # (N, 4, windows)
+        top = win.max(dim=1, keepdim=True).values
+        return float(((win == top).sum(dim=1) >= 2).double().mean())
+
+    xp, _ = plateaus(64, seed=3)
+    assert tie_share(x) < 0.5 * tie_share(xp)
+    with pytest.raises(NsverifyError, match="channels"):
+        natural_crops(4, shape=(2, 8, 8))

@@ -109,6 +109,44 @@ def plateaus(n: int = 512, seed: int = 0, shape: tuple[int, int, int] = (3, 32, 
     return torch.tensor(x, dtype=dtype), torch.tensor(y)
 
 
+def natural_crops(n: int = 512, seed: int = 0, shape: tuple[int, int, int] = (3, 32, 32), classes: int = 10,
+                  dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    """Natural-image inputs that ship with scikit-learn: random ``shape`` crops of its two sample photographs
+    (``load_sample_images``: china.jpg and flower.jpg, 427x640 RGB), optionally taken every 2nd pixel to cover a
+    wider field, scaled to k/255 like CIFAR's 8-bit pixels (so ties come only from equal 8-bit values, as in real
+    data, not from synthetic plateaus). Label: which photograph, and which of ``classes // 2`` horizontal bands
+    the crop's centre falls in (learnable from the crop)."""
+    from sklearn.datasets import load_sample_images
+
+    c, h, w = shape
+    if c not in (1, 3):
+        raise NsverifyError(f"natural_crops: {c} channels; use 1 (grey) or 3 (RGB)")
+    if n < 1 or h < 1 or w < 1 or classes < 2:
+        raise NsverifyError(f"natural_crops: n={n}, shape={shape}, classes={classes}; use positive sizes and "
+                            "at least 2 classes")
+    images = [np.asarray(im) for im in load_sample_images().images]
+    bands = max(1, classes // 2)
+    g = np.random.default_rng(seed)
+    x = np.empty((n, c, h, w), dtype=np.float64)
+    y = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        k = int(g.integers(len(images)))
+        img = images[k]
+        step = int(g.integers(1, 3))
+        H, W = img.shape[0], img.shape[1]
+        if (h - 1) * step + 1 > H or (w - 1) * step + 1 > W:
+            step = 1
+        if h > H or w > W:
+            raise NsverifyError(f"natural_crops: a {h}x{w} crop does not fit the {H}x{W} sample images")
+        r = int(g.integers(0, H - (h - 1) * step))
+        q = int(g.integers(0, W - (w - 1) * step))
+        crop = img[r:r + (h - 1) * step + 1:step, q:q + (w - 1) * step + 1:step, :].astype(np.float64) / 255.0
+        x[i] = crop.transpose(2, 0, 1) if c == 3 else crop.mean(axis=2, keepdims=True).transpose(2, 0, 1)
+        centre = q + (w - 1) * step / 2
+        y[i] = (k * bands + min(bands - 1, int(centre / W * bands))) % classes
+    return torch.tensor(x, dtype=dtype), torch.tensor(y)
+
+
 def _find(root: Path, names: list[str], what: str, hint: str) -> Path:
     for name in names:
         for cand in (root / name, root / (name + ".gz")):
@@ -153,7 +191,7 @@ def load_cifar10(root: str | Path, train: bool = True, dtype=torch.float32):
     return torch.tensor(np.concatenate(xs) / 255.0, dtype=dtype), torch.tensor(np.concatenate(ys))
 
 
-DATASETS = ("digits28", "plateaus", "mnist", "cifar10")
+DATASETS = ("digits28", "plateaus", "natural", "mnist", "cifar10")
 
 
 def get_dataset(name: str, root: str | Path | None = None, n: int = 512, seed: int = 0,
@@ -163,9 +201,11 @@ def get_dataset(name: str, root: str | Path | None = None, n: int = 512, seed: i
         return digits28(dtype)
     if name == "plateaus":
         return plateaus(n, seed, dtype=dtype)
+    if name == "natural":
+        return natural_crops(n, seed, dtype=dtype)
     if name in ("mnist", "cifar10"):
         if root is None:
             raise DataNotFoundError(f"dataset {name!r} needs --data-root DIR pointing at files you already have; "
-                                    f"nsverify does not download data (built-in: digits28, plateaus).")
+                                    f"nsverify does not download data (built-in: digits28, plateaus, natural).")
         return (load_mnist if name == "mnist" else load_cifar10)(root, dtype=dtype)
     raise NsverifyError(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}.")
