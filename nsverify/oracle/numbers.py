@@ -69,6 +69,7 @@ def _pt(x, prec: int = PREC):
     """An exact number (Fraction, int) as an interval (lo, hi) of binary floats at ``prec`` bits, rounded
     outward (a point when the number is binary and fits)."""
     if isinstance(x, int):
+        x = int(x)  # bools too
         return from_int(x, prec, round_floor), from_int(x, prec, round_ceiling)
     p, q = x.numerator, x.denominator
     return from_rational(p, q, prec, round_floor), from_rational(p, q, prec, round_ceiling)
@@ -191,7 +192,7 @@ class KinkZero(Fraction):
 
 
 def _isnum(o) -> bool:
-    return isinstance(o, (Fraction, int, Ival)) and not isinstance(o, bool)
+    return isinstance(o, (Fraction, int, Ival))  # bools count as 0 and 1, as in Python arithmetic
 
 
 def simplify(v: Ival):

@@ -20,7 +20,16 @@ from nsverify.oracle.numbers import Aff, grad, gsub, is_exact, is_lin, mk, sign,
 from nsverify.oracle.ops_kinks import elementwise_op
 from nsverify.oracle.ops_linear import arr, filled
 from nsverify.oracle.tensor import float_input, float_output, op, scalar
-from nsverify.registry import Rule, adaptive_windows, clamp_for, op_key, parse_rule, pool_out_size, selection_rule_for
+from nsverify.registry import (
+    Rule,
+    adaptive_windows,
+    clamp_for,
+    op_key,
+    parse_rule,
+    pool_out_size,
+    selection_rule_for,
+    torch_rule,
+)
 
 F = Fraction
 
@@ -62,21 +71,31 @@ def _index_rule(key: str) -> Rule:
 
 
 class Returned:
-    """What the float run of one selection saw: ``index`` (the position among the candidates that PyTorch
-    returned, or None) and ``exact`` (every candidate's float value equals its exact value, so PyTorch's
-    comparisons were the exact ones and its choice is a valid choice at the exact tie)."""
+    """What the float run of one selection returned: ``index`` (the position among the candidates PyTorch
+    returned, or None) and ``fvals`` (the candidates' values in the float run, or None)."""
 
-    __slots__ = ("index", "exact")
+    __slots__ = ("index", "fvals")
 
-    def __init__(self, index=None, exact=False):
-        self.index = index
-        self.exact = exact
+    def __init__(self, index=None, fvals=None):
+        self.index = None if index is None else int(index)
+        self.fvals = fvals
 
-    @classmethod
-    def of(cls, cands, fvals, index):
-        exact = fvals is not None and len(fvals) == len(cands) and all(
-            is_exact(val(c)) and F(float(f)) == val(c) for c, f in zip(cands, fvals))
-        return cls(None if index is None else int(index), exact)
+    def valid(self, cands, tied) -> bool:
+        """Is PyTorch's choice a choice at *this* exact tie?  When the float run saw the same tie -- the tied
+        entries' floats equal their exact value and every other entry lies strictly on the same side of it in
+        floats as exactly -- its comparisons were the exact ones, so the index it returned is one of ``tied``
+        and is the choice PyTorch makes at the exact tie."""
+        if self.index is None or self.fvals is None or self.index not in tied or len(self.fvals) != len(cands):
+            return False
+        v = val(cands[tied[0]])
+        for i, (c, f) in enumerate(zip(cands, self.fvals)):
+            fx = F(float(f))
+            if i in tied:
+                if not is_exact(val(c)) or fx != v:
+                    return False
+            elif sign(fx - v) != sign(val(c) - v) or sign(fx - v) in (0, None):
+                return False
+        return True
 
 
 _NONE = Returned()
@@ -108,20 +127,19 @@ def _float_best(fvals, larger):
     return [i for i, x in enumerate(fvals) if x == m]
 
 
-def _returned_choice(opname, tied, groups, ret: Returned, needed: bool):
-    """The tied entry PyTorch's float run chose, when it can be read (the float run returned an index among the
-    exactly tied entries, on exact inputs).  ``needed``: the tie matters (entries with different local
-    derivatives); then an unreadable choice is an error (the verdict is "unknown"), never a guess."""
-    if ret.index is not None and ret.exact and ret.index in tied:
+def _returned_choice(opname, cands, tied, ret: Returned, needed: bool):
+    """The tied entry PyTorch's float run chose, when it can be read (:meth:`Returned.valid`).  ``needed``: the
+    tie matters (entries with different local derivatives); then an unreadable choice is an error (the
+    verdict is "unknown"), never a guess."""
+    if ret.valid(cands, tied):
         return ret.index
     if not needed:
         return tied[0]
-    why = ("the float run of this op is not available" if ret.index is None else
-           "the float computation up to this op is not exact (its inputs differ from the exact values)"
-           if not ret.exact else f"the float run returned index {ret.index}, not one of the exactly tied {tied}")
+    why = ("the float run of this op is not available" if ret.index is None or ret.fvals is None else
+           "the float run did not see this tie: its values differ from the exact ones where it matters")
     raise InexactError(
-        f"{opname}: PyTorch's tie choice among the exactly tied entries {tied} cannot be read ({why}); the exact "
-        "AD at this tie is the entry PyTorch returns, so it is unknown here. Give a tie rule in conventions "
+        f"{opname}: PyTorch's tie choice among the exactly tied entries {list(tied)} cannot be read ({why}); the "
+        "exact AD at this tie is the entry PyTorch returns, so it is unknown here. Give a tie rule in conventions "
         "(e.g. {'" + opname + "': 'first'}) to test that rule instead")
 
 
@@ -148,7 +166,7 @@ def select(cands: list, larger: bool, opname: str, rule: Rule, loc, fvals=None, 
     if not any(isinstance(cands[i], Aff) for i in tied) or len(groups) == 1:
         # a tie between constants, or between identical local functions: no derivative depends on the choice;
         # the index is PyTorch's when it can be read (downstream indexing may use it)
-        i = _returned_choice(opname, tied, groups, ret, False) if returned else tied[0]
+        i = _returned_choice(opname, cands, tied, ret, False) if returned else tied[0]
         if len(groups) == 1 and any(isinstance(cands[j], Aff) for j in tied):
             ctx.note(_site(ctx, opname, loc, cands, tied, groups, ftied))
         return cands[i], i
@@ -157,7 +175,7 @@ def select(cands: list, larger: bool, opname: str, rule: Rule, loc, fvals=None, 
     if ctx.mode == "ad":
         ctx.note(site)
         if returned:
-            i = _returned_choice(opname, tied, groups, ret, True)
+            i = _returned_choice(opname, cands, tied, ret, True)
             site.extra["returned"] = i
             return cands[i], i
         return _ad_mix(cands, tied, rule)
@@ -169,7 +187,7 @@ def select(cands: list, larger: bool, opname: str, rule: Rule, loc, fvals=None, 
         ]
         options.append((f"#{r}", rows))
     single = {"first": tied[0], "last": tied[-1], "inside": 0}.get(rule.name)  # AD takes one entry's piece
-    if returned and ret.index is not None and ret.exact and ret.index in tied:
+    if returned and ret.valid(cands, tied):
         single = ret.index
     if single is not None:
         site.ad_option = next(j for j, ix in enumerate(groups.values()) if single in ix)
@@ -233,7 +251,7 @@ def _reduce_select(a, dims, keepdim, larger, opname, rule, want_index=False, fin
     for pos in np.ndindex(*outer_shape):
         fv = None if fflat is None else list(fflat[pos])
         cands = list(flat[pos])
-        ret = Returned.of(cands, fv, None if findex is None else findex[pos])
+        ret = Returned(None if findex is None else findex[pos], fv)
         out[pos], idx[pos] = select(cands, larger, opname, rule, pos, fv, ret)
     if keepdim:
         for d in dims:
@@ -306,7 +324,7 @@ def _clamp_pair(x, bound, larger, opname, pos):
             ctx.note(Site(opname, ctx.call, pos, val(x), affine=is_lin(x) and is_lin(bound)))
             return x, 0
         return (x, 0) if (s > 0) == larger else (bound, 1)
-    return select([x, bound], larger, opname, selection_rule_for("clamp_tensor"), pos)
+    return select([x, bound], larger, opname, torch_rule("clamp_tensor"), pos)
 
 
 @op("maximum", "fmax")
@@ -387,9 +405,9 @@ def _max_pool(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False)
 def _window_returned(cands, fv, win, fidx, pos) -> Returned:
     """The window member whose flat index the float run returned at output ``pos``."""
     if fidx is None:
-        return Returned.of(cands, fv, None)
+        return Returned(None, fv)
     flat = int(fidx[pos])
-    return Returned.of(cands, fv, next((j for j, (_, f) in enumerate(win) if f == flat), None))
+    return Returned(next((j for j, (_, f) in enumerate(win) if f == flat), None), fv)
 
 
 def _pool_float_indices(name, oshape, kernel_size, stride, padding, dilation, ceil_mode):
@@ -480,7 +498,7 @@ def _median_all(a):
     if ctx.mode == "ad":
         order = _exact_order(list(flat), False, "median")
         v = val(flat[order[r]])
-        tied = [i for i in range(flat.size) if sign(val(flat[i]) - v) == 0]
+        tied = [i for i in range(flat.size) if i == order[r] or sign(val(flat[i]) - v) == 0]
         cands = list(flat)
         if len(tied) > 1 and any(isinstance(cands[i], Aff) for i in tied):
             groups: dict = {}
@@ -593,13 +611,12 @@ def _order(a, dim, descending, ranks, key, fidx, moved_index=False):
     for pos in np.ndindex(*rows):
         row = list(a_m[pos])
         fv = None if fa_m is None else list(fa_m[pos])
-        exact_row = Returned.of(row, fv, None).exact
         rets = [None] * len(ranks) if fi_m is None else [int(x) for x in fi_m[pos]]
         if ctx.mode == "ad" and rule.name == "returned":
             order = _exact_order(row, descending, key)
             for t, r in enumerate(ranks):
                 v = val(row[order[r]])
-                group = [i for i in order if sign(val(row[i]) - v) == 0]  # in rank order
+                group = [i for i in order if i == order[r] or sign(val(row[i]) - v) == 0]  # in rank order
                 chosen = group[0] if len(group) == 1 else None
                 if chosen is None:
                     groups: dict = {}
@@ -609,21 +626,21 @@ def _order(a, dim, descending, ranks, key, fidx, moved_index=False):
                     site = _site(ctx, key, pos + (r,), row, sorted(group), groups, None)
                     if needed:
                         ctx.note(site)
-                    start = next(k for k, i in enumerate(order) if i in group)
-                    ret = Returned(rets[t], exact_row)
-                    if ret.index is not None and ret.exact and ret.index in group:
+                    ret = Returned(rets[t], fv)
+                    if ret.valid(row, sorted(group)):
                         chosen = site.extra["returned"] = ret.index
                     elif not needed:
-                        chosen = order[r] if r - start < len(group) else group[0]  # any: identical locally
+                        chosen = order[r]  # any entry of the group: identical local functions
                     else:
-                        _returned_choice(key, sorted(group), groups, ret, True)  # raises: unreadable choice
+                        _returned_choice(key, row, sorted(group), ret, True)  # raises: unreadable choice
                 out[pos + (t,)], idx[pos + (t,)] = row[chosen], chosen
             continue
         remaining = list(range(n))
         for r in range(max(ranks) + 1):
             cands = [row[i] for i in remaining]
             g = rets[rankpos[r]] if r in rankpos else None
-            ret = Returned(remaining.index(g) if g in remaining else None, exact_row)
+            ret = Returned(remaining.index(g) if g in remaining else None, None if fv is None else
+                           [fv[i] for i in remaining])
             e, j = select(cands, descending, key, rule, pos + (r,), None, ret)
             if r in rankpos:
                 out[pos + (rankpos[r],)], idx[pos + (rankpos[r],)] = e, remaining[j]
