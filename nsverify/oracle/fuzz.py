@@ -616,8 +616,11 @@ def _directions(v, rng: random.Random, n: int, samples: int) -> list:
     return out
 
 
-def check_program(expr: Expr, w0, rng: random.Random, samples: int = 8, time_limit: float = 30.0) -> FuzzRecord:
-    """Run the oracle on ``expr`` at ``w0`` and compare its verdict with the independent reference."""
+def check_program(expr: Expr, w0, rng: random.Random, samples: int = 8, time_limit: float = 30.0,
+                  perturb: bool = False) -> FuzzRecord:
+    """Run the oracle on ``expr`` at ``w0`` and compare its verdict with the independent reference.
+    ``perturb``: test PyTorch's exact AD moved along one coordinate (``ad=``; mostly not_member verdicts)
+    instead of the AD itself."""
     import nsverify
 
     t0 = time.perf_counter()
@@ -625,6 +628,11 @@ def check_program(expr: Expr, w0, rng: random.Random, samples: int = 8, time_lim
     w = torch.tensor([float(x) for x in w0], dtype=torch.float64)
     exact_ref = not expr.smooth
     v = nsverify.check_gradient(expr.torch, w, max_pieces=2000, on_limit="unknown", time_limit=time_limit)
+    if perturb and v.exact_ad is not None and not any(hasattr(x, "lo") for x in v.exact_ad):
+        moved = list(v.exact_ad)
+        moved[rng.randrange(n)] += rng.choice([F(-2), F(-1, 2), F(1, 2), F(1), F(2)])
+        v = nsverify.check_gradient(expr.torch, w, ad=moved, max_pieces=2000, on_limit="unknown",
+                                    time_limit=time_limit)
     rec = FuzzRecord(str(expr), n, v.status, v.reason if v.status == "unknown" else "", v.exact, expr.curved)
     bad = rec.disagreements
     # 1. the exact AD against float64 autograd at w (PyTorch itself)
@@ -708,7 +716,7 @@ def run_fuzz(count: int, seed: int = 0, depth: int = 3, samples: int = 6, smooth
         n = rng.randint(1, 3)
         w0 = [F(rng.randint(-4, 4), 2) for _ in range(n)]
         expr = random_expr(rng, n, w0, depth, smooth)
-        out.append(check_program(expr, w0, rng, samples, time_limit))
+        out.append(check_program(expr, w0, rng, samples, time_limit, perturb=rng.random() < 0.35))
     return out
 
 

@@ -74,11 +74,12 @@ class Returned:
     """What the float run of one selection returned: ``index`` (the position among the candidates PyTorch
     returned, or None) and ``fvals`` (the candidates' values in the float run, or None)."""
 
-    __slots__ = ("index", "fvals")
+    __slots__ = ("index", "fvals", "avoid")
 
-    def __init__(self, index=None, fvals=None):
+    def __init__(self, index=None, fvals=None, avoid=None):
         self.index = None if index is None else int(index)
         self.fvals = fvals
+        self.avoid = avoid  # pieces mode, a rank before kthvalue's: the entry PyTorch returns later (keep it)
 
     def valid(self, cands, tied) -> bool:
         """Is PyTorch's choice a choice at *this* exact tie?  When the float run saw the same tie -- the tied
@@ -191,10 +192,16 @@ def select(cands: list, larger: bool, opname: str, rule: Rule, loc, fvals=None, 
         single = ret.index
     if single is not None:
         site.ad_option = next(j for j, ix in enumerate(groups.values()) if single in ix)
+    elif returned and ret.avoid is not None and ret.avoid in tied:
+        # a rank below the one PyTorch returned: AD's piece puts another tied entry here
+        site.ad_option = next((j for j, ix in enumerate(groups.values()) if ret.avoid not in ix), 0)
     choice = ctx.branch(site, options)
+    group = list(groups.values())[choice]
     i = reps[choice]
-    if returned and ret.index in groups[_key(cands[i])]:
+    if returned and ret.index in group:
         i = ret.index  # identical local data: the entry PyTorch returned stands for its group
+    elif returned and ret.avoid == i and len(group) > 1:
+        i = group[1]
     return cands[i], i
 
 
@@ -636,11 +643,13 @@ def _order(a, dim, descending, ranks, key, fidx, moved_index=False):
                 out[pos + (t,)], idx[pos + (t,)] = row[chosen], chosen
             continue
         remaining = list(range(n))
+        last = rets[rankpos[max(ranks)]] if len(ranks) == 1 else None  # kthvalue / median: PyTorch's entry
         for r in range(max(ranks) + 1):
             cands = [row[i] for i in remaining]
             g = rets[rankpos[r]] if r in rankpos else None
             ret = Returned(remaining.index(g) if g in remaining else None, None if fv is None else
-                           [fv[i] for i in remaining])
+                           [fv[i] for i in remaining],
+                           remaining.index(last) if g is None and last in remaining else None)
             e, j = select(cands, descending, key, rule, pos + (r,), None, ret)
             if r in rankpos:
                 out[pos + (rankpos[r],)], idx[pos + (rankpos[r],)] = e, remaining[j]
