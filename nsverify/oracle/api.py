@@ -108,7 +108,7 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
     status, cert, reason = "unknown", None, ""
     clash = inseparable(outer)
     lam = member_weights(tested, inner) if clash is None else None
-    bracket = interval_member_1d(tested, inner) if lam is None and len(tested) == 1 and clash is None else None
+    bracket = interval_member_1d(tested, inner) if lam is None and clash is None else None
     if clash is not None:  # never merged, never decided: they may be one Bouligand gradient or two
         reason = (f"two piece gradients, {_fmt(outer[clash[0]])} and {_fmt(outer[clash[1]])}, cannot be separated "
                   "by their interval enclosures (one vertex or two?)")

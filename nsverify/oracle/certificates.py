@@ -18,9 +18,9 @@ A certificate proves a verdict's status.  :func:`verify_certificate` checks it i
 ``convex_weights``           member      ``weights`` ({vertex index: weight}) are >= 0, sum to 1 and reproduce
 ``weights``, ``witnesses``               ``tested`` from ``bouligand``; ``witnesses``: per vertex used, a
                                          direction d into that piece's open cone
-``interval_bracket``         member      1-D: vertex ``below`` <= ``tested`` <= vertex ``above`` (interval
-``below``, ``above``,                    endpoints bound rigorously); ``witnesses``: a direction for each
-``witnesses``
+``interval_bracket``         member      vertex ``below`` <= ``tested`` <= vertex ``above`` in the one coordinate
+``below``, ``above``,                    where they differ (interval endpoints bound rigorously), all three
+``witnesses``                            exactly equal elsewhere: ``tested`` is on their segment
 ``adjacent_piece``           member      the ``witness`` direction lies strictly inside every half-space in
 ``decisions``, ``rows``,                 ``rows`` and ``gradient`` agrees with ``tested`` (equal where exact,
 ``witness``, ``gradient``                overlapping enclosures otherwise): AD's own local choices
@@ -292,13 +292,17 @@ class IntervalBracket:
 
     def check(self, record: dict) -> str | None:
         t = _tested(record)
-        if len(t) != 1:
-            return "an interval bracket needs a 1-D tested vector"
-        V = _vectors(record.get("bouligand"), 1)
+        V = _vectors(record.get("bouligand"), len(t))
         if self.below >= len(V) or self.above >= len(V):
             return "the bracket refers to a vertex that the record does not list"
-        tlo, thi = bounds(t[0])
-        if not (bounds(V[self.below][0])[1] <= tlo and thi <= bounds(V[self.above][0])[0]):
+        lo, hi = V[self.below], V[self.above]
+        same = lambda a, b: not isinstance(a, Ival) and not isinstance(b, Ival) and a == b  # noqa: E731
+        ks = [k for k in range(len(t)) if not (same(lo[k], t[k]) and same(hi[k], t[k]))]
+        if len(ks) > 1 or not t:
+            return "the bracket's vertices differ from the tested vector in more than one coordinate"
+        k = ks[0] if ks else 0
+        tlo, thi = bounds(t[k])
+        if not (bounds(lo[k])[1] <= tlo and thi <= bounds(hi[k])[0]):
             return "the named vertices do not bracket the tested value"
         return None
 

@@ -127,11 +127,13 @@ def _cmp(a: R, b: R) -> int:
 
 
 def _kink(x: R, at=0) -> int:
-    """Side of the kink ``at`` that x is on (+1 above, -1 below); exactly at it: non-generic."""
-    s = _sign(x.v - at)
+    """Side of the kink ``at`` that x is on (+1 above, -1 below); a constant exactly on it: 0 (no derivative
+    flows); a value that depends on w exactly on it: non-generic."""
+    d = x.v - at
+    if d == 0 and not any(x.g):
+        return 0
+    s = _sign(d)
     if s == 0:
-        if not any(x.g):  # a constant on the kink: its derivative does not matter
-            return 0
         raise NonGeneric()
     return s
 

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from nsverify.oracle.numbers import Ival, is_exact, overlap, to_float
+from nsverify.oracle.numbers import Ival, bounds, is_exact, overlap, to_float
 from nsverify.rational import check_weights, dot, nonneg_feasible, nonneg_solution, rationalize
 
 F = Fraction
@@ -108,7 +108,12 @@ def separating_direction(t, V: list):
             hr = [rationalize(x, den) for x in h]
             if margin(hr, t, V) is not None:
                 return hr
-    return exact_separation(t, V)  # the float LP missed a thin gap: decide exactly (exact vectors)
+    if _exact_vec(t) and all(_exact_vec(v) for v in V):
+        return exact_separation(t, V)  # the float LP missed a thin gap: decide exactly
+    # intervals narrower than the gap: separate their midpoints exactly, then check the intervals rigorously
+    mid = lambda x: (x.lo + x.hi) / 2 if isinstance(x, Ival) else x  # noqa: E731
+    h = exact_separation([mid(x) for x in t], [[mid(x) for x in v] for v in V])
+    return h if h is not None and margin(h, t, V) is not None else None
 
 
 def margin(h, t, V):
@@ -182,11 +187,24 @@ def distance(t, V) -> float:
 
 
 def interval_member_1d(t, V):
-    """1-D with interval vertices: a certificate (i_below, j_above) with hi(v_i) <= t <= lo(v_j), or None."""
-    tlo = t[0].lo if isinstance(t[0], Ival) else t[0]
-    thi = t[0].hi if isinstance(t[0], Ival) else t[0]
-    below = [i for i, v in enumerate(V) if (v[0].hi if isinstance(v[0], Ival) else v[0]) <= tlo]
-    above = [i for i, v in enumerate(V) if (v[0].lo if isinstance(v[0], Ival) else v[0]) >= thi]
-    if below and above:
-        return below[0], above[0]
+    """A bracket (i, j) when vertices i and j equal t exactly in every coordinate but one, k, and
+    hi(v_i[k]) <= t[k] <= lo(v_j[k]) (rigorous interval bounds): t lies on the segment between them.  In 1-D this
+    is the plain bracket; in n-D it decides membership where intervals forbid exact weights but only one
+    coordinate varies.  None otherwise."""
+    n = len(t)
+    by_k: dict = {}
+    for i, v in enumerate(V):
+        diff = [m for m in range(n) if not _same_exact(v[m], t[m])]
+        if len(diff) == 1 or n == 1:
+            by_k.setdefault(diff[0] if diff else 0, []).append(i)
+    for k, cand in by_k.items():
+        tlo, thi = bounds(t[k])
+        below = [i for i in cand if bounds(V[i][k])[1] <= tlo]
+        above = [i for i in cand if bounds(V[i][k])[0] >= thi]
+        if below and above:
+            return below[0], above[0]
     return None
+
+
+def _same_exact(a, b) -> bool:
+    return not isinstance(a, Ival) and not isinstance(b, Ival) and a == b

@@ -119,8 +119,10 @@ def _argbest(cands: list, larger: bool, opname: str):
 
 
 def _key(x):
+    """The local first-order data of a tied entry (its gradient; the tied value is common).  Entries that
+    differ only at second order (w0^2 against 0) share it: every nearby gradient is the same either way."""
     g = grad(x)
-    return tuple(sorted((k, v) for k, v in g.items())), is_lin(x)
+    return tuple(sorted((k, v) for k, v in g.items()))
 
 
 def _float_best(fvals, larger):
@@ -170,6 +172,8 @@ def select(cands: list, larger: bool, opname: str, rule: Rule, loc, fvals=None, 
         i = _returned_choice(opname, cands, tied, ret, False) if returned else tied[0]
         if len(groups) == 1 and any(isinstance(cands[j], Aff) for j in tied):
             ctx.note(_site(ctx, opname, loc, cands, tied, groups, ftied))
+            if not all(is_lin(cands[j]) for j in tied):  # a second-order tie: the output is curved
+                return mk(val(cands[i]), grad(cands[i]), False), i
         return cands[i], i
     reps = [ix[0] for ix in groups.values()]
     site = _site(ctx, opname, loc, cands, tied, groups, ftied)
