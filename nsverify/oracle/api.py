@@ -23,7 +23,14 @@ from nsverify.errors import InexactError, NsverifyError, TooManyPieces
 from nsverify.oracle.certificates import ConvexWeights, IntervalBracket, SeparatingDirection, adjacent_piece
 from nsverify.oracle.context import deadline
 from nsverify.oracle.interp import Evaluation, module_function
-from nsverify.oracle.membership import distance, distinct, interval_member_1d, member_weights, separating_direction
+from nsverify.oracle.membership import (
+    distance,
+    distinct,
+    inseparable,
+    interval_member_1d,
+    member_weights,
+    separating_direction,
+)
 from nsverify.oracle.numbers import Ival, is_exact
 from nsverify.oracle.pieces import Enumeration, enumerate_pieces
 from nsverify.oracle.verdict import Verdict
@@ -99,13 +106,17 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
     # the bracket closes when every combinatorially possible gradient is also certified
     exact = en.exact or (en.incomplete is None and set(outer) == set(inner))
     status, cert, reason = "unknown", None, ""
-    lam = member_weights(tested, inner)
-    bracket = interval_member_1d(tested, inner) if lam is None and len(tested) == 1 else None
-    if lam is not None:
-        status, cert = "member", ConvexWeights.of(lam, inner, inner_leaves)
+    clash = inseparable(outer)
+    lam = member_weights(tested, inner) if clash is None else None
+    bracket = interval_member_1d(tested, inner) if lam is None and clash is None else None
+    if clash is not None:  # never merged, never decided: they may be one Bouligand gradient or two
+        reason = (f"two piece gradients, {_fmt(outer[clash[0]])} and {_fmt(outer[clash[1]])}, cannot be separated "
+                  "by their interval enclosures (one vertex or two?)")
+    elif lam is not None:
+        status, cert = "member", ConvexWeights.of(lam, inner, en.leaves, en.incomplete is None)
     elif bracket is not None:
-        status, cert = "member", IntervalBracket(*bracket)
-    elif tested_is == "exact_ad" and _piece_may_decide(en, tested, inner) and (
+        status, cert = "member", IntervalBracket.of(*bracket, inner, en.leaves, en.incomplete is None)
+    elif clash is None and tested_is == "exact_ad" and _piece_may_decide(en, tested, inner) and (
         piece := adjacent_piece(ev, exact_ad)
     ) is not None:
         status, cert = "member", piece
@@ -114,7 +125,9 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
     else:
         h = separating_direction(tested, outer)
         if h is not None:
-            status, cert = "not_member", SeparatingDirection(tuple(h), "bouligand" if exact else "outer")
+            status, cert = "not_member", SeparatingDirection.of(h, "bouligand" if exact else "outer", outer, en.leaves)
+        elif exact and (lam := member_weights(tested, inner, exact=True)) is not None:  # a gap the float LP missed
+            status, cert = "member", ConvexWeights.of(lam, inner, en.leaves)
         else:
             reason = (
                 "the tested vector is in the outer bracket but not certified in the inner one"
@@ -160,7 +173,14 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
         stats=stats,
         ad_distance=distance([F(x) for x in float_ad], ref) if ref else None,
         distance_bounds=bounds,
+        point=tuple(ev.values),
+        shape=tuple(ev.w.shape),
+        dtype=str(ev.w.dtype).removeprefix("torch."),
     )
+
+
+def _fmt(v) -> str:
+    return "(" + ", ".join(str(x) for x in v) + ")"
 
 
 def _piece_may_decide(en: Enumeration, tested, inner) -> bool:

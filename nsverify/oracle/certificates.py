@@ -1,41 +1,220 @@
 """Certificates: their JSON format (defined once, here), how the oracle writes them and how anyone checks them.
 
-A certificate proves a verdict's status from the verdict's own JSON (:meth:`Verdict.to_dict`), in exact
-arithmetic, without the program.  Numbers are encoded by :mod:`nsverify.oracle.jsonio` (Fractions as ``"p/q"``
-strings, sparse vectors as ``{"index": "p/q"}``).
+A certificate proves a verdict's status.  :func:`verify_certificate` checks it in two modes:
+
+* **JSON only** (``verify_certificate(record)``): exact arithmetic on the verdict's own JSON
+  (:meth:`Verdict.to_dict`), without the program.  It proves the status *relative to the vectors the record
+  lists* -- it does not prove that the listed vertices are Bouligand gradients of the program, nor (for
+  not_member) that the list is complete.
+* **with the program** (``verify_certificate(record, fn=fn)``): also replays ``fn`` exactly at the record's
+  point, independently of the piece enumerator (:mod:`nsverify.oracle.pieces` is not used, and nothing of its
+  state is): every vertex a member certificate uses is re-derived from its witness direction, a not_member
+  certificate's enumeration tree is replayed with every unexplored branch proved empty again, and exact
+  gradients sampled at random rational points near w must not contradict the verdict.
 
 ==========================  ==========  =====================================================================
-``kind`` and fields          status      what :func:`verify_certificate` checks, exactly
+``kind`` and fields          status      JSON-only check (exact)
 ==========================  ==========  =====================================================================
 ``convex_weights``           member      ``weights`` ({vertex index: weight}) are >= 0, sum to 1 and reproduce
-``weights``, ``witnesses``               ``tested`` from ``bouligand``; ``witnesses`` holds, per vertex used, a
-                                         direction d into that piece's open cone (not checked from the JSON)
-``interval_bracket``         member      1-D: some vertex of ``bouligand`` lies below ``tested`` and some above
-``below``, ``above``                     (interval endpoints bound rigorously)
+``weights``, ``witnesses``               ``tested`` from ``bouligand``; ``witnesses``: per vertex used, a
+                                         direction d into that piece's open cone
+``interval_bracket``         member      vertex ``below`` <= ``tested`` <= vertex ``above`` in the one coordinate
+``below``, ``above``,                    where they differ (interval endpoints bound rigorously), all three
+``witnesses``                            exactly equal elsewhere: ``tested`` is on their segment
 ``adjacent_piece``           member      the ``witness`` direction lies strictly inside every half-space in
-``decisions``, ``rows``,                 ``rows``: AD's own local choices (``decisions``) form a piece adjacent
-``witness``, ``gradient``                to w, whose gradient ``gradient`` is AD's output
+``decisions``, ``rows``,                 ``rows`` and ``gradient`` agrees with ``tested`` (equal where exact,
+``witness``, ``gradient``                overlapping enclosures otherwise): AD's own local choices
+                                         (``decisions``) form a piece adjacent to w whose gradient is AD's
 ``separating_direction``     not_member  <h, tested> > <h, v> for every v of ``bouligand`` (``over:
-``h``, ``over``                          "bouligand"``) or of the outer bracket ``outer`` (``over: "outer"``)
+``h``, ``over``,                         "bouligand"``) or of the outer bracket ``outer`` (``over: "outer"``);
+``witnesses``, ``leaves``                ``leaves``: every enumerated piece (its decisions, its vertex index)
 ==========================  ==========  =====================================================================
 
-Unknown kinds check as False; so does a verdict without a certificate (an "unknown" verdict).
+With ``fn`` (the record must carry ``point``, ``shape`` and ``dtype``, which the oracle writes):
+
+* **vertex replay** -- ``fn`` runs once at w in the interpreter's plain pieces mode, taking at every kink or tie
+  the one option whose cone contains the witness direction d strictly (no option, or two, fails); the gradient
+  of that piece must be the listed vertex (equal, or inside its enclosure).  Where the piece is affine, a
+  second plain evaluation at the rational point w + 2^-k d (no kink or tie met there) must return the same
+  gradient.  This uses the exact interpreter's ordinary evaluation, which the verdict depends on anyway; what
+  it does not reuse is the enumerator (its stack, witness pool, nogoods, merged vertices).
+* **tree replay** (not_member) -- ``fn`` runs once per listed leaf, following its decisions; at every branch
+  site each option that no leaf takes must be proved empty again (an exact Gordan certificate on the
+  accumulated cone rows, decided by the float LP and re-checked, or by the exact simplex), at a site whose
+  argument and every earlier one are affine; every leaf's gradient must be a listed vector.  This proves the
+  list complete *relative to the interpreter's branch options at each site* (which the vertex replay also
+  trusts); it does not prove the interpreter's op implementations right -- the independent fuzz oracle of the
+  test suite checks those.
+* **sampling** (not_member) -- exact gradients at seeded random rational points w + t d (generic points only)
+  must not contradict the separation: on affine pieces each sampled gradient must be a listed vector; on
+  curved ones <h, g> must stay below <h, tested> by half the certified margin.
+
+Unknown kinds, malformed or tampered records and a record without a certificate all check as False, with a
+reason; the checker never raises (it returns :class:`Check`).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import random
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import ClassVar
 
-from nsverify.oracle.cones import holds
+from nsverify.oracle.cones import ConeStats, feasible, holds, primitive
 from nsverify.oracle.interp import Evaluation
-from nsverify.oracle.jsonio import dec, dec_sparse, enc
-from nsverify.oracle.membership import interval_member_1d, margin
-from nsverify.oracle.numbers import Ival
+from nsverify.oracle.jsonio import enc
+from nsverify.oracle.membership import margin
+from nsverify.oracle.numbers import Ival, bounds, overlap
 from nsverify.oracle.pieces import follow_ad
 from nsverify.rational import check_weights
+
+F = Fraction
+
+
+class Malformed(Exception):
+    """A record that does not have the certificate format (caught by :func:`verify_certificate`)."""
+
+
+# ----------------------------------------------------------------------------------------------------
+# strict decoding (a checker must not trust the shape of its input)
+# ----------------------------------------------------------------------------------------------------
+_NUM = re.compile(r"-?[0-9]{1,4000}(/[0-9]{1,4000})?")
+
+
+def _num(x) -> Fraction:
+    """An exact number: a "p/q" (or "p") string, or a JSON integer; floats, NaN and exponents are refused."""
+    if isinstance(x, bool):
+        raise Malformed(f"{x!r} is not a number")
+    if isinstance(x, int):
+        if abs(x).bit_length() > 13000:
+            raise Malformed("an integer with more than 13000 bits")
+        return F(x)
+    if isinstance(x, str) and _NUM.fullmatch(x):
+        try:
+            return F(x)
+        except (ValueError, ZeroDivisionError) as e:
+            raise Malformed(f"{x!r}: {e}") from None
+    raise Malformed(f"{x!r} is not an exact number (write 'p/q')")
+
+
+def _value(x):
+    """A number or an interval {"lo", "hi"} (lo <= hi)."""
+    if isinstance(x, dict):
+        if set(x) != {"lo", "hi"}:
+            raise Malformed(f"an interval must have exactly the keys lo and hi, got {sorted(x)}")
+        lo, hi = _num(x["lo"]), _num(x["hi"])
+        if lo > hi:
+            raise Malformed(f"an interval with lo > hi ({lo} > {hi})")
+        return Ival.of(lo, hi)
+    return _num(x)
+
+
+def _vector(x, n: int | None = None) -> tuple:
+    if not isinstance(x, list):
+        raise Malformed(f"a vector must be a list, got {type(x).__name__}")
+    if n is not None and len(x) != n:
+        raise Malformed(f"a vector of length {len(x)} where {n} entries are needed")
+    return tuple(_value(v) for v in x)
+
+
+def _vectors(x, n: int) -> list:
+    if not isinstance(x, list):
+        raise Malformed(f"a list of vectors must be a list, got {type(x).__name__}")
+    return [_vector(v, n) for v in x]
+
+
+def _index(x, size: int) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, str)):
+        raise Malformed(f"{x!r} is not an index")
+    try:
+        i = int(x)
+    except ValueError:
+        raise Malformed(f"{x!r} is not an index") from None
+    if not 0 <= i < size:
+        raise Malformed(f"index {i} is outside 0..{size - 1}")
+    return i
+
+
+def _sparse(x, n: int | None = None) -> dict:
+    """A sparse vector {"coordinate": "p/q"} of exact numbers."""
+    if not isinstance(x, dict):
+        raise Malformed(f"a sparse vector must be an object, got {type(x).__name__}")
+    out = {}
+    for k, v in x.items():
+        i = _index(k, n if n is not None else 1 << 62)
+        out[i] = _num(v)
+    return out
+
+
+def _record(verdict) -> dict:
+    if hasattr(verdict, "to_dict"):
+        verdict = verdict.to_dict()
+    elif isinstance(verdict, (str, bytes)):
+        verdict = json.loads(verdict)
+    if not isinstance(verdict, dict):
+        raise Malformed(f"a verdict record must be a JSON object, got {type(verdict).__name__}")
+    return verdict
+
+
+def _tested(record: dict) -> tuple:
+    return _vector(record.get("tested"))
+
+
+# ----------------------------------------------------------------------------------------------------
+# the certificate kinds
+# ----------------------------------------------------------------------------------------------------
+def _witnesses_of(vertices: list, leaves: list, wanted) -> dict:
+    """{vertex index: the witness direction of the first certified piece with that gradient} for ``wanted``."""
+    out = {}
+    for i in wanted:
+        leaf = next((lf for lf in leaves if lf.inner and tuple(lf.gradient) == tuple(vertices[i])), None)
+        if leaf is not None:
+            out[i] = leaf.witness or {}
+    return out
+
+
+def _tree_of(vertices: list, leaves: list) -> tuple | None:
+    """((decisions, vertex index), ...) for every enumerated piece, when each one's gradient is listed (an
+    exact enumeration, or the outer bracket); None otherwise."""
+    index: dict = {}
+    for i, v in enumerate(vertices):
+        index.setdefault(_vkey(v), i)
+    tree = tuple((tuple(lf.decisions), index[_vkey(lf.gradient)]) for lf in leaves if _vkey(lf.gradient) in index)
+    return tree if len(tree) == len(leaves) and leaves else None
+
+
+def _enc_leaves(out: dict, leaves) -> dict:
+    if leaves is not None:
+        out["leaves"] = [{"decisions": list(d), "vertex": i} for d, i in leaves]
+    return out
+
+
+def _dec_leaves(x) -> tuple | None:
+    if x is None:
+        return None
+    if not isinstance(x, list):
+        raise Malformed("leaves must be a list")
+    out = []
+    for lf in x:
+        if not isinstance(lf, dict) or not isinstance(lf.get("decisions"), list):
+            raise Malformed("each leaf needs a list of decisions and a vertex index")
+        out.append((tuple(_index(c, 1 << 30) for c in lf["decisions"]), _index(lf.get("vertex"), 1 << 62)))
+    return tuple(out)
+
+
+def _enc_witnesses(wit: dict) -> dict:
+    return {str(i): enc(d) if d else {} for i, d in wit.items()}
+
+
+def _dec_witnesses(x, size: int) -> dict:
+    if x is None:
+        return {}
+    if not isinstance(x, dict):
+        raise Malformed("witnesses must be an object {vertex index: direction}")
+    return {_index(k, size): _sparse(v) for k, v in x.items()}
 
 
 @dataclass(frozen=True)
@@ -46,27 +225,38 @@ class ConvexWeights:
     status: ClassVar[str] = "member"
     weights: dict  # {vertex index: Fraction}
     witnesses: dict  # {vertex index: sparse direction {coordinate: number} into that piece; {} unconstrained}
+    leaves: tuple | None = None  # ((decisions, vertex index), ...) of an exact enumeration
 
     @classmethod
-    def of(cls, weights: dict, vertices: list, leaves: list) -> ConvexWeights:
-        """The weights, with the witness direction of the first certified piece that has each vertex used."""
-        wit = {}
-        for i in weights:
-            leaf = next(lf for lf in leaves if tuple(lf.gradient) == tuple(vertices[i]))
-            wit[i] = leaf.witness or {}
-        return cls(dict(weights), wit)
+    def of(cls, weights: dict, vertices: list, leaves: list, complete: bool = True) -> ConvexWeights:
+        """The weights, with the witness direction of the first certified piece that has each vertex used (and
+        the enumeration tree when the enumeration is complete and every piece certified)."""
+        tree = _tree_of(vertices, leaves) if complete and all(lf.inner for lf in leaves) else None
+        return cls(dict(weights), _witnesses_of(vertices, leaves, weights), tree)
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "weights": {str(i): enc(x) for i, x in self.weights.items()},
-                "witnesses": {str(i): enc(d) if d else {} for i, d in self.witnesses.items()}}
+        return _enc_leaves({"kind": self.kind, "weights": {str(i): enc(x) for i, x in self.weights.items()},
+                            "witnesses": _enc_witnesses(self.witnesses)}, self.leaves)
 
     @classmethod
     def from_json(cls, d: dict) -> ConvexWeights:
-        return cls({int(k): Fraction(v) for k, v in d["weights"].items()},
-                   {int(k): dec_sparse(v) for k, v in d.get("witnesses", {}).items()})
+        w = d.get("weights")
+        if not isinstance(w, dict) or not w:
+            raise Malformed("convex_weights needs a non-empty object of weights")
+        return cls({_index(k, 1 << 62): _num(v) for k, v in w.items()},
+                   _dec_witnesses(d.get("witnesses", {}), 1 << 62), _dec_leaves(d.get("leaves")))
 
-    def check(self, record: dict) -> bool:
-        return check_weights(dec(record["tested"]), [dec(v) for v in record["bouligand"]], self.weights)
+    def check(self, record: dict) -> str | None:
+        t = _tested(record)
+        V = _vectors(record.get("bouligand"), len(t))
+        if any(i >= len(V) for i in self.weights):
+            return "a weight refers to a vertex that the record does not list"
+        if not check_weights(t, V, self.weights):
+            return "the weights are not convex or do not reproduce the tested vector from the listed vertices"
+        return None
+
+    def used(self) -> dict:
+        return {i: self.witnesses.get(i) for i in self.weights}
 
     def describe(self) -> str:
         return "convex_weights: " + ", ".join(f"{enc(x)} x vertex {i}" for i, x in self.weights.items())
@@ -80,16 +270,45 @@ class IntervalBracket:
     status: ClassVar[str] = "member"
     below: int
     above: int
+    witnesses: dict | None = None
+    leaves: tuple | None = None
+
+    @classmethod
+    def of(cls, below: int, above: int, vertices: list, leaves: list, complete: bool = True) -> IntervalBracket:
+        tree = _tree_of(vertices, leaves) if complete and all(lf.inner for lf in leaves) else None
+        return cls(below, above, _witnesses_of(vertices, leaves, (below, above)), tree)
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "below": self.below, "above": self.above}
+        out = {"kind": self.kind, "below": self.below, "above": self.above}
+        if self.witnesses is not None:
+            out["witnesses"] = _enc_witnesses(self.witnesses)
+        return _enc_leaves(out, self.leaves)
 
     @classmethod
     def from_json(cls, d: dict) -> IntervalBracket:
-        return cls(d["below"], d["above"])
+        wit = d.get("witnesses")
+        return cls(_index(d.get("below"), 1 << 62), _index(d.get("above"), 1 << 62),
+                   None if wit is None else _dec_witnesses(wit, 1 << 62), _dec_leaves(d.get("leaves")))
 
-    def check(self, record: dict) -> bool:
-        return interval_member_1d(dec(record["tested"]), [dec(v) for v in record["bouligand"]]) is not None
+    def check(self, record: dict) -> str | None:
+        t = _tested(record)
+        V = _vectors(record.get("bouligand"), len(t))
+        if self.below >= len(V) or self.above >= len(V):
+            return "the bracket refers to a vertex that the record does not list"
+        lo, hi = V[self.below], V[self.above]
+        same = lambda a, b: not isinstance(a, Ival) and not isinstance(b, Ival) and a == b  # noqa: E731
+        ks = [k for k in range(len(t)) if not (same(lo[k], t[k]) and same(hi[k], t[k]))]
+        if len(ks) > 1 or not t:
+            return "the bracket's vertices differ from the tested vector in more than one coordinate"
+        k = ks[0] if ks else 0
+        tlo, thi = bounds(t[k])
+        if not (bounds(lo[k])[1] <= tlo and thi <= bounds(hi[k])[0]):
+            return "the named vertices do not bracket the tested value"
+        return None
+
+    def used(self) -> dict:
+        wit = self.witnesses or {}
+        return {self.below: wit.get(self.below), self.above: wit.get(self.above)}
 
     def describe(self) -> str:
         return f"interval_bracket: vertex {self.below} <= tested <= vertex {self.above}"
@@ -115,11 +334,29 @@ class AdjacentPiece:
 
     @classmethod
     def from_json(cls, d: dict) -> AdjacentPiece:
-        return cls(tuple(d["decisions"]), tuple(dec_sparse(r) for r in d["rows"]), dec_sparse(d["witness"]),
-                   dec(d["gradient"]))
+        dec = d.get("decisions")
+        rows = d.get("rows")
+        if not isinstance(dec, list) or not isinstance(rows, list):
+            raise Malformed("adjacent_piece needs lists of decisions and rows")
+        return cls(tuple(_index(c, 1 << 30) for c in dec), tuple(_sparse(r) for r in rows),
+                   _sparse(d.get("witness")), _vector(d.get("gradient")))
 
-    def check(self, record: dict) -> bool:
-        return holds(list(self.rows), self.witness if self.rows else None)
+    def check(self, record: dict) -> str | None:
+        t = _tested(record)
+        if len(self.gradient) != len(t):
+            return "the piece's gradient and the tested vector differ in length"
+        for a, b in zip(self.gradient, t):
+            exact = not isinstance(a, Ival) and not isinstance(b, Ival)
+            if (exact and a != b) or not overlap(a, b):
+                return "the piece's gradient is not the tested vector"
+        if any(not r for r in self.rows):
+            return "an empty cone row (no half-space)"
+        if not holds(list(self.rows), self.witness if self.rows else None):
+            return "the witness direction is not strictly inside the piece's cone"
+        return None
+
+    def used(self) -> dict:
+        return {}
 
     def describe(self) -> str:
         return f"adjacent_piece: AD's choices at {len(self.decisions)} branch sites, {len(self.rows)} cone rows"
@@ -133,20 +370,62 @@ class SeparatingDirection:
     status: ClassVar[str] = "not_member"
     h: tuple
     over: str = "bouligand"  # "bouligand" (exact enumeration) or "outer" (the outer bracket)
+    witnesses: dict | None = None  # {vertex index: direction} for the certified vertices of the listed set
+    leaves: tuple | None = None  # ((decisions, vertex index), ...): every enumerated piece
+
+    @classmethod
+    def of(cls, h, over: str, vertices: list, leaves: list) -> SeparatingDirection:
+        return cls(tuple(h), over, _witnesses_of(vertices, leaves, range(len(vertices))), _tree_of(vertices, leaves))
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "h": enc(self.h), "over": self.over}
+        out = {"kind": self.kind, "h": enc(self.h), "over": self.over}
+        if self.witnesses is not None:
+            out["witnesses"] = _enc_witnesses(self.witnesses)
+        return _enc_leaves(out, self.leaves)
 
     @classmethod
     def from_json(cls, d: dict) -> SeparatingDirection:
-        return cls(tuple(Fraction(x) for x in d["h"]), "outer" if d.get("over") == "outer" else "bouligand")
+        over = d.get("over", "bouligand")
+        if over not in ("bouligand", "outer"):
+            raise Malformed(f"over must be 'bouligand' or 'outer', got {over!r}")
+        wit = d.get("witnesses")
+        return cls(_vector(d.get("h")), over, None if wit is None else _dec_witnesses(wit, 1 << 62),
+                   _dec_leaves(d.get("leaves")))
 
-    def check(self, record: dict) -> bool:
-        V = [dec(v) for v in record["outer" if self.over == "outer" else "bouligand"]]
-        return margin(list(self.h), dec(record["tested"]), V) is not None
+    def vertices(self, record: dict) -> list:
+        t = _tested(record)
+        return _vectors(record.get("outer" if self.over == "outer" else "bouligand"), len(t))
+
+    def check(self, record: dict) -> str | None:
+        t = _tested(record)
+        if len(self.h) != len(t) or any(isinstance(x, Ival) for x in self.h):
+            return "h must be an exact vector of the tested vector's length"
+        V = self.vertices(record)
+        if not V:
+            return "no vertex to separate from"
+        if margin(list(self.h), t, V) is None:
+            return "h does not separate the tested vector from every listed vertex"
+        return None
+
+    def used(self) -> dict:
+        """Every listed vertex of an exact enumeration needs its witness; the outer bracket's outer-only
+        vectors have none (the tree replay covers them)."""
+        wit = dict(self.witnesses or {})
+        if self.over == "bouligand" and self.leaves is not None:
+            for _, i in self.leaves:
+                wit.setdefault(i, None)
+        return wit
 
     def describe(self) -> str:
         return f"separating_direction: h = ({', '.join(enc(x) for x in self.h)}) over {self.over}"
+
+
+def _rkey(row: dict) -> tuple:
+    return tuple(sorted((k, F(v)) for k, v in row.items()))
+
+
+def _vkey(v) -> tuple:
+    return tuple((x.lo, x.hi) if isinstance(x, Ival) else ("exact", x) for x in v)
 
 
 KINDS = {c.kind: c for c in (ConvexWeights, IntervalBracket, AdjacentPiece, SeparatingDirection)}
@@ -154,8 +433,10 @@ Certificate = ConvexWeights | IntervalBracket | AdjacentPiece | SeparatingDirect
 
 
 def from_json(cert: dict) -> Certificate | None:
-    """The certificate a JSON dict describes, or None for an unknown ``kind``."""
-    cls = KINDS.get(cert["kind"])
+    """The certificate a JSON dict describes, or None for an unknown ``kind`` (Malformed for a bad one)."""
+    if not isinstance(cert, dict):
+        raise Malformed("a certificate must be a JSON object")
+    cls = KINDS.get(cert.get("kind")) if isinstance(cert.get("kind"), str) else None
     return None if cls is None else cls.from_json(cert)
 
 
@@ -163,27 +444,288 @@ def describe(cert: dict | None) -> str:
     """One line on a certificate in JSON form (its kind and what it rests on)."""
     if not cert:
         return "none"
-    c = from_json(cert)
-    return cert["kind"] if c is None else c.describe()
+    try:
+        c = from_json(cert)
+    except Malformed as e:
+        return f"malformed certificate ({e})"
+    return str(cert.get("kind")) if c is None else c.describe()
 
 
-def verify_certificate(verdict) -> bool:
-    """Re-check a verdict's certificate exactly from its JSON form (a dict, a JSON string or a Verdict).
+# ----------------------------------------------------------------------------------------------------
+# checking
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Check:
+    """The answer of :func:`verify_certificate`: truthy when every check passed; ``reason`` says why not,
+    ``checked`` what was verified."""
 
-    member: the weights are non-negative, sum to 1 and reproduce the tested vector from ``bouligand``, or the
-    1-D bracket holds, or the adjacent piece's witness lies in its cone; not_member: <h, tested> > max <h, v>
-    over ``bouligand`` (exact case) or ``outer`` (bracket case).  Returns False for "unknown" verdicts (nothing
-    to check), for unknown kinds and for any failed check.
+    ok: bool
+    reason: str = ""
+    checked: tuple = ()
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __repr__(self) -> str:
+        return f"Check(ok={self.ok}, reason={self.reason!r}, checked={list(self.checked)})"
+
+
+def verify_certificate(verdict, fn=None, *, samples: int = 12, seed: int = 0) -> Check:
+    """Re-check a verdict's certificate exactly (a dict, a JSON string or a Verdict); see the module docstring.
+
+    Without ``fn``: the JSON-only check, relative to the vectors the record lists.  With ``fn`` (the program
+    the verdict is about): also the replays at the record's point -- every vertex the certificate uses,
+    re-derived from its witness, and for not_member the enumeration tree and ``samples`` random nearby points.
+    Returns a :class:`Check` (truthy iff valid, with the reason otherwise); never raises on bad input.
     """
-    d = verdict.to_dict() if hasattr(verdict, "to_dict") else (
-        json.loads(verdict) if isinstance(verdict, str) else verdict)
+    try:
+        return _verify(verdict, fn, samples, seed)
+    except Malformed as e:
+        return Check(False, f"malformed record: {e}")
+    except RecursionError:
+        return Check(False, "malformed record: nested too deeply")
+    except Exception as e:  # noqa: BLE001 - a checker reports, it does not crash (a failing fn included)
+        return Check(False, f"the check failed: {type(e).__name__}: {e}")
+
+
+def _verify(verdict, fn, samples: int, seed: int) -> Check:
+    d = _record(verdict)
     cert = d.get("certificate")
     if not cert:
-        return False
+        return Check(False, "the record has no certificate (an unknown verdict proves nothing)")
     c = from_json(cert)
-    return c is not None and d["status"] == c.status and c.check(d)
+    if c is None:
+        return Check(False, f"unknown certificate kind {cert.get('kind')!r}")
+    if d.get("status") != c.status:
+        return Check(False, f"a {c.kind} certificate proves {c.status}, but the record says {d.get('status')!r}")
+    why = c.check(d)
+    if why:
+        return Check(False, why)
+    checked = ["json"]
+    if fn is None:
+        return Check(True, "", tuple(checked))
+    w = _point(d)
+    t = _tested(d)
+    if len(t) != w.numel():
+        return Check(False, "the tested vector and the point differ in length")
+    if isinstance(c, AdjacentPiece):
+        why = _replay_adjacent(fn, w, c)
+        if why:
+            return Check(False, why)
+        return Check(True, "", ("json", "witness replay"))
+    V = c.vertices(d) if isinstance(c, SeparatingDirection) else _vectors(d.get("bouligand"), len(t))
+    for i, wit in c.used().items():
+        if i >= len(V):
+            return Check(False, f"a witness names vertex {i}, which the record does not list")
+        if wit is None:
+            return Check(False, f"vertex {i} has no witness: it cannot be re-derived from the program")
+        why = _replay_vertex(fn, w, wit, V[i])
+        if why:
+            return Check(False, f"vertex {i}: {why}")
+    checked.append("witness replay")
+    if isinstance(c, SeparatingDirection) and c.leaves is None:
+        return Check(False, "the certificate lists no enumeration tree: its completeness cannot be re-checked")
+    if c.leaves is not None:  # the listed vectors are exactly the pieces' gradients
+        why = _replay_tree(fn, w, c.leaves, V)
+        if why:
+            return Check(False, why)
+        if len({i for _, i in c.leaves}) != len(V):
+            return Check(False, "a listed vertex is the gradient of no enumerated piece")
+        checked.append("tree replay")
+    if isinstance(c, SeparatingDirection):
+        why = _sample(fn, w, c, t, V, samples, seed)
+        if why:
+            return Check(False, why)
+        checked.append(f"{samples} samples")
+    return Check(True, "", tuple(checked))
 
 
+def _point(d: dict):
+    """The record's point as a tensor of its dtype and shape (each value exactly representable)."""
+    import torch
+
+    from nsverify.devices import parse_dtype
+
+    pt, shape, dtype = d.get("point"), d.get("shape"), d.get("dtype")
+    if pt is None or shape is None or dtype is None:
+        raise Malformed("checking with fn needs the record's point, shape and dtype (written by the oracle)")
+    vals = _vector(pt)
+    if any(isinstance(v, Ival) for v in vals):
+        raise Malformed("the point must be exact")
+    if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                              for s in shape) or math.prod(shape) != len(vals):
+        raise Malformed("shape must list the point's dimensions")
+    dt = parse_dtype(str(dtype).removeprefix("torch."))
+    w = torch.tensor([float(v) for v in vals], dtype=torch.float64).to(dt)
+    if [F(x) for x in w.double().tolist()] != list(vals):
+        raise Malformed(f"the point is not exactly representable in {dt}")
+    return w.reshape(shape)
+
+
+def _follow_direction(fn, w, d: dict):
+    """fn at w in plain pieces mode, every branch site taking the one option whose cone holds d strictly.
+    Returns (RunResult, decisions) or (None, reason)."""
+    decisions: list = []
+    fail: list = []
+    taken: list = []
+
+    def decide(site, options):
+        ok = [j for j, (_, rows) in enumerate(options) if rows is not None and holds(list(rows), d)]
+        if len(ok) != 1:
+            fail.append(f"at a {site.op} site the witness selects {len(ok)} options, not one")
+            raise _Stop()
+        decisions.append(ok[0])
+        taken.extend(primitive(r) for r in options[ok[0]][1])
+        return ok[0]
+
+    try:
+        r = Evaluation(fn, w).trace("pieces", decide)
+    except _Stop:
+        return None, fail[0]
+    r.rows = taken
+    return r, decisions
+
+
+class _Stop(Exception):
+    pass
+
+
+def _same(replayed, listed) -> bool:
+    """The replayed value is the listed one: equal when exact, inside its enclosure otherwise."""
+    if not isinstance(replayed, Ival) and not isinstance(listed, Ival):
+        return replayed == listed
+    lo, hi = bounds(replayed)
+    llo, lhi = bounds(listed)
+    return llo <= lo and hi <= lhi
+
+
+def _replay_vertex(fn, w, d: dict, vertex) -> str | None:
+    r, dec = _follow_direction(fn, w, d)
+    if r is None:
+        return dec
+    if len(r.gradient) != len(vertex) or not all(_same(a, b) for a, b in zip(r.gradient, vertex)):
+        return "the piece the witness selects has another gradient"
+    return _nearby_point(fn, w, d, r, vertex)
+
+
+def _nearby_point(fn, w, d, r, vertex) -> str | None:
+    """On an affine piece: the plain gradient at w + 2^-k d (a generic point of the piece) equals the vertex."""
+    if not r.lin or r.nonaffine or any(isinstance(x, Ival) for x in vertex):
+        return None
+    base = [F(x) for x in w.double().reshape(-1).tolist()]
+    for k in _SCALES:
+        p = [b + F(1, 2**k) * d.get(i, 0) for i, b in enumerate(base)]
+        g = Evaluation(fn, w, values=p).forward()
+        if _genuine_sites(g.sites):
+            continue
+        if tuple(g.gradient) != tuple(vertex):
+            return f"the gradient at the nearby point w + 2^-{k} d is not the vertex"
+        return None
+    return None
+
+
+#: the nearby points are w + 2^-k d, closer to w than the kinks that do not pass through w in any program
+#: with float constants of modest depth (two scales: a non-generic point is retried closer)
+_SCALES = (1200, 1600)
+
+
+def _genuine_sites(sites) -> int:
+    """Kink/tie sites whose outcome depends on the direction (ties between identical functions do not)."""
+    return sum(1 for s in sites if (len(s.slopes) > 1 if "tied" in s.extra else any(s.slopes)))
+
+
+def _replay_adjacent(fn, w, c: AdjacentPiece) -> str | None:
+    if not c.rows and c.decisions:
+        return "decisions without cone rows"
+    r, dec = _follow_direction(fn, w, c.witness)
+    if r is None:
+        return dec
+    if tuple(dec) != tuple(c.decisions):
+        return "the witness selects other choices than the certificate's decisions"
+    if sorted(map(_rkey, r.rows)) != sorted(_rkey(primitive(x)) for x in c.rows):
+        return "the certificate's cone rows are not the rows of the piece the witness selects"
+    if len(r.gradient) != len(c.gradient) or not all(_same(a, b) or (overlap(a, b) and isinstance(a, Ival))
+                                                     for a, b in zip(r.gradient, c.gradient)):
+        return "the piece the witness selects has another gradient"
+    return None
+
+
+def _replay_tree(fn, w, leaves, V) -> str | None:
+    """Every branch of the enumeration tree explored or proved empty; every leaf's gradient listed."""
+    prefixes = {lf[:k] for lf, _ in leaves for k in range(len(lf) + 1)}
+    stats = ConeStats()
+    proved: set = set()
+    for path, vi in leaves:
+        rows_so_far: list = []
+        curved = [False]
+        todo: list = []
+
+        def decide(site, options, path=path, rows_so_far=rows_so_far, todo=todo, curved=curved):
+            i = len(todo)
+            if i >= len(path):
+                raise _Stop("a listed leaf is not a leaf: the program branches again after its decisions")
+            c = path[i]
+            if c >= len(options):
+                raise _Stop(f"decision {c} at a {site.op} site with {len(options)} options")
+            curved[0] = curved[0] or not site.affine
+            todo.append((path[:i], options, list(rows_so_far), curved[0]))
+            if options[c][1] is None:
+                rows_so_far.append(None)
+            else:
+                rows_so_far.extend(options[c][1])
+            return c
+
+        try:
+            r = Evaluation(fn, w).trace("pieces", decide)
+        except _Stop as e:
+            return str(e.args[0]) if e.args else "the tree replay stopped"
+        if len(todo) != len(path):
+            return "a listed leaf has more decisions than the program has branch sites on its path"
+        if vi >= len(V) or not all(_same(a, b) for a, b in zip(r.gradient, V[vi])):
+            return "a leaf's gradient is not the listed vertex it names"
+        for prefix, options, rows, is_curved in todo:
+            for j, (_, orows) in enumerate(options):
+                key = prefix + (j,)
+                if key in prefixes or key in proved:
+                    continue
+                if is_curved or orows is None or any(x is None for x in rows):
+                    return (f"option {j} after decisions {list(prefix)} is neither explored nor provably empty "
+                            "(a curved or second-order site)")
+                res, _ = feasible([dict(x) for x in rows + list(orows)], stats)
+                if res != "empty":
+                    return f"option {j} after decisions {list(prefix)} is not explored, and its cone is not empty"
+                proved.add(key)
+    return None
+
+
+def _sample(fn, w, c: SeparatingDirection, t, V, samples: int, seed: int) -> str | None:
+    """Exact gradients at random rational points near w must not contradict the separation."""
+    rng = random.Random(seed)
+    n = len(t)
+    base = [F(x) for x in w.double().reshape(-1).tolist()]
+    m = margin(list(c.h), t, V)
+    top = bounds(sum((a * b for a, b in zip(c.h, t)), F(0)))[0] - m / 2
+    for _ in range(samples):
+        d = {i: F(rng.randint(-1000, 1000), 1000) for i in range(n)}
+        for k in _SCALES:
+            p = [b + F(1, 2**k) * d[i] for i, b in enumerate(base)]
+            r = Evaluation(fn, w, values=p).forward()
+            if _genuine_sites(r.sites):
+                continue  # not a generic point: try closer
+            g = r.gradient
+            if r.lin and not any(isinstance(x, Ival) for x in g):
+                if not any(all(_same(a, b) for a, b in zip(g, v)) for v in V):
+                    return f"a gradient sampled at w + 2^-{k} d is none of the listed vectors: the enumeration is " \
+                           "incomplete"
+            elif bounds(sum((a * b for a, b in zip(c.h, g)), F(0)))[1] > top:
+                return "a gradient sampled near w comes within half the margin of the tested vector along h"
+            break
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------
+# writing AD's own piece
+# ----------------------------------------------------------------------------------------------------
 def adjacent_piece(ev: Evaluation, exact_ad: tuple) -> AdjacentPiece | None:
     """Write an "adjacent_piece" certificate when AD's own local choices form a piece adjacent to w.
 
@@ -204,8 +746,6 @@ def adjacent_piece(ev: Evaluation, exact_ad: tuple) -> AdjacentPiece | None:
     if not all(same(a, b) for a, b in zip(grad, ev.forward().gradient)):
         return None
     for a, b in zip(grad, exact_ad):  # same arithmetic: equal when exact, overlapping intervals otherwise
-        lo_a, hi_a = (a.lo, a.hi) if isinstance(a, Ival) else (a, a)
-        lo_b, hi_b = (b.lo, b.hi) if isinstance(b, Ival) else (b, b)
-        if hi_a < lo_b or hi_b < lo_a or (not isinstance(a, Ival) and not isinstance(b, Ival) and a != b):
+        if not overlap(a, b) or (not isinstance(a, Ival) and not isinstance(b, Ival) and a != b):
             return None
     return AdjacentPiece(tuple(decisions), tuple(rows), witness, tuple(grad))

@@ -5,7 +5,9 @@ The LP (bounded box, strict margin t):  maximise t  s.t.  <a_i, d> >= t,  -1 <= 
   *witness*.
 * t* = 0: the LP's dual gives y >= 0, sum y = 1, A^T y = 0 (Gordan's alternative, which proves the open cone
   empty); it is re-solved exactly on its support and checked.
-If neither exact check passes, the answer is ``None`` (uncertain), never a guess.
+* a borderline LP (a margin too small for the float solver, e.g. a cone of width 2^-32): the exact phase-1
+  simplex decides it, with a witness or an exact Gordan certificate.
+Only rows with interval coefficients can stay uncertain (``None``), never a guess.
 
 :func:`feasible` takes sparse rows and may answer "uncertain" (the piece enumerator then keeps the option in its
 outer bracket).  :func:`strict_feasible` takes dense rows and always decides: when the float LP gives no exact
@@ -31,6 +33,7 @@ class ConeStats:
     gordan: int = 0
     nogood_reuse: int = 0
     uncertain: int = 0
+    exact_lps: int = 0  # borderline LPs decided by the exact simplex
     lp_seconds: float = 0.0
     notes: list = field(default_factory=list)
 
@@ -112,10 +115,12 @@ def feasible(rows: list[dict], stats: ConeStats):
     stats.lp_seconds += time.perf_counter() - t0
     stats.lps += 1
     if solved is None:
+        if exact_rows:
+            return _exact_decision(rows, cols, stats)
         stats.uncertain += 1
         return None, "the LP solver did not reach an optimum"
     x, y_float, t = solved
-    if t > 1e-9:
+    if t > 0:  # even a margin far below the LP's tolerance may rationalise to an exact witness
         for den in (10**4, 10**8, None):
             d = primitive({cols[j]: rationalize(x[j], den) for j in range(n) if x[j] != 0})
             if holds(rows, d):
@@ -125,8 +130,20 @@ def feasible(rows: list[dict], stats: ConeStats):
     if y is not None:
         stats.gordan += 1
         return "empty", y
+    if exact_rows:  # a borderline LP (margin near 0): decide it in exact rational arithmetic
+        return _exact_decision(rows, cols, stats)
     stats.uncertain += 1
-    return None, f"LP margin {t:.3g} but no exact certificate either way"
+    return None, f"LP margin {t:.3g} but no exact certificate either way (interval rows)"
+
+
+def _exact_decision(rows, cols, stats):
+    """('open', witness) or ('empty', Gordan y) by the exact phase-1 simplex (never uncertain)."""
+    stats.exact_lps += 1
+    d = exact_strict_feasible([[a.get(k, F(0)) for k in cols] for a in rows], len(cols))
+    if d is not None:
+        return "open", primitive({cols[j]: v for j, v in enumerate(d) if v != 0})
+    stats.gordan += 1
+    return "empty", exact_gordan(rows)
 
 
 _HIGHS = []
@@ -218,6 +235,17 @@ def _gordan(rows, cols, y_float):
     y = nonneg_solution(M, b, list(y_float))
     if y is None or not check_gordan(rows, y):
         return None
+    return y
+
+
+def exact_gordan(rows: list[dict]) -> list[Fraction]:
+    """An exact Gordan certificate y >= 0, sum y = 1, A^T y = 0 for rows whose open cone is empty (decided by
+    the exact simplex: such a y exists iff the cone is empty)."""
+    cols = sorted({k for a in rows for k in a})
+    M = [[a.get(k, F(0)) for a in rows] for k in cols] + [[F(1)] * len(rows)]
+    y = nonneg_feasible(M, [F(0)] * len(cols) + [F(1)])
+    if y is None or not check_gordan(rows, y):  # pragma: no cover - Gordan's alternative
+        raise ArithmeticError("the exact simplex found the open cone empty but no Gordan certificate")
     return y
 
 

@@ -105,12 +105,15 @@ class Evaluation:
     """``fn`` at ``w``: the exact values, the context and the float shadow, shared by every trace.
 
     ``conventions``: AD rules at kinks/ties for the exact AD (see :func:`exact_gradient`).  ``values``: exact
-    rationals to evaluate at instead of w's floats (w then gives only the shape and dtype).  ``shadow``: the AD
-    trace (:meth:`forward`) also runs in w's dtype, recording float ties (only at w's own floats).
+    rationals to evaluate at instead of w's floats (w then gives only the shape and dtype).  ``shadow``: every
+    trace also runs in w's dtype, recording float ties and the indices PyTorch's selections return (only at
+    w's own floats; the default there).
     """
 
     def __init__(self, fn, w: torch.Tensor, conventions: dict | None = None, *, values=None,
-                 shadow: bool = False):
+                 shadow: bool | None = None):
+        if shadow is None:  # at w's own floats the float run is always there: selections read its indices
+            shadow = values is None
         if values is not None and shadow:
             raise NsverifyError("the float shadow runs at w's own floats: give either values= or shadow=True")
         self.fn = fn
@@ -165,8 +168,10 @@ class Evaluation:
             a = np.empty(self.n, dtype=object)
             a[:] = self.values
             zero = tuple(F(0) for _ in self.values)
-            with self.context("ad", n=0):
+            with self.context("ad", n=0, shadow=self.shadow):
                 x = ExactTensor(a.reshape(tuple(self.w.shape)), dtype=self.w.dtype, requires_grad=True)
+                if self.shadow:  # selections read the indices PyTorch returns in w's dtype (ops_select)
+                    x.shadow = self.w.detach().clone()
                 out = self._call(x)
                 y = _scalar_output(out)
                 if not (isinstance(out, torch.Tensor) and out.requires_grad):
@@ -209,7 +214,10 @@ class Evaluation:
         fw = self._forward
         if fw is not None and all(s.extra.get("float_only") for s in fw.sites):
             return RunResult(fw.value, fw.gradient, [], False, fw.lin, fw.aten_calls)
-        return self.trace("pieces", decide)
+        # the float run rides along only where AD read a tie choice from it (a "returned" index, ops_select):
+        # then each branch site can tell which of its options is AD's own
+        shadow = self.shadow and (fw is None or any("returned" in s.extra for s in fw.sites))
+        return self.trace("pieces", decide, shadow=shadow)
 
 
 def _scalar_output(out):

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from mpmath import iv
-
-from nsverify.oracle.numbers import Ival, to_iv
+from nsverify.oracle.numbers import Ival
 
 
 def enc(x):
@@ -32,8 +30,7 @@ def dec(x):
     if isinstance(x, str):
         return Fraction(x)
     if isinstance(x, dict) and set(x) == {"lo", "hi"}:
-        lo, hi = Fraction(x["lo"]), Fraction(x["hi"])
-        return Ival(iv.mpf([to_iv(lo).a, to_iv(hi).b]))
+        return Ival.of(Fraction(x["lo"]), Fraction(x["hi"]))
     if isinstance(x, list):
         return tuple(dec(v) for v in x)
     return x

@@ -4,6 +4,7 @@
   weights are re-solved in Fractions);
 * not member: a rational direction h with <h, t> > max_i <h, v_i>, checked exactly (or with rigorous interval
   bounds when the vertices or t carry intervals).
+When the float LP misses (a gap below its tolerance), the exact simplex decides exact vectors both ways.
 Any failed exact check gives ``None`` ("unknown"), never a guess.
 """
 
@@ -13,8 +14,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from nsverify.oracle.numbers import Ival, is_exact, to_float
-from nsverify.rational import check_weights, dot, nonneg_solution, rationalize
+from nsverify.oracle.numbers import Ival, bounds, is_exact, overlap, to_float
+from nsverify.rational import check_weights, dot, nonneg_feasible, nonneg_solution, rationalize
 
 F = Fraction
 
@@ -24,17 +25,33 @@ def _exact_vec(v) -> bool:
 
 
 def distinct(vectors) -> list:
+    """The vectors without repeats: equal exact vectors are merged, and so are vectors whose intervals are
+    *identical* (the same enclosure, full precision); vectors whose intervals merely overlap are kept apart
+    (:func:`inseparable` reports them)."""
     out, seen = [], set()
     for v in vectors:
-        key = tuple((x.lo, x.hi) if isinstance(x, Ival) else x for x in v)
+        key = tuple((x.lo, x.hi) if isinstance(x, Ival) else ("exact", x) for x in v)
         if key not in seen:
             seen.add(key)
             out.append(tuple(v))
     return out
 
 
-def member_weights(t, V: list) -> dict | None:
-    """Exact convex weights {i: lambda_i} over V reproducing t, or None."""
+def inseparable(V: list) -> tuple | None:
+    """(i, j) for two listed vertices that intervals cannot tell apart (every coordinate's enclosures overlap,
+    one of them an interval), or None.  Such vertices may be one Bouligand gradient or two: the oracle does
+    not merge them and does not decide."""
+    for i in range(len(V)):
+        for j in range(i + 1, len(V)):
+            if any(isinstance(x, Ival) for x in V[i] + V[j]) and all(overlap(a, b) for a, b in zip(V[i], V[j])):
+                return i, j
+    return None
+
+
+def member_weights(t, V: list, exact: bool = False) -> dict | None:
+    """Exact convex weights {i: lambda_i} over V reproducing t, or None.  The float LP proposes the support;
+    when its answer does not round to exact weights, or with ``exact=True`` when it finds none, the exact
+    simplex decides (then None proves t outside conv(V))."""
     if not V or not _exact_vec(t) or not all(_exact_vec(v) for v in V):
         return None
     for i, v in enumerate(V):  # cheap exact hit
@@ -46,14 +63,24 @@ def member_weights(t, V: list) -> dict | None:
     A = np.array([[float(v[k]) for v in V] for k in range(n)] + [[1.0] * m])
     b = np.array([float(x) for x in t] + [1.0])
     res = linprog(np.zeros(m), A_eq=A, b_eq=b, bounds=[(0, None)] * m, method="highs")
-    if res.status != 0:
-        return None
     M = [[v[k] for v in V] for k in range(n)] + [[F(1)] * m]
-    lam = nonneg_solution(M, [F(x) for x in t] + [F(1)], list(res.x), tol=1e-12)
+    lam = nonneg_solution(M, [F(x) for x in t] + [F(1)], list(res.x), tol=1e-12) if res.status == 0 else None
+    if lam is None and (res.status == 0 or exact):  # the float LP's support did not round: decide exactly
+        lam = nonneg_feasible(M, [F(x) for x in t] + [F(1)])
     if lam is None:
         return None
     w = {i: x for i, x in enumerate(lam) if x != 0}
     return w if check_weights(t, V, w) else None
+
+
+def exact_separation(t, V: list):
+    """A rational h with <h, t> > <h, v> for every v (exact vectors), or None when t is in conv(V): the open
+    cone {h : <t - v, h> > 0 for all v} decided by the exact simplex (non-empty iff t is outside the hull)."""
+    from nsverify.oracle.cones import exact_strict_feasible
+
+    if not V or not _exact_vec(t) or not all(_exact_vec(v) for v in V):
+        return None
+    return exact_strict_feasible([[F(a) - F(b) for a, b in zip(t, v)] for v in V], len(t))
 
 
 def separating_direction(t, V: list):
@@ -81,7 +108,12 @@ def separating_direction(t, V: list):
             hr = [rationalize(x, den) for x in h]
             if margin(hr, t, V) is not None:
                 return hr
-    return None
+    if _exact_vec(t) and all(_exact_vec(v) for v in V):
+        return exact_separation(t, V)  # the float LP missed a thin gap: decide exactly
+    # intervals narrower than the gap: separate their midpoints exactly, then check the intervals rigorously
+    mid = lambda x: (x.lo + x.hi) / 2 if isinstance(x, Ival) else x  # noqa: E731
+    h = exact_separation([mid(x) for x in t], [[mid(x) for x in v] for v in V])
+    return h if h is not None and margin(h, t, V) is not None else None
 
 
 def margin(h, t, V):
@@ -155,11 +187,24 @@ def distance(t, V) -> float:
 
 
 def interval_member_1d(t, V):
-    """1-D with interval vertices: a certificate (i_below, j_above) with hi(v_i) <= t <= lo(v_j), or None."""
-    tlo = t[0].lo if isinstance(t[0], Ival) else t[0]
-    thi = t[0].hi if isinstance(t[0], Ival) else t[0]
-    below = [i for i, v in enumerate(V) if (v[0].hi if isinstance(v[0], Ival) else v[0]) <= tlo]
-    above = [i for i, v in enumerate(V) if (v[0].lo if isinstance(v[0], Ival) else v[0]) >= thi]
-    if below and above:
-        return below[0], above[0]
+    """A bracket (i, j) when vertices i and j equal t exactly in every coordinate but one, k, and
+    hi(v_i[k]) <= t[k] <= lo(v_j[k]) (rigorous interval bounds): t lies on the segment between them.  In 1-D this
+    is the plain bracket; in n-D it decides membership where intervals forbid exact weights but only one
+    coordinate varies.  None otherwise."""
+    n = len(t)
+    by_k: dict = {}
+    for i, v in enumerate(V):
+        diff = [m for m in range(n) if not _same_exact(v[m], t[m])]
+        if len(diff) == 1 or n == 1:
+            by_k.setdefault(diff[0] if diff else 0, []).append(i)
+    for k, cand in by_k.items():
+        tlo, thi = bounds(t[k])
+        below = [i for i in cand if bounds(V[i][k])[1] <= tlo]
+        above = [i for i in cand if bounds(V[i][k])[0] >= thi]
+        if below and above:
+            return below[0], above[0]
     return None
+
+
+def _same_exact(a, b) -> bool:
+    return not isinstance(a, Ival) and not isinstance(b, Ival) and a == b

@@ -1,35 +1,182 @@
 """Exact scalars for the oracle: rationals, rigorous intervals, and first-order affine forms.
 
-* values are :class:`fractions.Fraction` whenever they are exactly rational, else :class:`Ival` (an
-  ``mpmath.iv`` interval at high precision that is guaranteed to contain the real value);
+* values are :class:`fractions.Fraction` whenever they are *proved* exactly rational, else :class:`Ival`, an
+  interval with binary endpoints at ``PREC`` bits that is guaranteed to contain the real value;
 * :class:`Aff` is a value together with its exact local derivative with respect to the input vector ``w``
-  (a sparse ``{index: number}`` dict), plus a flag ``lin`` telling whether the entry is exactly
-  affine in ``w``
+  (a sparse ``{index: number}`` dict), plus a flag ``lin`` telling whether the entry is exactly affine in ``w``
   on the current piece.  Entries that do not depend on ``w`` are plain numbers, never ``Aff``.
+
+Intervals live on mpmath's raw binary floats (``(sign, mantissa, exponent, bitcount)`` tuples) and use only
+mpmath's *directed-rounding basic operations* (``mpi_add``, ``mpi_mul``, ``mpi_div`` ...: an exact result rounded
+down for the lower endpoint, up for the upper one).  The elementary functions are NOT taken from ``mpmath.iv``:
+mpmath 1.3's ``iv.exp`` returns a point interval (a wrong enclosure) for tiny positive arguments, and it has no
+``iv.tanh``.  Each one is enclosed below from those basic operations and a Taylor or atanh series whose
+remainder is bounded in the comment next to it.  Endpoints convert to Fractions exactly (never through a 53-bit
+float), so an interval is kept at its working precision everywhere.
 """
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
-from mpmath import iv
+from mpmath import libmp
+from mpmath.libmp import (
+    fnan,
+    fone,
+    from_int,
+    from_man_exp,
+    from_rational,
+    fzero,
+    mpf_mul,
+    mpf_neg,
+    mpf_shift,
+    mpf_sign,
+    mpf_sub,
+    mpi_add,
+    mpi_div,
+    mpi_mul,
+    mpi_neg,
+    mpi_pos,
+    mpi_sub,
+    round_ceiling,
+    round_floor,
+)
+from mpmath.libmp.libmpi import mpi_square
 
 from nsverify.errors import InexactError
 
 F = Fraction
-PREC = 212  # bits of the interval arithmetic (about 64 decimal digits)
-iv.prec = PREC
+PREC = 212  # bits of every interval endpoint (about 64 decimal digits)
+_GUARD = 24  # extra bits carried inside an elementary function before rounding outward to PREC
+
+
+# ----------------------------------------------------------------------------------------------------
+# binary floats <-> Fractions, exactly
+# ----------------------------------------------------------------------------------------------------
+def mpf_fraction(t) -> Fraction:
+    """The exact Fraction of an mpmath raw binary float (an interval endpoint); never rounded."""
+    sgn, man, exp, _bc = t
+    if not man:
+        if t == fzero:
+            return F(0)
+        raise InexactError("an interval endpoint is infinite: the smooth part overflowed; rescale the input")
+    out = F(man << exp) if exp >= 0 else F(man, 1 << -exp)
+    return -out if sgn else out
+
+
+def _pt(x, prec: int = PREC):
+    """An exact number (Fraction, int) as an interval (lo, hi) of binary floats at ``prec`` bits, rounded
+    outward (a point when the number is binary and fits)."""
+    if isinstance(x, int):
+        x = int(x)  # bools too
+        return from_int(x, prec, round_floor), from_int(x, prec, round_ceiling)
+    p, q = x.numerator, x.denominator
+    return from_rational(p, q, prec, round_floor), from_rational(p, q, prec, round_ceiling)
+
+
+def _mag(t) -> int:
+    """For a non-zero raw float: the m with 2^(m-1) <= |t| < 2^m."""
+    return t[2] + t[3]
+
+
+class Ival:
+    """A rigorous real interval [lo, hi] (binary endpoints at PREC bits) known to contain the real value."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, x):
+        if isinstance(x, (Fraction, int)):
+            x = _pt(x)
+        elif isinstance(x, Ival):
+            x = x.t
+        lo, hi = x
+        if lo == fnan or hi == fnan or not lo[1] and lo != fzero or not hi[1] and hi != fzero:
+            raise InexactError("an interval became unbounded (overflow or division by an interval containing "
+                               "0); the exact oracle cannot bound this smooth part; rescale the input")
+        self.t = (lo, hi)
+
+    @classmethod
+    def of(cls, lo: Fraction, hi: Fraction) -> Ival:
+        """The smallest PREC-bit interval containing [lo, hi] (Fractions, lo <= hi)."""
+        if lo > hi:
+            raise InexactError(f"an interval needs lo <= hi, got [{lo}, {hi}]")
+        return cls((_pt(lo)[0], _pt(hi)[1]))
+
+    # arithmetic
+    # -----------------------------------------------------------------------------------------------
+    def _op(self, o, f, swap=False):
+        if not _isnum(o):
+            return NotImplemented
+        ot = o.t if isinstance(o, Ival) else _pt(o)
+        return simplify(Ival(f(ot, self.t, PREC) if swap else f(self.t, ot, PREC)))
+
+    def __add__(self, o):
+        return self._op(o, mpi_add)
+
+    __radd__ = __add__
+
+    def __sub__(self, o):
+        return self._op(o, mpi_sub)
+
+    def __rsub__(self, o):
+        return self._op(o, mpi_sub, swap=True)
+
+    def __mul__(self, o):
+        return self._op(o, mpi_mul)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, o):
+        return self._op(o, mpi_div)
+
+    def __rtruediv__(self, o):
+        return self._op(o, mpi_div, swap=True)
+
+    def __neg__(self):
+        return Ival(mpi_neg(self.t))
+
+    @property
+    def lo(self) -> Fraction:
+        """The lower endpoint, exactly."""
+        return mpf_fraction(self.t[0])
+
+    @property
+    def hi(self) -> Fraction:
+        """The upper endpoint, exactly."""
+        return mpf_fraction(self.t[1])
+
+    def contains(self, x) -> bool:
+        """Does this interval contain the exact number x (or the whole interval x)?"""
+        lo, hi = (x.lo, x.hi) if isinstance(x, Ival) else (x, x)
+        return self.lo <= lo and hi <= self.hi
+
+    def __float__(self):
+        return float((self.lo + self.hi) / 2)
+
+    def __repr__(self):
+        return f"Ival[{float(self.lo):.17g}, {float(self.hi):.17g}]"
 
 
 def to_iv(x):
-    """An exact number (Fraction, int) or an :class:`Ival` as an ``mpmath.iv`` interval."""
+    """An exact number (Fraction, int) or an :class:`Ival` as an interval (lo, hi) of raw binary floats."""
     if isinstance(x, Ival):
-        return x.x
-    if isinstance(x, Fraction):
-        return iv.mpf(x.numerator) / iv.mpf(x.denominator)
-    if isinstance(x, int):
-        return iv.mpf(x)
+        return x.t
+    if isinstance(x, (Fraction, int)) and not isinstance(x, bool):
+        return _pt(x)
     raise TypeError(f"cannot convert {type(x).__name__} to an interval")
+
+
+def bounds(x) -> tuple:
+    """(lo, hi) of a number as exact Fractions (a Fraction is its own bounds)."""
+    return (x.lo, x.hi) if isinstance(x, Ival) else (x, x)
+
+
+def overlap(a, b) -> bool:
+    """Can the two numbers (Fractions or intervals) be equal?"""
+    alo, ahi = bounds(a)
+    blo, bhi = bounds(b)
+    return alo <= bhi and blo <= ahi
 
 
 class KinkZero(Fraction):
@@ -44,76 +191,14 @@ class KinkZero(Fraction):
         return super().__new__(cls, 0)
 
 
-class Ival:
-    """A rigorous real interval (thin wrapper over ``mpmath.iv.mpf`` that accepts Fractions)."""
-
-    __slots__ = ("x",)
-
-    def __init__(self, x):
-        self.x = x if not isinstance(x, (Fraction, int)) else to_iv(x)
-
-    # arithmetic
-    # -----------------------------------------------------------------------------------------------
-    def __add__(self, o):
-        return simplify(Ival(self.x + to_iv(o))) if _isnum(o) else NotImplemented
-
-    __radd__ = __add__
-
-    def __sub__(self, o):
-        return simplify(Ival(self.x - to_iv(o))) if _isnum(o) else NotImplemented
-
-    def __rsub__(self, o):
-        return simplify(Ival(to_iv(o) - self.x)) if _isnum(o) else NotImplemented
-
-    def __mul__(self, o):
-        return simplify(Ival(self.x * to_iv(o))) if _isnum(o) else NotImplemented
-
-    __rmul__ = __mul__
-
-    def __truediv__(self, o):
-        return simplify(Ival(self.x / to_iv(o))) if _isnum(o) else NotImplemented
-
-    def __rtruediv__(self, o):
-        return simplify(Ival(to_iv(o) / self.x)) if _isnum(o) else NotImplemented
-
-    def __neg__(self):
-        return Ival(-self.x)
-
-    @property
-    def lo(self):
-        return _mpf_to_fraction(self.x.a)
-
-    @property
-    def hi(self):
-        return _mpf_to_fraction(self.x.b)
-
-    def __float__(self):
-        return float(self.x.mid)
-
-    def __repr__(self):
-        return f"Ival[{float(self.x.a):.17g}, {float(self.x.b):.17g}]"
-
-
-def _mpf_to_fraction(m) -> Fraction:
-    """Exact Fraction of an mpmath (interval endpoint) binary float."""
-    import mpmath
-
-    v = mpmath.mpf(m)
-    if not mpmath.isfinite(v):
-        raise InexactError("an interval endpoint is infinite: the smooth part overflowed; rescale the input")
-    sgn, man, exp, _bc = v._mpf_
-    out = F(int(man)) * (F(2) ** int(exp))
-    return -out if sgn else out
-
-
 def _isnum(o) -> bool:
-    return isinstance(o, (Fraction, int, Ival))
+    return isinstance(o, (Fraction, int, Ival))  # bools count as 0 and 1, as in Python arithmetic
 
 
 def simplify(v: Ival):
-    """Collapse a point interval to its exact Fraction."""
-    if v.x.a == v.x.b:
-        return _mpf_to_fraction(v.x.a)
+    """Collapse a point interval to its exact Fraction: an enclosure of width 0 pins the real value."""
+    if v.t[0] == v.t[1]:
+        return mpf_fraction(v.t[0])
     return v
 
 
@@ -133,9 +218,9 @@ def is_exact(x) -> bool:
 def sign(x) -> int | None:
     """Exact sign of a number, or None when an interval contains 0 (undecidable)."""
     if isinstance(x, Ival):
-        if x.x.a > 0:
+        if mpf_sign(x.t[0]) > 0:
             return 1
-        if x.x.b < 0:
+        if mpf_sign(x.t[1]) < 0:
             return -1
         return None
     return (x > 0) - (x < 0)
@@ -147,6 +232,461 @@ def is_zero(x) -> bool:
 
 def to_float(x) -> float:
     return float(x)
+
+
+# ----------------------------------------------------------------------------------------------------
+# rigorous elementary functions
+# ----------------------------------------------------------------------------------------------------
+# Each ``_f_pt(a, wp)`` encloses f at ONE exact binary point ``a`` (a raw float) in an interval at about ``wp``
+# bits; the public functions below take a Fraction or an Ival, use monotonicity (f(X) = [f(lo), f(hi)]) or
+# plain interval composition, return a Fraction only where the value is proved rational (exp(0) = 1, ...), and
+# round the enclosure outward to PREC bits.
+_ONE = (fone, fone)
+_ZERO = (fzero, fzero)
+
+
+def _ipt(n: int):
+    return (from_int(n), from_int(n))
+
+
+def _hi_abs(s):
+    """max(|lo|, |hi|) of an interval, as a raw float."""
+    a, b = libmp.mpf_abs(s[0]), libmp.mpf_abs(s[1])
+    return b if libmp.mpf_le(a, b) else a
+
+
+def _below(s, bits: int) -> bool:
+    """Is max |s| below 2^-bits?"""
+    m = _hi_abs(s)
+    return m == fzero or _mag(m) <= -bits
+
+
+def _exp_pt(a, wp):
+    """exp(a).  a < 0: 1/exp(-a).  a > 0: y = a / 2^s <= 2^-8, S = sum_{k<=K} y^k/k!; the tail
+    sum_{j>K} y^j/j! <= (y^K/K!) * y/(K+1) * 1/(1 - y/(K+2)) <= y^K/K! (y <= 1/256), so exp(y) is in
+    [S, S + y^K/K!]; then exp(a) = exp(y)^(2^s) by s exact-interval squarings (positive operands)."""
+    if a == fzero:
+        return _ONE
+    if mpf_sign(a) < 0:
+        return mpi_div(_ONE, _exp_pt(mpf_neg(a), wp + 4), wp)
+    m = _mag(a)
+    if m > 14:
+        raise InexactError("exp of a value above 8192 overflows every float dtype; the exact oracle does not "
+                           "follow it (rescale the input)")
+    s = max(0, m + 8)
+    y = mpf_shift(a, -s)
+    w2 = wp + s + 16
+    S, T, k = _ONE, _ONE, 0
+    while True:
+        k += 1
+        T = mpi_div(mpi_mul(T, (y, y), w2), _ipt(k), w2)
+        S = mpi_add(S, T, w2)
+        if _below(T, w2 + 2):
+            break
+    S = mpi_add(S, (fzero, T[1]), w2)
+    for _ in range(s):
+        S = mpi_square(S, w2)
+    return S
+
+
+def _exp_neg_huge(a):
+    """exp(a) for a <= -2^14: 2^(1.5 a) < exp(a) = 2^(a / ln 2) < 2^(1.44 a), as 1.44 < 1/ln 2 < 1.5."""
+    x = mpf_fraction(a)
+    return (from_man_exp(1, math.floor(x * F(3, 2))), from_man_exp(1, math.ceil(x * F(144, 100))))
+
+
+def _expm1_pt(a, wp):
+    """exp(a) - 1.  |a| >= 2^-8: from exp (losing at most 9 bits, carried as guard bits).  Otherwise the Taylor
+    sum y + ... + y^K/K! with |tail| <= |y^K/K!| (same bound as in _exp_pt, alternating or not)."""
+    if a == fzero:
+        return _ZERO
+    if _mag(a) > -8:
+        if mpf_sign(a) < 0 and _mag(a) > 14:
+            return mpi_sub(_exp_neg_huge(a), _ONE, wp)
+        return mpi_sub(_exp_pt(a, wp + 12), _ONE, wp)
+    w2 = wp + 16
+    S = T = (a, a)
+    k = 1
+    while True:
+        k += 1
+        T = mpi_div(mpi_mul(T, (a, a), w2), _ipt(k), w2)
+        S = mpi_add(S, T, w2)
+        if _below(T, w2 + 2 - _mag(a)):
+            break
+    r = _hi_abs(T)
+    return mpi_add(S, (mpf_neg(r), r), w2)
+
+
+def _atanh_series(Z, wp):
+    """atanh(z) for an interval Z with |z| <= 1/3: S = sum_{k<=K} z^(2k+1)/(2k+1); the tail is at most
+    sum_{k>K} |z|^(2k+1) <= |z|^(2K+3) / (1 - z^2) <= (9/8) |z|^(2K+3) <= 2 |z|^(2K+1) |z|^2."""
+    if Z == _ZERO:
+        return _ZERO
+    w2 = wp + 8
+    z2 = mpi_square(Z, w2)
+    S = P = Z
+    k = 0
+    while True:
+        k += 1
+        P = mpi_mul(P, z2, w2)
+        S = mpi_add(S, mpi_div(P, _ipt(2 * k + 1), w2), w2)
+        if _below(P, w2 + 4 - _mag(_hi_abs(Z))):
+            break
+    r = _hi_abs(mpi_mul(mpi_mul(_ipt(2), P, w2), z2, w2))
+    return mpi_add(S, (mpf_neg(r), r), w2)
+
+
+_LN2: dict = {}
+
+
+def _ln2(wp):
+    """ln 2 = 2 atanh(1/3)."""
+    if wp not in _LN2:
+        third = mpi_div(_ONE, _ipt(3), wp + 8)
+        _LN2[wp] = mpi_mul(_ipt(2), _atanh_series(third, wp + 8), wp + 4)
+    return _LN2[wp]
+
+
+def _log_pt(a, wp):
+    """log(a), a > 0: a = m 2^e with m in [2/3, 4/3], log a = e ln 2 + 2 atanh((m - 1)/(m + 1)), |z| <= 1/5."""
+    if mpf_sign(a) <= 0:
+        raise InexactError("log of a value that is not positive")
+    if a == fone:
+        return _ZERO
+    e = _mag(a) - 1
+    m = mpf_shift(a, -e)  # in [1, 2)
+    if libmp.mpf_gt(m, from_rational(4, 3, 60, round_floor)):
+        m, e = mpf_shift(m, -1), e + 1
+    w2 = wp + 12
+    z = mpi_div(mpi_sub((m, m), _ONE, 0), mpi_add((m, m), _ONE, 0), w2)
+    out = mpi_mul(_ipt(2), _atanh_series(z, w2), w2)
+    if e:
+        out = mpi_add(out, mpi_mul(_ipt(e), _ln2(w2 + e.bit_length()), w2), w2)
+    return out
+
+
+def _log1p_pt(u, wp):
+    """log(1 + u), u > -1: |u| <= 1/2: 2 atanh(u/(2 + u)) (|z| <= 1/3, no cancellation); else log of the exact
+    binary 1 + u."""
+    if u == fzero:
+        return _ZERO
+    if _mag(u) <= -1:
+        z = mpi_div((u, u), mpi_add(_ipt(2), (u, u), 0), wp + 8)
+        return mpi_mul(_ipt(2), _atanh_series(z, wp + 8), wp + 4)
+    one_u = libmp.mpf_add(fone, u)
+    return _log_pt(one_u, wp)
+
+
+def _sincos(X, wp):
+    """(sin X, cos X) for an interval X: Y = X / 2^s with |Y| <= 2^-8, Taylor sums to degree N with Lagrange
+    remainder |y|^(N+1)/(N+1)! for both (every derivative of sin and cos is bounded by 1), then s doublings
+    sin 2y = 2 sin y cos y, cos 2y = 1 - 2 sin^2 y in interval arithmetic (2 bits of width each: 2s guard
+    bits)."""
+    M = _hi_abs(X)
+    if M == fzero:
+        return _ZERO, _ONE
+    m = _mag(M)
+    if m > 40:
+        raise InexactError("sin/cos of an argument above 2^40: the exact oracle does not reduce such arguments")
+    s = max(0, m + 8)
+    w2 = wp + 2 * s + 16
+    Y = (mpf_shift(X[0], -s), mpf_shift(X[1], -s))
+    ymax = mpf_shift(M, -s)
+    S, C, T, n = Y, _ONE, Y, 1
+    rel = max(0, -_mag(ymax))  # sin y ~ y: stop relative to |y|
+    while True:
+        n += 1
+        T = mpi_div(mpi_mul(T, Y, w2), _ipt(n), w2)
+        if n % 2 == 0:
+            C = mpi_sub(C, T, w2) if n % 4 == 2 else mpi_add(C, T, w2)
+        else:
+            S = mpi_sub(S, T, w2) if n % 4 == 3 else mpi_add(S, T, w2)
+        if _below(T, w2 + 4 + rel):
+            break
+    r = (fone, fone)
+    for k in range(1, n + 2):  # |y|^(n+1)/(n+1)!
+        r = mpi_div(mpi_mul(r, (ymax, ymax), w2), _ipt(k), w2)
+    R = (mpf_neg(r[1]), r[1])
+    S, C = mpi_add(S, R, w2), mpi_add(C, R, w2)
+    for _ in range(s):
+        S, C = mpi_mul(_ipt(2), mpi_mul(S, C, w2), w2), mpi_sub(_ONE, mpi_mul(_ipt(2), mpi_square(S, w2), w2), w2)
+    return _clip1(S), _clip1(C)
+
+
+def _clip1(s):
+    lo = s[0] if libmp.mpf_ge(s[0], from_int(-1)) else from_int(-1)
+    hi = s[1] if libmp.mpf_le(s[1], fone) else fone
+    return lo, hi
+
+
+def _tanh_pt(a, wp):
+    """tanh(a) = t / (t + 2) with t = expm1(2a) (a > 0; odd).  a > 4096: 1 - tanh a = 2/(e^(2a) + 1) <
+    2 e^(-2a) < 2^(1 - 2.88 a)."""
+    if a == fzero:
+        return _ZERO
+    if mpf_sign(a) < 0:
+        return mpi_neg(_tanh_pt(mpf_neg(a), wp))
+    if _mag(a) > 12:
+        return (mpf_sub(fone, from_man_exp(1, 1 - math.floor(mpf_fraction(a) * F(288, 100))), wp, round_floor),
+                fone)
+    t = _expm1_pt(mpf_shift(a, 1), wp + 8)
+    return mpi_div(t, mpi_add(t, _ipt(2), wp + 8), wp + 4)
+
+
+def _sigmoid_pt(a, wp):
+    """1/(1 + e^-a) for a > 0, e^a/(1 + e^a) for a < 0 (no cancellation either way)."""
+    if a == fzero:
+        return (from_man_exp(1, -1), from_man_exp(1, -1))
+    if mpf_sign(a) > 0:
+        e = _exp_or_tiny(mpf_neg(a), wp + 4)
+        return mpi_div(_ONE, mpi_add(_ONE, e, wp + 4), wp + 2)
+    e = _exp_or_tiny(a, wp + 4)
+    return mpi_div(e, mpi_add(_ONE, e, wp + 4), wp + 2)
+
+
+def _exp_or_tiny(a, wp):
+    return _exp_neg_huge(a) if mpf_sign(a) < 0 and _mag(a) > 14 else _exp_pt(a, wp)
+
+
+_PI: dict = {}
+
+
+def _pi(wp):
+    """pi = 16 atan(1/5) - 4 atan(1/239) (Machin); atan z = sum (-1)^k z^(2k+1)/(2k+1) is alternating with
+    decreasing terms, so the first omitted term bounds the tail."""
+    if wp not in _PI:
+        w2 = wp + 10
+
+        def atan_inv(n):
+            z = mpi_div(_ONE, _ipt(n), w2)
+            z2 = mpi_square(z, w2)
+            S = P = z
+            k = 0
+            while True:
+                k += 1
+                P = mpi_mul(P, z2, w2)
+                t = mpi_div(P, _ipt(2 * k + 1), w2)
+                S = mpi_sub(S, t, w2) if k % 2 else mpi_add(S, t, w2)
+                if _below(t, w2 + 4):
+                    break
+            r = t[1]
+            return mpi_add(S, (mpf_neg(r), r), w2)
+
+        _PI[wp] = mpi_sub(mpi_mul(_ipt(16), atan_inv(5), w2), mpi_mul(_ipt(4), atan_inv(239), w2), wp + 4)
+    return _PI[wp]
+
+
+def _sqrt_pt(a, wp):
+    """sqrt(a) for a binary a >= 0 with an integer square root: exact when a's mantissa is a perfect square."""
+    if a == fzero:
+        return _ZERO
+    if mpf_sign(a) < 0:
+        raise InexactError("sqrt of a negative value")
+    _s, man, exp, _bc = a
+    if exp % 2:
+        man, exp = man << 1, exp - 1
+    k = max(0, (wp - man.bit_length() // 2) + 2)
+    n = man << (2 * k)
+    r = math.isqrt(n)
+    e = (exp - 2 * k) // 2
+    lo = from_man_exp(r, e)
+    hi = lo if r * r == n else from_man_exp(r + 1, e)
+    return lo, hi
+
+
+def _erf_series(a, wp):
+    """erf(a) for a > 0 with a^2 <= (wp + 30) ln 2: erf a = (2/sqrt(pi)) e^(-a^2) sum_n T_n with T_0 = a,
+    T_n = T_(n-1) 2a^2/(2n+1) (all positive).  Once the ratio q = 2a^2/(2n+3) <= 1/2 the tail after T_n is at
+    most T_n q/(1 - q) <= T_n."""
+    w2 = wp + 20
+    a2 = mpf_mul(a, a)
+    two_a2 = (mpf_shift(a2, 1), mpf_shift(a2, 1))
+    S = T = (a, a)
+    n = 0
+    while True:
+        n += 1
+        T = mpi_div(mpi_mul(T, two_a2, w2), _ipt(2 * n + 1), w2)
+        S = mpi_add(S, T, w2)
+        q_ok = libmp.mpf_le(mpf_shift(a2, 2), from_int(2 * n + 3))  # 2a^2/(2n+3) <= 1/2
+        if q_ok and _below(T, w2 + 4 - _mag(S[0])):
+            break
+    S = mpi_add(S, (fzero, T[1]), w2)
+    E = _exp_pt(mpf_neg(a2), w2)
+    sq = _sqrt_iv(_pi(w2), w2)
+    return mpi_div(mpi_mul(mpi_mul(_ipt(2), E, w2), S, w2), sq, w2)
+
+
+def _sqrt_iv(X, wp):
+    return _sqrt_pt(X[0], wp)[0], _sqrt_pt(X[1], wp)[1]
+
+
+def _erfc_pos(a, wp):
+    """erfc(a) for a > 0: 1 - erf(a) with a^2 log2(e) + 20 extra bits (the cancellation), or, for a > 37, the
+    bounds 2 e^(-a^2) / (sqrt(pi) (a + sqrt(a^2 + 2))) < erfc a <= 2 e^(-a^2) / (sqrt(pi) (a + sqrt(a^2 +
+    4/pi))) (Abramowitz and Stegun 7.1.13)."""
+    x = mpf_fraction(a)
+    if x > 37:
+        w2 = wp + 10
+        a2 = mpf_mul(a, a)
+        E = _exp_pt(mpf_neg(a2), w2) if _mag(a2) <= 14 else _exp_neg_huge(mpf_neg(a2))
+        sq = _sqrt_iv(_pi(w2), w2)
+        num = mpi_mul(_ipt(2), E, w2)
+        d_lo = mpi_add((a, a), _sqrt_iv(mpi_add((a2, a2), _ipt(2), w2), w2), w2)
+        four_pi = mpi_div(_ipt(4), _pi(w2), w2)
+        d_hi = mpi_add((a, a), _sqrt_iv(mpi_add((a2, a2), four_pi, w2), w2), w2)
+        lo = mpi_div(num, mpi_mul(sq, d_lo, w2), w2)[0]
+        hi = mpi_div(num, mpi_mul(sq, d_hi, w2), w2)[1]
+        return lo, hi
+    extra = int(x * x * F(145, 100)) + 20
+    return mpi_sub(_ONE, _erf_pt(a, wp + extra), wp)
+
+
+def _erf_pt(a, wp):
+    """erf(a) (odd); for a^2 > (wp + 30) ln 2 (so erfc a < e^(-a^2) < 2^-(wp+30)): [1 - 2^-(wp+30), 1]."""
+    if a == fzero:
+        return _ZERO
+    if mpf_sign(a) < 0:
+        return mpi_neg(_erf_pt(mpf_neg(a), wp))
+    x = mpf_fraction(a)
+    if x * x * F(144, 100) > wp + 30:  # a^2 log2(e) > wp + 30 (log2 e > 1.44)
+        return mpf_sub(fone, from_man_exp(1, -(wp + 30)), wp + 40, round_floor), fone
+    return _erf_series(a, wp)
+
+
+def _monotone(pt, x, exact: dict | None = None, increasing: bool = True):
+    """f(x) for a monotone f enclosed pointwise by ``pt(a, wp)``: a Fraction where ``exact`` pins it, else
+    an Ival [f(lo), f(hi)] (swapped when decreasing) rounded outward to PREC."""
+    if not isinstance(x, Ival):
+        if exact and x in exact:
+            return exact[x]
+        lo_t, hi_t = _pt(x, _exact_bits(x))
+    else:
+        lo_t, hi_t = x.t
+    wp = PREC + _GUARD
+    if lo_t == hi_t:
+        r = pt(lo_t, wp)
+        return _wrap(r)
+    a, b = pt(lo_t, wp), pt(hi_t, wp)
+    return _wrap((a[0], b[1]) if increasing else (b[0], a[1]))
+
+
+def _exact_bits(x) -> int:
+    """Bits to hold a Fraction exactly when it is binary, else PREC + _GUARD (its interval is then tiny)."""
+    if isinstance(x, int):
+        return max(PREC, abs(x).bit_length() + 1)
+    d = x.denominator
+    if d & (d - 1) == 0:
+        return max(PREC, abs(x.numerator).bit_length() + 1)
+    return PREC + _GUARD
+
+
+def _wrap(s):
+    """An enclosure rounded outward to PREC bits; a Fraction when it is a point (then exact)."""
+    return simplify(Ival(mpi_pos(s, PREC)))
+
+
+def exp_i(x):
+    """exp, rigorous: exp(0) = 1 exactly (else irrational, Lindemann)."""
+    return _monotone(lambda a, wp: _exp_or_tiny(a, wp), x, {0: F(1)})
+
+
+def expm1_i(x):
+    return _monotone(_expm1_pt, x, {0: F(0)})
+
+
+def log_i(x):
+    """log of a positive value (log 1 = 0 exactly)."""
+    if sign(x) != 1:
+        raise InexactError(f"log of a value that is not provably positive ({x})")
+    return _monotone(_log_pt, x, {1: F(0)})
+
+
+def log1p_i(x):
+    if sign(x + 1) != 1:
+        raise InexactError(f"log1p of a value that is not provably above -1 ({x})")
+    return _monotone(_log1p_pt, x, {0: F(0)})
+
+
+def tanh_i(x):
+    return _monotone(_tanh_pt, x, {0: F(0)})
+
+
+def sigmoid_i(x):
+    return _monotone(_sigmoid_pt, x, {0: F(1, 2)})
+
+
+def softplus_i(x):
+    """log(1 + e^x), increasing; never rational."""
+    return _monotone(lambda a, wp: _log1p_iv(_exp_or_tiny(a, wp + 4), wp), x)
+
+
+def _log1p_iv(E, wp):
+    return _log1p_pt(E[0], wp)[0], _log1p_pt(E[1], wp)[1]
+
+
+def erf_i(x):
+    return _monotone(_erf_pt, x, {0: F(0)})
+
+
+def erfc_i(x):
+    """1 - erf(x), decreasing; for x > 0 without cancellation."""
+
+    def pt(a, wp):
+        if mpf_sign(a) > 0:
+            return _erfc_pos(a, wp)
+        return mpi_sub(_ONE, _erf_pt(a, wp), wp)
+
+    return _monotone(pt, x, {0: F(1)}, increasing=False)
+
+
+def sqrt_i(x):
+    """sqrt of a value >= 0: a Fraction when x is the square of a rational, else an enclosure."""
+    s = sign(x)
+    if s is None or s < 0:
+        raise InexactError(f"sqrt of a value that is not provably non-negative ({x})")
+    if not isinstance(x, Ival):
+        x = F(x)
+        p, q = x.numerator, x.denominator
+        rp, rq = math.isqrt(p), math.isqrt(q)
+        if rp * rp == p and rq * rq == q:
+            return F(rp, rq)
+        k = max(0, PREC + _GUARD - (p * q).bit_length() // 2 + 2)
+        r = math.isqrt(p * q << (2 * k))
+        den = q << k
+        return _wrap((from_rational(r, den, PREC + _GUARD, round_floor),
+                      from_rational(r + 1, den, PREC + _GUARD, round_ceiling)))
+    return _wrap(_sqrt_iv(x.t, PREC + _GUARD))
+
+
+def sin_i(x):
+    if is_zero(x):
+        return F(0)
+    return _wrap(_sincos(to_iv(x) if isinstance(x, Ival) else _pt(x, _exact_bits(x)), PREC + _GUARD)[0])
+
+
+def cos_i(x):
+    if is_zero(x):
+        return F(1)
+    return _wrap(_sincos(to_iv(x) if isinstance(x, Ival) else _pt(x, _exact_bits(x)), PREC + _GUARD)[1])
+
+
+def pi_i() -> Ival:
+    return _wrap(_pi(PREC + _GUARD))
+
+
+def normal_cdf_i(x):
+    """Phi(x) = (1 + erf(x / sqrt 2)) / 2, via erfc(-x / sqrt 2) / 2 for x < 0 (no cancellation)."""
+    if is_zero(x):
+        return F(1, 2)
+    z = x * sqrt_i(F(1, 2))
+    if sign(x) == 1:
+        return (1 + erf_i(z)) / 2
+    return erfc_i(-z) / 2
+
+
+def normal_pdf_i(x):
+    """phi(x) = exp(-x^2/2) / sqrt(2 pi)."""
+    return exp_i(-(x * x) / 2) / sqrt_i(2 * pi_i())
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -171,7 +711,7 @@ def gsub(a: dict, b: dict) -> dict:
 def _gscale(a: dict, c) -> dict:
     if is_zero(c):
         return {}
-    if c == 1:
+    if not isinstance(c, Ival) and c == 1:
         return a
     return {k: c * v for k, v in a.items()}
 
@@ -222,7 +762,7 @@ class Aff:
         if isinstance(o, Aff):
             return self * o.inv()
         if _isnum(o):
-            return mk(self.v / o, _gscale(self.g, 1 / _nz(o)), self.lin)
+            return mk(self.v / _nz(o), _gscale(self.g, 1 / _nz(o)), self.lin)
         return NotImplemented
 
     def __rtruediv__(self, o):

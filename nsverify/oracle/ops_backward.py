@@ -16,10 +16,10 @@ from fractions import Fraction
 import numpy as np
 
 from nsverify.oracle import context
-from nsverify.oracle.numbers import KinkZero, sign, val
+from nsverify.oracle.numbers import Aff, KinkZero, sign, val
 from nsverify.oracle.ops_kinks import ad_derivative
 from nsverify.oracle.ops_linear import arr, filled, matmul, objmap
-from nsverify.oracle.ops_smooth import exp
+from nsverify.oracle.ops_smooth import exp, gelu, silu
 from nsverify.oracle.tensor import op, scalar
 from nsverify.registry import clamp_for, elementwise_for
 
@@ -120,6 +120,22 @@ def _softplus_backward(grad, x, beta, threshold):
         return z / (z + 1)
 
     return arr(grad) * objmap(d, arr(x))
+
+
+def _der(fn, x):
+    """The derivative of a smooth scalar function at the value x (reverse mode: a plain number), read off a
+    forward-mode probe x + d (exact, or enclosed)."""
+    return fn(Aff(x, {0: F(1)})).g.get(0, F(0))
+
+
+@op("gelu_backward")
+def _gelu_backward(grad, x, approximate="none"):
+    return arr(grad) * objmap(lambda v: _der(lambda t: gelu(t, approximate), val(v)), arr(x))
+
+
+@op("silu_backward")
+def _silu_backward(grad, x):
+    return arr(grad) * objmap(lambda v: _der(silu, val(v)), arr(x))
 
 
 @op("sgn")

@@ -13,17 +13,25 @@ from fractions import Fraction
 
 import numpy as np
 
-from nsverify.errors import UnsupportedOpError
+from nsverify.errors import InexactError, UnsupportedOpError
 from nsverify.oracle import context
 from nsverify.oracle.context import Site, float_pair
-from nsverify.oracle.numbers import Aff, grad, gsub, is_lin, mk, sign, straddle_error, val
+from nsverify.oracle.numbers import Aff, grad, gsub, is_exact, is_lin, mk, sign, straddle_error, val
 from nsverify.oracle.ops_kinks import elementwise_op
 from nsverify.oracle.ops_linear import arr, filled
-from nsverify.oracle.tensor import op, scalar
-from nsverify.registry import Rule, adaptive_windows, clamp_for, op_key, parse_rule, pool_out_size, selection_rule_for
+from nsverify.oracle.tensor import float_input, float_output, op, scalar
+from nsverify.registry import (
+    Rule,
+    adaptive_windows,
+    clamp_for,
+    op_key,
+    parse_rule,
+    pool_out_size,
+    selection_rule_for,
+    torch_rule,
+)
 
 F = Fraction
-_FIRST = parse_rule("first")
 
 
 def _ad_rule(key: str, aten: str | None = None) -> Rule:
@@ -51,6 +59,49 @@ def _clamp(a, min=None, max=None):
 
 
 # ------------------------------------------------------------------------------------------------- selections
+_RETURNED = parse_rule("returned")
+
+
+def _index_rule(key: str) -> Rule:
+    """AD's tie rule for an op that returns indices (max/min with dim, argmax, sort, topk, kthvalue, median with
+    dim, mode, max pools): the convention given for it, else ``returned`` -- the indices PyTorch's float run
+    returned, never an assumed rule."""
+    conv = context.convention(key)
+    return conv if conv is not None else _RETURNED
+
+
+class Returned:
+    """What the float run of one selection returned: ``index`` (the position among the candidates PyTorch
+    returned, or None) and ``fvals`` (the candidates' values in the float run, or None)."""
+
+    __slots__ = ("index", "fvals", "avoid")
+
+    def __init__(self, index=None, fvals=None, avoid=None):
+        self.index = None if index is None else int(index)
+        self.fvals = fvals
+        self.avoid = avoid  # pieces mode, a rank before kthvalue's: the entry PyTorch returns later (keep it)
+
+    def valid(self, cands, tied) -> bool:
+        """Is PyTorch's choice a choice at *this* exact tie?  When the float run saw the same tie -- the tied
+        entries' floats equal their exact value and every other entry lies strictly on the same side of it in
+        floats as exactly -- its comparisons were the exact ones, so the index it returned is one of ``tied``
+        and is the choice PyTorch makes at the exact tie."""
+        if self.index is None or self.fvals is None or self.index not in tied or len(self.fvals) != len(cands):
+            return False
+        v = val(cands[tied[0]])
+        for i, (c, f) in enumerate(zip(cands, self.fvals)):
+            fx = F(float(f))
+            if i in tied:
+                if not is_exact(val(c)) or fx != v:
+                    return False
+            elif sign(fx - v) != sign(val(c) - v) or sign(fx - v) in (0, None):
+                return False
+        return True
+
+
+_NONE = Returned()
+
+
 def _argbest(cands: list, larger: bool, opname: str):
     """Index list of the tied best entries (exact), raising when intervals cannot decide."""
     best = [0]
@@ -68,8 +119,10 @@ def _argbest(cands: list, larger: bool, opname: str):
 
 
 def _key(x):
+    """The local first-order data of a tied entry (its gradient; the tied value is common).  Entries that
+    differ only at second order (w0^2 against 0) share it: every nearby gradient is the same either way."""
     g = grad(x)
-    return tuple(sorted((k, v) for k, v in g.items())), is_lin(x)
+    return tuple(sorted((k, v) for k, v in g.items()))
 
 
 def _float_best(fvals, larger):
@@ -77,11 +130,28 @@ def _float_best(fvals, larger):
     return [i for i, x in enumerate(fvals) if x == m]
 
 
-def select(cands: list, larger: bool, opname: str, rule: Rule, loc, fvals=None):
+def _returned_choice(opname, cands, tied, ret: Returned, needed: bool):
+    """The tied entry PyTorch's float run chose, when it can be read (:meth:`Returned.valid`).  ``needed``: the
+    tie matters (entries with different local derivatives); then an unreadable choice is an error (the
+    verdict is "unknown"), never a guess."""
+    if ret.valid(cands, tied):
+        return ret.index
+    if not needed:
+        return tied[0]
+    why = ("the float run of this op is not available" if ret.index is None or ret.fvals is None else
+           "the float run did not see this tie: its values differ from the exact ones where it matters")
+    raise InexactError(
+        f"{opname}: PyTorch's tie choice among the exactly tied entries {list(tied)} cannot be read ({why}); the "
+        "exact AD at this tie is the entry PyTorch returns, so it is unknown here. Give a tie rule in conventions "
+        "(e.g. {'" + opname + "': 'first'}) to test that rule instead")
+
+
+def select(cands: list, larger: bool, opname: str, rule: Rule, loc, fvals=None, ret: Returned = _NONE):
     """Choose the max (or min) of ``cands``: returns (output entry, chosen index).
 
-    ``rule``: AD's tie rule (resolved by the caller, see :func:`_ad_rule`); ``fvals``: the same candidates as
-    computed in floats (for float-tie detection), or None.
+    ``rule``: AD's tie rule (resolved by the caller, see :func:`_ad_rule`, :func:`_index_rule`); ``fvals``: the
+    same candidates as computed in floats (for float-tie detection), or None; ``ret``: the index the float run
+    returned (needed by the rule ``returned``).
     """
     ctx = context.current()
     tied = _argbest(cands, larger, opname)
@@ -91,31 +161,29 @@ def select(cands: list, larger: bool, opname: str, rule: Rule, loc, fvals=None):
         if ftied is not None and len(ftied) > 1:
             ctx.note_float_only(opname, loc, fvals[ftied[0]], val(cands[tied[0]]))
         return cands[tied[0]], tied[0]
-    if not any(isinstance(cands[i], Aff) for i in tied):  # a tie between constants: nothing flows
-        return cands[tied[0]], tied[0]
     # group tied entries with identical local first-order data (Park's T_j)
     groups: dict = {}
     for i in tied:
         groups.setdefault(_key(cands[i]), []).append(i)
+    returned = rule.name == "returned"
+    if not any(isinstance(cands[i], Aff) for i in tied) or len(groups) == 1:
+        # a tie between constants, or between identical local functions: no derivative depends on the choice;
+        # the index is PyTorch's when it can be read (downstream indexing may use it)
+        i = _returned_choice(opname, cands, tied, ret, False) if returned else tied[0]
+        if len(groups) == 1 and any(isinstance(cands[j], Aff) for j in tied):
+            ctx.note(_site(ctx, opname, loc, cands, tied, groups, ftied))
+            if not all(is_lin(cands[j]) for j in tied):  # a second-order tie: the output is curved
+                return mk(val(cands[i]), grad(cands[i]), False), i
+        return cands[i], i
     reps = [ix[0] for ix in groups.values()]
-    affine = all(is_lin(cands[i]) for i in tied)
-    value = val(cands[tied[0]])
-    site = Site(
-        opname,
-        ctx.call,
-        loc,
-        value,
-        affine=affine,
-        slopes=tuple(grad(cands[i]) for i in reps),
-        extra={"tied": tied},
-        float_tie=None if ftied is None else ftied == tied,
-    )
+    site = _site(ctx, opname, loc, cands, tied, groups, ftied)
     if ctx.mode == "ad":
         ctx.note(site)
+        if returned:
+            i = _returned_choice(opname, cands, tied, ret, True)
+            site.extra["returned"] = i
+            return cands[i], i
         return _ad_mix(cands, tied, rule)
-    if len(reps) == 1:
-        ctx.note(site)
-        return cands[tied[0]], tied[0]
     sgn = 1 if larger else -1
     options = []
     for r in reps:
@@ -124,11 +192,35 @@ def select(cands: list, larger: bool, opname: str, rule: Rule, loc, fvals=None):
         ]
         options.append((f"#{r}", rows))
     single = {"first": tied[0], "last": tied[-1], "inside": 0}.get(rule.name)  # AD takes one entry's piece
+    if returned and ret.valid(cands, tied):
+        single = ret.index
     if single is not None:
         site.ad_option = next(j for j, ix in enumerate(groups.values()) if single in ix)
+    elif returned and ret.avoid is not None and ret.avoid in tied:
+        # a rank below the one PyTorch returned: AD's piece puts another tied entry here
+        site.ad_option = next((j for j, ix in enumerate(groups.values()) if ret.avoid not in ix), 0)
     choice = ctx.branch(site, options)
+    group = list(groups.values())[choice]
     i = reps[choice]
+    if returned and ret.index in group:
+        i = ret.index  # identical local data: the entry PyTorch returned stands for its group
+    elif returned and ret.avoid == i and len(group) > 1:
+        i = group[1]
     return cands[i], i
+
+
+def _site(ctx, opname, loc, cands, tied, groups, ftied):
+    reps = [ix[0] for ix in groups.values()]
+    return Site(
+        opname,
+        ctx.call,
+        loc,
+        val(cands[tied[0]]),
+        affine=all(is_lin(cands[i]) for i in tied),
+        slopes=tuple(grad(cands[i]) for i in reps),
+        extra={"tied": tied},
+        float_tie=None if ftied is None else ftied == tied,
+    )
 
 
 def _ad_mix(cands, tied, rule: Rule):
@@ -137,10 +229,6 @@ def _ad_mix(cands, tied, rule: Rule):
     if rule.name in ("first", "last"):
         i = tied[0] if rule.name == "first" else tied[-1]
         return cands[i], i
-    if rule.name == "returned":
-        raise UnsupportedOpError(
-            "the tie rule 'returned' needs the index PyTorch returned, which the exact oracle does not see; give "
-            "another rule (first, last, even, hybrid=<beta>) in conventions")
     w = rule.tie_weights(tied, inside=0 if rule.name == "inside" else None)
     value = val(cands[tied[0]])
     g: dict = {}
@@ -151,7 +239,9 @@ def _ad_mix(cands, tied, rule: Rule):
     return mk(value, g, all(is_lin(cands[i]) for i in tied)), tied[0]
 
 
-def _reduce_select(a, dims, keepdim, larger, opname, rule, want_index=False):
+def _reduce_select(a, dims, keepdim, larger, opname, rule, want_index=False, findex=None):
+    """Select along ``dims``; ``findex``: the flat index (within the reduced entries) the float run returned
+    at each output position (None when unavailable)."""
     a = arr(a)
     if a.ndim == 0:
         return (a.copy(), np.zeros((), dtype=np.int64)) if want_index else a.copy()
@@ -164,11 +254,16 @@ def _reduce_select(a, dims, keepdim, larger, opname, rule, want_index=False):
     fflat = None
     if fa is not None and fa.shape == a.shape:
         fflat = np.transpose(fa, rest + list(dims)).reshape(outer_shape + (-1,))
+    if findex is not None:
+        findex = np.asarray(findex).reshape(outer_shape) if np.asarray(findex).size == max(1, int(np.prod(
+            outer_shape))) else None
     out = np.empty(outer_shape, dtype=object)
     idx = np.zeros(outer_shape, dtype=np.int64)
     for pos in np.ndindex(*outer_shape):
         fv = None if fflat is None else list(fflat[pos])
-        out[pos], idx[pos] = select(list(flat[pos]), larger, opname, rule, pos, fv)
+        cands = list(flat[pos])
+        ret = Returned(None if findex is None else findex[pos], fv)
+        out[pos], idx[pos] = select(cands, larger, opname, rule, pos, fv, ret)
     if keepdim:
         for d in dims:
             out = np.expand_dims(out, d)
@@ -193,17 +288,21 @@ def _amax(a, dim=(), keepdim=False):
 @op("max.dim", "min.dim")
 def _max_dim(a, dim, keepdim=False):
     key = op_key(context.current().op_name + ".dim")  # max_dim, min_dim
-    return tuple(_reduce_select(a, (dim,), keepdim, key == "max_dim", key, _ad_rule(key), want_index=True))
+    return tuple(_reduce_select(a, (dim,), keepdim, key == "max_dim", key, _index_rule(key), want_index=True,
+                                findex=float_output(1)))
 
 
 @op("argmax", "argmin")
 def _argmax(a, dim=None, keepdim=False):
     name = context.current().op_name
+    key = op_key(name)
     a = arr(a)
     if dim is None:
-        _, i = _reduce_select(a.reshape(-1), (0,), False, name == "argmax", name, _FIRST, want_index=True)
-        return i
-    return _reduce_select(a, (dim,), keepdim, name == "argmax", name, _FIRST, want_index=True)[1]
+        _, i = _reduce_select(a.reshape(-1), (0,), False, name == "argmax", key, _index_rule(key),
+                              want_index=True, findex=float_output())
+        return np.asarray(i).reshape((1,) * a.ndim if keepdim else ())
+    return _reduce_select(a, (dim,), keepdim, name == "argmax", key, _index_rule(key), want_index=True,
+                          findex=float_output())[1]
 
 
 def _select_pairwise(a, b, opname, larger):
@@ -236,7 +335,7 @@ def _clamp_pair(x, bound, larger, opname, pos):
             ctx.note(Site(opname, ctx.call, pos, val(x), affine=is_lin(x) and is_lin(bound)))
             return x, 0
         return (x, 0) if (s > 0) == larger else (bound, 1)
-    return select([x, bound], larger, opname, selection_rule_for("clamp_tensor"), pos)
+    return select([x, bound], larger, opname, torch_rule("clamp_tensor"), pos)
 
 
 @op("maximum", "fmax")
@@ -299,18 +398,47 @@ def _max_pool(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False)
     oshape = pool_out_shape(name, x.shape, kernel_size, stride, padding, dilation, ceil_mode)
     out = np.empty(oshape, dtype=object)
     idx = np.zeros(oshape, dtype=np.int64)
-    rule = _ad_rule(key, name)
+    rule = _index_rule(key)
     fx = context.current().float_arg(0)
     if fx is not None and fx.shape != x.shape:
         fx = None
+    fidx = _pool_float_indices(name, oshape, kernel_size, stride, padding, dilation, ceil_mode)
     for pos, win in pool_windows(name, x.shape, kernel_size, stride, padding, dilation, ceil_mode):
         cands = [x[q] for q, _ in win]
         fv = [fx[q] for q, _ in win] if fx is not None else None
-        e, j = select(cands, True, key, rule, pos, fv)
+        e, j = select(cands, True, key, rule, pos, fv, _window_returned(cands, fv, win, fidx, pos))
         out[pos], idx[pos] = e, win[j][1]
     if name.endswith("with_indices"):
         return out, idx
     return out
+
+
+def _window_returned(cands, fv, win, fidx, pos) -> Returned:
+    """The window member whose flat index the float run returned at output ``pos``."""
+    if fidx is None:
+        return Returned(None, fv)
+    flat = int(fidx[pos])
+    return Returned(next((j for j, (_, f) in enumerate(win) if f == flat), None), fv)
+
+
+def _pool_float_indices(name, oshape, kernel_size, stride, padding, dilation, ceil_mode):
+    """The indices of PyTorch's float max pool at this op: its second output, or (an op without indices) the
+    indices that the same pool returns on the float input with ``return_indices=True``."""
+    fidx = float_output(1) if name.endswith("with_indices") else None
+    if fidx is None and not name.endswith("with_indices"):
+        fx = float_input(0)
+        if fx is not None:
+            import torch
+            import torch.nn.functional as tF
+
+            fn = {"max_pool1d": tF.max_pool1d, "max_pool2d": tF.max_pool2d, "max_pool3d": tF.max_pool3d}.get(name)
+            try:
+                with torch.no_grad():
+                    _, ind = fn(fx, kernel_size, stride or None, padding, dilation, ceil_mode, return_indices=True)
+                fidx = ind.numpy()
+            except Exception:  # the float pool cannot run here: no index to read
+                fidx = None
+    return fidx if fidx is not None and tuple(fidx.shape) == tuple(oshape) else None
 
 
 def adaptive_pool_windows(shape, output_size):
@@ -335,47 +463,205 @@ def _adaptive_max_pool(x, output_size):
     out = np.empty(shape, dtype=object)
     idx = np.zeros(shape, dtype=np.int64)
     key = op_key(context.current().op_name)  # adaptive_max_pool2d (1-d too)
-    rule = _ad_rule(key)
+    rule = _index_rule(key)
     fx = context.current().float_arg(0)
     if fx is not None and fx.shape != x.shape:
         fx = None
+    fidx = float_output(1)
+    fidx = fidx if fidx is not None and tuple(fidx.shape) == tuple(shape) else None
     for pos, win in adaptive_pool_windows(x.shape, output_size):
         fv = [fx[q] for q, _ in win] if fx is not None else None
-        e, j = select([x[q] for q, _ in win], True, key, rule, pos, fv)
+        cands = [x[q] for q, _ in win]
+        e, j = select(cands, True, key, rule, pos, fv, _window_returned(cands, fv, win, fidx, pos))
         out[pos], idx[pos] = e, win[j][1]
     return out, idx
 
 
 @op("sort")
 def _sort(a, dim=-1, descending=False, stable=False):
-    return _sort_impl(a, dim, descending, None)
+    n = arr(a).shape[dim] if arr(a).ndim else 1
+    return _order(a, dim, descending, list(range(n)), "sort", float_output(1))
 
 
 @op("topk")
 def _topk(a, k, dim=-1, largest=True, sorted=True):
-    return _sort_impl(a, dim, largest, k)
+    return _order(a, dim, largest, list(range(k)), "topk", float_output(1))
 
 
-def _sort_impl(a, dim, descending, k):
-    """Sort along ``dim``; tied entries with distinct local functions are ordered by the enumerator."""
+@op("kthvalue")
+def _kthvalue(a, k, dim=-1, keepdim=False):
+    return _reduce_order(a, dim, keepdim, lambda n: k - 1, "kthvalue")
+
+
+@op("median.dim")
+def _median_dim(a, dim, keepdim=False):
+    return _reduce_order(a, dim, keepdim, lambda n: (n - 1) // 2, "median_dim")
+
+
+@op("median.default")
+def _median_all(a):
+    """The lower median of all entries; AD at a tie: PyTorch's rule for median() (registry: the even split
+    over the entries equal to it, evenly_distribute_backward)."""
+    flat = arr(a).reshape(-1)
+    rule = _ad_rule("median")
+    ctx = context.current()
+    r = (flat.size - 1) // 2
+    if ctx.mode == "ad":
+        order = _exact_order(list(flat), False, "median")
+        v = val(flat[order[r]])
+        tied = [i for i in range(flat.size) if i == order[r] or sign(val(flat[i]) - v) == 0]
+        cands = list(flat)
+        if len(tied) > 1 and any(isinstance(cands[i], Aff) for i in tied):
+            groups: dict = {}
+            for i in tied:
+                groups.setdefault(_key(cands[i]), []).append(i)
+            ctx.note(_site(ctx, "median", (), cands, tied, groups, None))
+            return _scalar(_ad_mix(cands, tied, rule)[0])
+        return _scalar(cands[order[r]])
+    vals, _ = _order(flat, 0, False, [r], "median", None)
+    return _scalar(vals[0])
+
+
+def _scalar(v):
+    out = np.empty((), dtype=object)
+    out[()] = v
+    return out
+
+
+def _reduce_order(a, dim, keepdim, rank_of, key):
+    """kthvalue / median along ``dim``: the entry of rank ``rank_of(n)`` (ascending) and its index."""
     a = arr(a)
+    n = a.shape[dim] if a.ndim else 1
+    fidx = float_output(1)
+    vals, idx = _order(a, dim, False, [rank_of(n)], key, None if fidx is None else np.expand_dims(fidx, -1)
+                       if not keepdim else fidx, moved_index=not keepdim)
+    if a.ndim == 0:
+        return vals.reshape(()), idx.reshape(())
+    if not keepdim:
+        vals, idx = np.squeeze(vals, axis=dim), np.squeeze(idx, axis=dim)
+    return vals, idx
+
+
+@op("mode")
+def _mode(a, dim=-1, keepdim=False):
+    """torch.mode: the most frequent value (the smallest among equally frequent ones) and an index of it.
+    Where every entry of a row is distinct it is the row's minimum (a selection without a tie).  A repeated
+    value in a row that depends on w makes mode jump (an entry moving off the repeated value changes which
+    value is most frequent): not locally Lipschitz, so it is rejected."""
+    a = arr(a)
+    if a.ndim == 0:
+        return a.copy(), np.zeros((), dtype=np.int64)
     a_m = np.moveaxis(a, dim, -1)
-    n = a_m.shape[-1]
-    kk = n if k is None else k
-    out = np.empty(a_m.shape[:-1] + (kk,), dtype=object)
-    idx = np.zeros(a_m.shape[:-1] + (kk,), dtype=np.int64)
-    key = "sort" if k is None else "topk"
-    rule = _ad_rule(key)
-    if rule.name == "returned":  # topk: the oracle does not see PyTorch's indices; ties go by index (a piece)
-        rule = _FIRST
+    out = np.empty(a_m.shape[:-1], dtype=object)
+    idx = np.zeros(a_m.shape[:-1], dtype=np.int64)
+    fidx = float_output(1)
     for pos in np.ndindex(*a_m.shape[:-1]):
+        row = list(a_m[pos])
+        order = _exact_order(row, False, "mode")
+        vs = [val(row[i]) for i in order]
+        repeated = any(sign(vs[i + 1] - vs[i]) == 0 for i in range(len(vs) - 1))
+        if repeated and any(isinstance(x, Aff) for x in row):
+            raise UnsupportedOpError(
+                "torch.mode on a row with a repeated value that depends on w is discontinuous (moving one entry "
+                "off the repeated value changes which value is most frequent), so it has no Clarke "
+                "subdifferential; use torch.min/torch.max or check at a point where the row's values are distinct")
+        if repeated:  # constants only: PyTorch's value and index, read from the float run when available
+            i = int(np.asarray(fidx)[pos]) if fidx is not None and np.asarray(fidx).shape == out.shape else None
+            if i is None or sign(val(row[i]) - val(row[order[0]])) is None:
+                counts = [sum(1 for y in vs if sign(y - x) == 0) for x in vs]
+                i = order[counts.index(max(counts))]
+            out[pos], idx[pos] = row[i], i
+        else:
+            out[pos], idx[pos] = row[order[0]], order[0]
+    if keepdim:
+        out, idx = np.expand_dims(out, dim), np.expand_dims(idx, dim)
+    return out, idx
+
+
+def _exact_order(row, descending, opname):
+    """Indices of ``row`` ordered by exact value (ascending, or descending), ties by index (stable)."""
+    import functools
+
+    def cmp(i, j):
+        s = sign(val(row[i]) - val(row[j]))
+        if s is None:
+            raise straddle_error(opname)
+        return -s if descending else s
+
+    return sorted(range(len(row)), key=functools.cmp_to_key(lambda i, j: cmp(i, j) or (i - j)))
+
+
+def _order(a, dim, descending, ranks, key, fidx, moved_index=False):
+    """(values, indices) of the entries at ``ranks`` (0 = most extreme) of each row along ``dim``, the rank
+    axis in place of ``dim``.  ``fidx``: the indices PyTorch's float run returned (same layout), or None.
+
+    AD with the rule ``returned`` (no convention given): each output is the entry PyTorch returned at that
+    rank -- it must be one of the entries exactly tied with that rank's value, on exact float inputs.  Pieces
+    mode (and AD with a convention): the ranks are selected one after another, ties branching.
+    """
+    ctx = context.current()
+    a = arr(a)
+    zero_d = a.ndim == 0
+    if zero_d:
+        a, dim = a.reshape(1), 0
+        fidx = None if fidx is None else np.asarray(fidx).reshape(1)
+    a_m = np.moveaxis(a, dim, -1)
+    rows, n = a_m.shape[:-1], a_m.shape[-1]
+    fa = ctx.float_arg(0)
+    fa_m = np.moveaxis(fa.reshape(a.shape), dim, -1) if fa is not None and fa.size == a.size else None
+    fi_m = None
+    if fidx is not None:
+        fi = np.asarray(fidx)
+        fi_m = np.moveaxis(fi, dim, -1) if fi.ndim == a.ndim else None
+        if fi_m is not None and fi_m.shape != rows + (len(ranks),):
+            fi_m = None
+    rule = _index_rule(op_key(key) if key not in ("median",) else key) if key != "median" else _ad_rule("median")
+    out = np.empty(rows + (len(ranks),), dtype=object)
+    idx = np.zeros(rows + (len(ranks),), dtype=np.int64)
+    rankpos = {r: t for t, r in enumerate(ranks)}
+    for pos in np.ndindex(*rows):
+        row = list(a_m[pos])
+        fv = None if fa_m is None else list(fa_m[pos])
+        rets = [None] * len(ranks) if fi_m is None else [int(x) for x in fi_m[pos]]
+        if ctx.mode == "ad" and rule.name == "returned":
+            order = _exact_order(row, descending, key)
+            for t, r in enumerate(ranks):
+                v = val(row[order[r]])
+                group = [i for i in order if i == order[r] or sign(val(row[i]) - v) == 0]  # in rank order
+                chosen = group[0] if len(group) == 1 else None
+                if chosen is None:
+                    groups: dict = {}
+                    for i in sorted(group):
+                        groups.setdefault(_key(row[i]), []).append(i)
+                    needed = len(groups) > 1 and any(isinstance(row[i], Aff) for i in group)
+                    site = _site(ctx, key, pos + (r,), row, sorted(group), groups, None)
+                    if needed:
+                        ctx.note(site)
+                    ret = Returned(rets[t], fv)
+                    if ret.valid(row, sorted(group)):
+                        chosen = site.extra["returned"] = ret.index
+                    elif not needed:
+                        chosen = order[r]  # any entry of the group: identical local functions
+                    else:
+                        _returned_choice(key, row, sorted(group), ret, True)  # raises: unreadable choice
+                out[pos + (t,)], idx[pos + (t,)] = row[chosen], chosen
+            continue
         remaining = list(range(n))
-        for r in range(kk):
-            cands = [a_m[pos + (i,)] for i in remaining]
-            e, j = select(cands, descending, key, rule, pos + (r,))
-            out[pos + (r,)], idx[pos + (r,)] = e, remaining[j]
+        last = rets[rankpos[max(ranks)]] if len(ranks) == 1 else None  # kthvalue / median: PyTorch's entry
+        for r in range(max(ranks) + 1):
+            cands = [row[i] for i in remaining]
+            g = rets[rankpos[r]] if r in rankpos else None
+            ret = Returned(remaining.index(g) if g in remaining else None, None if fv is None else
+                           [fv[i] for i in remaining],
+                           remaining.index(last) if g is None and last in remaining else None)
+            e, j = select(cands, descending, key, rule, pos + (r,), None, ret)
+            if r in rankpos:
+                out[pos + (rankpos[r],)], idx[pos + (rankpos[r],)] = e, remaining[j]
             remaining.pop(j)
-    return np.moveaxis(out, -1, dim), np.moveaxis(idx, -1, dim)
+    vals, inds = np.moveaxis(out, -1, dim), np.moveaxis(idx, -1, dim)
+    if zero_d and len(ranks) == 1:
+        return vals.reshape(()), inds.reshape(())
+    return vals, inds
 
 
 # ------------------------------------------------------------------------------------- max pool (reverse mode)

@@ -1,8 +1,9 @@
-"""Smooth non-polynomial ATen ops (exp, log, tanh, sigmoid, softplus, sin, cos, sqrt, log_softmax, softmax,
-nll_loss, cross-entropy's pieces, mse_loss) evaluated with rigorous interval arithmetic (``mpmath.iv``).
+"""Smooth non-polynomial ATen ops (exp, log, log1p, expm1, sin, cos, tanh, sigmoid, softplus, sqrt, rsqrt,
+reciprocal, real powers, erf, gelu (both approximations), silu, log_softmax, softmax, nll_loss, mse_loss),
+evaluated with the rigorous enclosures of :mod:`nsverify.oracle.numbers`.
 
-Values that the intervals pin to a point (exp(0) = 1, sin(0) = 0, ...) collapse back to exact Fractions, so
-exact verdicts survive smooth parts whenever the smooth parts are evaluated at such points.
+A value is an exact Fraction only where it is proved rational (exp(0) = 1, sqrt of a square, ...); otherwise it
+is an interval guaranteed to contain it.  Each op's derivative (forward mode) is enclosed the same way.
 """
 
 from __future__ import annotations
@@ -10,35 +11,31 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
-from mpmath import iv
 
 from nsverify.errors import InexactError, UnsupportedOpError
-from nsverify.oracle.numbers import Ival, sign, simplify, smooth, to_iv, val
+from nsverify.oracle.numbers import (
+    cos_i,
+    erf_i,
+    exp_i,
+    expm1_i,
+    log1p_i,
+    log_i,
+    normal_cdf_i,
+    normal_pdf_i,
+    pi_i,
+    sigmoid_i,
+    sign,
+    sin_i,
+    smooth,
+    softplus_i,
+    sqrt_i,
+    tanh_i,
+    val,
+)
 from nsverify.oracle.ops_linear import arr, ipow, objmap
 from nsverify.oracle.tensor import op
 
 F = Fraction
-
-
-def _ivf(fn):
-    """Lift an mpmath.iv function to our numbers (Fraction / Ival)."""
-
-    def f(x):
-        return simplify(Ival(fn(to_iv(x))))
-
-    return f
-
-
-_exp = _ivf(iv.exp)
-_log = _ivf(iv.log)
-_sin = _ivf(iv.sin)
-_cos = _ivf(iv.cos)
-_tanh = _ivf(lambda x: iv.tanh(x))
-_sqrt = _ivf(iv.sqrt)
-
-
-def _sigmoid_v(x):
-    return 1 / (1 + _exp(-x))
 
 
 def _positive(x, what):
@@ -52,33 +49,86 @@ def _positive(x, what):
 
 
 def exp(x):
-    return smooth(x, _exp, _exp)
+    return smooth(x, exp_i, exp_i)
 
 
 def log(x):
     _positive(val(x), "log")
-    return smooth(x, _log, lambda v: 1 / v)
+    return smooth(x, log_i, lambda v: 1 / v)
 
 
-op("exp")(lambda a: objmap(exp, arr(a)))
-op("log")(lambda a: objmap(log, arr(a)))
-op("sin")(lambda a: objmap(lambda x: smooth(x, _sin, _cos), arr(a)))
-op("cos")(lambda a: objmap(lambda x: smooth(x, _cos, lambda v: -_sin(v)), arr(a)))
-op("tanh")(lambda a: objmap(lambda x: smooth(x, _tanh, lambda v: 1 - _tanh(v) * _tanh(v)), arr(a)))
-op("sigmoid")(
-    lambda a: objmap(lambda x: smooth(x, _sigmoid_v, lambda v: _sigmoid_v(v) * (1 - _sigmoid_v(v))), arr(a))
-)
-op("log1p")(lambda a: objmap(lambda x: log(1 + x), arr(a)))
-op("expm1")(lambda a: objmap(lambda x: exp(x) - 1, arr(a)))
+def tanh(x):
+    return smooth(x, tanh_i, lambda v: 1 - tanh_i(v) * tanh_i(v))
+
+
+def sigmoid(x):
+    return smooth(x, sigmoid_i, lambda v: sigmoid_i(v) * (1 - sigmoid_i(v)))
+
+
+def erf(x):
+    """erf, derivative 2 exp(-x^2) / sqrt(pi)."""
+    return smooth(x, erf_i, lambda v: 2 * exp_i(-(v * v)) / sqrt_i(pi_i()))
+
+
+def gelu(x, approximate="none"):
+    """PyTorch's gelu: x Phi(x) (``none``), or 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (``tanh``; the
+    constants are the real numbers sqrt(2/pi) and 0.044715, which PyTorch rounds to the dtype)."""
+    if approximate == "none":
+        return smooth(x, lambda v: v * normal_cdf_i(v), lambda v: normal_cdf_i(v) + v * normal_pdf_i(v))
+    if approximate != "tanh":
+        raise UnsupportedOpError(f"gelu with approximate={approximate!r}: PyTorch knows 'none' and 'tanh'")
+    kappa = F(44715, 10**6)
+
+    def inner(v):
+        return sqrt_i(2 / pi_i()) * (v + kappa * v * v * v)
+
+    def value(v):
+        return v * (1 + tanh_i(inner(v))) / 2
+
+    def der(v):
+        t = tanh_i(inner(v))
+        return (1 + t) / 2 + v * (1 - t * t) * sqrt_i(2 / pi_i()) * (1 + 3 * kappa * v * v) / 2
+
+    return smooth(x, value, der)
+
+
+def silu(x):
+    """x sigmoid(x), derivative s (1 + x (1 - s))."""
+    return smooth(x, lambda v: v * sigmoid_i(v), lambda v: sigmoid_i(v) * (1 + v * (1 - sigmoid_i(v))))
+
+
+def _pos_smooth(what, f_val, f_der):
+    def f(x):
+        _positive(val(x), what)
+        return smooth(x, f_val, f_der)
+
+    return f
+
+
+def _map(fn):
+    return lambda a, *args, **kw: objmap(fn, arr(a))
+
+
+op("exp")(_map(exp))
+op("log")(_map(log))
+op("sin")(_map(lambda x: smooth(x, sin_i, cos_i)))
+op("cos")(_map(lambda x: smooth(x, cos_i, lambda v: -sin_i(v))))
+op("tanh")(_map(tanh))
+op("sigmoid")(_map(sigmoid))
+op("erf")(_map(erf))
+op("silu")(_map(silu))
+op("log1p")(_map(lambda x: smooth(x, log1p_i, lambda v: 1 / _positive(1 + v, "log1p"))))
+op("expm1")(_map(lambda x: smooth(x, expm1_i, exp_i)))
+
+
+@op("gelu")
+def _gelu(a, approximate="none"):
+    return objmap(lambda x: gelu(x, approximate), arr(a))
 
 
 @op("sqrt")
 def _sqrt_op(a):
-    def f(x):
-        _positive(val(x), "sqrt")
-        return smooth(x, _sqrt, lambda v: 1 / (2 * _sqrt(v)))
-
-    return objmap(f, arr(a))
+    return objmap(_pos_smooth("sqrt", sqrt_i, lambda v: 1 / (2 * sqrt_i(v))), arr(a))
 
 
 @op("rsqrt")
@@ -93,11 +143,12 @@ def _recip(a):
 
 @op("pow.Tensor_Scalar")
 def _pow(a, e):
-    """Integer exponents >= 0 exactly (polynomial); any other real exponent as exp(e log x), x > 0."""
+    """Integer exponents exactly (polynomial; negative ones as 1/x^-e); any other real exponent as
+    exp(e log x), x > 0."""
     if isinstance(e, float) and e.is_integer():
         e = int(e)
-    if isinstance(e, int) and e >= 0:
-        return objmap(lambda x: ipow(x, e), arr(a))
+    if isinstance(e, int):
+        return objmap(lambda x: ipow(x, e) if e >= 0 else 1 / ipow(x, -e), arr(a))
     e = F(e)
 
     def f(x):
@@ -119,7 +170,7 @@ def _softplus(a, beta=1, threshold=20):
             )
         if s > 0:
             return x
-        return log(1 + exp(x * beta)) / beta
+        return smooth(x * beta, softplus_i, sigmoid_i) / beta
 
     return objmap(f, arr(a))
 
@@ -182,21 +233,25 @@ def _mse(a, b, reduction=1):
     return _scalar(s / sq.size if reduction == 1 else s)
 
 
+SMOOTH_OPS = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "sigmoid", "softplus", "sqrt", "rsqrt",
+              "reciprocal", "pow", "erf", "gelu", "silu", "log_softmax", "softmax", "nll_loss", "mse_loss")
+
+
 def _scalar(v):
     out = np.empty((), dtype=object)
     out[()] = v
     return out
 
 
-@op("gelu", "elu", "silu", "mish", "logsigmoid", "erf", "atan", "asin", "acos", "tan", "sinh", "cosh")
+@op("elu", "mish", "logsigmoid", "log_sigmoid_forward", "erfc", "atan", "asin", "acos", "tan", "sinh", "cosh",
+    "atanh", "asinh", "acosh", "log2", "log10", "exp2", "lgamma", "digamma")
 def _unsupported_smooth(*a, **k):
     from nsverify.oracle import context
 
     raise UnsupportedOpError(
         f"aten.{context.current().op_name} has no interval implementation in the exact oracle yet; supported "
-        "smooth ops: exp, log, tanh, sigmoid, softplus, sin, cos, sqrt, log_softmax, softmax, "
-        "cross_entropy/nll_loss, mse_loss. Rewrite with those (e.g. sigmoid(1.702 x) x for gelu) or check "
-        "a piecewise-linear surrogate")
+        f"smooth ops: {', '.join(SMOOTH_OPS)}. Rewrite with those (e.g. log(sigmoid(x)) for logsigmoid) or "
+        "check a piecewise-linear surrogate")
 
 
 _unsupported_smooth.unsupported = True

@@ -114,6 +114,8 @@ def unwrap(x):
 
 
 def wrap(x):
+    if isinstance(x, np.generic):  # numpy reductions/logical ops on 0-d arrays return scalars (np.bool_, ...)
+        x = np.asarray(x)
     if isinstance(x, np.ndarray):
         return ExactTensor(x)
     if isinstance(x, (Aff, Fraction)) or type(x).__name__ == "Ival":
@@ -149,8 +151,11 @@ def dispatch(func, args, kwargs):
     a = unwrap(args)
     kw = {k: unwrap(v) for k, v in kwargs.items()}
     fout = _shadow_run(ctx, func, base, args, kwargs)
-    out = impl(*a, **kw)
-    ctx.shadow_args = None
+    ctx.shadow_out = fout
+    try:
+        out = impl(*a, **kw)
+    finally:
+        ctx.shadow_args = ctx.shadow_in = ctx.shadow_out = None
     if base == "_local_scalar_dense":
         return out
     if base.endswith("_"):
@@ -201,18 +206,37 @@ def _float_arrays(sargs) -> list:
 
 
 def _shadow_run(ctx, func, base, args, kwargs):
-    ctx.shadow_args = None
+    ctx.shadow_args = ctx.shadow_in = None
     if not ctx.shadow or base == "_local_scalar_dense":
         return None
     try:
         sargs = _shadow_of(args)
         skw = {k: _shadow_of(v) for k, v in kwargs.items()}
         ctx.shadow_args = _float_arrays(sargs)
+        ctx.shadow_in = sargs
         with torch.no_grad():
             return func(*sargs, **skw)
     except Exception:  # the float program cannot run this op alongside: no float-tie information here
         ctx.shadow_args = None
         return None
+
+
+def float_input(k: int = 0):
+    """The k-th argument of the current op as the float run has it (a tensor in w's dtype), or None."""
+    sargs = getattr(context.current(), "shadow_in", None)
+    if sargs is None or k >= len(sargs) or not isinstance(sargs[k], torch.Tensor):
+        return None
+    return sargs[k]
+
+
+def float_output(k: int | None = None):
+    """What the float run of the current op returned (output ``k`` of a tuple), as a numpy array, or None."""
+    out = getattr(context.current(), "shadow_out", None)
+    if k is not None:
+        out = out[k] if isinstance(out, (tuple, list)) and k < len(out) else None
+    if not isinstance(out, torch.Tensor):
+        return None
+    return out.detach().cpu().numpy()
 
 
 def _attach_shadow(res, fout):

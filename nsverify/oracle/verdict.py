@@ -30,6 +30,9 @@ class Verdict:
     stats: dict = field(default_factory=dict)
     ad_distance: float | None = None
     distance_bounds: tuple | None = None
+    point: tuple | None = None  # w's exact values (flattened), for re-checking with the program
+    shape: tuple | None = None
+    dtype: str | None = None
 
     @property
     def clarke(self):
@@ -94,6 +97,8 @@ class Verdict:
             "kinks": [k.to_json() for k in self.kinks],
             "value": enc(self.value),
             "stats": self.stats,
+            **({"point": enc(self.point), "shape": list(self.shape), "dtype": self.dtype}
+               if self.point is not None else {}),
         }
 
     def to_json(self, **kw) -> str:
