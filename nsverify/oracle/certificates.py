@@ -209,3 +209,89 @@ def adjacent_piece(ev: Evaluation, exact_ad: tuple) -> AdjacentPiece | None:
         if hi_a < lo_b or hi_b < lo_a or (not isinstance(a, Ival) and not isinstance(b, Ival) and a != b):
             return None
     return AdjacentPiece(tuple(decisions), tuple(rows), witness, tuple(grad))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Separable blocks (nsverify.oracle.blocks): the Bouligand set is a product over coordinate-disjoint blocks
+# ------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BlockProduct:
+    """member / not_member when f(w + d) = sum_b f_b(d on S_b) near w (disjoint coordinate blocks S_b).
+
+    The Clarke set is then the product of the blocks' Clarke sets, with the gradient fixed (``fixed``) on the
+    coordinates of no block.  member: for every block, convex weights over that block's gradients reproduce
+    ``tested`` on the block's coordinates, and ``tested`` equals ``fixed`` off the blocks; not_member: a
+    direction ``h`` on one block separates ``tested`` there from that block's gradients (so from the product),
+    or ``tested`` differs from ``fixed`` at one coordinate.  The JSON-only check trusts the blocks' vertex sets,
+    as every JSON-only check trusts the vertices it is given (the witnesses say where each vertex's piece
+    lies)."""
+
+    kind: ClassVar[str] = "block_product"
+    status: str  # "member" | "not_member"
+    blocks: tuple  # ((coords, vertices, weights | None, witnesses), ...)
+    fixed: dict  # {coordinate: Fraction}
+    separating: tuple | None = None  # not_member: ("block", i, h) or ("fixed", k)
+
+    def to_json(self) -> dict:
+        blocks = []
+        for coords, verts, weights, wits in self.blocks:
+            b = {"coords": list(coords), "vertices": [enc(tuple(v)) for v in verts],
+                 "witnesses": [enc(d) if d else {} for d in wits]}
+            if weights is not None:
+                b["weights"] = {str(i): enc(x) for i, x in weights.items()}
+            blocks.append(b)
+        out = {"kind": self.kind, "status": self.status, "blocks": blocks, "fixed": enc(self.fixed)}
+        if self.separating is not None:
+            out["separating"] = ({"block": self.separating[1], "h": enc(tuple(self.separating[2]))}
+                                 if self.separating[0] == "block" else {"fixed": self.separating[1]})
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict) -> BlockProduct:
+        blocks = tuple(
+            (tuple(int(k) for k in b["coords"]), tuple(dec(v) for v in b["vertices"]),
+             None if "weights" not in b else {int(i): Fraction(x) for i, x in b["weights"].items()},
+             tuple(dec_sparse(w) for w in b.get("witnesses", ())))
+            for b in d["blocks"])
+        sep = d.get("separating")
+        if sep is not None:
+            sep = ("block", int(sep["block"]), tuple(Fraction(x) for x in sep["h"])) if "block" in sep else (
+                "fixed", int(sep["fixed"]))
+        return cls(d["status"], blocks, dec_sparse(d.get("fixed", {})), sep)
+
+    def check(self, record: dict) -> bool:
+        try:
+            return self._check(record)
+        except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError):
+            return False
+
+    def _check(self, record: dict) -> bool:
+        t = dec(record["tested"])
+        owned = [k for coords, *_ in self.blocks for k in coords] + list(self.fixed)
+        if sorted(owned) != list(range(len(t))):  # the blocks and the fixed part partition the coordinates
+            return False
+        if not all(isinstance(x, Fraction) for x in t):
+            return False
+        if self.status == "member":
+            if any(t[k] != v for k, v in self.fixed.items()):
+                return False
+            return all(w is not None and check_weights(tuple(t[k] for k in coords), list(verts), w)
+                       for coords, verts, w, _ in self.blocks)
+        if self.separating is None:
+            return False
+        if self.separating[0] == "fixed":
+            k = self.separating[1]
+            return k in self.fixed and t[k] != self.fixed[k]
+        coords, verts, _, _ = self.blocks[self.separating[1]]
+        h = list(self.separating[2])
+        return len(h) == len(coords) and margin(h, tuple(t[k] for k in coords), list(verts)) is not None
+
+    def describe(self) -> str:
+        sizes = "x".join(str(len(v)) for _, v, _, _ in self.blocks)
+        how = "per-block convex weights" if self.status == "member" else (
+            f"a separating direction on block {self.separating[1]}" if self.separating
+            and self.separating[0] == "block" else "a fixed coordinate that differs")
+        return f"block_product: {len(self.blocks)} coordinate-disjoint blocks ({sizes} gradients), {how}"
+
+
+KINDS[BlockProduct.kind] = BlockProduct
