@@ -112,12 +112,14 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
     exact_ad, how = ev.exact_ad()
     if ad is None:
         tested, tested_is = exact_ad, "exact_ad"
+    declined = None
     if (shortcuts and fw.sites and not fw.nonaffine and all(is_exact(x) for x in tested)
             and candidate_groups(fw.sites) >= 2):
         tracker.update(stage="separable blocks")
         blk = decompose(ev, limit=max_pieces, time_limit=time_limit, t0=tracker.t0, tracker=tracker)
-        if blk is not None:
+        if isinstance(blk, Blocks):
             return _block_verdict(ev, blk, tested, tested_is, fw, exact_ad, how, float_ad, max_pieces)
+        declined = blk
     tracker.update(stage="pieces")
     try:
         en = enumerate_pieces(ev, limit=max_pieces, on_limit=on_limit, time_limit=time_limit, tracker=tracker,
@@ -174,6 +176,8 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
         "curved": en.curved,
         "exact_ad_from": how,
     }
+    if declined:
+        stats["blocks_declined"] = declined  # why the separable-blocks shortcut did not apply
     return Verdict(
         status=status,
         exact=exact,

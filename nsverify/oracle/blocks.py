@@ -175,30 +175,72 @@ def _values(out) -> tuple:
 _WATCH: list = []
 
 
-def _watch_mode(record: list):
-    """A TorchDispatchMode that appends (op, exact values returned) to ``record`` for every ATen op."""
+def _watch_class():
+    """A TorchDispatchMode that compares every ATen op's exact output values with a reference trace's."""
     if not _WATCH:
         from torch.utils._python_dispatch import TorchDispatchMode
 
         class _Watch(TorchDispatchMode):
-            def __init__(self, record):
+            def __init__(self, reference: list | None):
                 super().__init__()
-                self.record = record
+                self.reference = reference
+                self.record: list = []  # (op, values) of every op (reference trace)
+                self.pos = 0
+                self.tainted: list = []  # integer/bool outputs whose values differ from the reference's
 
         def watch(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            self.record.append((func.__name__, _values(out)))
+            kwargs = kwargs or {}
+            if self.tainted and _uses((args, kwargs), {id(t) for t in self.tainted}):
+                raise NotSeparable("an index or comparison result that a block's piece changed is used later")
+            out = func(*args, **kwargs)
+            name, vals = func.__name__, _values(out)
+            if self.reference is None:
+                self.record.append((name, vals))
+                return out
+            if self.pos >= len(self.reference) or self.reference[self.pos][0] != name:
+                raise NotSeparable("a piece of one block changed the ops the program runs")
+            ref = self.reference[self.pos][1]
+            self.pos += 1
+            if ref != vals:
+                parts = list(out) if isinstance(out, (list, tuple)) else [out]
+                refs = list(ref) if isinstance(out, (list, tuple)) and isinstance(ref, tuple) else [ref]
+                if len(parts) != len(refs):
+                    raise NotSeparable("a piece of one block changed the values the program computes")
+                for o, r in zip(parts, refs):
+                    if _values(o) == r:
+                        continue
+                    if not _integral(o):
+                        raise NotSeparable("a piece of one block changed the values the program computes")
+                    self.tainted.append(o)  # indices or booleans: harmless unless an op reads them
             return out
 
         # set after the class exists: TorchDispatchMode wraps a __torch_dispatch__ defined in the class body
         # in a Dynamo guard whose first call imports torch._dynamo (seconds); nothing here is compiled
         _Watch.__torch_dispatch__ = watch
         _WATCH.append(_Watch)
-    return _WATCH[0](record)
+    return _WATCH[0]
+
+
+def _integral(out) -> bool:
+    """An exact tensor of integers or booleans (indices, comparison results): no real value, no derivative."""
+    from nsverify.oracle.tensor import ExactTensor
+
+    return isinstance(out, ExactTensor) and out.arr.dtype != object
+
+
+def _uses(x, ids: set) -> bool:
+    if id(x) in ids:
+        return True
+    if isinstance(x, (list, tuple)):
+        return any(_uses(y, ids) for y in x)
+    if isinstance(x, dict):
+        return any(_uses(y, ids) for y in x.values())
+    return False
 
 
 class _Checked:
-    """An Evaluation whose pieces traces are checked against the default trace (same ops, same values)."""
+    """An Evaluation whose pieces traces are checked against the default trace: the same ops, returning the
+    same exact values (indices and booleans may differ only if no later op reads them)."""
 
     def __init__(self, ev, reference: list | None):
         self.ev = ev
@@ -207,24 +249,33 @@ class _Checked:
         self.traces = 0
 
     def pieces_trace(self, decide):
-        record: list = []
-        with _watch_mode(record):
+        mode = _watch_class()(self.reference)
+        with mode:
             r = self.ev.pieces_trace(decide)
         self.traces += 1
-        if self.reference is not None and record != self.reference:
-            raise NotSeparable("a piece of one block changed the values the program computes")
-        self.last = record
+        if self.reference is not None and mode.pos != len(self.reference):
+            raise NotSeparable("a piece of one block changed the ops the program runs")
+        self.last = mode.record
         return r
 
 
 # --------------------------------------------------------------------------------------------- the decomposition
-def decompose(ev, *, limit: int, time_limit: float | None, t0: float, tracker=None) -> Blocks | None:
-    """The product form of the pieces of ``ev``'s program at its point, or None when the program is not (proved)
-    separable into two or more blocks, or a block is not enumerated exactly."""
+def decompose(ev, *, limit: int, time_limit: float | None, t0: float, tracker=None) -> Blocks | str:
+    """The product form of the pieces of ``ev``'s program at its point, or the reason why not (a string): the
+    program is not proved separable into two or more blocks, or a block is not enumerated exactly."""
+    try:
+        return _decompose(ev, limit=limit, time_limit=time_limit, t0=t0, tracker=tracker)
+    except NotSeparable as e:
+        return str(e)
+    except InexactError as e:
+        return f"a value is not exact: {e}"
+
+
+def _decompose(ev, *, limit: int, time_limit: float | None, t0: float, tracker) -> Blocks:
     import time
 
     if time_limit is not None and time.perf_counter() - t0 > time_limit:
-        return None  # out of time already: the plain path says so
+        raise NotSeparable("the time limit ran out before the blocks were tried")
     stats = ConeStats()
     checked = _Checked(ev, None)
     default: dict = {}  # site key -> (labels, option taken)
@@ -252,17 +303,14 @@ def decompose(ev, *, limit: int, time_limit: float | None, t0: float, tracker=No
         default[_site_key(site)] = (site.labels, take)
         return take
 
-    try:
-        base = checked.pieces_trace(greedy)
-    except (NotSeparable, InexactError):
-        return None
+    base = checked.pieces_trace(greedy)
     uf = _UnionFind()
     for keys in rows_of:
         if keys:
             uf.union_all(keys)
     classes = uf.classes()
     if len(classes) < 2:
-        return None
+        raise NotSeparable("the kink sites' cone rows connect every coordinate: one block")
     block_of = {k: b for b, ks in enumerate(classes) for k in ks}
     reference = checked.last
     blocks = []
@@ -284,20 +332,17 @@ def decompose(ev, *, limit: int, time_limit: float | None, t0: float, tracker=No
             return got[1]
 
         run = _Checked(ev, reference)
-        try:
-            en = enumerate_pieces(run, limit=limit, on_limit="unknown", time_limit=time_limit, forced=forced,
-                                  tracker=tracker, t0=t0)
-        except (NotSeparable, InexactError):
-            return None
+        en = enumerate_pieces(run, limit=limit, on_limit="unknown", time_limit=time_limit, forced=forced,
+                              tracker=tracker, t0=t0)
         traces += run.traces
         for k, v in vars(en.stats).items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 setattr(stats, k, getattr(stats, k) + v)
         if not en.exact:
-            return None
+            raise NotSeparable(en.incomplete or f"block {b} has pieces that are not certified exactly")
         for leaf in en.leaves:
             if any(leaf.gradient[k] != base.gradient[k] for k in range(ev.n) if k not in cset):
-                return None
+                raise NotSeparable(f"a piece of block {b} changed the gradient off the block")
         verts, wits = [], []
         for leaf in en.leaves:
             v = tuple(leaf.gradient[k] for k in coords)
@@ -305,11 +350,11 @@ def decompose(ev, *, limit: int, time_limit: float | None, t0: float, tracker=No
                 verts.append(v)
                 wits.append(dict(leaf.witness or {}))
         if distinct(verts) != verts or not all(is_exact(x) for v in verts for x in v):
-            return None  # interval gradients: the plain path decides (adjacent piece, brackets)
+            raise NotSeparable("interval gradients (smooth parts): the plain path decides")
         blocks.append(Block(tuple(coords), verts, wits, len(en.leaves)))
     fixed = {k: base.gradient[k] for k in range(ev.n) if k not in block_of}
     if not all(is_exact(x) for x in fixed.values()):
-        return None
+        raise NotSeparable("interval gradients (smooth parts): the plain path decides")
     return Blocks(ev.n, blocks, fixed, stats, traces, time.perf_counter() - t0)
 
 

@@ -248,6 +248,14 @@ class BlockProduct:
 
     @classmethod
     def from_json(cls, d: dict) -> BlockProduct:
+        """The certificate; a malformed one becomes a certificate of status "malformed", which never checks."""
+        try:
+            return cls._from_json(d)
+        except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+            return cls("malformed", (), {})
+
+    @classmethod
+    def _from_json(cls, d: dict) -> BlockProduct:
         blocks = tuple(
             (tuple(int(k) for k in b["coords"]), tuple(dec(v) for v in b["vertices"]),
              None if "weights" not in b else {int(i): Fraction(x) for i, x in b["weights"].items()},
@@ -261,8 +269,8 @@ class BlockProduct:
 
     def check(self, record: dict) -> bool:
         try:
-            return self._check(record)
-        except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError):
+            return self.status in ("member", "not_member") and self._check(record)
+        except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError, AttributeError):
             return False
 
     def _check(self, record: dict) -> bool:
