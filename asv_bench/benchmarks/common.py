@@ -186,6 +186,25 @@ def lenet_forward():
     return net, x
 
 
+def lenet_tie(batch: int = 2):
+    """``(model, loss_fn, inputs, targets)``: :func:`lenet_forward`'s network with exact ties in its parameters.
+
+    Zero-initialised units sit exactly at their kink on every input: conv1's channel 0 (all 784 positions per
+    image, so every one of its 196 pooling windows ties 4 ways at 0), conv2's channel 3 (100 positions, 25 tied
+    windows), fc1's units 5 and 7 and fc2's unit 11 (one kink per image each).  MSE loss against one-hot targets,
+    checked with respect to all 61,706 parameters (``check_module``'s default)."""
+    net, _ = lenet_forward()
+    with torch.no_grad():
+        for layer, unit in ((0, 0), (3, 3), (7, 5), (7, 7), (9, 11)):
+            net[layer].weight[unit] = 0.0
+            net[layer].bias[unit] = 0.0
+    g = torch.Generator().manual_seed(1)
+    x = torch.round(torch.rand(batch, 1, 28, 28, generator=g, dtype=torch.float64) * 16) / 16
+    y = torch.zeros(batch, 10, dtype=torch.float64)
+    y[torch.arange(batch), torch.arange(batch) % 10] = 1.0
+    return net, torch.nn.functional.mse_loss, x, y
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Reports of many metrics (report)
 

@@ -20,13 +20,16 @@ from fractions import Fraction
 
 import torch
 
-from nsverify.errors import InexactError, TooManyPieces
-from nsverify.oracle import boundary
+from nsverify.errors import InexactError, OracleInputError, TooManyPieces
+from nsverify.oracle import boundary, layered
 from nsverify.oracle.blocks import Blocks, block_decision, candidate_groups, decompose
 from nsverify.oracle.certificates import (
+    PARK_PROXIES,
     BlockProduct,
     ConvexWeights,
     IntervalBracket,
+    ParkTheorem5,
+    ParkTheorem8,
     SeparatingDirection,
     adjacent_piece,
 )
@@ -69,6 +72,13 @@ def check_gradient(
     False (silent) or a callable taking a :class:`~nsverify.oracle.progress.Progress`.  ``shortcuts=False``:
     the plain enumeration only (no separable blocks), e.g. to cross-check a shortcut's verdict.
     """
+    return _check(fn, w, ad, conventions=conventions, max_pieces=max_pieces, on_limit=on_limit,
+                  time_limit=time_limit, progress=progress, shortcuts=shortcuts)
+
+
+def _check(fn, w, ad, *, conventions, max_pieces, on_limit, time_limit, progress, shortcuts, network=None):
+    """:func:`check_gradient`, and for :func:`check_module` the network (model, loss_fn, targets) whose layer
+    structure the layered shortcut reads."""
     boundary.check_limits(max_pieces, on_limit, time_limit)
     report = reporter(progress)
     boundary.check_point(w)
@@ -79,7 +89,7 @@ def check_gradient(
         try:
             with boundary.translated(ev):
                 v = _decide(ev, ad, max_pieces=max_pieces, on_limit=on_limit, time_limit=time_limit,
-                            tracker=tracker, shortcuts=shortcuts)
+                            tracker=tracker, shortcuts=shortcuts, network=network)
         except TooManyPieces as e:
             if on_limit != "unknown":
                 raise
@@ -96,15 +106,29 @@ def check_module(
     :func:`check_gradient` (``max_pieces``, ``time_limit``, ``on_limit``, ``conventions``, ``progress``)."""
     boundary.check_module_args(model, inputs)
     fn, w = module_function(model, loss_fn, inputs, targets, wrt)
-    return check_gradient(fn, w, **kwargs)
+    opts = dict(ad=None, conventions=None, max_pieces=10_000, on_limit="raise", time_limit=DEFAULT_TIME_LIMIT,
+                progress=None, shortcuts=True)
+    unknown = set(kwargs) - set(opts)
+    if unknown:
+        raise OracleInputError(f"check_module got unknown keyword argument(s) {', '.join(sorted(unknown))}; "
+                               f"it takes {', '.join(opts)}")
+    opts.update(kwargs)
+    ad = opts.pop("ad")
+    return _check(fn, w, ad, **opts, network=(model, loss_fn, targets) if wrt == "parameters" else None)
 
 
 def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: float | None,
-            tracker: Tracker, shortcuts: bool = True) -> Verdict:
+            tracker: Tracker, shortcuts: bool = True, network=None) -> Verdict:
     """The work of :func:`check_gradient` (arguments already validated there)."""
     if ad is not None:
         tested, tested_is = _vector(ad, ev.n), "ad"
     float_ad = ev.float_ad()
+    layers_declined = None
+    if network is not None and shortcuts and ad is None and not ev.conventions:
+        got = layered.decide(ev, *network, tracker=tracker)
+        if isinstance(got, layered.Layered):
+            return _layered_verdict(got, float_ad)
+        layers_declined = got
     try:
         fw = ev.forward()
     except InexactError as e:
@@ -178,6 +202,8 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
     }
     if declined:
         stats["blocks_declined"] = declined  # why the separable-blocks shortcut did not apply
+    if layers_declined:
+        stats["layers_declined"] = layers_declined  # why the layered network shortcut did not apply
     return Verdict(
         status=status,
         exact=exact,
@@ -203,6 +229,49 @@ def _float_distance(float_ad, ref) -> float:
     if not all(math.isfinite(x) for x in float_ad):
         return math.inf
     return distance([F(x) for x in float_ad], ref)
+
+
+def _layered_verdict(got, float_ad) -> Verdict:
+    """member, certified by Park et al.'s Theorem 5 or 8: the exact AD is a Bouligand subgradient.  Only that
+    vertex is known (``exact`` is False: the inner set is the AD itself); no piece was enumerated."""
+    layers = got.layers
+    if got.theorem == "park_theorem5":
+        cert = ParkTheorem5(tuple((c.name, c.kinks, c.rank_columns, c.rank_minor) for c in layers),
+                            dict(PARK_PROXIES))
+    else:
+        cert = ParkTheorem8(tuple((c.name, tuple(c.rows), c.witness, c.kinks, c.tied_windows) for c in layers),
+                            dict(PARK_PROXIES))
+    stats = {
+        "pieces": 0,
+        "inner_pieces": 0,
+        "lps": got.stats.lps,
+        "gordan": got.stats.gordan,
+        "uncertain": got.stats.uncertain,
+        "lp_seconds": got.stats.lp_seconds,
+        "shortcut": got.theorem,
+        "layers": [{"layer": c.name, "kinks": c.kinks, "tied_windows": c.tied_windows,
+                    "nontrivial_windows": c.nontrivial_windows, "rows": len(c.rows), "components": c.components}
+                   for c in layers],
+        "exact_ad_from": "backward",
+    }
+    return Verdict(
+        status="member",
+        exact=False,
+        bouligand=[got.exact_ad],
+        certificate=cert.to_json(),
+        distance=0.0,
+        kinks=got.sites,
+        exact_ad=got.exact_ad,
+        ad=float_ad,
+        tested=got.exact_ad,
+        tested_is="exact_ad",
+        outer=[],
+        reason="",
+        value=got.value,
+        stats=stats,
+        ad_distance=None,
+        distance_bounds=(0.0, 0.0),
+    )
 
 
 def _block_verdict(ev, blk: Blocks, tested, tested_is, fw, exact_ad, how, float_ad, max_pieces) -> Verdict:

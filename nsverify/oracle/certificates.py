@@ -303,3 +303,101 @@ class BlockProduct:
 
 
 KINDS[BlockProduct.kind] = BlockProduct
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Layered network certificates (nsverify.oracle.layered): Park, Chun and Lee's sufficient conditions, exactly
+# ------------------------------------------------------------------------------------------------------------
+#: activations whose AD derivative at the kink is a one-sided derivative (the Bouligand proxies of Theorem 8)
+PARK_PROXIES = {"relu": "left", "leaky_relu": "left"}
+
+
+@dataclass(frozen=True)
+class ParkTheorem8:
+    """member: Park et al.'s Theorem 8 -- AD is a Bouligand subgradient when every layer's cone P_l (Algorithm 1)
+    is non-empty.  Per layer: the rows of P_l (sparse, in the flattened parameters) and an exact direction
+    strictly inside every row.  The check re-verifies each witness exactly, that the activations' AD proxies are
+    one-sided derivatives, and that the tested vector is the exact AD; it trusts the rows (as every JSON-only
+    check trusts the data it is given)."""
+
+    kind: ClassVar[str] = "park_theorem8"
+    status: ClassVar[str] = "member"
+    layers: tuple  # ((name, rows, witness, kinks, tied_windows), ...)
+    proxies: dict  # {activation: "left" | "right"}
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "proxies": dict(self.proxies),
+                "layers": [{"layer": n, "rows": [enc(r) for r in rows], "witness": enc(wit), "kinks": k,
+                            "tied_windows": t} for n, rows, wit, k, t in self.layers]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ParkTheorem8:
+        try:
+            return cls(tuple((L["layer"], tuple(dec_sparse(r) for r in L["rows"]), dec_sparse(L["witness"]),
+                              int(L["kinks"]), int(L["tied_windows"])) for L in d["layers"]),
+                       dict(d["proxies"]))
+        except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+            return cls((), {"malformed": "malformed"})
+
+    def check(self, record: dict) -> bool:
+        if record.get("tested_is") != "exact_ad" or not self.layers:
+            return False
+        if any(PARK_PROXIES.get(a) != side for a, side in self.proxies.items()):
+            return False
+        return all(holds(list(rows), wit) if rows else True for _n, rows, wit, _k, _t in self.layers)
+
+    def describe(self) -> str:
+        rows = sum(len(r) for _n, r, _w, _k, _t in self.layers)
+        kinks = sum(k for *_, k, _t in self.layers)
+        ties = sum(t for *_, t in self.layers)
+        return (f"park_theorem8: Park et al.'s Algorithm 1 cones are non-empty at all {len(self.layers)} layers "
+                f"({kinks} kink touches, {ties} tied windows, {rows} cone rows, exact witnesses)")
+
+
+@dataclass(frozen=True)
+class ParkTheorem5:
+    """member: Park et al.'s Theorem 5 -- in a fully connected network, AD is a Bouligand subgradient when, at
+    every layer with a kink touch, the columns of z_{l-1} (one per sample) are linearly independent.  Per such
+    layer: B column indices and the B x B minor of z_{l-1}; the check proves the minor nonsingular exactly
+    (modulo a prime, after scaling to integers) and that the tested vector is the exact AD; it trusts that the
+    minor is z_{l-1}'s."""
+
+    kind: ClassVar[str] = "park_theorem5"
+    status: ClassVar[str] = "member"
+    layers: tuple  # ((name, kinks, columns, minor), ...)
+    proxies: dict
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "proxies": dict(self.proxies),
+                "layers": [{"layer": n, "kinks": k, "columns": cols, "minor": None if m is None else enc(m)}
+                           for n, k, cols, m in self.layers]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ParkTheorem5:
+        try:
+            return cls(tuple((L["layer"], int(L["kinks"]), L.get("columns"),
+                              None if L.get("minor") is None else [[Fraction(x) for x in r] for r in L["minor"]])
+                             for L in d["layers"]), dict(d["proxies"]))
+        except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+            return cls((), {"malformed": "malformed"})
+
+    def check(self, record: dict) -> bool:
+        from nsverify.oracle.layered import nonsingular
+
+        if record.get("tested_is") != "exact_ad" or not self.layers:
+            return False
+        if any(PARK_PROXIES.get(a) != side for a, side in self.proxies.items()):
+            return False
+        sizes = {len(m) for _n, k, _c, m in self.layers if k and m is not None}
+        if len(sizes) > 1:
+            return False  # one batch: every minor is B x B
+        return all(k == 0 or (m is not None and len(m) > 0 and nonsingular(m)) for _n, k, _c, m in self.layers)
+
+    def describe(self) -> str:
+        touched = [n for n, k, _c, _m in self.layers if k]
+        return (f"park_theorem5: at the {len(touched)} layer(s) with kink touches the samples' activations are "
+                "linearly independent (exact nonsingular minors)")
+
+
+KINDS[ParkTheorem8.kind] = ParkTheorem8
+KINDS[ParkTheorem5.kind] = ParkTheorem5
