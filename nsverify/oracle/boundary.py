@@ -112,6 +112,7 @@ def translated(ev):
     """Turn raw exceptions of the exact analysis into nsverify errors (see the module docstring)."""
     from nsverify.oracle import context
 
+    context.clear_failure()
     try:
         yield
     except NsverifyError:
@@ -129,8 +130,11 @@ def translated(ev):
         if ev._float_ad is None:  # fn failed in plain PyTorch: the program's own error
             raise
         op, call = context.last_failure()
-        where = f"aten.{op} (ATen call {call} of the exact trace)" if op else "the exact evaluation"
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if not op:  # not inside a trace of fn: the oracle's own bug
+            raise NsverifyError(f"internal error of the exact oracle ({type(e).__name__}: {msg}); please report "
+                                "it with the program and the point") from e
+        where = f"aten.{op} (ATen call {call} of the exact trace)"
         hint = ("fn mixes the oracle's CPU evaluation with tensors on another device: give w and every tensor "
                 "fn uses on the CPU (check_module: model.cpu(), inputs.cpu(), targets.cpu())"
                 if "device" in msg.lower() or "cuda" in msg.lower() else

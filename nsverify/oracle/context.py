@@ -33,6 +33,10 @@ def last_failure() -> tuple:
     return tuple(_FAILED)
 
 
+def clear_failure() -> None:
+    _FAILED[:] = [None, -1]
+
+
 @dataclass
 class Site:
     op: str

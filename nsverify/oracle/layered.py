@@ -355,7 +355,9 @@ def _algorithm1(L: Layer, ev, offsets: dict, earlier_params: bool, sites: list) 
         ab = a if batched else a[None]
         yb = L.seen.get("act_in", a).reshape(ab.shape)
         plane = int(np.prod(ab.shape[2:]))  # AD's indices are flat within one channel's plane
-        chosen = L.seen["pool_idx"].reshape((ab.shape[0],) + L.seen["pool_idx"].shape[-(ab.ndim - 1):])
+        pout = L.seen["pool_out"]
+        # AD's indices, shaped like the pool's output (a 1-d pool runs as a 2-d one: (B, C, 1, L) indices)
+        chosen = L.seen["pool_idx"].reshape(pout.shape if batched else (1,) + pout.shape)
         for b, pos, tied in _tied_windows(L):
             chk.tied_windows += 1
             c = pos[0]
