@@ -83,7 +83,18 @@ def test_rank_certificate_helpers():
 
 def _random_net(rng: random.Random):
     """(model, inputs, targets, description): a tiny dyadic network with exact ties in its parameters."""
-    if rng.random() < 0.5:
+    u = rng.random()
+    if u < 0.2:  # Park et al.'s Lemma 7 shape: identity activation, tied max pools with opposite slopes
+        net = torch.nn.Sequential(torch.nn.Conv1d(1, 1, 1), torch.nn.MaxPool1d(2), torch.nn.Flatten(),
+                                  torch.nn.Linear(2, 1)).double()
+        _dyadic_(net, rng)
+        a = rng.choice([-1.0, -0.5, 0.5, 1.0, 2.0])
+        X = torch.tensor([[[a, 0.0, -a, 0.0]]], dtype=torch.float64)
+        with torch.no_grad():
+            net[0].weight.zero_()
+            net[0].bias.zero_()
+        desc = f"lemma-7 net, a = {a}"
+    elif u < 0.6:
         n0, h, B = rng.randint(1, 3), rng.randint(1, 3), rng.randint(1, 3)
         net = torch.nn.Sequential(torch.nn.Linear(n0, h), torch.nn.ReLU(), torch.nn.Linear(h, 1)).double()
         _dyadic_(net, rng)
@@ -115,7 +126,7 @@ def _random_net(rng: random.Random):
 
 def _agreement(count: int, seed: int):
     rng = random.Random(seed)
-    counts = {"layered": 0, "agree_member": 0, "plain_undecided": 0, "declined_same": 0}
+    counts = {"layered": 0, "agree_member": 0, "plain_undecided": 0, "declined_same": 0, "declined_not_member": 0}
     for _ in range(count):
         net, X, y, desc = _random_net(rng)
         loss = torch.nn.functional.mse_loss
@@ -134,18 +145,19 @@ def _agreement(count: int, seed: int):
         else:
             assert v.status == p.status, desc
             counts["declined_same"] += 1
+            counts["declined_not_member"] += p.status == "not_member"
     return counts
 
 
 def test_layered_agrees_with_plain_enumeration_on_generated_networks():
     c = _agreement(24, seed=5)
-    assert c["layered"] >= 8 and c["agree_member"] >= 5, c
+    assert c["layered"] >= 8 and c["agree_member"] >= 5 and c["declined_not_member"] >= 1, c
 
 
 @pytest.mark.slow
 def test_layered_agrees_with_plain_enumeration_many():
     c = _agreement(150, seed=99)
-    assert c["layered"] >= 50 and c["agree_member"] >= 30, c
+    assert c["layered"] >= 50 and c["agree_member"] >= 30 and c["declined_not_member"] >= 5, c
 
 
 def test_tampered_park_certificates_are_rejected():
