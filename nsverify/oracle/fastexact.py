@@ -23,6 +23,12 @@ MAX_DEN_BITS = 4096
 _INT64_SAFE = 2**62
 
 
+def integer_form(a: np.ndarray):
+    """``(A, d)`` with ``a == A / d`` exactly: A an object array of Python integers, d > 0 the entries' least common
+    denominator; None when an entry is not a plain rational (or d would need more than MAX_DEN_BITS bits)."""
+    return _over_common_denominator(a)
+
+
 def _over_common_denominator(a: np.ndarray):
     """(integer array, common denominator) for an array of Fractions/ints, or None (another entry type, or the
     common denominator would be too large)."""

@@ -271,10 +271,9 @@ def module_function(model: torch.nn.Module, loss_fn, inputs, targets, wrt: str =
         buffers = dict(model.named_buffers())
 
         def fn(wv):
-            chunks, off = {}, 0
-            for n, s, k in zip(names, shapes, sizes):
-                chunks[n] = wv[off : off + k].reshape(s)
-                off += k
+            # one split (not a slice per parameter): its backward is one concatenation, where slices would add
+            # as many full-length zero-padded gradients as there are parameters
+            chunks = {n: c.reshape(s) for n, s, c in zip(names, shapes, torch.split(wv, sizes))}
             out = torch.func.functional_call(model, {**chunks, **buffers}, (inputs,))
             return loss_fn(out, targets)
 

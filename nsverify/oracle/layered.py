@@ -226,12 +226,20 @@ def _param_offsets(model) -> dict:
 
 # ------------------------------------------------------------------------------------------------ local slopes
 def _pi_rows(L: Layer, offsets: dict):
-    """A function ``pi(index of the pre-activation) -> sparse row`` of the gradient of one pre-activation entry
-    in the layer's own trainable parameters (the affine map is linear in them: the input patch and a 1)."""
+    """A function ``pi(index of the pre-activation) -> sparse row``: the gradient of one pre-activation entry in
+    the layer's own trainable parameters (the affine map is linear in them: the input patch and a 1), scaled by
+    the positive common denominator of the layer's input: integer rows, the same open half-spaces (a cone row
+    may be scaled by any positive number), no Fraction arithmetic."""
     m = L.affine
     if m is None:
         return lambda idx, shape=None: {}
-    z = L.seen["affine_in"]
+    zf = L.seen["affine_in"]
+    from nsverify.oracle import fastexact
+
+    z, den = fastexact.integer_form(zf) or (None, None)
+    if z is None:
+        raise Declined("a layer's input is not an array of exact rationals")
+    one = den  # the bias's entry, 1, times the same denominator
     oshape = L.seen["affine_out"].shape
     wo = offsets.get(id(m.weight))
     bo = offsets.get(id(m.bias)) if m.bias is not None else None
@@ -244,7 +252,7 @@ def _pi_rows(L: Layer, offsets: dict):
             b, j = divmod(flat, m.out_features)
             row = {} if wo is None else {wo + j * nin + k: v for k, v in enumerate(zin[b]) if v != 0}
             if bo is not None:
-                row[bo + j] = F(1)
+                row[bo + j] = one
             return row
 
         return pi_linear
@@ -252,7 +260,7 @@ def _pi_rows(L: Layer, offsets: dict):
     batched = z.ndim == nsp + 2
     zb = z if batched else z[None]
     pad = [(0, 0), (0, 0)] + [(p, p) for p in m.padding]
-    zp = np.pad(zb, pad, constant_values=F(0)) if any(m.padding) else zb
+    zp = np.pad(zb, pad, constant_values=0) if any(m.padding) else zb
     ks, st, dl = m.kernel_size, m.stride, m.dilation
     cin = m.in_channels
 
@@ -265,7 +273,7 @@ def _pi_rows(L: Layer, offsets: dict):
         base = None if wo is None else wo + o * cin * int(np.prod(ks))
         row = {} if base is None else {base + k: v for k, v in enumerate(patch.tolist()) if v != 0}
         if bo is not None:
-            row[bo + o] = F(1)
+            row[bo + o] = one
         return row
 
     return pi_conv
@@ -367,7 +375,7 @@ def _algorithm1(L: Layer, ev, offsets: dict, earlier_params: bool, sites: list) 
             unflat = [(b,) + tuple(int(x) for x in np.unravel_index(f, ab.shape[1:])) for f in tied]
             sq = (b,) + tuple(int(x) for x in np.unravel_index(star, ab.shape[1:]))
             d_star = _act_derivative(L, yb[sq])
-            r_star = _scaled(pi(sq, ab.shape), d_star) if d_star else {}
+            r_star = (pi(sq, ab.shape) if d_star == 1 else _scaled(pi(sq, ab.shape), d_star)) if d_star else {}
             nontrivial = False
             for q in unflat:
                 if q == sq:
@@ -375,7 +383,7 @@ def _algorithm1(L: Layer, ev, offsets: dict, earlier_params: bool, sites: list) 
                 d_q = _act_derivative(L, yb[q])
                 if d_star == 0 and d_q == 0:
                     continue  # both AD derivatives are 0 in every parameter: T_j
-                r_q = _scaled(pi(q, ab.shape), d_q) if d_q else {}
+                r_q = (pi(q, ab.shape) if d_q == 1 else _scaled(pi(q, ab.shape), d_q)) if d_q else {}
                 if not earlier_params and r_q == r_star:
                     continue  # no earlier parameters: equal rows are equal derivatives in w_{1:l}: T_j
                 rows.append(_minus(r_star, r_q))
