@@ -214,6 +214,10 @@ def adjacent_piece(ev: Evaluation, exact_ad: tuple) -> AdjacentPiece | None:
 # ------------------------------------------------------------------------------------------------------------
 # Separable blocks (nsverify.oracle.blocks): the Bouligand set is a product over coordinate-disjoint blocks
 # ------------------------------------------------------------------------------------------------------------
+#: what a malformed certificate raises while it is read or checked (the checks answer False instead)
+_MALFORMED = (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError)
+
+
 @dataclass(frozen=True)
 class BlockProduct:
     """member / not_member when f(w + d) = sum_b f_b(d on S_b) near w (disjoint coordinate blocks S_b).
@@ -251,7 +255,7 @@ class BlockProduct:
         """The certificate; a malformed one becomes a certificate of status "malformed", which never checks."""
         try:
             return cls._from_json(d)
-        except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+        except (*_MALFORMED, IndexError):
             return cls("malformed", (), {})
 
     @classmethod
@@ -270,7 +274,7 @@ class BlockProduct:
     def check(self, record: dict) -> bool:
         try:
             return self.status in ("member", "not_member") and self._check(record)
-        except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+        except (*_MALFORMED, IndexError):
             return False
 
     def _check(self, record: dict) -> bool:
@@ -312,6 +316,13 @@ KINDS[BlockProduct.kind] = BlockProduct
 PARK_PROXIES = {"relu": "left", "leaky_relu": "left"}
 
 
+def _park_premises(record: dict, layers, proxies: dict) -> bool:
+    """What both Park certificates need besides their layer data: the tested vector is the exact AD (the
+    theorems are about AD's output), there is layer data, and every activation's AD proxy is one-sided."""
+    return (record.get("tested_is") == "exact_ad" and bool(layers)
+            and all(PARK_PROXIES.get(a) == side for a, side in proxies.items()))
+
+
 @dataclass(frozen=True)
 class ParkTheorem8:
     """member: Park et al.'s Theorem 8 -- AD is a Bouligand subgradient when every layer's cone P_l (Algorithm 1)
@@ -336,15 +347,12 @@ class ParkTheorem8:
             return cls(tuple((L["layer"], tuple(dec_sparse(r) for r in L["rows"]), dec_sparse(L["witness"]),
                               int(L["kinks"]), int(L["tied_windows"])) for L in d["layers"]),
                        dict(d["proxies"]))
-        except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+        except _MALFORMED:
             return cls((), {"malformed": "malformed"})
 
     def check(self, record: dict) -> bool:
-        if record.get("tested_is") != "exact_ad" or not self.layers:
-            return False
-        if any(PARK_PROXIES.get(a) != side for a, side in self.proxies.items()):
-            return False
-        return all(holds(list(rows), wit) if rows else True for _n, rows, wit, _k, _t in self.layers)
+        return _park_premises(record, self.layers, self.proxies) and all(
+            holds(list(rows), wit) if rows else True for _n, rows, wit, _k, _t in self.layers)
 
     def describe(self) -> str:
         rows = sum(len(r) for _n, r, _w, _k, _t in self.layers)
@@ -378,15 +386,13 @@ class ParkTheorem5:
             return cls(tuple((L["layer"], int(L["kinks"]), L.get("columns"),
                               None if L.get("minor") is None else [[Fraction(x) for x in r] for r in L["minor"]])
                              for L in d["layers"]), dict(d["proxies"]))
-        except (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+        except _MALFORMED:
             return cls((), {"malformed": "malformed"})
 
     def check(self, record: dict) -> bool:
         from nsverify.oracle.layered import nonsingular
 
-        if record.get("tested_is") != "exact_ad" or not self.layers:
-            return False
-        if any(PARK_PROXIES.get(a) != side for a, side in self.proxies.items()):
+        if not _park_premises(record, self.layers, self.proxies):
             return False
         sizes = {len(m) for _n, k, _c, m in self.layers if k and m is not None}
         if len(sizes) > 1:

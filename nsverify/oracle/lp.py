@@ -25,7 +25,9 @@ class LPResult:
     fun: float | None = None
 
 
-def _highs():
+def highs():
+    """``(highspy, a silent highspy.Highs instance)`` shared by every LP of the process, or None without
+    highspy.  The constructor's banner (printed on the C-level stdout) is swallowed."""
     if not _SOLVER:
         try:
             import highspy
@@ -58,7 +60,7 @@ def linprog(c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=None, method: 
         A = np.asarray(A_eq, dtype=float).reshape(-1, n)
         rows += [(A[i], float(b), float(b)) for i, b in enumerate(np.asarray(b_eq, dtype=float))]
     bounds = bounds if bounds is not None else [(0, None)] * n
-    hs = _highs()
+    hs = highs()
     if hs is None:  # pragma: no cover - only without highspy
         from scipy.optimize import linprog as scipy_linprog
 
