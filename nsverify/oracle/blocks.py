@@ -97,7 +97,7 @@ class Blocks:
 def candidate_groups(sites) -> int:
     """How many coordinate-disjoint groups the AD trace's kink sites fall into (a cheap hint: at least two
     are needed before the block enumeration is tried)."""
-    uf = _UnionFind()
+    uf = UnionFind()
     for s in sites:
         keys = [k for g in s.slopes for k in g]
         if keys:
@@ -105,7 +105,10 @@ def candidate_groups(sites) -> int:
     return uf.groups()
 
 
-class _UnionFind:
+class UnionFind:
+    """Groups of keys (coordinates) joined by :meth:`union_all`: the separable blocks, and in
+    :mod:`nsverify.oracle.layered` the cones on disjoint parameters."""
+
     def __init__(self):
         self.parent: dict = {}
 
@@ -304,7 +307,7 @@ def _decompose(ev, *, limit: int, time_limit: float | None, t0: float, tracker) 
         return take
 
     base = checked.pieces_trace(greedy)
-    uf = _UnionFind()
+    uf = UnionFind()
     for keys in rows_of:
         if keys:
             uf.union_all(keys)

@@ -127,7 +127,7 @@ def translated(ev):
             "fn divides by an exact zero at w, so its value (or derivative) there is not finite; move w off the "
             "pole or guard the division (e.g. x / (y + eps))") from e
     except Exception as e:
-        if ev._float_ad is None:  # fn failed in plain PyTorch: the program's own error
+        if not ev.ran("float_ad"):  # fn failed in plain PyTorch: the program's own error
             raise
         op, call = context.last_failure()
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -124,6 +124,10 @@ class Evaluation:
         self._forward: RunResult | None = None
         self._reverse: tuple | None = None
 
+    def ran(self, trace: str) -> bool:
+        """Whether the cached trace ``"float_ad"``, ``"forward"`` or ``"reverse"`` has already run."""
+        return {"float_ad": self._float_ad, "forward": self._forward, "reverse": self._reverse}[trace] is not None
+
     def context(self, mode: str = "ad", decide=None, *, shadow: bool = False, n: int | None = None) -> Ctx:
         """A fresh evaluation context for one trace of this program (n: coordinates carried; 0 in reverse)."""
         return _new_context(self.n if n is None else n, self.w.dtype, mode=mode, conventions=self.conventions,

@@ -410,9 +410,9 @@ def _decide_cone(chk: LayerCheck, stats: ConeStats) -> None:
     if any(not r for r in chk.rows):
         raise Declined(f"layer {chk.name}: a tie or kink whose row is zero in the layer's parameters "
                        "(P_l is empty: Algorithm 1 cannot certify it)")
-    from nsverify.oracle.blocks import _UnionFind
+    from nsverify.oracle.blocks import UnionFind
 
-    uf = _UnionFind()
+    uf = UnionFind()
     for r in chk.rows:
         uf.union_all(r)
     comps: dict = {}
@@ -500,7 +500,7 @@ def _decide(ev, model, loss_fn, targets, tracker) -> Layered:
     owned = [id(p) for L in layers if L.affine is not None for p in L.affine.parameters()]
     if len(owned) != len(set(owned)):
         raise Declined("two layers share a parameter: Park et al.'s layers need disjoint parameters")
-    if ev._reverse is not None:
+    if ev.ran("reverse"):
         raise Declined("the exact reverse trace already ran without the layer hooks")
     if tracker is not None:
         tracker.update(stage="layers: exact reverse mode")
