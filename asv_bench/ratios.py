@@ -89,6 +89,28 @@ def oracle_cases(dtype, device, small) -> Iterator[Case]:
         yield Case(f"kink net, k={k} kink sites", {"naive": lambda rows=rows: common.naive_lps(rows),
                                                     "pruned": lambda fn=fn, w=w: nsverify.check_gradient(fn, w)},
                    [Pair("naive", "pruned")], info={"pruned_lps": lps, "naive_lps": 2**k})
+    k = 4 if small else 10
+    fn, w = common.separable_program(k)
+    v = nsverify.check_gradient(fn, w, progress=False)
+    yield Case(f"separable, k={k} kinks ({2**k} pieces): plain enumeration vs separable blocks",
+               {"plain": lambda fn=fn, w=w: nsverify.check_gradient(fn, w, progress=False, shortcuts=False),
+                "blocks": lambda fn=fn, w=w: nsverify.check_gradient(fn, w, progress=False)},
+               [Pair("plain", "blocks", None if small else (">=", 9.0))],
+               info={"block_traces": v.stats["traces"], "plain_traces": 2**k, "target": "blocks <= 1 s"},
+               repeat=3 if not small else None)
+    if not small:
+        net, loss, x, y = common.lenet_tie()
+
+        def float_step(net=net, loss=loss, x=x, y=y):
+            net.zero_grad()
+            loss(net(x), y).backward()
+
+        yield Case("LeNet-5 size, parameter ties (61,706 parameters, batch 2): check_module vs one float backward",
+                   {"check_module": lambda: nsverify.check_module(net, loss, x, y, progress=False),
+                    "float_backward": float_step},
+                   [Pair("check_module", "float_backward")],
+                   info={"parameters": sum(p.numel() for p in net.parameters()), "target": "check_module <= 10 s"},
+                   repeat=3, warmup=1)
 
 
 def zones_cases(dtype, device, small) -> Iterator[Case]:

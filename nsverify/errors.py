@@ -51,3 +51,8 @@ class OutputDirError(NsverifyError, OSError):
 
 class ReportFormatError(NsverifyError, ValueError):
     """A report.json that is corrupted, foreign, or of an unknown schema version."""
+
+
+class OracleInputError(NsverifyError, ValueError):
+    """An input the exact oracle cannot take: an empty or meta-device point, a tested vector of the wrong length
+    or with NaN/inf entries, a negative or NaN limit, a progress reporter that is not callable."""

@@ -55,8 +55,11 @@ def test_check_module_inputs_and_parameters():
     vi = nsverify.check_module(m, loss, X, y, wrt="inputs")
     assert vi.exact and vi.status == "member" and len(vi.bouligand) == 4
     assert len(vi.kinks) == 2 and {k.op for k in vi.kinks} == {"relu"}
-    vp = nsverify.check_module(m, loss, X, y, wrt="parameters")
+    vp = nsverify.check_module(m, loss, X, y, wrt="parameters", shortcuts=False)
     assert vp.exact and vp.status == "member"
+    # the layered shortcut (Park et al.'s Theorem 5: one sample, so z_0's one column is independent) agrees
+    vs = nsverify.check_module(m, loss, X, y, wrt="parameters")
+    assert vs.status == "member" and vs.certificate["kind"] == "park_theorem5" and vs.exact_ad == vp.exact_ad
     assert vp.ad == tuple(float(x) for x in vp.exact_ad)
     # the exact AD matches PyTorch's autograd on this dyadic example
     m.zero_grad()
@@ -113,7 +116,7 @@ def test_cross_entropy_at_kinks_certified_by_adjacent_piece():
     """Irrational gradients (log_softmax): AD's own choices form an adjacent piece -> member, exactly."""
     m, X, y = _ce_net()
     for wrt in ("inputs", "parameters"):
-        v = nsverify.check_module(m, torch.nn.functional.cross_entropy, X, y, wrt=wrt)
+        v = nsverify.check_module(m, torch.nn.functional.cross_entropy, X, y, wrt=wrt, shortcuts=False)
         assert v.status == "member" and v.certificate["kind"] == "adjacent_piece"
         assert verify_certificate(v.to_json())
         assert any(hasattr(x, "lo") for x in v.exact_ad)  # really irrational

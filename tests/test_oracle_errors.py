@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 import torch
 
@@ -56,13 +58,13 @@ def test_bad_ad_length():
 
 def test_too_many_pieces_message_and_unknown_mode():
     w = torch.zeros(12, dtype=torch.float64)
-    f = lambda w: torch.relu(w).sum()  # 2^12 genuine pieces
-    with pytest.raises(TooManyPieces, match=r"12 kink/tie sites.*on_limit='unknown'"):
-        nsverify.check_gradient(f, w, max_pieces=50)
-    v = nsverify.check_gradient(f, w, max_pieces=50, on_limit="unknown")
+    f = lambda w: torch.relu(w).sum()  # 2^12 genuine pieces (separable: shortcuts=False enumerates them all)
+    with pytest.raises(TooManyPieces, match=r"12 kink/tie sites.*max_pieces=100000.*on_limit='unknown'"):
+        nsverify.check_gradient(f, w, max_pieces=50, shortcuts=False)
+    v = nsverify.check_gradient(f, w, max_pieces=50, on_limit="unknown", shortcuts=False)
     # the pieces found so far are certified, so membership of the exact AD (0) is still decided
     assert v.status == "member"
-    v = nsverify.check_gradient(f, w, ad=[2.0] * 12, max_pieces=50, on_limit="unknown")
+    v = nsverify.check_gradient(f, w, ad=[2.0] * 12, max_pieces=50, on_limit="unknown", shortcuts=False)
     assert v.status == "unknown" and "more than 50 pieces" in v.reason
 
 
@@ -144,3 +146,87 @@ def test_hard_deadline_on_a_program_too_large_for_forward_mode():
     v = nsverify.check_module(m, torch.nn.functional.cross_entropy, X, y, time_limit=0.2, on_limit="unknown")
     assert v.status == "unknown" and "time limit" in v.reason
     assert time.perf_counter() - t0 < 30
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The API boundary, table-driven: every bad input is an NsverifyError subclass that names the problem and the fix
+# (never a raw numpy, torch, OverflowError or ZeroDivisionError)
+from nsverify.errors import OracleInputError, UnknownOpError  # noqa: E402
+
+_relu = lambda w: torch.relu(w).sum()  # noqa: E731
+_Z2 = torch.zeros(2, dtype=torch.float64)
+
+BAD_CALLS = [
+    # (what, fn, w, keyword arguments, error class, message pattern)
+    ("empty w", _relu, torch.zeros(0, dtype=torch.float64), {}, OracleInputError, r"w is empty.*at least one"),
+    ("w on the meta device", _relu, torch.zeros(2, device="meta"), {}, OracleInputError, r"meta tensor.*values"),
+    ("w a list", _relu, [0.0, 1.0], {}, OracleInputError, r"torch.Tensor.*torch.tensor"),
+    ("complex w", _relu, torch.zeros(2, dtype=torch.complex64), {}, UnsupportedDtypeError, r"w.double\(\)"),
+    ("integer w", _relu, torch.zeros(2, dtype=torch.int32), {}, UnsupportedDtypeError, r"floating"),
+    ("inf in w", _relu, torch.tensor([float("inf"), 0.0]), {}, NonFiniteError, r"NaN or inf"),
+    ("ad too short", _relu, _Z2, dict(ad=[1.0]), OracleInputError, r"1 entries but w has 2; give one entry"),
+    ("ad with NaN", _relu, _Z2, dict(ad=[float("nan"), 0.0]), NonFiniteError, r"ad\[0\] is nan.*finite"),
+    ("ad a string", _relu, _Z2, dict(ad="0 0"), OracleInputError, r"tensor or a sequence of numbers"),
+    ("ad with a word", _relu, _Z2, dict(ad=[0.0, "x"]), OracleInputError, r"ad\[1\] = 'x' is not a number"),
+    ("max_pieces 0", _relu, _Z2, dict(max_pieces=0), OracleInputError, r"max_pieces=0.*integer >= 1"),
+    ("max_pieces 2.5", _relu, _Z2, dict(max_pieces=2.5), OracleInputError, r"integer >= 1"),
+    ("max_pieces True", _relu, _Z2, dict(max_pieces=True), OracleInputError, r"integer >= 1"),
+    ("time_limit negative", _relu, _Z2, dict(time_limit=-1), OracleInputError, r"seconds >= 0.*None"),
+    ("time_limit NaN", _relu, _Z2, dict(time_limit=float("nan")), OracleInputError, r"seconds >= 0"),
+    ("time_limit a string", _relu, _Z2, dict(time_limit="10"), OracleInputError, r"seconds >= 0"),
+    ("on_limit unknown", _relu, _Z2, dict(on_limit="warn"), NsverifyError, r"'raise' or 'unknown'"),
+    ("progress not callable", _relu, _Z2, dict(progress=3), OracleInputError, r"progress must be.*callable"),
+    ("conventions misspelt", _relu, _Z2, dict(conventions={"reluu": 0}), UnknownOpError, r"Did you mean relu"),
+    ("division by an exact zero", lambda w: (w / (w[0] - w[0])).sum(), torch.ones(2, dtype=torch.float64), {},
+     NonFiniteError, r"divides by an exact zero.*guard"),
+    ("values beyond the float range", lambda w: (torch.relu(w) * 1e300 * 1e300).sum() + torch.abs(w[0] - w[1]),
+     _Z2, dict(ad=[0.5, 0.5]), NonFiniteError, r"beyond the float range.*Rescale"),
+]
+
+
+@pytest.mark.parametrize("what,fn,w,kw,err,pattern", BAD_CALLS, ids=[c[0] for c in BAD_CALLS])
+def test_bad_input_is_a_named_nsverify_error(what, fn, w, kw, err, pattern):
+    with pytest.raises(err, match=pattern) as info:
+        nsverify.check_gradient(fn, w, **{"progress": False, **kw})
+    assert isinstance(info.value, NsverifyError)
+
+
+def test_bad_module_arguments():
+    m = torch.nn.Linear(2, 1).double()
+    X, y = torch.ones(1, 2, dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64)
+    loss = torch.nn.functional.mse_loss
+    with pytest.raises(OracleInputError, match="torch.nn.Module"):
+        nsverify.check_module(lambda x: x, loss, X, y)
+    with pytest.raises(OracleInputError, match="meta tensor.*to_empty"):
+        nsverify.check_module(torch.nn.Linear(2, 1, device="meta"), loss, X, y)
+    with pytest.raises(OracleInputError, match="unknown keyword argument.*max_piece.*it takes"):
+        nsverify.check_module(m, loss, X, y, max_piece=3)
+    assert nsverify.check_module(m, loss, X, y, progress=False).status == "member"
+
+
+def test_float_overflow_in_fn_is_reported_not_raised():
+    """fn overflows in float64 (w * 1e308 * 10 = inf): PyTorch's AD is inf, the exact AD is 1e309, finite."""
+    v = nsverify.check_gradient(lambda w: (w * 1e308 * 10).sum(), torch.ones(1, dtype=torch.float64),
+                                progress=False)
+    assert v.status == "member" and v.ad == (float("inf"),) and v.ad_distance == float("inf")
+    assert v.exact_ad == (Fraction(1e308) * 10,)
+
+
+def test_fn_errors_on_the_float_point_are_the_programs_own():
+    def f(w):
+        raise ValueError("my program is broken")
+
+    with pytest.raises(ValueError, match="my program is broken"):
+        nsverify.check_gradient(f, _Z2, progress=False)
+
+
+def test_a_failure_of_the_exact_evaluation_names_the_op(monkeypatch):
+    from nsverify.oracle import tensor
+
+    def broken(*a, **k):
+        raise IndexError("simulated")
+
+    monkeypatch.setitem(tensor.OPS, "relu", broken)
+    with pytest.raises(UnsupportedOpError, match=r"aten\.relu.*IndexError: simulated.*supported ops") as info:
+        nsverify.check_gradient(_relu, _Z2, progress=False)
+    assert isinstance(info.value.__cause__, IndexError)

@@ -43,8 +43,12 @@ def test_fn_calls_one_kink_and_k_kinks():
     assert calls[0] == 3 + 2  # the two sides of the kink
     for k in (2, 3):
         f, calls = _counted(lambda w: torch.relu(w).sum())
-        v = nsverify.check_gradient(f, torch.zeros(k, dtype=torch.float64))
+        v = nsverify.check_gradient(f, torch.zeros(k, dtype=torch.float64), shortcuts=False)
         assert v.stats["pieces"] == 2**k and calls[0] == 3 + 2**k  # k independent kinks: every sign pattern
+        f, calls = _counted(lambda w: torch.relu(w).sum())
+        v = nsverify.check_gradient(f, torch.zeros(k, dtype=torch.float64))
+        # separable blocks: one default trace, then each kink's two sides alone
+        assert v.stats["pieces"] == 2 * k and v.stats["product_pieces"] == 2**k and calls[0] == 3 + 1 + 2 * k
 
 
 def test_fn_calls_not_member_skips_the_follow_trace():

@@ -211,3 +211,14 @@ def test_second_order_tie_is_not_an_unknown():
     fn = lambda w: torch.maximum(w[0] * w[0], torch.zeros((), dtype=w.dtype)) + w[0]  # noqa: E731
     v = nsverify.check_gradient(fn, torch.zeros(1, dtype=D))
     assert v.status == "member" and v.bouligand == [(F(1),)]
+
+
+def test_division_by_an_integer_stays_exact():
+    """mse_loss's mean divides a forward-mode value by the element count (a Python int): the gradient must stay
+    a Fraction (1/3 is not a float), or a float would decide membership."""
+    X = torch.tensor([[0.0, -1.0], [-1.0, 1.5], [2.0, 1.5]], dtype=D)
+    y = torch.tensor([[-1.0], [-0.5], [0.0]], dtype=D)
+    fn = lambda w: torch.nn.functional.mse_loss(torch.relu(X @ w[:2].reshape(2, 1) + w[2]), y)  # noqa: E731
+    v = nsverify.check_gradient(fn, torch.tensor([0.5, 0.0, 0.0], dtype=D), progress=False)
+    assert all(type(x) is F for vert in v.bouligand for x in vert) and all(type(x) is F for x in v.tested)
+    assert v.status == "member" and verify_certificate(v.to_json(), fn=fn)

@@ -184,7 +184,10 @@ def test_ratio_command_measures_side_by_side_and_keeps_every_sample(tmp_path):
             assert ratio["ratio_min"] == pytest.approx(min(cand) / min(base))
             assert ratio["candidate"] in r.stdout
     oracle = [c for c in data["cases"] if c["area"] == "oracle"]
-    assert [c["info"]["naive_lps"] for c in oracle] == [2**2, 2**4]  # one LP per sign pattern of k sites
+    kink = [c for c in oracle if "naive_lps" in c["info"]]
+    assert [c["info"]["naive_lps"] for c in kink] == [2**2, 2**4]  # one LP per sign pattern of k sites
+    (sep,) = [c for c in oracle if c["case"].startswith("separable")]  # plain 2^4 traces vs 2*4+1 with blocks
+    assert sep["info"] == {"block_traces": 9, "plain_traces": 16, "target": "blocks <= 1 s"}
     minimal = [x for c in data["cases"] if c["area"] == "ad_ops" for x in c["ratios"]
                if x["candidate"] == "maxpool_minimal"]
     assert minimal and all(x["target"] == "<= 1.5" and x["met"] == (x["ratio_median"] <= 1.5) for x in minimal)

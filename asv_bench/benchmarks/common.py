@@ -163,6 +163,76 @@ def naive_lps(rows: list[dict]) -> int:
     return stats.lps
 
 
+def separable_program(k: int = 10):
+    """``(fn, w)``: f(w) = sum_i a_i relu(w_i) + b_i w_i at w = 0, one kink per coordinate: 2^k genuine pieces,
+    whose Clarke set is the box prod_i [b_i, a_i + b_i].  The oracle's separable blocks decide it with about
+    2k traces; ``check_gradient(..., shortcuts=False)`` enumerates all 2^k pieces."""
+    a = torch.tensor([1.0 + (i % 3) / 4 for i in range(k)], dtype=torch.float64)
+    b = torch.tensor([(i % 5 - 2) / 8 for i in range(k)], dtype=torch.float64)
+
+    def fn(w):
+        return (a * torch.relu(w)).sum() + (b * w).sum()
+
+    return fn, torch.zeros(k, dtype=torch.float64)
+
+
+_FIRST_CALL = """
+import sys, time
+import torch
+{pre}
+t0 = time.perf_counter()
+import nsverify
+v = nsverify.check_gradient(lambda w: torch.relu(w).sum() + torch.abs(w[0] - w[1]),
+                            torch.zeros(2, dtype=torch.float64), ad=[0.5, 0.25], progress=False)
+assert v.status == "member", v.status
+print(time.perf_counter() - t0)
+"""
+
+_TORCH_FLOOR = """
+import time
+import torch
+t0 = time.perf_counter()
+import torch.distributed.tensor  # what torch imports on the first __torch_dispatch__ of any tensor subclass
+print(time.perf_counter() - t0)
+"""
+
+
+_BYTECODE: list = []
+
+
+def _python(code: str) -> float:
+    """Run ``code`` in a fresh interpreter and return the float it prints last.  Bytecode is cached as after an
+    install (the first run writes it, even where PYTHONDONTWRITEBYTECODE is set): a first call must not be
+    charged for compiling nsverify's sources."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    runs = 1 if _BYTECODE else 2  # the first run of the process writes the bytecode
+    _BYTECODE.append(True)
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def first_call_seconds(own_only: bool = False) -> float:
+    """Seconds from ``import nsverify`` to the end of the first ``check_gradient`` (a kink, a coupled abs, an LP
+    for the convex weights) in a fresh interpreter where torch is already imported.  ``own_only``: with
+    ``torch.distributed.tensor`` imported beforehand, i.e. without torch's own one-time cost of the first
+    tensor-subclass dispatch (torch 2.13 imports DTensor there, with sympy: most of a cold first call)."""
+    return _python(_FIRST_CALL.format(pre="import torch.distributed.tensor" if own_only else ""))
+
+
+def torch_dispatch_floor_seconds() -> float:
+    """torch's one-time cost on the first ``__torch_dispatch__`` in a process (its import of DTensor), measured
+    in a fresh interpreter: the part of a cold first oracle call that nsverify cannot remove."""
+    return _python(_TORCH_FLOOR)
+
+
 #: multiply-accumulates of :func:`lenet_forward`'s network on one 28x28 image
 LENET_MACS = 6 * 28 * 28 * 25 + 16 * 10 * 10 * 150 + 400 * 120 + 120 * 84 + 84 * 10
 
@@ -184,6 +254,25 @@ def lenet_forward():
             p.copy_(torch.round(p * 64) / 64)
     x = torch.round(torch.rand(1, 1, 28, 28, dtype=torch.float64) * 16) / 16
     return net, x
+
+
+def lenet_tie(batch: int = 2):
+    """``(model, loss_fn, inputs, targets)``: :func:`lenet_forward`'s network with exact ties in its parameters.
+
+    Zero-initialised units sit exactly at their kink on every input: conv1's channel 0 (all 784 positions per
+    image, so every one of its 196 pooling windows ties 4 ways at 0), conv2's channel 3 (100 positions, 25 tied
+    windows), fc1's units 5 and 7 and fc2's unit 11 (one kink per image each).  MSE loss against one-hot targets,
+    checked with respect to all 61,706 parameters (``check_module``'s default)."""
+    net, _ = lenet_forward()
+    with torch.no_grad():
+        for layer, unit in ((0, 0), (3, 3), (7, 5), (7, 7), (9, 11)):
+            net[layer].weight[unit] = 0.0
+            net[layer].bias[unit] = 0.0
+    g = torch.Generator().manual_seed(1)
+    x = torch.round(torch.rand(batch, 1, 28, 28, generator=g, dtype=torch.float64) * 16) / 16
+    y = torch.zeros(batch, 10, dtype=torch.float64)
+    y[torch.arange(batch), torch.arange(batch) % 10] = 1.0
+    return net, torch.nn.functional.mse_loss, x, y
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -15,13 +15,25 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import torch
 
-from nsverify.errors import InexactError, NsverifyError, TooManyPieces
-from nsverify.oracle.certificates import ConvexWeights, IntervalBracket, SeparatingDirection, adjacent_piece
-from nsverify.oracle.context import deadline
+from nsverify.errors import InexactError, OracleInputError, TooManyPieces
+from nsverify.oracle import boundary, layered
+from nsverify.oracle.blocks import Blocks, block_decision, candidate_groups, decompose
+from nsverify.oracle.certificates import (
+    PARK_PROXIES,
+    BlockProduct,
+    ConvexWeights,
+    IntervalBracket,
+    ParkTheorem5,
+    ParkTheorem8,
+    SeparatingDirection,
+    adjacent_piece,
+)
+from nsverify.oracle.context import deadline, tracking
 from nsverify.oracle.interp import Evaluation, module_function
 from nsverify.oracle.membership import (
     distance,
@@ -31,13 +43,17 @@ from nsverify.oracle.membership import (
     member_weights,
     separating_direction,
 )
-from nsverify.oracle.numbers import Ival, is_exact
+from nsverify.oracle.numbers import is_exact
 from nsverify.oracle.pieces import Enumeration, enumerate_pieces
+from nsverify.oracle.progress import Tracker, reporter
 from nsverify.oracle.verdict import Verdict
 
 F = Fraction
 
-__all__ = ["check_gradient", "check_module"]
+__all__ = ["check_gradient", "check_module", "DEFAULT_TIME_LIMIT"]
+
+#: seconds a call may take by default (a person waits about a minute; pass time_limit=None for no limit)
+DEFAULT_TIME_LIMIT = 60.0
 
 
 def check_gradient(
@@ -48,41 +64,78 @@ def check_gradient(
     conventions: dict | None = None,
     max_pieces: int = 10_000,
     on_limit: str = "raise",
-    time_limit: float | None = 600.0,
+    time_limit: float | None = DEFAULT_TIME_LIMIT,
+    progress=None,
+    shortcuts: bool = True,
 ) -> Verdict:
     """Decide whether the AD of ``fn`` at ``w`` lies in the Clarke subdifferential of the real function.
 
     ``fn``: callable on a float tensor (any shape), returning a scalar tensor; ``w`` is taken as the exact
     rationals its floats represent.  ``ad``: a vector to test instead of the program's exact AD (taken as
     exact rationals).  ``conventions``: AD rules at kinks for the exact AD (see :func:`exact_gradient`).
-    ``max_pieces`` / ``time_limit`` (seconds): past them raise :class:`TooManyPieces` or, with
-    ``on_limit="unknown"``, return "unknown" (member stays possible on the pieces already certified).
+    ``max_pieces`` / ``time_limit`` (seconds, default 60; None: no limit): past them raise
+    :class:`TooManyPieces` or, with ``on_limit="unknown"``, return "unknown" (member stays possible on the
+    pieces already certified).  ``progress``: None (a line on stderr every 5 s once a call has run 5 s),
+    False (silent) or a callable taking a :class:`~nsverify.oracle.progress.Progress`.  ``shortcuts=False``:
+    the plain enumeration only (no separable blocks), e.g. to cross-check a shortcut's verdict.
     """
-    if on_limit not in ("raise", "unknown"):
-        raise NsverifyError(f"on_limit must be 'raise' or 'unknown', got {on_limit!r}")
+    return _check(fn, w, ad, conventions=conventions, max_pieces=max_pieces, on_limit=on_limit,
+                  time_limit=time_limit, progress=progress, shortcuts=shortcuts)
+
+
+def _check(fn, w, ad, *, conventions, max_pieces, on_limit, time_limit, progress, shortcuts, network=None):
+    """:func:`check_gradient`, and for :func:`check_module` the network (model, loss_fn, targets) whose layer
+    structure the layered shortcut reads."""
+    boundary.check_limits(max_pieces, on_limit, time_limit)
+    report = reporter(progress)
+    boundary.check_point(w)
+    tracker = Tracker(report, time_limit=time_limit, max_pieces=max_pieces)
     # a hard stop slightly after time_limit, for single evaluations too large to finish (huge forward mode)
-    with deadline(None if time_limit is None else time_limit * 1.1 + 1):
+    with deadline(None if time_limit is None else time_limit * 1.1 + 1), tracking(tracker):
         ev = Evaluation(fn, w, conventions, shadow=True)
         try:
-            return _decide(ev, ad, max_pieces=max_pieces, on_limit=on_limit, time_limit=time_limit)
+            with boundary.translated(ev):
+                v = _decide(ev, ad, max_pieces=max_pieces, on_limit=on_limit, time_limit=time_limit,
+                            tracker=tracker, shortcuts=shortcuts, network=network)
         except TooManyPieces as e:
             if on_limit != "unknown":
                 raise
-            return _undecided(str(e), ev.float_ad(), ad)
+            v = _undecided(str(e), ev.float_ad(), ad)
+    tracker.update(stage="done")
+    return v
 
 
 def check_module(
     model: torch.nn.Module, loss_fn, inputs, targets, wrt: str = "parameters", **kwargs
 ) -> Verdict:
     """:func:`check_gradient` for ``loss_fn(model(inputs), targets)`` w.r.t. all trainable parameters
-    (flattened in ``named_parameters()`` order) or the inputs."""
+    (flattened in ``named_parameters()`` order) or the inputs.  Keyword arguments go to
+    :func:`check_gradient` (``max_pieces``, ``time_limit``, ``on_limit``, ``conventions``, ``progress``)."""
+    boundary.check_module_args(model, inputs)
     fn, w = module_function(model, loss_fn, inputs, targets, wrt)
-    return check_gradient(fn, w, **kwargs)
+    opts = dict(ad=None, conventions=None, max_pieces=10_000, on_limit="raise", time_limit=DEFAULT_TIME_LIMIT,
+                progress=None, shortcuts=True)
+    unknown = set(kwargs) - set(opts)
+    if unknown:
+        raise OracleInputError(f"check_module got unknown keyword argument(s) {', '.join(sorted(unknown))}; "
+                               f"it takes {', '.join(opts)}")
+    opts.update(kwargs)
+    ad = opts.pop("ad")
+    return _check(fn, w, ad, **opts, network=(model, loss_fn, targets) if wrt == "parameters" else None)
 
 
-def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: float | None) -> Verdict:
+def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: float | None,
+            tracker: Tracker, shortcuts: bool = True, network=None) -> Verdict:
     """The work of :func:`check_gradient` (arguments already validated there)."""
+    if ad is not None:
+        tested, tested_is = _vector(ad, ev.n), "ad"
     float_ad = ev.float_ad()
+    layers_declined = None
+    if network is not None and shortcuts and ad is None and not ev.conventions:
+        got = layered.decide(ev, *network, tracker=tracker)
+        if isinstance(got, layered.Layered):
+            return _layered_verdict(ev, got, float_ad)
+        layers_declined = got
     try:
         fw = ev.forward()
     except InexactError as e:
@@ -90,16 +143,24 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
     exact_ad, how = ev.exact_ad()
     if ad is None:
         tested, tested_is = exact_ad, "exact_ad"
-    else:
-        tested, tested_is = _vector(ad), "ad"
-        if len(tested) != ev.n:
-            raise NsverifyError(
-                f"ad has {len(tested)} entries but w has {ev.n}; give one entry per coordinate of w"
-            )
+    declined = None
+    if (shortcuts and fw.sites and not fw.nonaffine and all(is_exact(x) for x in tested)
+            and candidate_groups(fw.sites) >= 2):
+        tracker.update(stage="separable blocks")
+        blk = decompose(ev, limit=max_pieces, time_limit=time_limit, t0=tracker.t0, tracker=tracker)
+        if isinstance(blk, Blocks):
+            return _block_verdict(ev, blk, tested, tested_is, fw, exact_ad, how, float_ad, max_pieces)
+        declined = blk
+    tracker.update(stage="pieces")
     try:
-        en = enumerate_pieces(ev, limit=max_pieces, on_limit=on_limit, time_limit=time_limit)
+        en = enumerate_pieces(ev, limit=max_pieces, on_limit=on_limit, time_limit=time_limit, tracker=tracker,
+                              t0=tracker.t0)
     except InexactError as e:
         return _undecided(f"the pieces could not be enumerated exactly: {e}", float_ad, ad, fw)
+    if any(type(x) is float for leaf in en.leaves for x in leaf.gradient) or any(type(x) is float for x in tested):
+        # exact arithmetic never yields a float; one that slipped in (an op's bug) must not decide anything
+        return _undecided("internal error: a float entered the exact arithmetic (please report the program)",
+                          float_ad, ad, fw)
     inner_leaves = [leaf for leaf in en.leaves if leaf.inner]
     inner = distinct(leaf.gradient for leaf in inner_leaves)
     outer = distinct(leaf.gradient for leaf in en.leaves)
@@ -156,6 +217,10 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
         "curved": en.curved,
         "exact_ad_from": how,
     }
+    if declined:
+        stats["blocks_declined"] = declined  # why the separable-blocks shortcut did not apply
+    if layers_declined:
+        stats["layers_declined"] = layers_declined  # why the layered network shortcut did not apply
     return Verdict(
         status=status,
         exact=exact,
@@ -171,16 +236,142 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
         reason=reason,
         value=fw.value,
         stats=stats,
-        ad_distance=distance([F(x) for x in float_ad], ref) if ref else None,
+        ad_distance=_float_distance(float_ad, ref) if ref else None,
         distance_bounds=bounds,
-        point=tuple(ev.values),
-        shape=tuple(ev.w.shape),
-        dtype=str(ev.w.dtype).removeprefix("torch."),
+        **_where(ev),
     )
 
 
 def _fmt(v) -> str:
     return "(" + ", ".join(str(x) for x in v) + ")"
+
+
+def _float_distance(float_ad, ref) -> float:
+    """Distance of PyTorch's float AD to a vertex set; inf when the float AD overflowed (inf or NaN entries)."""
+    if not all(math.isfinite(x) for x in float_ad):
+        return math.inf
+    return distance([F(x) for x in float_ad], ref)
+
+
+def _where(ev) -> dict:
+    """The point, shape and dtype a verdict records, for re-checking its certificate with the program."""
+    return {"point": tuple(ev.values), "shape": tuple(ev.w.shape), "dtype": str(ev.w.dtype).removeprefix("torch.")}
+
+
+def _layered_verdict(ev, got, float_ad) -> Verdict:
+    """member, certified by Park et al.'s Theorem 5 or 8: the exact AD is a Bouligand subgradient.  Only that
+    vertex is known (``exact`` is False: the inner set is the AD itself); no piece was enumerated."""
+    layers = got.layers
+    if got.theorem == "park_theorem5":
+        cert = ParkTheorem5(tuple((c.name, c.kinks, c.rank_columns, c.rank_minor) for c in layers),
+                            dict(PARK_PROXIES))
+    else:
+        cert = ParkTheorem8(tuple((c.name, tuple(c.rows), c.witness, c.kinks, c.tied_windows) for c in layers),
+                            dict(PARK_PROXIES))
+    stats = {
+        "pieces": 0,
+        "inner_pieces": 0,
+        "lps": got.stats.lps,
+        "gordan": got.stats.gordan,
+        "uncertain": got.stats.uncertain,
+        "lp_seconds": got.stats.lp_seconds,
+        "shortcut": got.theorem,
+        "layers": [{"layer": c.name, "kinks": c.kinks, "tied_windows": c.tied_windows,
+                    "nontrivial_windows": c.nontrivial_windows, "rows": len(c.rows), "components": c.components}
+                   for c in layers],
+        "exact_ad_from": "backward",
+    }
+    return Verdict(
+        status="member",
+        exact=False,
+        bouligand=[got.exact_ad],
+        certificate=cert.to_json(),
+        distance=0.0,
+        kinks=got.sites,
+        exact_ad=got.exact_ad,
+        ad=float_ad,
+        tested=got.exact_ad,
+        tested_is="exact_ad",
+        outer=[],
+        reason="",
+        value=got.value,
+        stats=stats,
+        ad_distance=None,
+        distance_bounds=(0.0, 0.0),
+        **_where(ev),
+    )
+
+
+def _block_verdict(ev, blk: Blocks, tested, tested_is, fw, exact_ad, how, float_ad, max_pieces) -> Verdict:
+    """The verdict of a separable program: membership decided block by block (the Clarke set is the product of
+    the blocks' Clarke sets), with a :class:`BlockProduct` certificate."""
+    weights, sep = [], None
+    for k, v in blk.fixed.items():
+        if tested[k] != v and sep is None:
+            sep = ("fixed", k)
+    dist2, ad2 = 0.0, 0.0
+    finite_ad = all(math.isfinite(x) for x in float_ad)
+    for k, v in blk.fixed.items():
+        dist2 += float(tested[k] - v) ** 2
+        ad2 += (float_ad[k] - float(v)) ** 2 if finite_ad else 0.0
+    for i, b in enumerate(blk.blocks):
+        t = tuple(tested[k] for k in b.coords)
+        lam, h = block_decision(t, b.vertices)
+        weights.append(lam)
+        if lam is None:
+            dist2 += distance(t, b.vertices) ** 2
+            if sep is None:
+                sep = ("block", i, h) if h is not None else ("undecided", i)
+        if finite_ad:
+            ad2 += distance([F(float_ad[k]) for k in b.coords], b.vertices) ** 2
+    blocks = tuple((b.coords, tuple(b.vertices), lam, tuple(b.witnesses)) for b, lam in zip(blk.blocks, weights))
+    reason = ""
+    if sep is None:
+        status, cert = "member", BlockProduct("member", blocks, dict(blk.fixed))
+    elif sep[0] == "undecided":
+        status, cert = "unknown", None
+        reason = f"no exact separating direction was found on block {sep[1]}"
+    else:
+        status, cert = "not_member", BlockProduct("not_member", blocks, dict(blk.fixed), sep)
+    bouligand = blk.product(max_pieces)
+    stats = {
+        "pieces": sum(b.pieces for b in blk.blocks),
+        "inner_pieces": sum(b.pieces for b in blk.blocks),
+        "product_pieces": math.prod(b.pieces for b in blk.blocks),
+        "blocks": len(blk.blocks),
+        "block_sizes": [len(b.coords) for b in blk.blocks],
+        "lps": blk.stats.lps,
+        "witness_reuse": blk.stats.witness_reuse,
+        "gordan": blk.stats.gordan,
+        "nogood_reuse": blk.stats.nogood_reuse,
+        "uncertain": blk.stats.uncertain,
+        "branch_sites": sum(1 for s in fw.sites if s.slopes),
+        "seconds": blk.seconds,
+        "lp_seconds": blk.stats.lp_seconds,
+        "curved": False,
+        "exact_ad_from": how,
+        "traces": blk.traces,
+    }
+    if bouligand is None:
+        stats["bouligand_omitted"] = blk.count  # the product is listed per block in the certificate
+    return Verdict(
+        status=status,
+        exact=True,
+        bouligand=bouligand or [],
+        certificate=None if cert is None else cert.to_json(),
+        distance=0.0 if status == "member" else math.sqrt(dist2),
+        kinks=fw.sites,
+        exact_ad=exact_ad,
+        ad=float_ad,
+        tested=tuple(tested),
+        tested_is=tested_is,
+        outer=bouligand or [],
+        reason=reason,
+        value=fw.value,
+        stats=stats,
+        ad_distance=math.sqrt(ad2) if finite_ad else math.inf,
+        **_where(ev),
+    )
 
 
 def _piece_may_decide(en: Enumeration, tested, inner) -> bool:
@@ -192,10 +383,9 @@ def _piece_may_decide(en: Enumeration, tested, inner) -> bool:
     return not (en.exact and all(is_exact(x) for x in tested) and all(is_exact(x) for v in inner for x in v))
 
 
-def _vector(ad) -> tuple:
+def _vector(ad, n: int | None = None) -> tuple:
     """A user-given vector to test, as exact numbers (floats taken as the rationals they represent)."""
-    adv = ad.detach().reshape(-1).double().tolist() if isinstance(ad, torch.Tensor) else list(ad)
-    return tuple(x if isinstance(x, (Fraction, Ival)) else F(x) for x in adv)
+    return boundary.tested_vector(ad, n)
 
 
 def _undecided(reason, float_ad, ad, fw=None) -> Verdict:

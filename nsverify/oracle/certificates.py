@@ -513,6 +513,16 @@ def _verify(verdict, fn, samples: int, seed: int) -> Check:
         if why:
             return Check(False, why)
         return Check(True, "", ("json", "witness replay"))
+    if isinstance(c, BlockProduct):
+        why = _replay_blocks(fn, w, c, t, samples, seed)
+        if why:
+            return Check(False, why)
+        return Check(True, "", ("json", "witness replay", f"{samples} samples"))
+    if isinstance(c, (ParkTheorem5, ParkTheorem8)):
+        got = tuple(Evaluation(fn, w).exact_ad()[0])
+        if len(got) != len(t) or not all(_same(a, b) for a, b in zip(got, t)):
+            return Check(False, "the tested vector is not the program's exact AD at the point")
+        return Check(True, "", ("json", "exact AD replay"))
     V = c.vertices(d) if isinstance(c, SeparatingDirection) else _vectors(d.get("bouligand"), len(t))
     for i, wit in c.used().items():
         if i >= len(V):
@@ -749,3 +759,274 @@ def adjacent_piece(ev: Evaluation, exact_ad: tuple) -> AdjacentPiece | None:
         if not overlap(a, b) or (not isinstance(a, Ival) and not isinstance(b, Ival) and a != b):
             return None
     return AdjacentPiece(tuple(decisions), tuple(rows), witness, tuple(grad))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Separable blocks (nsverify.oracle.blocks): the Bouligand set is a product over coordinate-disjoint blocks
+# ------------------------------------------------------------------------------------------------------------
+#: what a malformed certificate raises while it is read or checked (the checks answer False instead)
+_MALFORMED = (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError)
+
+
+@dataclass(frozen=True)
+class BlockProduct:
+    """member / not_member when f(w + d) = sum_b f_b(d on S_b) near w (disjoint coordinate blocks S_b).
+
+    The Clarke set is then the product of the blocks' Clarke sets, with the gradient fixed (``fixed``) on the
+    coordinates of no block.  member: for every block, convex weights over that block's gradients reproduce
+    ``tested`` on the block's coordinates, and ``tested`` equals ``fixed`` off the blocks; not_member: a
+    direction ``h`` on one block separates ``tested`` there from that block's gradients (so from the product),
+    or ``tested`` differs from ``fixed`` at one coordinate.  The JSON-only check trusts the blocks' vertex sets,
+    as every JSON-only check trusts the vertices it is given (the witnesses say where each vertex's piece
+    lies)."""
+
+    kind: ClassVar[str] = "block_product"
+    status: str  # "member" | "not_member"
+    blocks: tuple  # ((coords, vertices, weights | None, witnesses), ...)
+    fixed: dict  # {coordinate: Fraction}
+    separating: tuple | None = None  # not_member: ("block", i, h) or ("fixed", k)
+
+    def to_json(self) -> dict:
+        blocks = []
+        for coords, verts, weights, wits in self.blocks:
+            b = {"coords": list(coords), "vertices": [enc(tuple(v)) for v in verts],
+                 "witnesses": [enc(d) if d else {} for d in wits]}
+            if weights is not None:
+                b["weights"] = {str(i): enc(x) for i, x in weights.items()}
+            blocks.append(b)
+        out = {"kind": self.kind, "status": self.status, "blocks": blocks, "fixed": enc(self.fixed)}
+        if self.separating is not None:
+            out["separating"] = ({"block": self.separating[1], "h": enc(tuple(self.separating[2]))}
+                                 if self.separating[0] == "block" else {"fixed": self.separating[1]})
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict) -> BlockProduct:
+        """The certificate; a malformed one becomes a certificate of status "malformed", which never checks."""
+        try:
+            return cls._from_json(d)
+        except (*_MALFORMED, IndexError, Malformed):
+            return cls("malformed", (), {})
+
+    @classmethod
+    def _from_json(cls, d: dict) -> BlockProduct:
+        blocks = tuple(
+            (tuple(int(k) for k in b["coords"]), tuple(_vector(v) for v in b["vertices"]),
+             None if "weights" not in b else {_index(i, 1 << 62): _num(x) for i, x in b["weights"].items()},
+             tuple(_sparse(w) for w in b.get("witnesses", ())))
+            for b in d["blocks"])
+        sep = d.get("separating")
+        if sep is not None:
+            sep = ("block", int(sep["block"]), _vector(sep["h"])) if "block" in sep else (
+                "fixed", int(sep["fixed"]))
+        return cls(d["status"], blocks, _sparse(d.get("fixed", {})), sep)
+
+    def check(self, record: dict) -> str | None:
+        try:
+            ok = self.status in ("member", "not_member") and self._check(record)
+        except (*_MALFORMED, IndexError, Malformed):
+            ok = False
+        return None if ok else "the block product does not prove the status from its blocks (weights, fixed " \
+                               "coordinates or separating direction)"
+
+    def used(self) -> dict:
+        return {}  # the vertices are the blocks' own, replayed by _replay_blocks
+
+    def _check(self, record: dict) -> bool:
+        t = _tested(record)
+        owned = [k for coords, *_ in self.blocks for k in coords] + list(self.fixed)
+        if sorted(owned) != list(range(len(t))):  # the blocks and the fixed part partition the coordinates
+            return False
+        if not all(isinstance(x, Fraction) for x in t):
+            return False
+        if self.status == "member":
+            if any(t[k] != v for k, v in self.fixed.items()):
+                return False
+            return all(w is not None and check_weights(tuple(t[k] for k in coords), list(verts), w)
+                       for coords, verts, w, _ in self.blocks)
+        if self.separating is None:
+            return False
+        if self.separating[0] == "fixed":
+            k = self.separating[1]
+            return k in self.fixed and t[k] != self.fixed[k]
+        coords, verts, _, _ = self.blocks[self.separating[1]]
+        h = list(self.separating[2])
+        return len(h) == len(coords) and margin(h, tuple(t[k] for k in coords), list(verts)) is not None
+
+    def describe(self) -> str:
+        sizes = "x".join(str(len(v)) for _, v, _, _ in self.blocks)
+        how = "per-block convex weights" if self.status == "member" else (
+            f"a separating direction on block {self.separating[1]}" if self.separating
+            and self.separating[0] == "block" else "a fixed coordinate that differs")
+        return f"block_product: {len(self.blocks)} coordinate-disjoint blocks ({sizes} gradients), {how}"
+
+
+KINDS[BlockProduct.kind] = BlockProduct
+
+
+def _replay_blocks(fn, w, c: BlockProduct, t, samples: int, seed: int) -> str | None:
+    """With the program: every block vertex a member certificate weighs (every vertex of the separating block
+    for not_member) re-derived from its witness on the block's coordinates, the fixed coordinates equal to the
+    replayed gradient's, and for not_member exact gradients sampled near w not contradicting the separation."""
+    fixed = c.fixed
+    todo = []
+    for i, (coords, verts, weights, _wits) in enumerate(c.blocks):
+        if c.status == "member":
+            todo += [(i, j) for j, lam in (weights or {}).items() if lam != 0]
+        elif c.separating and c.separating[0] == "block" and c.separating[1] == i:
+            todo += [(i, j) for j in range(len(verts))]
+    for i, j in todo:
+        coords, verts, _, wits = c.blocks[i]
+        if j >= len(verts) or j >= len(wits) or not wits[j]:
+            return f"vertex {j} of block {i} has no witness: it cannot be re-derived from the program"
+        if any(k not in coords for k in wits[j]):
+            return f"the witness of vertex {j} of block {i} leaves the block's coordinates"
+        d = dict(wits[j])
+        for i2, (coords2, _, _, wits2) in enumerate(c.blocks):  # any piece of every other block (disjoint)
+            if i2 != i:
+                if not any(wits2) or any(k not in coords2 for k in next(x for x in wits2 if x)):
+                    return f"block {i2} has no witness inside its coordinates"
+                d.update(next(x for x in wits2 if x))
+        r, dec = _follow_direction(fn, w, d)
+        if r is None:
+            return f"block {i}, vertex {j}: {dec}"
+        g = r.gradient
+        if tuple(g[k] for k in coords) != tuple(verts[j]):
+            return f"block {i}, vertex {j}: the piece the witness selects has another gradient"
+        if any(g[k] != v for k, v in fixed.items()):
+            return f"block {i}, vertex {j}: the gradient off the blocks is not the certificate's fixed part"
+    if c.status != "not_member" or not c.separating or c.separating[0] != "block":
+        return None
+    coords, verts, _, _ = c.blocks[c.separating[1]]
+    h = list(c.separating[2])
+    tb = tuple(t[k] for k in coords)
+    m = margin(h, tb, list(verts))
+    if m is None:
+        return "the separating direction does not separate"
+    top = sum((a * b for a, b in zip(h, tb)), F(0)) - m / 2
+    rng = random.Random(seed)
+    base = [F(x) for x in w.double().reshape(-1).tolist()]
+    for _ in range(samples):
+        d = {i: F(rng.randint(-1000, 1000), 1000) for i in range(len(base))}
+        for k in _SCALES:
+            p = [b + F(1, 2**k) * d[i] for i, b in enumerate(base)]
+            r = Evaluation(fn, w, values=p).forward()
+            if _genuine_sites(r.sites):
+                continue
+            g = tuple(r.gradient[k] for k in coords)
+            if r.lin and not any(isinstance(x, Ival) for x in g):
+                if g not in set(map(tuple, verts)):
+                    return "a gradient sampled near w is none of the separating block's vertices: the block's " \
+                           "enumeration is incomplete"
+            elif bounds(sum((a * b for a, b in zip(h, g)), F(0)))[1] > top:
+                return "a gradient sampled near w comes within half the margin of the tested vector along h"
+            break
+    return None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Layered network certificates (nsverify.oracle.layered): Park, Chun and Lee's sufficient conditions, exactly
+# ------------------------------------------------------------------------------------------------------------
+#: activations whose AD derivative at the kink is a one-sided derivative (the Bouligand proxies of Theorem 8)
+PARK_PROXIES = {"relu": "left", "leaky_relu": "left"}
+
+
+def _park_premises(record: dict, layers, proxies: dict) -> bool:
+    """What both Park certificates need besides their layer data: the tested vector is the exact AD (the
+    theorems are about AD's output), there is layer data, and every activation's AD proxy is one-sided."""
+    return (record.get("tested_is") == "exact_ad" and bool(layers)
+            and all(PARK_PROXIES.get(a) == side for a, side in proxies.items()))
+
+
+@dataclass(frozen=True)
+class ParkTheorem8:
+    """member: Park et al.'s Theorem 8 -- AD is a Bouligand subgradient when every layer's cone P_l (Algorithm 1)
+    is non-empty.  Per layer: the rows of P_l (sparse, in the flattened parameters) and an exact direction
+    strictly inside every row.  The check re-verifies each witness exactly, that the activations' AD proxies are
+    one-sided derivatives, and that the tested vector is the exact AD; it trusts the rows (as every JSON-only
+    check trusts the data it is given)."""
+
+    kind: ClassVar[str] = "park_theorem8"
+    status: ClassVar[str] = "member"
+    layers: tuple  # ((name, rows, witness, kinks, tied_windows), ...)
+    proxies: dict  # {activation: "left" | "right"}
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "proxies": dict(self.proxies),
+                "layers": [{"layer": n, "rows": [enc(r) for r in rows], "witness": enc(wit), "kinks": k,
+                            "tied_windows": t} for n, rows, wit, k, t in self.layers]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ParkTheorem8:
+        try:
+            return cls(tuple((L["layer"], tuple(_sparse(r) for r in L["rows"]), _sparse(L["witness"]),
+                              int(L["kinks"]), int(L["tied_windows"])) for L in d["layers"]),
+                       dict(d["proxies"]))
+        except (*_MALFORMED, Malformed):
+            return cls((), {"malformed": "malformed"})
+
+    def check(self, record: dict) -> str | None:
+        ok = _park_premises(record, self.layers, self.proxies) and all(
+            holds(list(rows), wit) if rows else True for _n, rows, wit, _k, _t in self.layers)
+        return None if ok else "Theorem 8's premises or a layer's cone witness do not hold"
+
+    def used(self) -> dict:
+        return {}
+
+    def describe(self) -> str:
+        rows = sum(len(r) for _n, r, _w, _k, _t in self.layers)
+        kinks = sum(k for *_, k, _t in self.layers)
+        ties = sum(t for *_, t in self.layers)
+        return (f"park_theorem8: Park et al.'s Algorithm 1 cones are non-empty at all {len(self.layers)} layers "
+                f"({kinks} kink touches, {ties} tied windows, {rows} cone rows, exact witnesses)")
+
+
+@dataclass(frozen=True)
+class ParkTheorem5:
+    """member: Park et al.'s Theorem 5 -- in a fully connected network, AD is a Bouligand subgradient when, at
+    every layer with a kink touch, the columns of z_{l-1} (one per sample) are linearly independent.  Per such
+    layer: B column indices and the B x B minor of z_{l-1}; the check proves the minor nonsingular exactly
+    (modulo a prime, after scaling to integers) and that the tested vector is the exact AD; it trusts that the
+    minor is z_{l-1}'s."""
+
+    kind: ClassVar[str] = "park_theorem5"
+    status: ClassVar[str] = "member"
+    layers: tuple  # ((name, kinks, columns, minor), ...)
+    proxies: dict
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "proxies": dict(self.proxies),
+                "layers": [{"layer": n, "kinks": k, "columns": cols, "minor": None if m is None else enc(m)}
+                           for n, k, cols, m in self.layers]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ParkTheorem5:
+        try:
+            return cls(tuple((L["layer"], int(L["kinks"]), L.get("columns"),
+                              None if L.get("minor") is None else [list(_vector(r)) for r in L["minor"]])
+                             for L in d["layers"]), dict(d["proxies"]))
+        except (*_MALFORMED, Malformed):
+            return cls((), {"malformed": "malformed"})
+
+    def check(self, record: dict) -> str | None:
+        from nsverify.oracle.layered import nonsingular
+
+        if not _park_premises(record, self.layers, self.proxies):
+            return "Theorem 5's premises do not hold (tested is not the exact AD, or a proxy is not one-sided)"
+        sizes = {len(m) for _n, k, _c, m in self.layers if k and m is not None}
+        if len(sizes) > 1:
+            return "the minors differ in size (one batch: every minor is B x B)"
+        ok = all(k == 0 or (m is not None and len(m) > 0 and nonsingular(m)) for _n, k, _c, m in self.layers)
+        return None if ok else "a layer's minor is singular or missing"
+
+    def used(self) -> dict:
+        return {}
+
+    def describe(self) -> str:
+        touched = [n for n, k, _c, _m in self.layers if k]
+        return (f"park_theorem5: at the {len(touched)} layer(s) with kink touches the samples' activations are "
+                "linearly independent (exact nonsingular minors)")
+
+
+KINDS[ParkTheorem8.kind] = ParkTheorem8
+KINDS[ParkTheorem5.kind] = ParkTheorem5

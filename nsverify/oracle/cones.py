@@ -146,30 +146,11 @@ def _exact_decision(rows, cols, stats):
     return "empty", exact_gordan(rows)
 
 
-_HIGHS = []
-
-
 def _highs():
-    """One silent highspy.Highs instance per process (None when highspy is missing)."""
-    if not _HIGHS:
-        try:
-            import os
+    """The process's one silent highspy.Highs (see :func:`nsverify.oracle.lp.highs`), or None."""
+    from nsverify.oracle.lp import highs
 
-            import highspy
-
-            fd = os.dup(1)  # the constructor prints a banner on the C-level stdout
-            try:
-                with open(os.devnull, "w") as null:
-                    os.dup2(null.fileno(), 1)
-                    h = highspy.Highs()
-            finally:
-                os.dup2(fd, 1)
-                os.close(fd)
-            h.setOptionValue("output_flag", False)
-            _HIGHS.append((highspy, h))
-        except Exception:  # pragma: no cover - fall back to scipy's linprog
-            _HIGHS.append(None)
-    return _HIGHS[0]
+    return highs()
 
 
 def _solve_margin_lp(c, A_ub, n):

@@ -25,6 +25,16 @@ from nsverify.oracle.jsonio import enc
 from nsverify.registry import parse_conventions
 
 _STACK: list["Ctx"] = []
+_FAILED: list = [None, -1]  # (op, ATen call number) of the last trace that ended in an exception
+
+
+def last_failure() -> tuple:
+    """``(op name, call number)`` where the last exact trace that raised was (None when none has)."""
+    return tuple(_FAILED)
+
+
+def clear_failure() -> None:
+    _FAILED[:] = [None, -1]
 
 
 @dataclass
@@ -82,8 +92,10 @@ class Ctx:
         _STACK.append(self)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
         _STACK.pop()
+        if exc_type is not None:
+            _FAILED[:] = [self.op_name, self.call]
 
     def branch(self, site: Site, options: list) -> int:
         """Record a kink/tie site; in pieces mode let the enumerator choose among ``options``."""
@@ -140,7 +152,31 @@ class deadline:
         _DEADLINE.pop()
 
 
+_TRACKERS: list = []  # progress trackers of the oracle calls in progress (nsverify.oracle.progress.Tracker)
+_OPS = [0]  # ATen ops evaluated since the last progress tick
+
+
+class tracking:
+    """``with tracking(tracker):`` long exact evaluations inside report their progress to ``tracker``."""
+
+    def __init__(self, tracker):
+        self.tracker = tracker
+
+    def __enter__(self):
+        _TRACKERS.append(self.tracker)
+        return self
+
+    def __exit__(self, *exc):
+        _TRACKERS.pop()
+
+
 def check_deadline() -> None:
+    """Called before every exact ATen op: stops at the hard time limit, reports progress every 256 ops."""
+    if _TRACKERS:
+        _OPS[0] += 1
+        if not _OPS[0] & 255:
+            ctx = active()
+            _TRACKERS[-1].op_tick(ctx.call + 1 if ctx is not None else _OPS[0])
     if _DEADLINE:
         import time
 
@@ -151,7 +187,8 @@ def check_deadline() -> None:
                 "the exact analysis ran out of its time limit: the program is too large for exact evaluation "
                 "with respect to this many coordinates (forward mode carries one derivative per coordinate). "
                 "Check fewer coordinates (wrt='inputs', or one layer's parameters), a smaller batch, or "
-                "raise time_limit; on_limit='unknown' returns 'unknown' instead of raising")
+                "wait longer: time_limit=600 (seconds) or time_limit=None (no limit); on_limit='unknown' "
+                "returns 'unknown' instead of raising")
 
 
 def active() -> Ctx | None:

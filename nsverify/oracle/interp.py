@@ -127,6 +127,10 @@ class Evaluation:
         self._forward: RunResult | None = None
         self._reverse: tuple | None = None
 
+    def ran(self, trace: str) -> bool:
+        """Whether the cached trace ``"float_ad"``, ``"forward"`` or ``"reverse"`` has already run."""
+        return {"float_ad": self._float_ad, "forward": self._forward, "reverse": self._reverse}[trace] is not None
+
     def context(self, mode: str = "ad", decide=None, *, shadow: bool = False, n: int | None = None) -> Ctx:
         """A fresh evaluation context for one trace of this program (n: coordinates carried; 0 in reverse)."""
         return _new_context(self.n if n is None else n, self.w.dtype, mode=mode, conventions=self.conventions,
@@ -279,10 +283,9 @@ def module_function(model: torch.nn.Module, loss_fn, inputs, targets, wrt: str =
         buffers = dict(model.named_buffers())
 
         def fn(wv):
-            chunks, off = {}, 0
-            for n, s, k in zip(names, shapes, sizes):
-                chunks[n] = wv[off : off + k].reshape(s)
-                off += k
+            # one split (not a slice per parameter): its backward is one concatenation, where slices would add
+            # as many full-length zero-padded gradients as there are parameters
+            chunks = {n: c.reshape(s) for n, s, c in zip(names, shapes, torch.split(wv, sizes))}
             out = torch.func.functional_call(model, {**chunks, **buffers}, (inputs,))
             return loss_fn(out, targets)
 

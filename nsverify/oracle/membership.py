@@ -57,7 +57,7 @@ def member_weights(t, V: list, exact: bool = False) -> dict | None:
     for i, v in enumerate(V):  # cheap exact hit
         if tuple(v) == tuple(t):
             return {i: F(1)}
-    from scipy.optimize import linprog
+    from nsverify.oracle.lp import linprog  # HiGHS directly: scipy.optimize costs ~1 s to import
 
     n, m = len(t), len(V)
     A = np.array([[float(v[k]) for v in V] for k in range(n)] + [[1.0] * m])
@@ -87,7 +87,7 @@ def separating_direction(t, V: list):
     """A rational h with <h,t> > max <h,v> (checked exactly / rigorously), or None."""
     if not V:
         return None
-    from scipy.optimize import linprog
+    from nsverify.oracle.lp import linprog  # HiGHS directly: scipy.optimize costs ~1 s to import
 
     n, m = len(t), len(V)
     tf = np.array([to_float(x) for x in t])

@@ -777,13 +777,16 @@ class Aff:
 
 
 def _nz(x):
+    """x, checked to be nonzero; a Python int becomes a Fraction (so that 1 / x stays exact, never a float)."""
     s = sign(x)
-    if s == 0 or s is None:
+    if s == 0:  # exactly zero: fn has a pole at w (the API boundary names it)
+        raise ZeroDivisionError("division by an exact zero")
+    if s is None:
         raise InexactError(
-            "division by a value that is (or may be) zero in the exact evaluation; "
+            "division by a value that may be zero (its enclosure contains 0) in the exact evaluation; "
             "guard the division (e.g. add an epsilon) or move the point"
         )
-    return x
+    return Fraction(x) if type(x) is int else x
 
 
 def mk(v, g: dict, lin: bool = True):

@@ -199,22 +199,22 @@ def _conv_backward(
     og = O // groups
     gx = filled(xp.shape, F(0))
     gw = filled(weight.shape, F(0))
+    positions = list(np.ndindex(*out_sp))
+    slices = [tuple(slice(pos[i] * stride[i], pos[i] * stride[i] + dilation[i] * (k[i] - 1) + 1, dilation[i])
+                    for i in range(nsp)) for pos in positions]
     for gr in range(groups):
         ws = weight[gr * og : (gr + 1) * og].reshape(og, -1)
-        gws = np.empty(ws.shape, dtype=object)
-        gws[:] = F(0)
-        for pos in np.ndindex(*out_sp):
-            sl = tuple(
-                slice(pos[i] * stride[i], pos[i] * stride[i] + dilation[i] * (k[i] - 1) + 1, dilation[i])
-                for i in range(nsp)
-            )
-            patch = xp[(slice(None), slice(gr * Cg, (gr + 1) * Cg)) + sl].reshape(N, -1)  # (N, Cg*K)
-            gpos = g[(slice(None), slice(gr * og, (gr + 1) * og)) + pos]  # (N, og)
-            gws = gws + matmul(gpos.T, patch)
-            gpatch = matmul(gpos, ws).reshape((N, Cg) + tuple(k))
-            idx = (slice(None), slice(gr * Cg, (gr + 1) * Cg)) + sl
-            gx[idx] = gx[idx] + gpatch
-        gw[gr * og : (gr + 1) * og] = gws.reshape((og, Cg) + tuple(k))
+        chans = slice(gr * Cg, (gr + 1) * Cg)
+        gg = g[:, gr * og : (gr + 1) * og].reshape(N, og, -1)  # (N, og, P)
+        if output_mask[1]:  # weight gradient: sum_n g_n @ cols_n^T, one matmul over the im2col matrix
+            cols = np.stack([xp[(slice(None), chans) + sl].reshape(N, -1) for sl in slices], axis=1)  # (N, P, CgK)
+            gws = matmul(gg.transpose(1, 0, 2).reshape(og, -1), cols.reshape(-1, cols.shape[-1]))
+            gw[gr * og : (gr + 1) * og] = gws.reshape((og, Cg) + tuple(k))
+        if output_mask[0]:  # input gradient: ws^T @ g gives each position's patch gradient, added back in place
+            gcols = matmul(ws.T[None], gg)  # (N, CgK, P)
+            for j, sl in enumerate(slices):
+                idx = (slice(None), chans) + sl
+                gx[idx] = gx[idx] + gcols[:, :, j].reshape((N, Cg) + tuple(k))
     if any(padding):
         gx = gx[(slice(None), slice(None)) + tuple(slice(p, p + s) for p, s in zip(padding, x.shape[2:]))]
     gb = np.asarray(np.sum(g, axis=tuple(d for d in range(g.ndim) if d != 1)), dtype=object)

@@ -11,6 +11,7 @@ from fractions import Fraction
 import numpy as np
 
 from nsverify.errors import UnsupportedOpError
+from nsverify.oracle import fastexact
 from nsverify.oracle.numbers import val
 from nsverify.oracle.tensor import op, scalar
 
@@ -61,7 +62,7 @@ def _bin(fn):
     return impl
 
 
-op("add")(_bin(lambda a, b: a + b))
+op("add")(_bin(lambda a, b: a + b if (s := fastexact.add(a, b)) is None else s))
 op("sub")(_bin(lambda a, b: a - b))
 op("rsub")(_bin(lambda a, b: b - a))
 op("mul")(_bin(lambda a, b: a * b))
@@ -263,7 +264,9 @@ def _mean(a, dim=None, keepdim=False, dtype=None):
 
 # ------------------------------------------------------------------------------------------- linear algebra
 def matmul(a, b) -> np.ndarray:
-    return np.asarray(np.matmul(arr(a), arr(b)), dtype=object)
+    a, b = arr(a), arr(b)
+    fast = fastexact.matmul(a, b)  # plain rationals: integer arithmetic, one normalisation per output entry
+    return fast if fast is not None else np.asarray(np.matmul(a, b), dtype=object)
 
 
 op("mm", "bmm", "matmul", "mv", "dot", "vdot", "inner")(lambda a, b: matmul(a, b))
@@ -318,7 +321,7 @@ def _convolution(x, weight, bias, stride, padding, dilation, transposed, output_
             ]
             cols.append(xs[tuple(sl)].reshape(N, -1))
         colmat = np.stack(cols, axis=2)  # (N, Cg*prod(k), P)
-        res = np.matmul(ws[None], colmat)  # (N, og, P)
+        res = matmul(ws[None], colmat)  # (N, og, P)
         out[:, g * og : (g + 1) * og] = res.reshape(N, og, *out_sp)
     if bias is not None:
         out = out + arr(bias).reshape((1, O) + (1,) * nsp)

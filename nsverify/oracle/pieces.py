@@ -65,14 +65,22 @@ class _State:
 
 
 def enumerate_pieces(
-    ev: Evaluation, *, limit: int = 10_000, on_limit: str = "raise", time_limit: float | None = None
+    ev: Evaluation, *, limit: int = 10_000, on_limit: str = "raise", time_limit: float | None = None,
+    forced=None, tracker=None, t0: float | None = None,
 ) -> Enumeration:
-    """All pieces of the program adjacent to the Evaluation's point (one pieces-mode trace per piece)."""
-    t0 = time.perf_counter()
+    """All pieces of the program adjacent to the Evaluation's point (one pieces-mode trace per piece).
+
+    ``forced(site, options)``: an option index to take at that branch site without branching and without adding
+    its cone rows (the separable-blocks enumeration holds the other blocks at fixed choices this way), or None
+    to branch as usual.  ``tracker``: a :class:`~nsverify.oracle.progress.Tracker` told after every piece.
+    ``t0``: when the call's clock started (``time_limit`` counts from it; default now).
+    """
+    t0 = time.perf_counter() if t0 is None else t0
     stats = ConeStats()
     en = Enumeration([], stats)
     stack = [((), None, True)]
     pool: list = []  # exact witnesses found so far: tried before any new LP
+    lps_seen = 0
     nogoods: list = []  # exact Gordan certificates (row keys, [(row, y)]): reused when their rows recur
     while stack:
         prefix, witness, inner = stack.pop()
@@ -80,6 +88,9 @@ def enumerate_pieces(
 
         def decide(site, options, st=st):
             # rows as coprime integer vectors: same cones, integer arithmetic, canonical keys for nogoods
+            if forced is not None and (c := forced(site, options)) is not None:
+                st.decisions.append(c)
+                return c
             options = [(lbl, None if rows is None else [primitive(r) for r in rows]) for lbl, rows in options]
             i = len(st.decisions)
             if i < len(st.prefix):
@@ -133,11 +144,7 @@ def enumerate_pieces(
         except _Limit as e:
             nsites = max(en.branch_sites, _count_sites(en), len(st.decisions))
             what = e.args[0] if e.args else f"more than {limit} pieces to enumerate around w"
-            msg = (
-                f"{what} ({nsites} kink/tie sites branch on the first trace; the worst case is exponential, "
-                f"NP-hard in general). Check fewer coordinates (a single layer's parameters), a smaller "
-                f"batch, or pass on_limit='unknown' / a larger max_pieces / time_limit"
-            )
+            msg = limit_message(what, nsites, limit, time_limit)
             if on_limit == "unknown":
                 en.incomplete = msg
                 break
@@ -147,8 +154,23 @@ def enumerate_pieces(
         en.curved = en.curved or r.nonaffine
         en.max_depth = max(en.max_depth, len(st.decisions))
         en.leaves.append(Leaf(tuple(st.decisions), r.gradient, r.value, st.inner, st.witness, r.sites))
+        if tracker is not None:
+            tracker.update(pieces=tracker.pieces + 1, lps=tracker.lps + stats.lps - lps_seen)
+            lps_seen = stats.lps
     en.seconds = time.perf_counter() - t0
     return en
+
+
+def limit_message(what: str, nsites: int, limit: int, time_limit: float | None) -> str:
+    """The TooManyPieces / "unknown" message: what stopped, why it is hard, and how to raise each limit."""
+    wait = "time_limit=None (no limit)" if time_limit is None else (
+        f"time_limit={max(600, 10 * int(time_limit))} (seconds; now {time_limit:g}) or time_limit=None")
+    return (
+        f"{what} ({nsites} kink/tie sites branch on the first trace; the worst case is exponential, "
+        f"NP-hard in general). Check fewer coordinates (a single layer's parameters) or a smaller batch; "
+        f"to wait longer pass {wait}, or max_pieces={max(10 * limit, 100_000)} (now {limit}); "
+        f"on_limit='unknown' returns 'unknown' instead of raising"
+    )
 
 
 class _Limit(Exception):

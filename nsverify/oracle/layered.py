@@ -1,0 +1,585 @@
+"""Layered decisions for networks: exact certificates, read from the layer structure, that AD is a Clarke
+subgradient -- before any enumeration (Park, Chun and Lee, *What does automatic differentiation compute for
+neural networks?*, Sec. 3).
+
+:func:`decide` takes a ``torch.nn.Sequential`` of affine layers (``Linear``, ``Conv1d``, ``Conv2d``), pointwise
+activations whose AD derivative at the kink is a one-sided derivative (``ReLU``: the left one, 0; ``LeakyReLU``:
+the left one, its slope), max pools (``MaxPool1d``/``MaxPool2d``, first tied index) and shape layers
+(``Flatten``, ``Identity``), differentiated with respect to its parameters, with a loss that is smooth at the
+network's output.  That is Park et al.'s Condition 2 (Condition 1 without pools).  Two theorems of the paper
+then decide membership from exact data, without enumerating pieces:
+
+* **Theorem 5** (fully connected layers, no max pool): AD is a Bouligand (so Clarke) subgradient if, at every
+  layer l where some pre-activation sits exactly on a kink, the columns of z_{l-1} (one per sample) are linearly
+  independent.  Certificate ``park_theorem5``: for each such layer, B columns' indices and the B x B minor of
+  z_{l-1}, nonsingular modulo a prime (so over the integers, so over Q).
+* **Theorem 8** (Algorithm 1): AD is a Bouligand subgradient if, for every layer l, the open cone P_l is
+  non-empty.  P_l has one row per kink touch (AD's side times the gradient pi_i of the pre-activation in the
+  layer's own parameters w_l) and one per tied max-pool entry outside T_j (AD's chosen entry minus the other,
+  each times AD's activation derivative).  Certificate ``park_theorem8``: every layer's rows and an exact
+  rational direction strictly inside all of them.  Rows on disjoint parameters (different units and channels,
+  whose ties cannot interact) are separate cones, each decided alone.
+
+Everything is exact: the activations come from the exact reverse-mode trace (which also gives the tested
+vector, PyTorch's AD evaluated exactly), kink touches are exact zeros, ties are exact equalities, the cones are
+decided by an LP whose answer is re-checked in rationals (:mod:`nsverify.oracle.cones`).  T_j (tied entries
+whose AD derivatives in w_{1:l} coincide, which need no constraint) is taken only where that equality is proved:
+entries with a zero activation derivative, or equal rows when no earlier layer has parameters; every other tied
+entry gets its row, which can only shrink P_l (so a non-empty P_l stays a proof).
+
+When a premise fails (another structure, a kink in the loss, an empty or undecided P_l), :func:`decide` returns
+the reason and the plain enumeration decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+from nsverify.oracle.cones import ConeStats, feasible, holds, primitive
+from nsverify.oracle.context import Site
+
+F = Fraction
+
+AFFINE = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d)
+POOLS = (torch.nn.MaxPool1d, torch.nn.MaxPool2d)
+TRANSPARENT = (torch.nn.Flatten, torch.nn.Identity)
+#: activation class -> (registry name, AD's side at the kink 0 (Bouligand proxy), slope on the left)
+ACTIVATIONS = {torch.nn.ReLU: ("relu", "-"), torch.nn.LeakyReLU: ("leaky_relu", "-")}
+PRIME = 2147483629  # < 2^31: products of two residues fit in int64
+
+
+class Declined(Exception):
+    """A premise of the layered shortcut does not hold: the plain enumeration decides."""
+
+
+@dataclass
+class Layer:
+    name: str
+    affine: torch.nn.Module | None = None
+    act: torch.nn.Module | None = None
+    pool: torch.nn.Module | None = None
+    seen: dict = field(default_factory=dict)  # exact arrays captured by the hooks
+
+
+@dataclass
+class LayerCheck:
+    """What the layered analysis found in one layer."""
+
+    name: str
+    kinks: int = 0  # pre-activations exactly at the kink
+    tied_windows: int = 0  # max-pool windows with two or more maximal entries
+    nontrivial_windows: int = 0  # tied windows with an entry outside T_j (a constraint)
+    rows: list = field(default_factory=list)  # the cone P_l (primitive integer rows, deduplicated)
+    witness: dict = field(default_factory=dict)  # exact direction strictly inside every row
+    components: int = 0  # coordinate-disjoint groups of rows, each decided alone
+    rank_columns: list | None = None  # Theorem 5: the B independent columns of z_{l-1}
+    rank_minor: list | None = None  # Theorem 5: that B x B minor (exact)
+
+
+@dataclass
+class Layered:
+    """A layered certificate: which theorem, the per-layer data, the sites found, the exact AD."""
+
+    theorem: str  # "park_theorem5" | "park_theorem8"
+    layers: list  # LayerCheck
+    sites: list  # Site records (kink touches and tied windows)
+    exact_ad: tuple
+    value: object
+    stats: ConeStats
+
+
+# ---------------------------------------------------------------------------------------------------- structure
+def network_layers(model) -> list[Layer]:
+    """Park et al.'s layers of a Sequential model: each affine module opens a layer, which may end with an
+    activation and then a max pool.  Raises :class:`Declined` for any other structure."""
+    if not isinstance(model, torch.nn.Sequential):
+        raise Declined("the model is not a torch.nn.Sequential")
+    mods = []
+
+    def flat(m):
+        for name, c in m.named_children():
+            if isinstance(c, torch.nn.Sequential):
+                flat(c)
+            else:
+                mods.append((name, c))
+
+    flat(model)
+    layers: list[Layer] = []
+    for name, m in mods:
+        if isinstance(m, TRANSPARENT):
+            continue
+        if isinstance(m, torch.nn.Dropout) and (not m.training or m.p == 0):
+            continue
+        if isinstance(m, AFFINE):
+            if isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d)) and (
+                    m.groups != 1 or m.padding_mode != "zeros" or isinstance(m.padding, str)):
+                raise Declined(f"layer {name}: grouped, string-padded or non-zero-padded convolutions")
+            layers.append(Layer(name, affine=m))
+        elif type(m) in ACTIVATIONS:
+            if not layers or layers[-1].act is not None or layers[-1].pool is not None:
+                layers.append(Layer(name))
+            layers[-1].act = m
+        elif isinstance(m, POOLS):
+            if m.return_indices:
+                raise Declined(f"layer {name}: a max pool that returns its indices")
+            if not layers or layers[-1].pool is not None:
+                layers.append(Layer(name))
+            layers[-1].pool = m
+        else:
+            raise Declined(f"module {name} ({type(m).__name__}) is outside the layered shortcut's layer model "
+                           "(Linear/Conv1d/Conv2d, ReLU/LeakyReLU, MaxPool1d/2d, Flatten)")
+    if not layers:
+        raise Declined("the model has no layer")
+    return layers
+
+
+def _exact(x) -> np.ndarray:
+    from nsverify.oracle.tensor import ExactTensor, to_exact_array
+
+    return x.arr if isinstance(x, ExactTensor) else to_exact_array(x)
+
+
+class _Capture:
+    """Forward hooks that keep each layer's exact affine input, pre-activation and pool input."""
+
+    def __init__(self, model, layers):
+        self.model, self.layers = model, layers
+        self.handles = []
+        self.output = None
+
+    def __enter__(self):
+        def top(module, inputs, output):
+            self.output = _exact(output)
+
+        self.handles.append(self.model.register_forward_hook(top))
+        for L in self.layers:
+            if L.pool is not None:
+                self.handles.append(L.pool.register_forward_pre_hook(self._pool_pre(L)))
+        for L in self.layers:
+            for role, m in (("affine", L.affine), ("act", L.act), ("pool", L.pool)):
+                if m is not None:
+                    self.handles.append(m.register_forward_hook(self._hook(L, role)))
+        return self
+
+    def _pool_pre(self, L):
+        def pre(module, inputs):
+            self.pending = L  # the next max_pool*_with_indices op is this layer's: keep AD's indices
+        return pre
+
+    def record_pool(self, idx):
+        L = getattr(self, "pending", None)
+        if L is not None:
+            L.seen["pool_idx"] = idx
+            self.pending = None
+
+    @staticmethod
+    def _hook(L, role):
+        def hook(module, inputs, output):
+            L.seen[role + "_in"] = _exact(inputs[0])
+            L.seen[role + "_out"] = _exact(output)
+        return hook
+
+    def __exit__(self, *exc):
+        for h in self.handles:
+            h.remove()
+
+
+_MODE: list = []
+
+
+def _pool_indices(cap: _Capture):
+    """A TorchDispatchMode handing every exact max_pool*_with_indices op's indices (AD's choices at ties, as the
+    exact reverse mode uses them) to ``cap``."""
+    if not _MODE:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class _PoolIndices(TorchDispatchMode):
+            def __init__(self, cap):
+                super().__init__()
+                self.cap = cap
+
+        def dispatch(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.__name__.startswith(("max_pool1d_with_indices", "max_pool2d_with_indices")) and \
+                    isinstance(out, (tuple, list)):
+                self.cap.record_pool(_exact(out[1]))
+            return out
+
+        _PoolIndices.__torch_dispatch__ = dispatch  # after class creation: no Dynamo guard (see blocks.py)
+        _MODE.append(_PoolIndices)
+    return _MODE[0](cap)
+
+
+def _param_offsets(model) -> dict:
+    """id(parameter) -> its offset in the flattened trainable parameters (module_function's order)."""
+    out, off = {}, 0
+    for _n, p in model.named_parameters():
+        if p.requires_grad:
+            out[id(p)] = off
+            off += p.numel()
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ local slopes
+def _pi_rows(L: Layer, offsets: dict):
+    """A function ``pi(index of the pre-activation) -> sparse row``: the gradient of one pre-activation entry in
+    the layer's own trainable parameters (the affine map is linear in them: the input patch and a 1), scaled by
+    the positive common denominator of the layer's input: integer rows, the same open half-spaces (a cone row
+    may be scaled by any positive number), no Fraction arithmetic."""
+    m = L.affine
+    if m is None:
+        return lambda idx, shape=None: {}
+    zf = L.seen["affine_in"]
+    from nsverify.oracle import fastexact
+
+    z, den = fastexact.integer_form(zf) or (None, None)
+    if z is None:
+        raise Declined("a layer's input is not an array of exact rationals")
+    one = den  # the bias's entry, 1, times the same denominator
+    oshape = L.seen["affine_out"].shape
+    wo = offsets.get(id(m.weight))
+    bo = offsets.get(id(m.bias)) if m.bias is not None else None
+    if isinstance(m, torch.nn.Linear):
+        zin = z.reshape(-1, z.shape[-1])
+        nin = z.shape[-1]
+
+        def pi_linear(idx, shape):
+            flat = int(np.ravel_multi_index(idx, shape))
+            b, j = divmod(flat, m.out_features)
+            row = {} if wo is None else {wo + j * nin + k: v for k, v in enumerate(zin[b]) if v != 0}
+            if bo is not None:
+                row[bo + j] = one
+            return row
+
+        return pi_linear
+    nsp = 1 if isinstance(m, torch.nn.Conv1d) else 2
+    batched = z.ndim == nsp + 2
+    zb = z if batched else z[None]
+    pad = [(0, 0), (0, 0)] + [(p, p) for p in m.padding]
+    zp = np.pad(zb, pad, constant_values=0) if any(m.padding) else zb
+    ks, st, dl = m.kernel_size, m.stride, m.dilation
+    cin = m.in_channels
+
+    def pi_conv(idx, shape):
+        idx = np.unravel_index(int(np.ravel_multi_index(idx, shape)), oshape)  # the same entry, affine's shape
+        idx = tuple(int(i) for i in idx) if batched else (0,) + tuple(int(i) for i in idx)
+        b, o, pos = idx[0], idx[1], idx[2:]
+        sl = tuple(slice(pos[i] * st[i], pos[i] * st[i] + dl[i] * (ks[i] - 1) + 1, dl[i]) for i in range(nsp))
+        patch = zp[(b, slice(None)) + sl].reshape(-1)  # (cin, *k) flattened, the weight's own order
+        base = None if wo is None else wo + o * cin * int(np.prod(ks))
+        row = {} if base is None else {base + k: v for k, v in enumerate(patch.tolist()) if v != 0}
+        if bo is not None:
+            row[bo + o] = one
+        return row
+
+    return pi_conv
+
+
+def _act_derivative(L: Layer, y) -> Fraction:
+    """AD's derivative of the layer's activation at the exact pre-activation y (identity when none)."""
+    if L.act is None:
+        return F(1)
+    if y > 0:
+        return F(1)
+    if isinstance(L.act, torch.nn.LeakyReLU):
+        return F(L.act.negative_slope)  # left derivative, also AD's value at the kink
+    return F(0)
+
+
+def _scaled(row: dict, c) -> dict:
+    return {k: c * v for k, v in row.items() if c * v != 0}
+
+
+def _minus(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, F(0)) - v
+    return {k: v for k, v in out.items() if v != 0}
+
+
+def _pool_geometry(m):
+    nsp = 1 if isinstance(m, torch.nn.MaxPool1d) else 2
+
+    def tup(v):
+        return tuple(v) if isinstance(v, (tuple, list)) else (v,) * nsp
+
+    return (tup(m.kernel_size), tup(m.stride if m.stride is not None else m.kernel_size), tup(m.padding),
+            tup(m.dilation))
+
+
+def _tied_windows(L: Layer):
+    """Yield (sample, window position in the pool's output, [flat input index of each tied maximal entry]) for
+    every window of the layer's max pool with two or more maximal entries.
+
+    Exact: the pool's input is replaced by the ranks of its exact values (equal values, equal ranks; order kept),
+    so a float max over ranks (integers far below 2^53) finds exactly the exact ties."""
+    from nsverify.papers.park.algorithm1 import pool_index_windows
+
+    m = L.pool
+    a = L.seen["pool_in"]
+    if m.ceil_mode:
+        raise Declined(f"layer {L.name}: a ceil_mode max pool")
+    k, s, p, d = _pool_geometry(m)
+    nsp = len(k)
+    batched = a.ndim == nsp + 2
+    ab = a if batched else a[None]
+    values = sorted(set(ab.reshape(-1).tolist()))
+    rank = {v: r + 1 for r, v in enumerate(values)}
+    codes = torch.tensor([rank[v] for v in ab.reshape(-1).tolist()], dtype=torch.float64).reshape(ab.shape)
+    wins = pool_index_windows(tuple(ab.shape[1:]), k if nsp == 2 else k[0], s if nsp == 2 else s[0],
+                              p if nsp == 2 else p[0], d if nsp == 2 else d[0])  # (windows, K), -1 = padding
+    valid = wins >= 0
+    oshape = L.seen["pool_out"].shape[1:] if batched else L.seen["pool_out"].shape
+    for b in range(ab.shape[0]):
+        flat = codes[b].reshape(-1)
+        vals = torch.where(valid, flat[wins.clamp(min=0)], torch.zeros((), dtype=torch.float64))
+        top = vals.max(dim=1, keepdim=True).values
+        tied = (vals == top) & valid
+        for wi in torch.nonzero(tied.sum(dim=1) >= 2).reshape(-1).tolist():
+            pos = np.unravel_index(wi, oshape)
+            yield b, tuple(int(x) for x in pos), [int(wins[wi, c]) for c in torch.nonzero(tied[wi]).reshape(-1)]
+
+
+# ------------------------------------------------------------------------------------------------------- checks
+def _algorithm1(L: Layer, ev, offsets: dict, earlier_params: bool, sites: list) -> LayerCheck:
+    """Park et al.'s Algorithm 1 for one layer, exactly: the rows of P_l (see the module docstring)."""
+    chk = LayerCheck(L.name)
+    pi = _pi_rows(L, offsets)
+    rows: list = []
+    if L.act is not None:
+        y = L.seen["act_in"]
+        for idx in zip(*np.nonzero(np.vectorize(lambda v: v == 0, otypes=[bool])(y))):
+            chk.kinks += 1
+            sites.append(Site(ACTIVATIONS[type(L.act)][0], -1, tuple(int(i) for i in idx), F(0),
+                              extra={"layer": L.name}))
+            rows.append({k: -v for k, v in pi(idx, y.shape).items()})  # AD's left derivative: the piece y < 0
+    if L.pool is not None:
+        a = L.seen["pool_in"]
+        batched = a.ndim == len(_pool_geometry(L.pool)[0]) + 2
+        ab = a if batched else a[None]
+        yb = L.seen.get("act_in", a).reshape(ab.shape)
+        plane = int(np.prod(ab.shape[2:]))  # AD's indices are flat within one channel's plane
+        pout = L.seen["pool_out"]
+        # AD's indices, shaped like the pool's output (a 1-d pool runs as a 2-d one: (B, C, 1, L) indices)
+        chosen = L.seen["pool_idx"].reshape(pout.shape if batched else (1,) + pout.shape)
+        for b, pos, tied in _tied_windows(L):
+            chk.tied_windows += 1
+            c = pos[0]
+            star = c * plane + int(chosen[(b,) + pos])  # AD's entry: the exact interpreter's own index
+            if star not in tied:
+                raise Declined(f"layer {L.name}: AD's max-pool index is not a maximal entry of its window")
+            unflat = [(b,) + tuple(int(x) for x in np.unravel_index(f, ab.shape[1:])) for f in tied]
+            sq = (b,) + tuple(int(x) for x in np.unravel_index(star, ab.shape[1:]))
+            d_star = _act_derivative(L, yb[sq])
+            r_star = (pi(sq, ab.shape) if d_star == 1 else _scaled(pi(sq, ab.shape), d_star)) if d_star else {}
+            nontrivial = False
+            for q in unflat:
+                if q == sq:
+                    continue
+                d_q = _act_derivative(L, yb[q])
+                if d_star == 0 and d_q == 0:
+                    continue  # both AD derivatives are 0 in every parameter: T_j
+                r_q = (pi(q, ab.shape) if d_q == 1 else _scaled(pi(q, ab.shape), d_q)) if d_q else {}
+                if not earlier_params and r_q == r_star:
+                    continue  # no earlier parameters: equal rows are equal derivatives in w_{1:l}: T_j
+                rows.append(_minus(r_star, r_q))
+                nontrivial = True
+            chk.nontrivial_windows += nontrivial
+            loc = ((b,) if batched else ()) + pos
+            sites.append(Site(type(L.pool).__name__.lower(), -1, loc, ab[sq],
+                              extra={"layer": L.name, "tied": [list(q) for q in unflat]}))
+    keys, uniq = set(), []
+    for r in rows:
+        pr = primitive(r) if r else r
+        key = tuple(sorted(pr.items()))
+        if key not in keys:
+            keys.add(key)
+            uniq.append(pr)
+    chk.rows = uniq
+    return chk
+
+
+def _decide_cone(chk: LayerCheck, stats: ConeStats) -> None:
+    """An exact witness for the layer's cone, component by component (rows on disjoint parameters)."""
+    if not chk.rows:
+        return
+    if any(not r for r in chk.rows):
+        raise Declined(f"layer {chk.name}: a tie or kink whose row is zero in the layer's parameters "
+                       "(P_l is empty: Algorithm 1 cannot certify it)")
+    from nsverify.oracle.blocks import UnionFind
+
+    uf = UnionFind()
+    for r in chk.rows:
+        uf.union_all(r)
+    comps: dict = {}
+    for r in chk.rows:
+        comps.setdefault(uf.find(next(iter(r))), []).append(r)
+    chk.components = len(comps)
+    witness: dict = {}
+    for rows in comps.values():
+        res, cert = feasible(rows, stats)
+        if res == "empty":
+            raise Declined(f"layer {chk.name}: P_l is empty (exact Gordan certificate): Algorithm 1's "
+                           "sufficient condition fails")
+        if res != "open":
+            raise Declined(f"layer {chk.name}: the LP could not decide P_l exactly")
+        witness.update(cert)
+    if not holds(chk.rows, witness):  # the components' witnesses live on disjoint coordinates
+        raise Declined(f"layer {chk.name}: the combined witness failed its exact check")
+    chk.witness = witness
+
+
+def independent_columns(Z: np.ndarray) -> list[int] | None:
+    """Indices of B columns of the B x N exact matrix Z forming a nonsingular minor (decided modulo PRIME, which
+    proves it over Q), or None when none is found."""
+    B = Z.shape[0]
+    if B > Z.shape[1]:
+        return None
+    M = _modp(Z)
+    pivots, r = [], 0
+    for c in range(M.shape[1]):
+        nz = np.nonzero(M[r:, c])[0]
+        if nz.size == 0:
+            continue
+        p = r + int(nz[0])
+        M[[r, p]] = M[[p, r]]
+        inv = pow(int(M[r, c]), PRIME - 2, PRIME)
+        M[r] = (M[r] * inv) % PRIME
+        f = M[:, c].copy()
+        f[r] = 0
+        M = (M - (f[:, None] * M[r][None, :]) % PRIME) % PRIME
+        pivots.append(c)
+        r += 1
+        if r == B:
+            return pivots
+    return None
+
+
+def _modp(Z: np.ndarray) -> np.ndarray:
+    """An exact rational matrix scaled by its common denominator, modulo PRIME (int64)."""
+    import math
+
+    flat = [F(x) for x in Z.reshape(-1).tolist()]
+    d = 1
+    for x in flat:
+        d = d * x.denominator // math.gcd(d, x.denominator)
+    return np.array([(x.numerator * (d // x.denominator)) % PRIME for x in flat], dtype=np.int64).reshape(Z.shape)
+
+
+def nonsingular(minor) -> bool:
+    """Is the square exact matrix ``minor`` nonsingular?  Decided modulo PRIME: a nonzero determinant modulo a
+    prime is nonzero over the integers (after scaling by the common denominator), so over Q."""
+    Z = np.empty((len(minor), len(minor)), dtype=object)
+    for i, row in enumerate(minor):
+        if len(row) != len(minor):
+            return False
+        for j, x in enumerate(row):
+            Z[i, j] = F(x)
+    return independent_columns(Z) == list(range(len(minor)))
+
+
+# ---------------------------------------------------------------------------------------------------- decision
+def decide(ev, model, loss_fn, targets, *, tracker=None) -> Layered | str:
+    """A layered certificate for ``loss_fn(model(inputs), targets)`` w.r.t. the model's trainable parameters
+    (``ev`` is that program's Evaluation), or the reason (a string) why the shortcut does not apply."""
+    try:
+        return _decide(ev, model, loss_fn, targets, tracker)
+    except Declined as e:
+        return str(e)
+
+
+def _decide(ev, model, loss_fn, targets, tracker) -> Layered:
+    from nsverify.errors import InexactError, UnsupportedOpError
+
+    layers = network_layers(model)
+    offsets = _param_offsets(model)
+    owned = [id(p) for L in layers if L.affine is not None for p in L.affine.parameters()]
+    if len(owned) != len(set(owned)):
+        raise Declined("two layers share a parameter: Park et al.'s layers need disjoint parameters")
+    if ev.ran("reverse"):
+        raise Declined("the exact reverse trace already ran without the layer hooks")
+    if tracker is not None:
+        tracker.update(stage="layers: exact reverse mode")
+    try:
+        with _Capture(model, layers) as cap, _pool_indices(cap):
+            exact_ad, value = ev.reverse()
+    except (InexactError, UnsupportedOpError) as e:
+        raise Declined(f"the exact reverse trace failed: {e}") from None
+    if any(not L.seen for L in layers) or cap.output is None:
+        raise Declined("a layer did not run in the model's forward pass (or ran under another name)")
+    if any(L.pool is not None and "pool_idx" not in L.seen for L in layers):
+        raise Declined("a max pool's indices were not seen in the exact trace")
+    _check_loss_smooth(cap.output, loss_fn, targets, ev)
+    stats = ConeStats()
+    sites: list = []
+    if tracker is not None:
+        tracker.update(stage="layers: Park et al.'s conditions")
+    fc = all(L.pool is None and isinstance(L.affine, torch.nn.Linear) for L in layers)
+    if fc:
+        got = _theorem5(layers, offsets, sites)
+        if got is not None:
+            return Layered("park_theorem5", got, sites, tuple(exact_ad), value, stats)
+        sites.clear()
+    checks = []
+    earlier = False
+    for L in layers:
+        chk = _algorithm1(L, ev, offsets, earlier, sites)
+        _decide_cone(chk, stats)
+        checks.append(chk)
+        if L.affine is not None and any(id(p) in offsets for p in L.affine.parameters()):
+            earlier = True
+    return Layered("park_theorem8", checks, sites, tuple(exact_ad), value, stats)
+
+
+def _theorem5(layers, offsets, sites) -> list | None:
+    """Theorem 5's premise at every layer with a kink touch (None when it fails: Theorem 8 is tried next)."""
+    checks = []
+    for L in layers:
+        chk = LayerCheck(L.name)
+        if L.act is not None:
+            y = L.seen["act_in"]
+            zero = [idx for idx in np.ndindex(*y.shape) if y[idx] == 0]
+            chk.kinks = len(zero)
+            for idx in zero:
+                sites.append(Site(ACTIVATIONS[type(L.act)][0], -1, tuple(int(i) for i in idx), F(0),
+                                  extra={"layer": L.name}))
+        if chk.kinks:
+            m = L.affine
+            if m is None or id(m.weight) not in offsets:
+                return None  # the theorem varies the layer's weight matrix A_l
+            z = L.seen["affine_in"]
+            if z.ndim != 2:
+                return None
+            cols = independent_columns(z)
+            if cols is None:
+                return None
+            chk.rank_columns = cols
+            chk.rank_minor = [[z[b, c] for c in cols] for b in range(z.shape[0])]
+        checks.append(chk)
+    return checks
+
+
+def _check_loss_smooth(out, loss_fn, targets, ev) -> None:
+    """The loss must be smooth at the network's exact output: no kink or tie site when it is evaluated in forward
+    mode with respect to the output entries."""
+    from nsverify.errors import NsverifyError
+    from nsverify.oracle.interp import Evaluation
+
+    if out is None or out.dtype != object:
+        raise Declined("the network's output could not be read exactly")
+    shape = out.shape
+    vals = out.reshape(-1).tolist()
+    if not all(isinstance(v, Fraction) for v in vals):
+        raise Declined("the network's output is not an exact rational vector")
+    template = torch.zeros(shape, dtype=ev.w.dtype)
+    try:
+        r = Evaluation(lambda o: loss_fn(o, targets), template, values=vals).forward()
+    except NsverifyError as e:
+        raise Declined(f"the loss could not be evaluated exactly at the network's output: {e}") from None
+    if r.sites:
+        raise Declined(f"the loss has a kink or tie at the network's output ({r.sites[0].op}): Park et al.'s "
+                       "theorems need a smooth loss there")
