@@ -143,8 +143,9 @@ def resolve_baseline(spec: str | None, installed: str, data_dir: Path = DATA_DIR
     try:
         release_key(spec)
     except BaselineError:
-        raise BaselineError(f"--baseline {spec!r} is neither a recorded release ({', '.join(recorded_releases(data_dir))}"
-                            ") nor an existing JSON file; use auto, none, a release or a file.") from None
+        rec = ", ".join(recorded_releases(data_dir))
+        raise BaselineError(f"--baseline {spec!r} is neither a recorded release ({rec}) nor an existing JSON file; "
+                            "use auto, none, a release or a file.") from None
     return load_recorded(spec, data_dir)
 
 

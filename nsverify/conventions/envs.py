@@ -20,8 +20,9 @@ from pathlib import Path
 
 from nsverify.errors import NsverifyError
 
-#: the matrix needs torch and mpmath only; mpmath is pinned to the version of this environment
-MATRIX_DEPS = ("mpmath",)
+#: what the matrix needs besides torch, pinned to the versions of this environment: mpmath; setuptools, which
+#: torch.compile's inductor imports up to torch 2.6 (and uv's environments do not seed)
+MATRIX_DEPS = ("mpmath", "setuptools")
 
 
 class ReleaseEnvError(NsverifyError):

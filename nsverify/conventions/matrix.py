@@ -246,6 +246,13 @@ def _observed(case: Case, vec, label: str, expected: Rule, x, dtype) -> tuple[st
     return (str(KINK_CANDIDATES["left"]), False) if label == "left=right" else (None, False)
 
 
+def error_text(exc: BaseException) -> str:
+    """One line naming an exception and its cause (a compile failure's cause is on its second line)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = f"{type(exc).__name__}: {' '.join(lines[:2])}"
+    return text[:300]
+
+
 def evaluate_case(case: Case, dtype, device, mode: str, compiled_grad=None) -> Result:
     dt, dev = dtype_name(dtype), str(device)
     expected = case.rule_for(mode)
@@ -277,7 +284,7 @@ def evaluate_case(case: Case, dtype, device, mode: str, compiled_grad=None) -> R
         raise
     except Exception as exc:  # a mode that PyTorch does not support for this op: record, do not abort
         return Result(case.op, case.label, dt, dev, mode, [], "error", "n/a", str(expected), False,
-                      error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+                      error=error_text(exc))
 
 
 def _compiled_grads(cases: list[Case], dtype, device, backend: str):
@@ -321,7 +328,7 @@ def run_matrix(ops: Sequence[str] | None = None, dtypes: Sequence = ("float32",)
                     try:
                         grads = _compiled_grads(cases, dt, dev, compile_backend)
                     except Exception as exc:  # compile failed as a whole: record per case
-                        msg = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                        msg = error_text(exc)
                         results += [Result(c.op, c.label, dtype_name(dt), str(dev), mode, [], "error", "n/a",
                                            str(c.rule_for(mode)), False, error=msg) for c in cases]
                         continue

@@ -46,7 +46,8 @@ def available_releases(python: str = sys.executable) -> list[str]:
         res = subprocess.run([python, "-m", "pip", "index", "versions", "torch"], capture_output=True, text=True,
                              timeout=300)
     except (OSError, subprocess.SubprocessError) as exc:
-        raise ReleaseSpecError(f"cannot list torch releases ({exc}); give explicit releases, e.g. 2.4.1,2.13.0.")
+        raise ReleaseSpecError(f"cannot list torch releases ({exc}); give explicit releases, e.g. 2.4.1,2.13.0."
+                               ) from None
     m = re.search(r"Available versions:\s*(.*)", res.stdout)
     if not m:
         raise ReleaseSpecError("the package index lists no torch releases (offline?); give explicit releases, "
