@@ -28,6 +28,9 @@ def _add_conventions_args(p) -> None:
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                    help="write JSON (schema nsverify.conventions/1, with provenance) to FILE, or stdout with no FILE")
     # --- baselines per torch release (issue 14)
+    p.add_argument("--compile-dtype", default=None, metavar="DTYPES",
+                   help="comma-separated dtypes that get the compile mode (about a minute of compilation each on "
+                        "a small CPU). Default: every --dtype")
     p.add_argument("--baseline", default="auto", metavar="RELEASE|FILE",
                    help="show the cells that differ from a recorded release (e.g. 2.13.0), a conventions JSON "
                         "file, 'auto' (default: the nearest recorded release at or below the installed one) or "
@@ -62,10 +65,16 @@ def _cli(args) -> int:
         registry.get(op)  # unknown op -> UnknownOpError with suggestions
     dtypes = [parse_dtype(d) for d in _csv(args.dtype)]
     devices = [parse_device(d) for d in _csv(args.device)]
+    compile_dtypes = None
+    if getattr(args, "compile_dtype", None) is not None:
+        compile_dtypes = [parse_dtype(d) for d in _csv(args.compile_dtype)]
+        if not compile_dtypes or any(d not in dtypes for d in compile_dtypes):
+            raise NsverifyError(f"--compile-dtype {args.compile_dtype!r}: name dtypes among --dtype "
+                                f"({args.dtype}).")
     baseline = _baseline(args.baseline)  # checked before any work
     progress = lambda msg, i=None, n=None: print(f"[conventions {i}/{n}] {msg}", file=sys.stderr)  # noqa: E731
-    results = run_matrix(ops, dtypes, devices, _csv(args.modes), compile_backend=args.compile_backend,
-                         progress=progress)
+    results = run_matrix(ops, dtypes, devices, _csv(args.modes), compile_dtypes=compile_dtypes,
+                         compile_backend=args.compile_backend, progress=progress)
     meta = {"devices": [str(d) for d in devices], "provenance": provenance(devices, getattr(args, "command_line", None)
                                                                     or ["nsverify", *sys.argv[1:]])}
     if baseline is not None:
@@ -119,12 +128,18 @@ def register_releases_cli(sub) -> None:
                    "Default: ./nsverify-releases")
     p.add_argument("--modes", default="eager,func,jvp,compile", help="matrix modes. Default: all four")
     p.add_argument("--dtype", default="float16,bfloat16,float32,float64", help="matrix dtypes. Default: all four")
+    p.add_argument("--compile-dtype", default="float32",
+                   help="dtypes that get the compile mode (a minute of compilation each on a small CPU). "
+                        "Default: float32")
     p.add_argument("--installer", default="auto", choices=["auto", "uv", "pip"],
                    help="how environments are made (auto: uv when installed)")
     p.add_argument("--cache-dir", default=None, help="uv cache directory (default: uv's own, or $UV_CACHE_DIR)")
     p.add_argument("--no-bisect", action="store_true", help="do not measure releases between changes")
     p.add_argument("--keep-envs", action="store_true", help="keep each release's environment (about 5 GB each)")
     p.add_argument("--timeout", type=float, default=3600, help="seconds per matrix run. Default: 3600")
+    p.add_argument("--publish", default=None, metavar="DIR",
+                   help="copy the measured runs and an index.json to DIR (nsverify/data/conventions: the shipped "
+                        "baselines and the report section's data)")
     p.set_defaults(func=_releases_cli)
 
 
@@ -137,11 +152,14 @@ def _validate_releases_args(args) -> None:
         raise NsverifyError(f"--modes {args.modes!r}: choose from {', '.join(MODES)}.")
     for d in _csv(args.dtype) or [""]:
         parse_dtype(d)
+    for d in _csv(args.compile_dtype) or [""]:
+        if parse_dtype(d) not in [parse_dtype(x) for x in _csv(args.dtype)]:
+            raise NsverifyError(f"--compile-dtype {d!r} is not among --dtype {args.dtype!r}.")
     if not (args.timeout > 0 and args.timeout < float("inf")):
         raise NsverifyError(f"--timeout {args.timeout}: give a positive number of seconds.")
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise NsverifyError(f"--out {out} is a file: give a directory (created if missing).")
+    for opt, path in (("--out", args.out), ("--publish", args.publish)):
+        if path is not None and Path(path).exists() and not Path(path).is_dir():
+            raise NsverifyError(f"{opt} {path} is a file: give a directory (created if missing).")
 
 
 def _releases_cli(args) -> int:
@@ -157,7 +175,7 @@ def _releases_cli(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     progress = lambda msg: print(f"[releases] {msg}", file=sys.stderr, flush=True)  # noqa: E731
     sweep = Sweep(out, installer, _csv_join(args.modes), _csv_join(args.dtype), progress, args.keep_envs,
-                  timeout=args.timeout)
+                  timeout=args.timeout, compile_dtypes=_csv_join(args.compile_dtype))
     sweep.sweep(releases)
     if not args.no_bisect:
         lo, hi = releases[0], releases[-1]
@@ -166,6 +184,10 @@ def _releases_cli(args) -> int:
     table = format_timeline(rows, sweep.failures())
     (out / "table.md").write_text(table + "\n", encoding="utf-8")
     scripts = write_repros(rows, out / "repro")
+    if args.publish:
+        lo, hi = releases[0], releases[-1]
+        in_range = [r for r in available if _le(lo, r) and _le(r, hi)]
+        sweep.publish(Path(args.publish), in_range, "nsverify releases " + " ".join(sys.argv[2:]))
     print(table)
     print(f"\n{len(sweep.measured())} releases measured in {out}; {len(scripts)} reproduction scripts in "
           f"{out / 'repro'}.")

@@ -153,11 +153,13 @@ def snapshot_source(dest: Path) -> Path:
 
 
 def run_matrix_in(env_dir: Path, src: Path, out_json: Path, modes: str, dtypes: str, log,
-                  timeout: float = 3600) -> dict:
+                  timeout: float = 3600, compile_dtypes: str | None = None) -> dict:
     """Run ``python -m nsverify.conventions`` in the environment; returns the JSON it wrote."""
     env = dict(os.environ, PYTHONPATH=str(src))
     cmd = [str(env_dir / "bin" / "python"), "-m", "nsverify.conventions", "--modes", modes, "--dtype", dtypes,
            "--baseline", "none", "--json", str(out_json)]
+    if compile_dtypes and "compile" in modes.split(","):
+        cmd += ["--compile-dtype", compile_dtypes]
     run_logged(cmd, log, env=env, timeout=timeout, what="running the conventions matrix")
     try:
         return json.loads(out_json.read_text())

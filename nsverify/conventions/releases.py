@@ -104,15 +104,18 @@ class Sweep:
 
     def __init__(self, out: Path, installer: Installer | None = None, modes: str = DEFAULT_MODES,
                  dtypes: str = DEFAULT_DTYPES, progress: Callable[[str], None] | None = None,
-                 keep_envs: bool = False, measure: Callable | None = None, timeout: float = 3600):
+                 keep_envs: bool = False, measure: Callable | None = None, timeout: float = 3600,
+                 compile_dtypes: str | None = "float32"):
         self.out = Path(out)
         self.installer = installer
         self.modes, self.dtypes = modes, dtypes
         self.progress = progress or (lambda msg: None)
         self.keep_envs = keep_envs
         self.timeout = timeout
+        self.compile_dtypes = compile_dtypes
         self._measure = measure or self._measure_in_env
         self._src: Path | None = None
+        self._runs: dict[str, Run] = {}
 
     # -------------------------------------------------------------- state on disk
     def path(self, release: str) -> Path:
@@ -125,7 +128,9 @@ class Sweep:
         return recorded_releases(self.out)
 
     def failures(self) -> dict[str, dict]:
-        out = {}
+        """Releases that could not be measured: {release: {"reason": ...}} (``*.failed.json`` files, and the
+        ``failed`` map of a published ``index.json``)."""
+        out = {rel: {"release": rel, "reason": why} for rel, why in self.index().get("failed", {}).items()}
         for p in self.out.glob("*.failed.json"):
             try:
                 out[p.name[: -len(".failed.json")]] = json.loads(p.read_text())
@@ -134,7 +139,33 @@ class Sweep:
         return out
 
     def run(self, release: str) -> Run:
-        return Run.load(self.path(release))
+        if release not in self._runs:
+            self._runs[release] = Run.load(self.path(release))
+        return self._runs[release]
+
+    def index(self) -> dict:
+        try:
+            return json.loads((self.out / "index.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+
+    def publish(self, dest: Path, available: Sequence[str], command: str = "") -> list[Path]:
+        """Copy the measured runs to ``dest`` (the package data: ``nsverify/data/conventions``) with an
+        ``index.json`` naming the releases the index served in the range and those that could not be measured."""
+        import datetime
+        import shutil
+
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        out = []
+        for rel in self.measured():
+            shutil.copyfile(self.path(rel), dest / f"{rel}.json")
+            out.append(dest / f"{rel}.json")
+        index = {"schema": "nsverify.releases/1", "available": sorted(set(available), key=release_key),
+                 "failed": {r: f.get("reason", "") for r, f in self.failures().items()}, "command": command,
+                 "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        (dest / "index.json").write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
+        return out + [dest / "index.json"]
 
     # -------------------------------------------------------------- one release
     def _measure_in_env(self, release: str) -> dict:
@@ -152,7 +183,7 @@ class Sweep:
                               f"running the matrix ({self.modes})")
                 tmp = self.out / f"{release}.json.partial"
                 data, t_run = timed(run_matrix_in, env_dir, self._src, tmp, self.modes, self.dtypes, log,
-                                    self.timeout)
+                                    self.timeout, self.compile_dtypes)
                 tmp.unlink(missing_ok=True)
             finally:
                 if not self.keep_envs:
