@@ -251,10 +251,9 @@ class Sweep:
 
     # -------------------------------------------------------------- results
     def timeline(self, available: Sequence[str] = ()) -> list[dict]:
-        """Per measured release: the changes since the previous measured release (exact first release when
-        nothing between them is left unmeasured)."""
+        """Per measured release: the changes since the previous measured release (``exact``: the first release
+        showing them, when every release the index serves between the two was measured)."""
         avail = sorted(set(available), key=release_key)
-        failed = set(self.failures())
         rows = []
         measured = self.measured()
         for i, rel in enumerate(measured):
@@ -262,7 +261,8 @@ class Sweep:
                 rows.append({"release": rel, "prev": None, "changes": [], "exact": True})
                 continue
             prev = measured[i - 1]
-            gap = [r for r in avail if release_key(prev) < release_key(r) < release_key(rel) and r not in failed]
+            # a release between them, unmeasured or unmeasurable, may be the first to show a change
+            gap = [r for r in avail if release_key(prev) < release_key(r) < release_key(rel)]
             chs = changes(self.run(prev), self.run(rel))
             for c in chs:
                 c.exact = not gap

@@ -80,11 +80,14 @@ def op_code(fn, kwargs: dict) -> str:
         return f"def op(t):\n    return {q}(t{kw})"
     if fn.__name__ == "<lambda>":
         lines = []
-        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
-            lines.append(_value_code(name, cell.cell_contents))
-        for name in fn.__code__.co_names:
-            if name in fn.__globals__ and isinstance(fn.__globals__[name], types.ModuleType):
-                lines.append(_value_code(name, fn.__globals__[name]))
+        import torch
+
+        free = list(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
+        free += [(n, fn.__globals__[n]) for n in fn.__code__.co_names
+                 if n in fn.__globals__ and isinstance(fn.__globals__[n], types.ModuleType)]
+        for name, value in free:
+            if not (name == "torch" and value is torch):  # the script imports torch itself
+                lines.append(_value_code(name, value))
         lines.append(f"fn = {_lambda_source(fn)}")
         lines.append(f"def op(t):\n    return fn(t{kw})")
         return "\n".join(dict.fromkeys(lines))
@@ -116,7 +119,9 @@ def script(change: Change, history: Sequence[tuple[str, str]] = ()) -> str:
             f"{change.after.rule}; nsverify's conventions matrix, registry case {op!r} / {label!r})\n"
             f"# derivative of sum(c * op(x)) measured on CPU:\n{seen}")
     body = "\n".join([
-        head, "import torch", "", op_code(fn, kwargs), "", "",
+        head, "import torch", "", "",
+        "def make_op():  # the registry's op as a function of one tensor", textwrap.indent(op_code(fn, kwargs), "    "),
+        "    return op", "", "", "op = make_op()",
         f"x = torch.tensor([{vals}], dtype=torch.{dtype}).reshape({tuple(shape)!r})", cot_line, "", "",
         "def f(t):", "    y = op(t)", "    return (y * c).sum() if c is not None else y.sum()", "", "",
         _MODE_CODE[mode],

@@ -49,7 +49,7 @@ def releases_section(ctx) -> dict:
         table_rows.append([rel, "-", "-", "not measured", f["reason"][:200]])
     table_rows.sort(key=lambda r: baselines.release_key(r[0]))
     repro_rows, scripts = [], {}
-    for rel, g in grouped:
+    for _rel, g in grouped:
         ch = g["change"]
         name = f"{ch.since} {ch.op} [{ch.case}] {ch.key[2]} {ch.key[4]}"
         try:
