@@ -15,48 +15,17 @@ from typing import Iterable, Sequence
 
 from nsverify.conventions.matrix import SCHEMA, Result, result_from_json
 from nsverify.errors import NsverifyError
+from nsverify.registry.types import installed_release, release_key, release_of
+
+__all__ = ["BaselineError", "Change", "Run", "DATA_DIR", "changes", "compare_with_baseline", "default_baseline",
+           "format_changes", "group", "installed_release", "load_recorded", "recorded_releases", "release_key",
+           "release_of", "resolve_baseline"]
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "conventions"
 
 
 class BaselineError(NsverifyError, ValueError):
     """A baseline that names no recorded release or no readable conventions file."""
-
-
-# ----------------------------------------------------------------------------------------------------------
-# releases
-# ----------------------------------------------------------------------------------------------------------
-def release_key(release: str) -> tuple[int, ...]:
-    """(major, minor, patch) of a release text such as "2.14.1" or "2.13.0+cpu" (the local part is dropped)."""
-    base = str(release).split("+")[0]
-    parts = base.split(".")
-    try:
-        nums = tuple(int(p) for p in parts)
-    except ValueError:
-        raise BaselineError(f"{release!r} is not a torch release: write MAJOR.MINOR.PATCH, e.g. 2.14.1.") from None
-    if len(nums) != 3:
-        raise BaselineError(f"{release!r} is not a torch release: write MAJOR.MINOR.PATCH, e.g. 2.14.1.")
-    return nums
-
-
-def release_of(version: str) -> str:
-    """The release of a torch version string: "2.13.0+cpu" -> "2.13.0"; dev/rc suffixes are dropped too."""
-    base = str(version).split("+")[0]
-    nums = []
-    for p in base.split(".")[:3]:
-        digits = ""
-        for ch in p:
-            if not ch.isdigit():
-                break
-            digits += ch
-        nums.append(digits or "0")
-    return ".".join(nums + ["0"] * (3 - len(nums)))
-
-
-def installed_release() -> str:
-    import torch
-
-    return release_of(torch.__version__)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -108,7 +77,7 @@ def recorded_releases(data_dir: Path = DATA_DIR) -> list[str]:
     for p in Path(data_dir).glob("*.json"):
         try:
             release_key(p.stem)
-        except BaselineError:
+        except NsverifyError:
             continue
         out.append(p.stem)
     return sorted(out, key=release_key)
@@ -142,7 +111,7 @@ def resolve_baseline(spec: str | None, installed: str, data_dir: Path = DATA_DIR
         return Run.load(Path(spec))
     try:
         release_key(spec)
-    except BaselineError:
+    except NsverifyError:
         rec = ", ".join(recorded_releases(data_dir))
         raise BaselineError(f"--baseline {spec!r} is neither a recorded release ({rec}) nor an existing JSON file; "
                             "use auto, none, a release or a file.") from None

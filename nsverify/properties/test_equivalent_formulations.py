@@ -39,6 +39,20 @@ def _grads(f, x):
     return rev.flatten(), torch.stack(rows).flatten()
 
 
+def _values_agree_and_grads(forms: dict, x, c) -> dict:
+    """Assert that every formulation gives the same values bitwise; return the reverse- and forward-mode
+    gradients of sum(c * form(x)) of each, by name."""
+    outs = {name: fn(x) for name, fn in forms.items()}
+    first_name, first = next(iter(outs.items()))
+    for name, y in outs.items():
+        assert torch.equal(y, first), f"{name} differs from {first_name} in value: {y} vs {first}"
+    grads = {}
+    for name, fn in forms.items():
+        rev, fwd = _grads(lambda t, fn=fn: (c * fn(t)).sum(), x)
+        grads[f"{name} reverse"], grads[f"{name} forward"] = rev.cpu(), fwd.cpu()
+    return grads
+
+
 def _judge(fn64, x, vectors: dict) -> dict:
     """Oracle verdicts for each named gradient vector (one oracle call per distinct vector)."""
     w = x.detach().to(torch.float64).flatten()
@@ -82,15 +96,7 @@ def test_elementwise_formulations(kind, data, nsverify_dtype, nsverify_device):
     vals, cot = data.draw(_at_kinks(KINKS[kind]), label="x, cotangent")
     x = torch.tensor(vals, dtype=nsverify_dtype, device=nsverify_device)
     c = torch.tensor(cot, dtype=nsverify_dtype, device=nsverify_device)
-    forms = _elementwise_forms(kind, lo, hi)
-    outs = {name: fn(x) for name, fn in forms.items()}
-    first = next(iter(outs.values()))
-    for name, y in outs.items():
-        assert torch.equal(y, first), f"{name} differs from {next(iter(outs))} in value: {y} vs {first}"
-    grads = {}
-    for name, fn in forms.items():
-        rev, fwd = _grads(lambda t, fn=fn: (c * fn(t)).sum(), x)
-        grads[f"{name} reverse"], grads[f"{name} forward"] = rev.cpu(), fwd.cpu()
+    grads = _values_agree_and_grads(_elementwise_forms(kind, lo, hi), x, c)
     off = torch.tensor([v not in KINKS[kind] for v in vals])
     ref = next(iter(grads.values()))
     for name, g in grads.items():
@@ -152,15 +158,7 @@ def test_max_pool_and_amax_over_unfold(case, nsverify_dtype, nsverify_device):
         assume(sum(flat[i] == top for i in win) != 3)  # 1/3 is not a float: the registry's rounding violation
     x = torch.tensor(vals, dtype=nsverify_dtype, device=nsverify_device).reshape(shape)
     c = torch.tensor(cot, dtype=nsverify_dtype, device=nsverify_device)
-    forms = _pool_forms(shape, k, s)
-    outs = {name: fn(x) for name, fn in forms.items()}
-    first = next(iter(outs.values()))
-    for name, y in outs.items():
-        assert torch.equal(y, first), f"{name} differs in value: {y} vs {first}"
-    grads = {}
-    for name, fn in forms.items():
-        rev, fwd = _grads(lambda t, fn=fn: (c * fn(t)).sum(), x)
-        grads[f"{name} reverse"], grads[f"{name} forward"] = rev.cpu(), fwd.cpu()
+    grads = _values_agree_and_grads(_pool_forms(shape, k, s), x, c)
     tied = any(sum(flat[i] == max(flat[j] for j in win) for i in win) > 1 for win in wins)
     if not tied:
         ref = next(iter(grads.values()))
