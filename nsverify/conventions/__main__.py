@@ -4,4 +4,5 @@ import sys
 
 from nsverify.conventions.cli import main_conventions
 
-sys.exit(main_conventions())
+if __name__ == "__main__":
+    sys.exit(main_conventions())
