@@ -11,6 +11,12 @@ Options::
     --nsverify-device DEVICE              device the properties run on (default: cpu)
     --nsverify-dtype D1[,D2...]           dtypes the properties run in (default: float32,float64,bfloat16,
                                           plus float16 on CUDA)
+    --nsverify-baseline RELEASE|FILE      conventions baseline (default auto: the nearest recorded release at or
+                                          below the installed torch; none: skip the baseline check)
+    --nsverify-xfails-file FILE           test ids (one per line, # comments) expected to fail on this build
+
+A bad option value (CUDA without a GPU, an unknown dtype, a missing xfails file) stops the run with one line
+(pytest's usage error), before collection.
 
 Profiles: ``dev`` (few random examples, fast feedback), ``ci`` (derandomized: the same examples every run,
 bounded count, no example database), ``nightly`` (thousands of examples).
@@ -62,7 +68,11 @@ def budget(n_ci: int) -> int:
     return {"dev": max(1, n_ci // 2), "ci": n_ci, "nightly": n_ci * 40}[ACTIVE["profile"]]
 
 
-ACTIVE = {"profile": DEFAULT_PROFILE, "device": "cpu", "dtypes": None}
+ACTIVE = {"profile": DEFAULT_PROFILE, "device": "cpu", "dtypes": None, "baseline": "auto"}
+#: --nsverify-xfails-file: the ids read from the file, and the ids that matched a collected test
+XFAILS: dict = {"path": None, "ids": [], "used": set()}
+#: release notes of the session: release changes in effect, violations fixed, changes against the baseline
+RELEASE_NOTES: dict[str, str] = {}
 
 
 def pytest_addoption(parser):
@@ -84,15 +94,101 @@ def pytest_addoption(parser):
         help="comma-separated dtypes for the nsverify properties (default float32,float64,bfloat16"
         " and float16 on CUDA)",
     )
+    group.addoption(
+        "--nsverify-baseline",
+        default=None,
+        help="conventions baseline the properties compare with: a recorded torch release, a conventions JSON "
+        "file, auto (default: the nearest recorded release at or below the installed one) or none",
+    )
+    group.addoption(
+        "--nsverify-xfails-file",
+        default=None,
+        help="file of test ids expected to fail on this PyTorch build (one per line, '#' starts a comment); "
+        "an id matches a test by its name after the file name (test_x.py::test_y[param]) or a prefix of it",
+    )
 
 
 def pytest_configure(config):
+    import pytest
+
+    from nsverify.errors import NsverifyError
+
     name = profile_name(config.getoption("--nsverify-profile"))
     ACTIVE["profile"] = name
     if not config.getoption("--hypothesis-profile", default=None):
         settings.load_profile(f"nsverify-{name}")
     ACTIVE["device"] = config.getoption("--nsverify-device") or "cpu"
     ACTIVE["dtypes"] = config.getoption("--nsverify-dtype")
+    ACTIVE["baseline"] = config.getoption("--nsverify-baseline") or "auto"
+    try:  # every option checked here, before collection: one line on bad input
+        selected_device()
+        selected_dtypes()
+        selected_baseline()
+        XFAILS.update(path=None, ids=[], used=set())
+        if config.getoption("--nsverify-xfails-file"):
+            XFAILS["path"] = config.getoption("--nsverify-xfails-file")
+            XFAILS["ids"] = read_xfails(XFAILS["path"])
+    except NsverifyError as exc:
+        raise pytest.UsageError(f"nsverify: {exc}") from None
+
+
+def read_xfails(path) -> list[str]:
+    """The test ids of an xfails file: one per line, blank lines and '#' comments ignored."""
+    from pathlib import Path
+
+    from nsverify.errors import NsverifyError
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NsverifyError(f"cannot read the xfails file {path} ({exc.__class__.__name__}: {exc}); give a text "
+                            "file with one test id per line.") from None
+    return [line.split("#", 1)[0].strip() for line in text.splitlines() if line.split("#", 1)[0].strip()]
+
+
+def _short_id(nodeid: str) -> str:
+    """A node id without its directories: "test_x.py::test_y[param]" (the same however the suite was reached:
+    a path, --pyargs, an installed copy)."""
+    path, sep, rest = nodeid.partition("::")
+    return path.rsplit("/", 1)[-1] + sep + rest
+
+
+def xfail_match(nodeid: str, ids) -> str | None:
+    """The xfails id matching ``nodeid``: equal to its short id (or the full node id), or a prefix of it ending
+    at a '::' or '[' boundary (test_x.py::test_y covers every parametrization)."""
+    short = _short_id(nodeid)
+    for xid in ids:
+        for full in (short, nodeid):
+            if full == xid or (full.startswith(xid) and full[len(xid):][:1] in ("[", ":")):
+                return xid
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    if not XFAILS["ids"]:
+        return
+    for item in items:
+        xid = xfail_match(item.nodeid, XFAILS["ids"])
+        if xid is not None:
+            XFAILS["used"].add(xid)
+            item.add_marker(pytest.mark.xfail(reason=f"listed in --nsverify-xfails-file {XFAILS['path']}",
+                                              strict=False))
+
+
+def selected_baseline():
+    """The conventions baseline run of the session (None: no recorded release at or below the installed one, or
+    --nsverify-baseline none)."""
+    from nsverify.conventions.baselines import installed_release, resolve_baseline
+
+    key = ("baseline", ACTIVE["baseline"])
+    if key not in _CACHE:
+        _CACHE[key] = resolve_baseline(ACTIVE["baseline"], installed_release())
+    return _CACHE[key]
+
+
+_CACHE: dict = {}
 
 
 def selected_device():
@@ -116,9 +212,13 @@ def selected_dtypes():
 
 
 def pytest_report_header(config):
+    import torch
+
+    base = selected_baseline()
     return (
         f"nsverify: profile={ACTIVE['profile']} device={ACTIVE['device']} "
-        f"dtypes={ACTIVE['dtypes'] or 'default'}"
+        f"dtypes={ACTIVE['dtypes'] or 'default'} torch={torch.__version__} "
+        f"baseline={base.release if base is not None else 'none'}"
     )
 
 
@@ -135,6 +235,15 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("nsverify records")
         for k in sorted(RECORDS):
             terminalreporter.write_line(f"{k}: {RECORDS[k]}")
+    if RELEASE_NOTES:
+        terminalreporter.section("nsverify: torch release notes")
+        for k in sorted(RELEASE_NOTES):
+            terminalreporter.write_line(f"{k}: {RELEASE_NOTES[k]}")
+    unused = [x for x in XFAILS["ids"] if x not in XFAILS["used"]]
+    if unused:
+        terminalreporter.section("nsverify xfails file")
+        terminalreporter.write_line(f"{len(unused)} ids in {XFAILS['path']} match no collected test: "
+                                    + ", ".join(unused[:10]))
 
 
 try:  # fixtures need pytest; the module stays importable without it
@@ -154,6 +263,18 @@ try:  # fixtures need pytest; the module stays importable without it
     def nsverify_record():
         """``record(key, value)``: keep a number for the end-of-session summary."""
         return RECORDS.__setitem__
+
+    @pytest.fixture(scope="session")
+    def nsverify_baseline():
+        """The conventions baseline (:class:`nsverify.conventions.baselines.Run`) of the installed torch release
+        selected with --nsverify-baseline, or None."""
+        return selected_baseline()
+
+    @pytest.fixture(scope="session")
+    def nsverify_release_note():
+        """``note(key, text)``: a torch release note for the end-of-session summary (a release change, a fixed
+        violation): information, not a failure."""
+        return RELEASE_NOTES.__setitem__
 except ImportError:  # pragma: no cover
     pass
 

@@ -196,9 +196,11 @@ def test_cuda_matches_cpu():
 
 
 def _small_matrix(monkeypatch):
-    real_run, real_build = cv.run_matrix, cv.build_cases
+    from nsverify.conventions import matrix
+
+    real_run, real_build = matrix.run_matrix, matrix.build_cases
     few = ["relu", "amax", "clamp_tensor"]
-    monkeypatch.setattr(cv, "build_cases", lambda ops=None: real_build(ops or few))
+    monkeypatch.setattr(matrix, "build_cases", lambda ops=None: real_build(ops or few))
     fast = lambda *a, **k: real_run(*a, **{**k, "compile_backend": "aot_eager"})  # noqa: E731
     monkeypatch.setattr(cv, "run_matrix", fast)
 

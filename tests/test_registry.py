@@ -279,8 +279,11 @@ def test_parse_op_rules():
 
 
 def test_recorded_violations_live_on_the_entries():
-    v = registry.violation("clamp_tensor", "min == max > x", "float16")
+    v = registry.violation("clamp_tensor", "min == max > x", "float16", release="2.13.0")
     assert v is not None and v.kind == "no" and "neither bound" in v.reason
+    assert v.until == "2.14.0" and registry.violation("clamp_tensor", "min == max > x", "float16", "2.14.1") is None
+    assert registry.fixed_violation("clamp_tensor", "min == max > x", "float32", "2.14.1") is v
+    assert registry.fixed_violation("clamp_tensor", "min == max > x", "float32", "2.13.0") is None
     assert registry.violation("leaky_relu", "x=0", "float32").kind == "rounding"
     assert registry.violation("leaky_relu", "x=0", "bfloat16") is None  # rounds upward, into the Clarke set
     assert registry.violation("amax", "3 ties", "float64").kind == "rounding"
@@ -316,3 +319,55 @@ def test_check_gradient_accepts_every_spelling():
         nsverify.check_gradient(pool, w4, conventions={"max_pool": "minimal"})
     with pytest.raises(RuleError, match="Valid rules"):
         nsverify.check_gradient(absf, w, conventions={"abs": "zero"})
+
+
+# ----------------------------------------------------------------------------------------------------------
+# rules and violations across torch releases
+# ----------------------------------------------------------------------------------------------------------
+def test_release_helpers():
+    assert registry.release_of("2.13.0+cpu") == "2.13.0" and registry.release_of("2.15.0a0+git1") == "2.15.0"
+    assert registry.release_of("2.10") == "2.10.0"
+    assert registry.release_key("2.10.0") > registry.release_key("2.9.1")
+    assert registry.installed_release() == registry.release_of(torch.__version__)
+    with pytest.raises(Exception, match="not a torch release"):
+        registry.release_key("2.x")
+
+
+def test_rules_are_resolved_for_a_release():
+    """clamp's scalar bounds: 1 (the middle piece, 'inside') up to torch 2.13, 0 from 2.14 on (left at the lower
+    bound, right at the upper: hardtanh's rule)."""
+    import dataclasses
+
+    clamp = registry.get("clamp")
+    old, new = dataclasses.replace(clamp, release="2.13.0"), dataclasses.replace(clamp, release="2.14.0")
+    assert [str(r) for r in old.torch_rules] == ["inside", "inside"]
+    assert [str(r) for r in new.torch_rules] == ["left", "right"]
+    assert [old.kink_derivative(i) for i in (0, 1)] == [1, 1] and [new.kink_derivative(i) for i in (0, 1)] == [0, 0]
+    assert clamp.rules_at("2.4.1") == old.torch_rules and clamp.rules_at("2.14.1") == new.torch_rules
+    assert dataclasses.replace(new, release="2.13.0").torch_rules == old.torch_rules  # resolution is repeatable
+    assert clamp.torch_rules == clamp.rules_at(registry.installed_release())
+    case = next(c for c in registry.get("clamp_tensor").cases if c.label == "min == max > x")
+    assert {m: str(r) for m, r in case.rules_at("2.13.0").items()} == {
+        "eager": "inside", "func": "inside", "jvp": "last", "compile": "inside"}
+    assert {str(r) for r in case.rules_at("2.14.0").values()} == {"last"}
+    tie = next(c for c in registry.get("clamp_tensor").cases if c.label == "x == min, x == max")
+    assert str(tie.rules_at("2.13.0")["eager"]) == "inside" and str(tie.rules_at("2.14.1")["jvp"]) == "even"
+
+
+def test_rule_changes_and_violation_ranges_are_checked():
+    from nsverify.errors import NsverifyError
+
+    lin = registry.lin
+    with pytest.raises(NsverifyError, match="starts from"):
+        registry.Elementwise("t", (), None, (Fraction(0),), (lin(0), lin(1)), ("left",), rule_changes=(
+            registry.RuleChange("2.5.0", "left", "right"), registry.RuleChange("2.6.0", "left", "mix=1/2")))
+    with pytest.raises(NsverifyError, match="one rule each"):
+        registry.Elementwise("t", (), None, (Fraction(0),), (lin(0), lin(1)), ("left",),
+                             rule_changes=(registry.RuleChange("2.5.0", ("left", "left"), "right"),))
+    with pytest.raises(NsverifyError, match="modes"):
+        registry.RuleChange("2.5.0", "first", "last", modes=("backward",))
+    with pytest.raises(NsverifyError, match="is empty"):
+        registry.Violation("no", "a reason long enough to count", since="2.6.0", until="2.5.0")
+    v = registry.Violation("no", "a reason long enough to count", ("float32",), since="2.5.0", until="2.7.0")
+    assert [v.applies("float32", r) for r in ("2.4.1", "2.5.0", "2.6.0", "2.7.0")] == [False, True, True, False]
+    assert not v.applies("float64", "2.6.0") and v.releases == "2.5.0 .. < 2.7.0"

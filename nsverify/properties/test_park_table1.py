@@ -2,9 +2,14 @@
 
 Theorem rows: across generated cases that satisfy the row's premise (checked by nsverify.papers.park.premises),
 the exact oracle never returns not_member. Lemma rows: a search over generated inputs finds a not_member
-counterexample within 200 examples and shrinks it to a minimal one under the order (parameter count, batch,
-total width): no one-step structural reduction smaller in that order is still a counterexample. Which
-counterexample Hypothesis finds first depends on its version; minimality does not."""
+counterexample within a budget of generated examples and shrinks it to a minimal one under the order (parameter
+count, batch, total width): no one-step structural reduction smaller in that order is still a counterexample.
+
+No assertion depends on Hypothesis's example order: which counterexample comes first, and after how many
+examples, changes with the Hypothesis version (and with the torch build: Lemma 7 took 39 examples on torch 2.13
+and 87 on 2.14.1 under Hypothesis 6.170.17), so the budget (1000) is several times the largest count measured
+(141, Lemma 3), the theorem rows draw until enough cases meet the premise (``assume``), and the shrunk
+counterexample is checked for minimality, not for one shape."""
 
 import pytest
 from hypothesis import assume, given, note
@@ -13,6 +18,8 @@ from hypothesis import strategies as st
 from nsverify.papers.park import table1 as park
 from nsverify.pytest_plugin import RECORDS, explain_failure
 
+#: examples a lemma search may generate before it must have found a counterexample (counts measured: 16 to 141)
+LEMMA_BUDGET = 1000
 THEOREMS = [n for n, r in park.ROWS.items() if r.claim == "never_not_member"]
 LEMMAS = [n for n, r in park.ROWS.items() if r.claim == "counterexample"]
 _COUNTS: dict = {}
@@ -53,14 +60,14 @@ def test_theorem_row_never_not_member(row):
 
 @pytest.mark.parametrize("row", LEMMAS)
 def test_lemma_row_counterexample_found_and_shrunk(row):
-    res = park.search_counterexample(row, max_examples=200)
+    res = park.search_counterexample(row, max_examples=LEMMA_BUDGET)
     assert res.found, f"{row}: no not_member counterexample within {res.budget} generated examples"
     RECORDS[f"park.{row}"] = (
         f"counterexample after {res.examples} generated examples; shrunk to size (params, batch, width) "
         f"{park.size_key(res.spec)} (paper: {park.size_key(park.PAPER_CASES[row])}; same shape as the "
         f"paper's: {res.paper_shape})"
     )
-    assert res.examples <= 200
+    assert res.examples <= LEMMA_BUDGET
     assert res.verdict.status == "not_member"
     assert res.verdict.certificate["kind"] == "separating_direction"
     assert park.size_key(res.spec) <= park.size_key(res.first), "shrinking made the counterexample larger"

@@ -32,6 +32,7 @@ from nsverify.registry.lookup import (
     clamp_for,
     convention_ops,
     elementwise_for,
+    fixed_violation,
     parse_conventions,
     parse_kink_rules,
     parse_op_rules,
@@ -40,10 +41,25 @@ from nsverify.registry.lookup import (
     single_rule,
     torch_rule,
     violation,
+    violation_records,
 )
 from nsverify.registry.rules import Rule, RuleError, parse_rule, rule_names
 from nsverify.registry.table import PRIMITIVES, by_aten, get, names, op_key, register
-from nsverify.registry.types import Elementwise, Piece, Primitive, Selection, TieCase, Violation, lin, selection_case
+from nsverify.registry.types import (
+    AD_MODES,
+    Elementwise,
+    Piece,
+    Primitive,
+    RuleChange,
+    Selection,
+    TieCase,
+    Violation,
+    installed_release,
+    lin,
+    release_key,
+    release_of,
+    selection_case,
+)
 from nsverify.registry.windows import (
     MAX_PIECES,
     Window,
@@ -60,7 +76,8 @@ __all__ = [
     "PRIMITIVES", "register", "get", "names", "by_aten", "op_key",
     "torch_rule", "elementwise_for", "clamp_for", "selection_rule_for", "parse_conventions", "parse_kink_rules",
     "parse_op_rules", "single_rule", "convention_ops", "ARGUMENT_OPS", "THRESHOLD_RULES", "violation",
-    "recorded_violations",
+    "recorded_violations", "violation_records", "fixed_violation", "RuleChange", "AD_MODES", "installed_release",
+    "release_key", "release_of",
     "as_fraction_vec", "exact_tensor", "round_to_dtype", "kink_inputs",
     "rule_vectors", "bouligand_pieces", "MAX_PIECES", "pool_out_size", "pool2d_windows", "adaptive_windows",
     "MAX_POOL2D_GEOMS", "SELU_ALPHA", "SELU_SCALE",

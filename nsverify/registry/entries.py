@@ -8,7 +8,7 @@ from typing import Sequence
 
 import mpmath
 
-from nsverify.registry.types import Elementwise, Piece, Selection, Violation, lin, selection_case
+from nsverify.registry.types import Elementwise, Piece, RuleChange, Selection, Violation, lin, selection_case
 from nsverify.registry.windows import Window, adaptive_windows, pool2d_windows
 
 F = Fraction
@@ -76,7 +76,10 @@ def elementwise_entries():
                       doc="PyTorch: abs'(0) = sgn(0) = 0, the even split of -1 and 1 (the minimal-norm element)")
     yield Elementwise("clamp", ("clamp", "clamp_", "clip"), torch.clamp, (F(0), F(1)),
                       (_const(0), lin(1), _const(1)), ("inside", "inside"), kwargs={"min": 0.0, "max": 1.0},
-                      doc="clamp(x, 0, 1) with scalar bounds: derivative 1 at both bounds (unlike hardtanh)")
+                      doc="clamp(x, 0, 1) with scalar bounds: derivative 1 at both bounds up to torch 2.13 (unlike "
+                          "hardtanh), 0 from torch 2.14 on (like hardtanh)",
+                      rule_changes=(RuleChange("2.14.0", ("inside", "inside"), ("left", "right"),
+                                               note="clamp's derivative at its scalar bounds: 1 -> 0"),))
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -160,16 +163,21 @@ def selection_entries():
     med3 = lambda n: [W((j, n + j, 2 * n + j), 1, "max") for j in range(n)]  # noqa: E731
     yield Selection("clamp_tensor", (), lambda t: torch.clamp(t[0], t[1], t[2]), "inside", lambda: (
         case("x == min, x == max", [0, 1, 2, 0, 0, 0, 1, 1, 3], (3, 3), med3(3), "inside",
-             cotangent=[1, 2, 3]),
+             cotangent=[1, 2, 3], rule_changes=(RuleChange(
+                 "2.14.0", "inside", "even", note="an even split between x and the bound it equals"),)),
         case("min == max > x", [2, 3, 3], (3, 1), med3(1), "inside", mode_rules={"jvp": "last"},
+             rule_changes=(RuleChange("2.14.0", "inside", "last", modes=("eager", "func", "compile"),
+                                      note="reverse mode routes the gradient to the min argument, as jvp did"),),
              violations=(Violation(
                  "no", "torch.clamp(x, min=t, max=t) with x < t: the output equals the bounds, but PyTorch's "
                  "backward routes the gradient to neither bound and returns (0, 0, 0); every Bouligand gradient "
-                 "of the real function puts weight 1 on the min or on the max argument"),))),
-        packing="triple", doc="torch.clamp(x, min_tensor, max_tensor) (aten.clamp.Tensor): the whole "
-        "gradient goes to x at x == min or x == max (like the scalar clamp); when min == max > x it is 0 for "
-        "every input, outside the Clarke set conv{e_min, e_max}, while forward mode (jvp) returns e_min, "
-        "inside it (measured, torch 2.13 CPU)")
+                 "of the real function puts weight 1 on the min or on the max argument", until="2.14.0"),))),
+        packing="triple", rule_changes=(RuleChange("2.14.0", "inside", "even"),),
+        doc="torch.clamp(x, min_tensor, max_tensor) (aten.clamp.Tensor). Up to torch 2.13: the whole gradient "
+        "goes to x at x == min or x == max (like the scalar clamp); when min == max > x it is 0 for every input, "
+        "outside the Clarke set conv{e_min, e_max}, while forward mode (jvp) returns e_min, inside it. From "
+        "torch 2.14: an even split between x and the bound it equals, and e_min (a Clarke subgradient) in every "
+        "mode when min == max > x (measured on CPU)")
 
 
 def _reduction_cases(d: str):

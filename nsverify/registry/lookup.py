@@ -13,7 +13,15 @@ from nsverify.errors import NsverifyError, UnknownOpError
 from nsverify.registry.entries import THRESHOLD_RULES
 from nsverify.registry.rules import KINK_RULES, TIE_RULES, Rule, RuleError, parse_rule
 from nsverify.registry.table import PRIMITIVES, by_aten, get, unknown_op
-from nsverify.registry.types import Elementwise, Piece, Selection, Violation, lin
+from nsverify.registry.types import (
+    Elementwise,
+    Piece,
+    Selection,
+    Violation,
+    installed_release,
+    lin,
+    release_key,
+)
 
 F = Fraction
 
@@ -189,12 +197,26 @@ def recorded_violations() -> Iterator[tuple[str, str, Violation]]:
                     yield name, c.label, v
 
 
-def violation(op: str, case: str, dtype: str) -> Violation | None:
-    """The recorded violation of registry op ``op`` at the case labelled ``case`` in dtype ``dtype`` (a name
-    such as "float32"), or None."""
+def violation_records(op: str, case: str) -> tuple[Violation, ...]:
+    """Every violation recorded at the case labelled ``case`` of registry op ``op``, whatever its dtypes and
+    releases (empty when none, or when the op has no such case)."""
     p = get(op)
     if isinstance(p, Elementwise):
         i = next((i for i in range(len(p.breakpoints)) if p.kink_label(i) == case), None)
-        return None if i is None else p.violation(i, dtype)
+        return () if i is None else tuple(p.violations.get(p.breakpoints[i], ()))
     c = next((c for c in p.cases if c.label == case), None)
-    return None if c is None else c.violation(dtype)
+    return () if c is None else tuple(c.violations)
+
+
+def violation(op: str, case: str, dtype: str, release: str | None = None) -> Violation | None:
+    """The recorded violation of registry op ``op`` at the case labelled ``case`` in dtype ``dtype`` (a name
+    such as "float32") and torch ``release`` (default: the installed one), or None."""
+    return next((v for v in violation_records(op, case) if v.applies(dtype, release)), None)
+
+
+def fixed_violation(op: str, case: str, dtype: str, release: str | None = None) -> Violation | None:
+    """A violation recorded for this case and dtype whose release range ended at or before ``release`` (default:
+    the installed one): PyTorch fixed it in ``Violation.until``. None when there is none."""
+    rel = release or installed_release()
+    return next((v for v in violation_records(op, case) if v.in_dtype(dtype) and v.until is not None
+                 and release_key(rel) >= release_key(v.until)), None)

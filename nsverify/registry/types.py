@@ -3,6 +3,7 @@
 :class:`Violation` records of PyTorch derivatives outside the Clarke set."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable, Sequence
@@ -19,7 +20,48 @@ Vec = tuple[Fraction, ...]
 
 
 # ----------------------------------------------------------------------------------------------------
-# Recorded violations
+# torch releases
+# ----------------------------------------------------------------------------------------------------
+#: the modes a rule can differ in (as the conventions matrix names them)
+AD_MODES = ("eager", "func", "jvp", "compile")
+
+
+def release_key(release: str) -> tuple[int, int, int]:
+    """(major, minor, patch) of a torch release ("2.14.1"; a local part such as "+cpu" is dropped)."""
+    parts = str(release).split("+")[0].split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise NsverifyError(f"{release!r} is not a torch release: write MAJOR.MINOR.PATCH, e.g. 2.14.1.")
+    return tuple(int(p) for p in parts)  # type: ignore[return-value]
+
+
+def release_of(version: str) -> str:
+    """The release of a torch version string: "2.13.0+cpu" -> "2.13.0", "2.15.0a0+git1" -> "2.15.0"."""
+    nums = []
+    for part in str(version).split("+")[0].split(".")[:3]:
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        nums.append(digits or "0")
+    return ".".join(nums + ["0"] * (3 - len(nums)))
+
+
+@functools.lru_cache(maxsize=1)
+def installed_release() -> str:
+    """The release of the installed torch ("2.13.0")."""
+    import torch
+
+    return release_of(torch.__version__)
+
+
+def _in_range(release: str, since: str | None, until: str | None) -> bool:
+    k = release_key(release)
+    return (since is None or release_key(since) <= k) and (until is None or k < release_key(until))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Recorded violations and rule changes across releases
 # ----------------------------------------------------------------------------------------------------
 VIOLATION_KINDS = ("no", "rounding")
 
@@ -30,24 +72,90 @@ class Violation:
 
     ``kind``: ``"no"`` (outside the Clarke set of the exact function) or ``"rounding"`` (PyTorch applies an
     exact Clarke rule whose value the dtype cannot represent). ``dtypes``: the dtype names it occurs in (empty:
-    every dtype). ``properties/test_kink_conventions.py`` fails on a case outside the Clarke set that records
-    no violation, and on a recorded violation that no longer occurs, so the records stay true."""
+    every dtype). ``since`` / ``until``: the torch releases it occurs in, ``since <= release < until`` (None: no
+    bound; ``until`` is the release that fixed it). The property suite (``nsverify/properties/``) fails on a
+    case outside the Clarke set that records no violation for the installed release and on a recorded violation
+    that no longer occurs there, and reports one whose range has ended as "fixed in <until>"."""
 
     kind: str
     reason: str
     dtypes: tuple[str, ...] = ()
+    since: str | None = None
+    until: str | None = None
 
     def __post_init__(self):
         if self.kind not in VIOLATION_KINDS:
             raise NsverifyError(f"violation kind {self.kind!r} is unknown: use one of {VIOLATION_KINDS}.")
+        for r in (self.since, self.until):
+            if r is not None:
+                release_key(r)
+        if self.since and self.until and release_key(self.since) >= release_key(self.until):
+            raise NsverifyError(f"violation range since={self.since} until={self.until} is empty.")
 
-    def applies(self, dtype: str) -> bool:
-        """Does this violation occur in the dtype named ``dtype`` (e.g. "float32")?"""
+    def in_dtype(self, dtype: str) -> bool:
         return not self.dtypes or dtype in self.dtypes
 
+    def in_release(self, release: str | None = None) -> bool:
+        """Does it occur in ``release`` (default: the installed torch)?"""
+        return _in_range(release or installed_release(), self.since, self.until)
 
-def _violation_for(violations: Sequence[Violation], dtype: str) -> Violation | None:
-    return next((v for v in violations if v.applies(dtype)), None)
+    def applies(self, dtype: str, release: str | None = None) -> bool:
+        """Does this violation occur in the dtype named ``dtype`` (e.g. "float32") and in ``release`` (default:
+        the installed torch)?"""
+        return self.in_dtype(dtype) and self.in_release(release)
+
+    @property
+    def releases(self) -> str:
+        """The release range as text: "< 2.14.0", ">= 2.4.0", "2.4.0 .. < 2.14.0", "every release"."""
+        if self.since and self.until:
+            return f"{self.since} .. < {self.until}"
+        return f">= {self.since}" if self.since else f"< {self.until}" if self.until else "every release"
+
+
+def _violation_for(violations: Sequence[Violation], dtype: str, release: str | None = None) -> Violation | None:
+    return next((v for v in violations if v.applies(dtype, release)), None)
+
+
+@dataclass(frozen=True)
+class RuleChange:
+    """PyTorch changed its rule at a kink or tie in release ``since``: ``before`` -> ``after``.
+
+    On an :class:`Elementwise` entry ``before`` and ``after`` hold one rule per kink; on a :class:`TieCase` they
+    are tie rules and ``modes`` limits the change to those modes (empty: every mode). ``note`` says what changed
+    (and where it was reported). Entries resolve their rules for the installed release (or ``release=``)."""
+
+    since: str
+    before: object
+    after: object
+    modes: tuple[str, ...] = ()
+    note: str = ""
+
+    def __post_init__(self):
+        release_key(self.since)
+        bad = [m for m in self.modes if m not in AD_MODES]
+        if bad:
+            raise NsverifyError(f"rule change modes {bad}: use {AD_MODES}.")
+
+    def covers(self, mode: str) -> bool:
+        return not self.modes or mode in self.modes
+
+
+def _check_chain(name: str, changes: Sequence[RuleChange]) -> None:
+    """Consecutive changes must agree: each one starts from the rule the previous one ended with."""
+    chs = sorted(changes, key=lambda c: release_key(c.since))
+    for a, b in zip(chs, chs[1:]):
+        if a.after != b.before:
+            raise NsverifyError(f"{name}: rule change at {b.since} starts from {b.before}, but the change at "
+                                f"{a.since} ended with {a.after}.")
+
+
+def _chain(changes: Sequence[RuleChange], release: str, default):
+    """The rule in ``release`` along a chain of changes (sorted by release), ``default`` with no changes."""
+    chs = sorted(changes, key=lambda c: release_key(c.since))
+    if not chs:
+        return default
+    past = [c for c in chs if release_key(c.since) <= release_key(release)]
+    return past[-1].after if past else chs[0].before
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -99,8 +207,11 @@ class Elementwise:
 
     ``breakpoints`` b_1 < ... < b_m (exact), ``pieces`` p_0..p_m with p_i on [b_i, b_{i+1}].
     ``torch_rules[i]`` is PyTorch's :class:`~nsverify.registry.rules.Rule` at b_i (``left``, ``right``,
-    ``inside`` for clamp, ``mix=1/2`` for abs), as measured on torch 2.13; text is parsed on construction.
-    ``violations`` maps a breakpoint to the recorded :class:`Violation` records at that kink.
+    ``inside`` for clamp, ``mix=1/2`` for abs) in the installed torch release (or ``release``); text is parsed
+    on construction. ``rule_changes`` records the releases where PyTorch changed them (:class:`RuleChange`, one
+    rule per kink on each side): the entry then resolves ``torch_rules`` for that release, and
+    :meth:`rules_at` gives them for any release. ``violations`` maps a breakpoint to the recorded
+    :class:`Violation` records at that kink.
     """
 
     name: str
@@ -112,16 +223,32 @@ class Elementwise:
     kwargs: dict = field(default_factory=dict)
     doc: str = ""
     violations: dict = field(default_factory=dict)
+    rule_changes: tuple[RuleChange, ...] = ()
+    #: the torch release the rules are resolved for (None: the installed one)
+    release: str | None = None
 
     kind = "elementwise"
 
     def __post_init__(self):
-        rules = tuple(parse_rule(r, kind="kink") for r in self.torch_rules)
-        if len(rules) != len(self.breakpoints) or len(self.pieces) != len(self.breakpoints) + 1:
+        rules = self._kink_rules(self.torch_rules)
+        if len(self.pieces) != len(self.breakpoints) + 1:
             raise NsverifyError(f"{self.name}: {len(self.breakpoints)} breakpoints need "
-                                f"{len(self.breakpoints) + 1} pieces and one rule per kink; got "
-                                f"{len(self.pieces)} pieces and {len(rules)} rules.")
-        object.__setattr__(self, "torch_rules", rules)
+                                f"{len(self.breakpoints) + 1} pieces; got {len(self.pieces)}.")
+        changes = tuple(RuleChange(c.since, self._kink_rules(c.before), self._kink_rules(c.after), c.modes, c.note)
+                        for c in self.rule_changes)
+        _check_chain(self.name, changes)
+        object.__setattr__(self, "rule_changes", changes)
+        object.__setattr__(self, "torch_rules", _chain(changes, self.release or installed_release(), rules))
+
+    def _kink_rules(self, rules) -> tuple[Rule, ...]:
+        out = tuple(parse_rule(r, kind="kink") for r in ((rules,) if isinstance(rules, (str, Rule)) else rules))
+        if len(out) != len(self.breakpoints):
+            raise NsverifyError(f"{self.name}: {len(self.breakpoints)} kinks need one rule each; got {len(out)}.")
+        return out
+
+    def rules_at(self, release: str) -> tuple[Rule, ...]:
+        """PyTorch's rule at each kink in torch ``release`` ("2.13.0")."""
+        return _chain(self.rule_changes, release, self.torch_rules)
 
     def piece_index(self, x: Fraction, side: int = 0) -> int:
         """Index of the piece active at x; at a breakpoint, side=-1 gives the left piece, +1 the right."""
@@ -199,9 +326,10 @@ class Elementwise:
             return self.pieces[self.piece_index(x)].derivative(x)
         return self.kink_derivative(self.breakpoints.index(x))
 
-    def violation(self, i: int, dtype: str) -> Violation | None:
-        """The recorded violation at kink i in dtype ``dtype`` (a name such as "float32"), or None."""
-        return _violation_for(self.violations.get(self.breakpoints[i], ()), dtype)
+    def violation(self, i: int, dtype: str, release: str | None = None) -> Violation | None:
+        """The recorded violation at kink i in dtype ``dtype`` (a name such as "float32") and torch ``release``
+        (default: the entry's), or None."""
+        return _violation_for(self.violations.get(self.breakpoints[i], ()), dtype, release or self.release)
 
     def mp_value(self, x):
         """High-precision value at an mpf point (for difference quotients)."""
@@ -231,9 +359,11 @@ class TieCase:
     ``pieces``: the exact gradients of that scalar w.r.t. the input on each adjacent smooth piece
     (the Bouligand set; the Clarke set is its convex hull);
     ``rules``: named candidate AD outputs ("first", "last", "even"), each an exact vector;
-    ``torch_rule``: PyTorch 2.13's :class:`~nsverify.registry.rules.Rule` at this case;
-    ``mode_rules``: per-mode exceptions (e.g. {"jvp": Rule("last")}: forward mode may pick another piece);
-    ``violations``: the recorded :class:`Violation` records of this case.
+    ``torch_rule``: PyTorch's :class:`~nsverify.registry.rules.Rule` at this case in the installed torch
+    release (or ``release``); ``mode_rules``: per-mode exceptions (e.g. {"jvp": Rule("last")}: forward mode may
+    pick another piece); ``rule_changes``: the releases where PyTorch changed them (:class:`RuleChange`, tie
+    rules, optionally per mode), from which both are resolved; ``violations``: the recorded :class:`Violation`
+    records of this case.
     """
 
     label: str
@@ -248,10 +378,31 @@ class TieCase:
     windows: tuple = ()
     mode_rules: dict = field(default_factory=dict)
     violations: tuple[Violation, ...] = ()
+    rule_changes: tuple[RuleChange, ...] = ()
+    #: the torch release the rules are resolved for (None: the installed one)
+    release: str | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "torch_rule", parse_rule(self.torch_rule, kind="tie"))
-        object.__setattr__(self, "mode_rules", {m: parse_rule(r, kind="tie") for m, r in self.mode_rules.items()})
+        declared = parse_rule(self.torch_rule, kind="tie")
+        modes = {m: parse_rule(r, kind="tie") for m, r in self.mode_rules.items()}
+        changes = tuple(RuleChange(c.since, parse_rule(c.before, kind="tie"), parse_rule(c.after, kind="tie"),
+                                   c.modes, c.note) for c in self.rule_changes)
+        object.__setattr__(self, "rule_changes", changes)
+        per_mode = self._resolve(self.release or installed_release(), declared, modes)
+        object.__setattr__(self, "torch_rule", per_mode["eager"])
+        object.__setattr__(self, "mode_rules", {m: r for m, r in per_mode.items() if r != per_mode["eager"]})
+
+    def _resolve(self, release: str, declared: Rule, modes: dict) -> dict:
+        out = {}
+        for m in AD_MODES:
+            chs = [c for c in self.rule_changes if c.covers(m)]
+            _check_chain(self.label, chs)
+            out[m] = _chain(chs, release, modes.get(m, declared))
+        return out
+
+    def rules_at(self, release: str) -> dict[str, Rule]:
+        """PyTorch's rule at this case in each mode in torch ``release``."""
+        return self._resolve(release, self.torch_rule, self.mode_rules)
 
     @property
     def weights(self) -> Vec:
@@ -309,9 +460,10 @@ class TieCase:
 
         return in_hull(as_fraction_vec(vec), self.pieces)
 
-    def violation(self, dtype: str) -> Violation | None:
-        """The recorded violation of this case in dtype ``dtype`` (a name such as "float32"), or None."""
-        return _violation_for(self.violations, dtype)
+    def violation(self, dtype: str, release: str | None = None) -> Violation | None:
+        """The recorded violation of this case in dtype ``dtype`` (a name such as "float32") and torch
+        ``release`` (default: the case's), or None."""
+        return _violation_for(self.violations, dtype, release or self.release)
 
     def tensor(self, dtype, device="cpu"):
         """The input as a tensor of ``dtype``; raises InexactError if a value is not representable."""
@@ -322,10 +474,11 @@ class TieCase:
 
 
 def selection_case(label: str, values, shape, windows: Sequence[Window], torch_rule, cotangent=None,
-                   mode_rules: dict | None = None, violations: Sequence[Violation] = (), **extra) -> TieCase:
+                   mode_rules: dict | None = None, violations: Sequence[Violation] = (),
+                   rule_changes: Sequence[RuleChange] = (), **extra) -> TieCase:
     """Build a TieCase from exact input values and the op's windows (pieces and rules computed exactly).
     ``torch_rule`` and the values of ``mode_rules``: anything :func:`~nsverify.registry.rules.parse_rule`
-    reads as a tie rule."""
+    reads as a tie rule; ``rule_changes``: :class:`RuleChange` records of the releases that changed them."""
     vals = as_fraction_vec(values)
     weights = as_fraction_vec(cotangent) if cotangent is not None else (F(1),) * len(windows)
     if len(weights) != len(windows):
@@ -334,7 +487,8 @@ def selection_case(label: str, values, shape, windows: Sequence[Window], torch_r
                    pieces=bouligand_pieces(vals, windows, weights),
                    rules=rule_vectors(vals, windows, weights), torch_rule=torch_rule,
                    cotangent=None if cotangent is None else weights, extra=dict(extra),
-                   windows=tuple(windows), mode_rules=dict(mode_rules or {}), violations=tuple(violations))
+                   windows=tuple(windows), mode_rules=dict(mode_rules or {}), violations=tuple(violations),
+                   rule_changes=tuple(rule_changes))
 
 
 _CASE_CACHE: dict[str, tuple] = {}
@@ -361,14 +515,25 @@ class Selection:
     #: or "triple" (clamp with tensor bounds: rows x, min, max)
     packing: str = "single"
     indices_fn: Callable | None = None
+    #: releases where PyTorch changed the op's tie rule (:class:`RuleChange`); per-case changes live on the cases
+    rule_changes: tuple[RuleChange, ...] = ()
+    release: str | None = None
 
     kind = "selection"
 
     def __post_init__(self):
-        rule = parse_rule(self.torch_rule, kind="tie")
+        changes = tuple(RuleChange(c.since, parse_rule(c.before, kind="tie"), parse_rule(c.after, kind="tie"),
+                                   c.modes, c.note) for c in self.rule_changes)
+        _check_chain(self.name, changes)
+        object.__setattr__(self, "rule_changes", changes)
+        rule = _chain(changes, self.release or installed_release(), parse_rule(self.torch_rule, kind="tie"))
         if rule.name == "returned" and self.indices_fn is None:
             raise NsverifyError(f"{self.name}: the rule 'returned' needs indices_fn (the indices PyTorch returns).")
         object.__setattr__(self, "torch_rule", rule)
+
+    def rules_at(self, release: str) -> Rule:
+        """PyTorch's tie rule for this op in torch ``release``."""
+        return _chain(self.rule_changes, release, self.torch_rule)
 
     @property
     def cases(self) -> tuple[TieCase, ...]:

@@ -9,15 +9,16 @@ these are the report's metric values), ``observed`` is the :class:`~nsverify.reg
 (the registry's own rule when it matches, e.g. ``inside``, ``returned``), ``in_clarke`` whether it lies in the
 Clarke set (exact rational test), and ``as_expected`` whether it is the rule the registry records (its exact
 value, or the value rounded to the dtype; a recorded violation of kind "no" counts as expected).
-``nsverify conventions`` prints the table; ``--json`` writes the schema documented in docs/conventions.md.
+``nsverify conventions`` prints the table; ``--json`` writes the schema documented in docs/conventions.md, with
+the run's provenance (:func:`provenance`).
 
 Compilation is slow on CPU, so every primitive and case of one dtype/device is compiled as ONE function
 (one graph, one compile per dtype and device); ``compile_dtypes`` limits which dtypes are compiled.
 """
 from __future__ import annotations
 
-import json
 import math
+import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -245,6 +246,13 @@ def _observed(case: Case, vec, label: str, expected: Rule, x, dtype) -> tuple[st
     return (str(KINK_CANDIDATES["left"]), False) if label == "left=right" else (None, False)
 
 
+def error_text(exc: BaseException) -> str:
+    """One line naming an exception and its cause (a compile failure's cause is on its second line)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = f"{type(exc).__name__}: {' '.join(lines[:2])}"
+    return text[:300]
+
+
 def evaluate_case(case: Case, dtype, device, mode: str, compiled_grad=None) -> Result:
     dt, dev = dtype_name(dtype), str(device)
     expected = case.rule_for(mode)
@@ -276,7 +284,7 @@ def evaluate_case(case: Case, dtype, device, mode: str, compiled_grad=None) -> R
         raise
     except Exception as exc:  # a mode that PyTorch does not support for this op: record, do not abort
         return Result(case.op, case.label, dt, dev, mode, [], "error", "n/a", str(expected), False,
-                      error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+                      error=error_text(exc))
 
 
 def _compiled_grads(cases: list[Case], dtype, device, backend: str):
@@ -320,7 +328,7 @@ def run_matrix(ops: Sequence[str] | None = None, dtypes: Sequence = ("float32",)
                     try:
                         grads = _compiled_grads(cases, dt, dev, compile_backend)
                     except Exception as exc:  # compile failed as a whole: record per case
-                        msg = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                        msg = error_text(exc)
                         results += [Result(c.op, c.label, dtype_name(dt), str(dev), mode, [], "error", "n/a",
                                            str(c.rule_for(mode)), False, error=msg) for c in cases]
                         continue
@@ -351,10 +359,31 @@ def differences(results: Sequence[Result]) -> list[dict]:
     return out
 
 
+def provenance(devices: Sequence = ("cpu",), command: Sequence[str] | None = None) -> dict:
+    """Where a matrix was measured: torch version (and its CUDA build), device names, UTC date, the command,
+    Python and platform."""
+    import datetime
+
+    names = []
+    for d in devices:
+        dev = torch.device(d)
+        names.append(torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu")
+    return {"torch": torch.__version__, "torch_cuda": torch.version.cuda, "devices": [str(d) for d in devices],
+            "device_names": names,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": " ".join(command if command is not None else sys.argv),
+            "python": platform.python_version(), "platform": platform.platform()}
+
+
 def to_json(results: Sequence[Result], meta: dict | None = None) -> dict:
     return {"schema": SCHEMA, "torch": torch.__version__, "meta": meta or {},
             "results": [asdict(r) for r in results], "differences": differences(results),
             "unexpected": [asdict(r) for r in results if not r.as_expected]}
+
+
+def result_from_json(row: dict) -> Result:
+    """A :class:`Result` from one row of the JSON schema (unknown keys are ignored)."""
+    return Result(**{k: v for k, v in row.items() if k in Result.__dataclass_fields__})
 
 
 def metrics(results: Sequence[Result]) -> list[dict]:
@@ -387,50 +416,3 @@ def format_table(results: Sequence[Result]) -> str:
     text = "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in lines)
     return text + ("\n\n'!' = not the rule the registry records (nor a violation it records); '*' = rules differ "
                    "across columns. Rule names: docs/conventions.md.")
-
-
-# ----------------------------------------------------------------------------------------------------------
-# CLI
-# ----------------------------------------------------------------------------------------------------------
-def _csv(s: str) -> list[str]:
-    return [p.strip() for p in s.split(",") if p.strip()]
-
-
-def register_cli(sub) -> None:
-    p = sub.add_parser("conventions", help="what PyTorch's AD returns at every kink and tie of the registry",
-                       description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", default="cpu", help="comma-separated devices (cpu, cuda). Default: cpu")
-    p.add_argument("--dtype", default="float16,bfloat16,float32,float64",
-                   help="comma-separated float dtypes. Default: all four")
-    p.add_argument("--modes", default="eager,func,jvp",
-                   help=f"comma-separated modes from {','.join(MODES)}. Default: eager,func,jvp "
-                        "(compile takes minutes on CPU)")
-    p.add_argument("--ops", default=None, help="comma-separated registry ops. Default: all")
-    p.add_argument("--compile-backend", default="inductor", help="torch.compile backend. Default: inductor")
-    p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
-                   help="write JSON (schema nsverify.conventions/1) to FILE, or stdout with no FILE")
-    p.set_defaults(func=_cli)
-
-
-def _cli(args) -> int:
-    ops = _csv(args.ops) if args.ops else None
-    for op in ops or []:
-        registry.get(op)  # unknown op -> UnknownOpError with suggestions
-    dtypes = [parse_dtype(d) for d in _csv(args.dtype)]
-    devices = [parse_device(d) for d in _csv(args.device)]
-    progress = lambda msg, i=None, n=None: print(f"[conventions {i}/{n}] {msg}", file=sys.stderr)  # noqa: E731
-    results = run_matrix(ops, dtypes, devices, _csv(args.modes), compile_backend=args.compile_backend,
-                         progress=progress)
-    if args.json:
-        text = json.dumps(to_json(results, {"devices": [str(d) for d in devices]}), indent=1)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w", encoding="utf-8") as fh:
-                fh.write(text)
-    if args.json != "-":
-        print(format_table(results))
-        diffs = differences(results)
-        print(f"\n{len(results)} evaluations, {sum(not r.as_expected for r in results)} not as expected, "
-              f"{len(diffs)} cases whose rule differs across dtypes/devices/modes.")
-    return 0

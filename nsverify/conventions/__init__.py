@@ -1,0 +1,31 @@
+"""The conventions matrix (:mod:`~nsverify.conventions.matrix`): what PyTorch's AD returns at every kink and tie of
+the registry; its baselines per torch release, shipped as data (:mod:`~nsverify.conventions.baselines`); and the
+matrix across releases, one environment per release (:mod:`~nsverify.conventions.releases`,
+:mod:`~nsverify.conventions.envs`). ``nsverify conventions`` and ``nsverify releases`` are in
+:mod:`~nsverify.conventions.cli`."""
+from __future__ import annotations
+
+from nsverify.conventions.cli import register_cli
+from nsverify.conventions.matrix import (
+    KINK_CANDIDATES,
+    MODES,
+    SCHEMA,
+    Case,
+    Result,
+    build_cases,
+    classify,
+    differences,
+    elementwise_cases,
+    evaluate_case,
+    format_table,
+    metrics,
+    provenance,
+    result_from_json,
+    run_matrix,
+    selection_cases,
+    to_json,
+)
+
+__all__ = ["KINK_CANDIDATES", "MODES", "SCHEMA", "Case", "Result", "build_cases", "classify", "differences",
+           "elementwise_cases", "evaluate_case", "format_table", "metrics", "provenance", "result_from_json",
+           "run_matrix", "selection_cases", "to_json", "register_cli"]

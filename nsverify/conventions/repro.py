@@ -1,0 +1,148 @@
+"""Minimal reproduction scripts for convention changes across torch releases: torch only, the exact input of
+the registry case, the cotangent, the op call and the mode, printing the derivative next to the values the
+recorded releases gave. Ready to paste into a bug report."""
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+import types
+from pathlib import Path
+from typing import Sequence
+
+from nsverify import registry
+from nsverify.conventions.baselines import Change, fmt_value, group
+
+_MODE_CODE = {
+    "eager": "xr = x.clone().requires_grad_(True)\n(g,) = torch.autograd.grad(f(xr), xr)",
+    "func": "g = torch.func.grad(f)(x)",
+    "jvp": ("rows = []\nfor i in range(x.numel()):\n    e = torch.zeros(x.numel(), dtype=x.dtype)\n    e[i] = 1\n"
+            "    rows.append(torch.func.jvp(f, (x,), (e.reshape(x.shape),))[1])\n"
+            "g = torch.stack(rows)  # forward mode: the jvp along each unit tangent"),
+    "compile": ("fc = torch.compile(f)\nxr = x.clone().requires_grad_(True)\n(g,) = torch.autograd.grad(fc(xr), xr)"),
+}
+
+
+def _qualified(obj) -> str | None:
+    """``torch.relu``, ``torch.nn.functional.hardtanh``: the import path of a torch function, else None."""
+    mod, name = getattr(obj, "__module__", None), getattr(obj, "__name__", None)
+    if not name:
+        return None
+    import torch
+
+    for path, ns in (("torch", torch), ("torch.nn.functional", torch.nn.functional)):
+        if getattr(ns, name, None) is obj:
+            return f"{path}.{name}"
+    if mod and mod.startswith("torch"):
+        return f"{mod}.{name}"
+    return None
+
+
+def _value_code(name: str, value) -> str:
+    """An assignment re-creating a free variable of the op's function in the script."""
+    import torch
+
+    if value is torch:
+        return f"{name} = torch"
+    if value is torch.nn.functional:
+        return f"{name} = torch.nn.functional"
+    q = _qualified(value)
+    if q:
+        return f"{name} = {q}"
+    if isinstance(value, (int, float, str, bool, tuple, list, dict, type(None))):
+        return f"{name} = {value!r}"
+    raise ValueError(f"cannot write {name} = {value!r} into a script")
+
+
+def _lambda_source(fn) -> str:
+    """The source text of a lambda (found in its module by line and the names it uses)."""
+    code = fn.__code__
+    tree = ast.parse(inspect.getsource(inspect.getmodule(fn)))
+    names = set(code.co_names) | set(code.co_freevars) | set(code.co_varnames)
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Lambda) and node.lineno == code.co_firstlineno:
+            used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            used |= {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+            args = [a.arg for a in node.args.args]
+            if args == list(code.co_varnames[:code.co_argcount]) and used <= names | set(args):
+                hits.append(node)
+    if len(hits) != 1:
+        raise ValueError(f"cannot locate the source of {fn}")
+    return ast.unparse(hits[0])
+
+
+def op_code(fn, kwargs: dict) -> str:
+    """Script lines defining ``op(t)``: the registry's torch function with its keyword arguments."""
+    q = _qualified(fn)
+    kw = "".join(f", {k}={v!r}" for k, v in kwargs.items())
+    if q:
+        return f"def op(t):\n    return {q}(t{kw})"
+    if fn.__name__ == "<lambda>":
+        lines = []
+        import torch
+
+        free = list(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
+        free += [(n, fn.__globals__[n]) for n in fn.__code__.co_names
+                 if n in fn.__globals__ and isinstance(fn.__globals__[n], types.ModuleType)]
+        for name, value in free:
+            if not (name == "torch" and value is torch):  # the script imports torch itself
+                lines.append(_value_code(name, value))
+        lines.append(f"fn = {_lambda_source(fn)}")
+        lines.append(f"def op(t):\n    return fn(t{kw})")
+        return "\n".join(dict.fromkeys(lines))
+    src = textwrap.dedent(inspect.getsource(fn))
+    return f"{src.rstrip()}\n\n\ndef op(t):\n    return {fn.__name__}(t{kw})"
+
+
+def _case(op: str, label: str):
+    e = registry.get(op)
+    if e.kind == "elementwise":
+        i = next(i for i in range(len(e.breakpoints)) if e.kink_label(i) == label)
+        return e.torch_fn, dict(e.kwargs), (e.breakpoints[i],), (1,), None
+    c = next(c for c in e.cases if c.label == label)
+    return e.torch_fn, dict(c.extra), c.values, c.shape, c.cotangent
+
+
+def script(change: Change, history: Sequence[tuple[str, str]] = ()) -> str:
+    """A standalone script reproducing ``change`` (its op, case, dtype and mode)."""
+    op, label, dtype, _device, mode = change.key
+    fn, kwargs, values, shape, cot = _case(op, label)
+    vals = ", ".join(str(float(v)) for v in values)
+    cot_line = ("c = None" if cot is None else
+                f"c = torch.tensor([{', '.join(str(float(v)) for v in cot)}], dtype=torch.{dtype})")
+    seen = "\n".join(f"#   torch {rel}: {val}" for rel, val in history) or (
+        f"#   torch {change.prev}: {fmt_value(change.before)}\n#   torch {change.since}: {fmt_value(change.after)}")
+    head = (f"# {op} at {label} ({dtype}, {mode} mode): {fmt_value(change.before)} -> {fmt_value(change.after)} "
+            f"{'since' if change.exact else 'between ' + change.prev + ' and'} {change.since}\n"
+            f"# Clarke status: {change.before.in_clarke} -> {change.after.in_clarke} (rule {change.before.rule} -> "
+            f"{change.after.rule}; nsverify's conventions matrix, registry case {op!r} / {label!r})\n"
+            f"# derivative of sum(c * op(x)) measured on CPU:\n{seen}")
+    body = "\n".join([
+        head, "import torch", "", "",
+        "def make_op():  # the registry's op as a function of one tensor", textwrap.indent(op_code(fn, kwargs), "    "),
+        "    return op", "", "", "op = make_op()",
+        f"x = torch.tensor([{vals}], dtype=torch.{dtype}).reshape({tuple(shape)!r})", cot_line, "", "",
+        "def f(t):", "    y = op(t)", "    return (y * c).sum() if c is not None else y.sum()", "", "",
+        _MODE_CODE[mode],
+        'print("torch", torch.__version__, "derivative:", g.flatten().tolist())', ""])
+    return body
+
+
+def write_repros(rows: Sequence[dict], out: Path) -> list[Path]:
+    """One script per grouped change of a release timeline (:meth:`Sweep.timeline`), in ``out``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for row in rows:
+        for g in group(row["changes"]):
+            ch = g["change"]
+            name = f"{ch.since}_{ch.op}_{ch.case}_{ch.key[2]}_{ch.key[4]}"
+            safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name) + ".py"
+            try:
+                text = script(ch)
+            except (ValueError, OSError, TypeError, StopIteration) as exc:
+                text = f"# no standalone script for {ch.text()}: {exc}\n"
+            (out / safe).write_text(text, encoding="utf-8")
+            written.append(out / safe)
+    return written
