@@ -392,45 +392,54 @@ def format_table(results: Sequence[Result]) -> str:
 # ----------------------------------------------------------------------------------------------------------
 # CLI
 # ----------------------------------------------------------------------------------------------------------
-def _csv(s: str) -> list[str]:
-    return [p.strip() for p in s.split(",") if p.strip()]
+def _compile_backends() -> list[str]:
+    import torch._dynamo
+
+    return list(torch._dynamo.list_backends(exclude_tags=()))
 
 
 def register_cli(sub) -> None:
+    from nsverify.cli import Checked, Choice, CsvList, OutputFile
+
     p = sub.add_parser("conventions", help="what PyTorch's AD returns at every kink and tie of the registry",
                        description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", default="cpu", help="comma-separated devices (cpu, cuda). Default: cpu")
+    p.add_argument("--device", default="cpu", type=CsvList(Checked(parse_device, "cpu"), "devices"),
+                   help="comma-separated devices (cpu, cuda). Default: cpu")
     p.add_argument("--dtype", default="float16,bfloat16,float32,float64",
+                   type=CsvList(Checked(parse_dtype, "float32"), "dtypes"),
                    help="comma-separated float dtypes. Default: all four")
-    p.add_argument("--modes", default="eager,func,jvp",
+    p.add_argument("--modes", default="eager,func,jvp", type=CsvList(Choice(MODES, "mode"), "modes"),
                    help=f"comma-separated modes from {','.join(MODES)}. Default: eager,func,jvp "
                         "(compile takes minutes on CPU)")
-    p.add_argument("--ops", default=None, help="comma-separated registry ops. Default: all")
-    p.add_argument("--compile-backend", default="inductor", help="torch.compile backend. Default: inductor")
+    p.add_argument("--ops", default=None, type=CsvList(Checked(registry.get, "relu"), "registry ops"),
+                   help="comma-separated registry ops. Default: all")
+    p.add_argument("--compile-backend", default=None,
+                   type=Choice(_compile_backends, "torch.compile backend", example="eager"),
+                   help="torch.compile backend for the compile mode. Default: inductor")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
+                   type=OutputFile("--json", allow_stdout=True),
                    help="write JSON (schema nsverify.conventions/1) to FILE, or stdout with no FILE")
     p.set_defaults(func=_cli)
 
 
 def _cli(args) -> int:
-    ops = _csv(args.ops) if args.ops else None
-    for op in ops or []:
-        registry.get(op)  # unknown op -> UnknownOpError with suggestions
-    dtypes = [parse_dtype(d) for d in _csv(args.dtype)]
-    devices = [parse_device(d) for d in _csv(args.device)]
+    from nsverify.files import atomic_write_text
+
     progress = lambda msg, i=None, n=None: print(f"[conventions {i}/{n}] {msg}", file=sys.stderr)  # noqa: E731
-    results = run_matrix(ops, dtypes, devices, _csv(args.modes), compile_backend=args.compile_backend,
-                         progress=progress)
+    results = run_matrix(args.ops, args.dtype, args.device, args.modes,
+                         compile_backend=args.compile_backend or "inductor", progress=progress)
     if args.json:
-        text = json.dumps(to_json(results, {"devices": [str(d) for d in devices]}), indent=1)
+        text = json.dumps(to_json(results, {"devices": list(args.device)}), indent=1)
         if args.json == "-":
             print(text)
         else:
-            with open(args.json, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            atomic_write_text(args.json, text)
     if args.json != "-":
         print(format_table(results))
         diffs = differences(results)
         print(f"\n{len(results)} evaluations, {sum(not r.as_expected for r in results)} not as expected, "
               f"{len(diffs)} cases whose rule differs across dtypes/devices/modes.")
+        errors = {(r.op, r.mode, r.error): r for r in results if r.rule == "error"}
+        for (op, mode, err), r in sorted(errors.items()):  # the 'error' cells of the table: say why
+            print(f"error: {op} in mode {mode} ({r.dtype}, {r.device}, and possibly others): {err}")
     return 0

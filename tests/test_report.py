@@ -63,7 +63,7 @@ def test_cli_unwritable_out(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     assert main(["nightly", "--out", str(blocker / "x"), "--quick"]) == 2
-    assert "cannot write the report" in capsys.readouterr().err
+    assert "is a file, not a directory" in capsys.readouterr().err
 
 
 def test_cli_unknown_only_section(tmp_path, capsys):
@@ -71,7 +71,7 @@ def test_cli_unknown_only_section(tmp_path, capsys):
 
     assert main(["nightly", "--out", str(tmp_path), "--quick", "--only", "no-such-section"]) == 2
     err = capsys.readouterr().err
-    assert "unknown report section(s) ['no-such-section']" in err and "--only" in err
+    assert "unknown report section 'no-such-section'" in err and "--only" in err
     assert not (tmp_path / "latest").exists()
 
 

@@ -131,7 +131,8 @@ def costs_section(ctx) -> dict:
     meas, omega_depth, omega_width = mr["rows"], mr["omega_depth"], mr["omega_width"]
     for r in meas:
         key = f"ratio|{r['model']}|d{r['depth']}|w{r['width']}|{r['dtype']}|cpu"
-        metrics.append({"key": key + "|wall", "kind": "bench_ratio", "value": r["wall_ratio"], "unit": "x"})
+        metrics.append({"key": key + "|wall", "kind": "bench_ratio", "value": r["wall_ratio"], "unit": "x",
+                        "samples": r["wall_samples"]})
         metrics.append({"key": key + "|flops", "kind": "info", "value": r["flop_ratio"], "unit": "x"})
     tables.append(
         table(
