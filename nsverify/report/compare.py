@@ -63,7 +63,7 @@ def format_metric(m: dict | None) -> str:
     elif m["kind"] == "convergence":
         s += f" ±{m['spread']:.3g}"
     elif m["kind"] == "bench_ratio" and m.get("samples"):
-        s += f" (median {statistics.median(m['samples']):.4g} of {len(m['samples'])} samples)"
+        s += f" (median of {len(m['samples'])}: {statistics.median(m['samples']):.4g})"
     return s + (f" {m['unit']}" if m.get("unit") else "")
 
 
@@ -100,22 +100,22 @@ def judge_bench(old: dict, new: dict, bench_factor: float = DEFAULT_BENCH_FACTOR
         ma, mb = _median(sa), _median(sb)
         effect = mb / ma
         runs = old.get("pooled_runs", 1)
-        stats = (f"median {ma:.3g} of {len(sa)} samples{f' over {runs} runs' if runs > 1 else ''} -> {mb:.3g} of "
-                 f"{len(sb)}")
+        stats = (f"medians {ma:.3g} -> {mb:.3g}, {len(sa)}{f' (from {runs} runs)' if runs > 1 else ''} vs "
+                 f"{len(sb)} samples")
         if min_p_value(len(sa), len(sb)) < alpha:
             p = mann_whitney_p(sa, sb)
             stats += f", Mann-Whitney p={p:.2g}"
             significant = p < alpha
         else:
-            stats += ", too few samples for the test: medians compared"
+            stats += ", too few samples for the test"
             significant = True
     else:
         effect = new["value"] / old["value"]
-        stats, significant = "single values: no samples to test", True
+        stats, significant = "single values, no samples", True
     if significant and effect > bench_factor:
-        return "regression", f"benchmark ratio {effect:.3f}x slower ({stats}; > {bench_factor:g}x)"
+        return "regression", f"{effect:.2f}x slower ({stats}; flagged beyond {bench_factor:g}x)"
     if significant and effect < 1 / bench_factor:
-        return "improvement", f"benchmark ratio {1 / effect:.3f}x faster ({stats})"
+        return "improvement", f"{1 / effect:.2f}x faster ({stats})"
     return "same", ""
 
 

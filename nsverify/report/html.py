@@ -265,6 +265,22 @@ def _claim_item(name: str, label: str, c: dict) -> str:
     return f'<li class="claim">{where}: {esc(c.get("claim", ""))}{fields}</li>'
 
 
+#: the summary lists show this many items; the rest are collapsed under them
+SUMMARY_ITEMS = 10
+
+
+def _short_list(list_id: str, items: list[str]) -> str:
+    """A ``<ul id=list_id>`` of the first :data:`SUMMARY_ITEMS` items, the rest collapsed below it."""
+    head = f'<ul id="{esc(list_id)}">' + "".join(items[:SUMMARY_ITEMS]) + "</ul>"
+    rest = items[SUMMARY_ITEMS:]
+    return head + (collapsed(f"{len(rest)} more", "<ul>" + "".join(rest) + "</ul>") if rest else "")
+
+
+def _change_item(entry: dict, cls: str) -> str:
+    name = esc(entry.get("section"))
+    return f'<li class="{cls}"><a href="#sec-{name}">{name}</a>: {esc(entry.get("message"))}</li>'
+
+
 def convention_changes(report: dict) -> list[dict]:
     """The comparison's entries (regressions and other differences) about convention metrics."""
     cmp = report.get("comparison") or {}
@@ -287,7 +303,9 @@ def render_summary(report: dict) -> str:
     claims_badge = (f'<span class="badge {"amber" if refuted else "grey"}" id="claims-status">'
                     f'{len(refuted)} of {len(claims)} claim(s) not reproduced</span>') if claims else ""
     out = [f'<div id="summary"><h2>Summary {badge} {claims_badge}</h2>']
-    verdict = (f"{len(regressions)} regression(s)" + (f", {len(failed)} failed section(s)" if failed else "")
+    n_conv = sum(1 for r in regressions if r.get("kind") == "convention")
+    verdict = (f"{len(regressions)} regression(s)" + (f" ({n_conv} convention change(s))" if n_conv else "")
+               + (f", {len(failed)} failed section(s)" if failed else "")
                if red else "No regression and no failed section")
     out.append(f'<p id="verdict"><b>{esc(verdict)}</b>; {len(refuted)} paper claim(s) not reproduced, '
                f'{len(undecided)} undecided. Full data: <a href="report.json">report.json</a>.</p>')
@@ -301,19 +319,20 @@ def render_summary(report: dict) -> str:
     if failed:
         out.append("<p>Failed sections: " + ", ".join(
             f'<a href="#sec-{esc(n)}">{esc(n)}</a>' for n in failed) + "</p>")
-    if regressions:
-        out.append(f'<h3 id="regressions-title">Regressions ({len(regressions)})</h3><ul id="regressions">' + "".join(
-            f'<li class="regression"><a href="#sec-{esc(r.get("section"))}">{esc(r.get("section"))}</a>: '
-            f'{esc(r.get("message"))}</li>' for r in regressions) + "</ul>")
+    others = [r for r in regressions if r.get("kind") != "convention"]
+    if others:
+        out.append(f'<h3 id="regressions-title">Regressions ({len(others)})</h3>'
+                   + _short_list("regressions", [_change_item(r, "regression") for r in others]))
     if refuted:
         out.append(f'<h3 id="unreproduced-title">Paper claims not reproduced ({len(refuted)} of {len(claims)})</h3>'
-                   f'<ul id="unreproduced-claims">' + "".join(_claim_item(*c) for c in refuted) + "</ul>")
+                   + _short_list("unreproduced-claims", [_claim_item(*c) for c in refuted]))
     conv = convention_changes(report)
     if conv:
-        out.append(f'<h3 id="convention-changes-title">Convention changes since the baseline ({len(conv)})</h3>'
-                   f'<ul id="convention-changes">' + "".join(
-                       f'<li><a href="#sec-{esc(e.get("section"))}">{esc(e.get("section"))}</a>: '
-                       f'{esc(e.get("message"))}</li>' for e in conv) + "</ul>")
+        n_reg = sum(1 for e in conv if "verdict" not in e)
+        out.append(f'<h3 id="convention-changes-title">Convention changes since the baseline ({len(conv)}, '
+                   f'{n_reg} of them regressions)</h3>'
+                   + _short_list("convention-changes", [_change_item(e, "regression" if "verdict" not in e else
+                                                                     "change") for e in conv]))
     if undecided:
         out.append(collapsed(f"Claims undecided at this size ({len(undecided)})",
                              "<ul>" + "".join(_claim_item(*c) for c in undecided) + "</ul>", "undecided-claims"))
