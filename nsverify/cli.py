@@ -5,9 +5,10 @@ Every option is validated before any work, in two steps, and every failure is on
 problem and the fix, with exit status 2 (never a traceback):
 
 1. while parsing: each option's ``type`` is one of the validating types below (:class:`Number`,
-   :class:`Choice`, :class:`Checked`, :class:`CsvList`, :class:`KeyValue`, :class:`OutputFile`,
-   :class:`OutputDir`, :class:`InputFile`, :class:`InputDir`, :class:`ReportPath`), so a count of 0, a NaN, an
-   unknown name, an unwritable output path or a corrupted input file never reaches the command;
+   :class:`Choice`, :class:`Checked`, :class:`CsvList`, :class:`KeyValue`, the :class:`PathArg` types
+   :class:`OutputFile`, :class:`OutputDir`, :class:`InputFile`, :class:`InputDir`, and :class:`ReportPath`),
+   so a count of 0, a NaN, an unknown name, an unwritable output path or a corrupted input file never
+   reaches the command;
 2. a command's ``check(args)`` (``parser.set_defaults(check=...)``) for what involves several options or the
    contents of an input file (a resume file of another configuration, a model that does not take the
    dataset's images).
@@ -175,77 +176,70 @@ class KeyValue(ArgType):
         return self.key.convert(k.strip()), self.value.convert(v.strip())
 
 
-class OutputFile(ArgType):
-    """A file path nsverify may write (checked by :func:`nsverify.files.check_output_file`); ``-`` means
-    stdout when ``allow_stdout``. Returns the text."""
+class PathArg(ArgType):
+    """A path checked by ``nsverify.files.<check>`` (``check`` names the function); returns the text."""
 
-    example = "out.json"
-
-    def __init__(self, option: str, allow_stdout: bool = False):
-        self.option, self.allow_stdout = option, allow_stdout
-
-    def convert(self, text: str):
-        from nsverify.files import check_output_file
-
-        if self.allow_stdout and text == "-":
-            return text
-        if not text:
-            raise BadArgumentError(f"{self.option} needs a file path (for example {self.option} out.json).")
-        check_output_file(text, self.option)
-        return text
-
-
-class OutputDir(ArgType):
-    """A directory nsverify may create and write in (:func:`nsverify.files.check_output_dir`)."""
-
-    example = "reports"
+    check = ""
+    noun = "a path"
 
     def __init__(self, option: str):
         self.option = option
 
     def convert(self, text: str):
-        from nsverify.files import check_output_dir
+        from nsverify import files
 
         if not text:
-            raise BadArgumentError(f"{self.option} needs a directory (for example {self.option} ./reports).")
-        check_output_dir(text, self.option)
+            raise BadArgumentError(f"{self.option} needs {self.noun} (for example {self.option} {self.example}).")
+        getattr(files, self.check)(text, self.option)
         return text
 
 
-class InputFile(ArgType):
+class OutputFile(PathArg):
+    """A file path nsverify may write (:func:`nsverify.files.check_output_file`); ``-`` means stdout when
+    ``allow_stdout``."""
+
+    check, noun, example = "check_output_file", "a file path", "out.json"
+
+    def __init__(self, option: str, allow_stdout: bool = False):
+        super().__init__(option)
+        self.allow_stdout = allow_stdout
+
+    def convert(self, text: str):
+        return text if self.allow_stdout and text == "-" else super().convert(text)
+
+
+class OutputDir(PathArg):
+    """A directory nsverify may create and write in (:func:`nsverify.files.check_output_dir`)."""
+
+    check, noun, example = "check_output_dir", "a directory", "./reports"
+
+
+class InputDir(PathArg):
+    """An existing readable directory (:func:`nsverify.files.check_input_dir`)."""
+
+    check, noun, example = "check_input_dir", "a directory", "DIR"
+
+
+class InputFile(PathArg):
     """An existing readable file (:func:`nsverify.files.check_input_file`); with ``may_be_new`` a file that
     nsverify also writes (a resume file): it may not exist yet, and it must be writable
     (:func:`nsverify.files.check_output_file`)."""
 
+    check, noun, example = "check_input_file", "a file path", "FILE"
+
     def __init__(self, option: str, may_be_new: bool = False):
-        self.option, self.may_be_new = option, may_be_new
+        super().__init__(option)
+        self.may_be_new = may_be_new
 
     def convert(self, text: str):
         from pathlib import Path
 
-        from nsverify.files import check_input_file, check_output_file
+        from nsverify.files import check_output_file
 
-        if not text:
-            raise BadArgumentError(f"{self.option} needs a file path.")
-        if not self.may_be_new or Path(text).exists() or Path(text).is_symlink():
-            check_input_file(text, self.option)
+        if not self.may_be_new or not text or Path(text).exists() or Path(text).is_symlink():
+            super().convert(text)
         if self.may_be_new:  # it will be (re)written
             check_output_file(text, self.option)
-        return text
-
-
-class InputDir(ArgType):
-    """An existing readable directory (:func:`nsverify.files.check_input_dir`)."""
-
-    def __init__(self, option: str):
-        self.option = option
-
-    def convert(self, text: str):
-        from nsverify.files import check_input_dir
-
-        if not text:
-            raise BadArgumentError(f"{self.option} needs a directory.")
-        check_input_dir(text, self.option)
         return text
 
 

@@ -120,34 +120,34 @@ def make_output_dir(path: str | os.PathLike, option: str = "output directory") -
     return p
 
 
-def check_input_file(path: str | os.PathLike, option: str = "input file") -> Path:
-    """Raise :class:`InputFileError` unless ``path`` is an existing, readable regular file."""
+def _check_input(path: str | os.PathLike, option: str, directory: bool) -> Path:
     p = Path(path)
+    kind = "directory" if directory else "file"
     if not p.exists():
-        raise InputFileError(f"{option} {str(p)!r} does not exist; check the path.")
-    if p.is_dir():
-        raise InputFileError(f"{option} {str(p)!r} is a directory; give a file.")
+        raise InputFileError(f"{option} {str(p)!r} does not exist; give an existing {kind}.")
+    if p.is_dir() != directory:
+        other = "a directory" if p.is_dir() else "a file"
+        raise InputFileError(f"{option} {str(p)!r} is {other}, not a {kind}; give a {kind}.")
     try:
-        with open(p, "rb") as fh:
-            fh.read(1)
+        if directory:
+            next(os.scandir(p), None)
+        else:
+            with open(p, "rb") as fh:
+                fh.read(1)
     except OSError as exc:
         raise InputFileError(f"{option} {str(p)!r} cannot be read ({exc.strerror or exc}); check its "
                              f"permissions.") from exc
     return p
+
+
+def check_input_file(path: str | os.PathLike, option: str = "input file") -> Path:
+    """Raise :class:`InputFileError` unless ``path`` is an existing, readable file (not a directory)."""
+    return _check_input(path, option, directory=False)
 
 
 def check_input_dir(path: str | os.PathLike, option: str = "input directory") -> Path:
     """Raise :class:`InputFileError` unless ``path`` is an existing directory whose entries can be listed."""
-    p = Path(path)
-    if not p.is_dir():
-        what = "is a file, not a directory" if p.exists() else "does not exist"
-        raise InputFileError(f"{option} {str(p)!r} {what}; give an existing directory.")
-    try:
-        next(os.scandir(p), None)
-    except OSError as exc:
-        raise InputFileError(f"{option} {str(p)!r} cannot be read ({exc.strerror or exc}); check its "
-                             f"permissions.") from exc
-    return p
+    return _check_input(path, option, directory=True)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
