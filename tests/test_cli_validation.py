@@ -370,6 +370,11 @@ def test_library_entry_points_raise_nsverify_errors():
     for kw in ({"batch": 0}, {"width": -5}, {"depth": 0}):
         with pytest.raises(BadArgumentError):
             mlp_row(**{"depth": 1, "width": 8, **kw})
+    from nsverify.conventions import run_matrix
+
+    for kw in ({"ops": []}, {"dtypes": []}, {"devices": ()}, {"modes": []}):
+        with pytest.raises(BadArgumentError, match="is empty"):
+            run_matrix(**{"ops": ["relu"], **kw})
     rep = _report()
     for factor in (float("nan"), 0.5, float("inf")):
         with pytest.raises(BadArgumentError):

@@ -9,7 +9,8 @@ Metrics are matched by (section, key). One rule per kind decides whether a diffe
 ``counterexample`` the count grew (a metric absent from the baseline counts as 0 there)
 ``share``          the two runs' confidence intervals [lo, hi] are disjoint
 ``convergence``    \\|new - old\\| > max(old spread, new spread); a value turning NaN/inf also counts
-``bench_ratio``    new / old > bench_factor (default 1.10); both are ratios to a same-run baseline
+``bench_ratio``    samples differ (Mann-Whitney p < 0.01) and the new median > bench_factor x the highest
+                   median of the last runs (their samples pooled); single values: new / old > bench_factor
 ``info``           never compared
 =================  =====================================================================================
 
@@ -88,20 +89,22 @@ def judge_bench(old: dict, new: dict, bench_factor: float = DEFAULT_BENCH_FACTOR
                 alpha: float = DEFAULT_BENCH_ALPHA) -> tuple[str, str]:
     """The bench_ratio rule: a Mann-Whitney test over the samples AND a minimum effect size.
 
-    With samples on both sides (``old["samples"]`` may pool several baseline runs; ``old["pooled_runs"]`` says
-    how many), a change is flagged only when the samples differ (two-sided p < ``alpha``) and the ratio of
-    their medians is beyond ``bench_factor`` (slower: regression; faster by the same factor: improvement).
-    When the samples are too few for the test ever to reach ``alpha`` (2 / C(n1+n2, n1) >= alpha), the medians
-    are compared with the factor alone. Without samples on either side (reports written before samples were
-    recorded), the single values are compared with the factor.
+    With samples on both sides, a change is flagged only when the samples differ (two-sided Mann-Whitney,
+    p < ``alpha``) and the new median lies beyond the baseline by more than ``bench_factor``: above the highest
+    median of the baseline runs times the factor (regression), or below the lowest divided by it
+    (improvement). ``old["samples"]`` may pool several baseline runs (:func:`pooled_baseline`), whose medians
+    are ``old["run_medians"]``; the spread between those runs thus widens the band, so a benchmark that varies
+    from run to run on this machine needs a larger change to be flagged. When the samples are too few for the
+    test ever to reach ``alpha`` (2 / C(n1+n2, n1) >= alpha), the medians are compared with the factor alone.
+    Without samples on either side (reports written before samples were recorded), the single values are
+    compared with the factor.
     """
     sa, sb = old.get("samples"), new.get("samples")
     if sa and sb:
-        ma, mb = _median(sa), _median(sb)
-        effect = mb / ma
-        runs = old.get("pooled_runs", 1)
-        stats = (f"medians {ma:.3g} -> {mb:.3g}, {len(sa)}{f' (from {runs} runs)' if runs > 1 else ''} vs "
-                 f"{len(sb)} samples")
+        meds = old.get("run_medians") or [_median(sa)]
+        hi, lo, mb = max(meds), min(meds), _median(sb)
+        band = f"{lo:.3g}" if len(meds) == 1 else f"{lo:.3g}..{hi:.3g} over {len(meds)} runs"
+        stats = f"median {mb:.3g} vs {band}; {len(sa)} vs {len(sb)} samples"
         if min_p_value(len(sa), len(sb)) < alpha:
             p = mann_whitney_p(sa, sb)
             stats += f", Mann-Whitney p={p:.2g}"
@@ -109,28 +112,31 @@ def judge_bench(old: dict, new: dict, bench_factor: float = DEFAULT_BENCH_FACTOR
         else:
             stats += ", too few samples for the test"
             significant = True
+        up, down = mb / hi, lo / mb
     else:
-        effect = new["value"] / old["value"]
+        up = new["value"] / old["value"]
+        down = 1 / up
         stats, significant = "single values, no samples", True
-    if significant and effect > bench_factor:
-        return "regression", f"{effect:.2f}x slower ({stats}; flagged beyond {bench_factor:g}x)"
-    if significant and effect < 1 / bench_factor:
-        return "improvement", f"{1 / effect:.2f}x faster ({stats})"
+    if significant and up > bench_factor:
+        return "regression", f"{up:.2f}x slower ({stats}; flagged beyond {bench_factor:g}x)"
+    if significant and down > bench_factor:
+        return "improvement", f"{down:.2f}x faster ({stats})"
     return "same", ""
 
 
 def pooled_baseline(old: dict, key: str, section: str, history: list[dict]) -> dict:
     """``old`` (a bench_ratio metric of the baseline run) with the samples of the same metric in ``history``
-    (older runs of the same machine and mode) added: the distribution the new run is tested against."""
+    (older runs of the same machine and mode) added, and each run's median in ``run_medians``: the
+    distribution and the run-to-run band the new run is judged against."""
     if not old.get("samples"):
         return old
-    pooled, runs = list(old["samples"]), 1
+    pooled, meds = list(old["samples"]), [_median(old["samples"])]
     for rep in history:
         m = section_metrics((rep.get("sections") or {}).get(section) or {}).get(key)
         if m and m.get("kind") == "bench_ratio" and m.get("samples"):
             pooled += m["samples"]
-            runs += 1
-    return {**old, "samples": pooled, "pooled_runs": runs}
+            meds.append(_median(m["samples"]))
+    return {**old, "samples": pooled, "run_medians": meds}
 
 
 def judge(old: dict | None, new: dict | None, bench_factor: float = DEFAULT_BENCH_FACTOR,
