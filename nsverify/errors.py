@@ -46,7 +46,48 @@ class TooManyPieces(NsverifyError):
 
 
 class OutputDirError(NsverifyError, OSError):
-    """An output directory that cannot be created or written."""
+    """An output directory or file that cannot be created or written."""
+
+
+class InputFileError(NsverifyError, OSError):
+    """An input file that is missing, unreadable, of the wrong kind, or corrupted."""
+
+
+class BadArgumentError(NsverifyError, ValueError):
+    """An argument outside its valid range: a count below 1, a NaN or infinite number, an empty list."""
+
+
+def check_number(value, name: str | None, *, integer: bool = False, lo: float | None = None, lo_open: bool = False,
+                 hi: float | None = None, allow_inf: bool = False, hint: str = ""):
+    """Return ``value`` if it is a number in range, else raise :class:`BadArgumentError` naming the fix.
+
+    ``integer``: an int (bools are not numbers here); ``lo``/``hi``: bounds (``lo_open``: strictly above
+    ``lo``); NaN is never accepted and +-inf only with ``allow_inf``. ``hint`` says what the number means;
+    ``name`` (e.g. ``"draws"``) starts the message, None for the value alone (the CLI names the option).
+    """
+    import math
+
+    def fmt(x) -> str:
+        return str(x) if isinstance(x, int) else (str(int(x)) if x.is_integer() and abs(x) < 1e16 else f"{x:g}")
+
+    want = "an integer" if integer else ("a number" if allow_inf else "a finite number")
+    if lo is not None:
+        want += f" {'>' if lo_open else '>='} {fmt(lo)}"
+    if hi is not None:
+        want += f"{' and' if lo is not None else ''} <= {fmt(hi)}"
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok and integer:
+        ok = isinstance(value, int)
+    if ok:
+        ok = not math.isnan(value) and (allow_inf or not math.isinf(value))
+    if ok and lo is not None:
+        ok = value > lo if lo_open else value >= lo
+    if ok and hi is not None:
+        ok = value <= hi
+    if not ok:
+        what = f"{name}={value!r}" if name else repr(value)
+        raise BadArgumentError(f"{what} is invalid: give {want}{f' ({hint})' if hint else ''}.")
+    return value
 
 
 class ReportFormatError(NsverifyError, ValueError):

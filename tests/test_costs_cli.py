@@ -18,7 +18,7 @@ def test_sat_reports_both_sets(capsys):
 
 def test_bad_arguments_exit_2_with_a_message(capsys):
     assert main(["costs", "sat", "--vars", "0"]) == 2
-    assert "--vars and --clauses must be >= 1" in capsys.readouterr().err
+    assert "--vars: 0 is invalid: give an integer >= 1" in capsys.readouterr().err
     assert main(["costs", "ratio", "--dtype", "int8"]) == 2
     assert "not a floating dtype" in capsys.readouterr().err
     assert main(["costs", "ratio", "--device", "cuda:7"]) == 2

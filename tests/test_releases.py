@@ -189,7 +189,7 @@ def test_cli_baseline_from_a_file_shows_the_differing_cells(tmp_path, capsys):
 @pytest.mark.parametrize("argv,msg", [
     (["conventions", "--baseline", "1.0.0"], "no conventions recorded for torch 1.0.0"),
     (["conventions", "--baseline", "/nonexistent/base.json"], "cannot read the conventions file"),
-    (["conventions", "--ops", ""], "--ops is empty"),
+    (["conventions", "--ops", ""], "--ops: no registry ops given"),
     (["conventions", "--compile-dtype", "float32", "--dtype", "float64"], "--compile-dtype"),
     (["releases", "2.4..2.14", "--modes", "eager,sideways"], "--modes"),
     (["releases", "2.4..2.14", "--timeout", "nan"], "--timeout"),

@@ -7,6 +7,7 @@ import pytest
 from nsverify.errors import OutputDirError
 from nsverify.report import SECTIONS, section
 from nsverify.report.nightly import build_report, ensure_writable_dir, run_sections, write_report
+from tests.report_fakes import FAKE_MACHINE
 
 
 @pytest.fixture
@@ -63,7 +64,7 @@ def test_cli_unwritable_out(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     assert main(["nightly", "--out", str(blocker / "x"), "--quick"]) == 2
-    assert "cannot write the report" in capsys.readouterr().err
+    assert "is a file, not a directory" in capsys.readouterr().err
 
 
 def test_cli_unknown_only_section(tmp_path, capsys):
@@ -71,7 +72,7 @@ def test_cli_unknown_only_section(tmp_path, capsys):
 
     assert main(["nightly", "--out", str(tmp_path), "--quick", "--only", "no-such-section"]) == 2
     err = capsys.readouterr().err
-    assert "unknown report section(s) ['no-such-section']" in err and "--only" in err
+    assert "unknown report section 'no-such-section'" in err and "--only" in err
     assert not (tmp_path / "latest").exists()
 
 
@@ -81,3 +82,20 @@ def test_section_modules_import():
 
     names = [s.name for s in load_sections()]
     assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("umask,file_mode,dir_mode", [(0o022, 0o644, 0o755), (0o077, 0o600, 0o700),
+                                                      (0o002, 0o664, 0o775)])
+def test_report_files_follow_the_umask(tmp_path, umask, file_mode, dir_mode):
+    """A web server must be able to serve the report: files and the run directory get what the umask gives,
+    as with open()/mkdir (tempfile alone would make them 0600/0700)."""
+    import stat
+
+    old = os.umask(umask)
+    try:
+        run = write_report(tmp_path, build_report({}, quick=True, machine=dict(FAKE_MACHINE)))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(run.stat().st_mode) == dir_mode
+    for name in ("report.json", "index.html"):
+        assert stat.S_IMODE((run / name).stat().st_mode) == file_mode

@@ -1,11 +1,13 @@
 """Regression rules of `nsverify compare`, one test per metric kind (docs/report.md)."""
+import itertools
 import json
 import math
+import random
 
 import pytest
 
 from nsverify.cli import main
-from nsverify.report.compare import compare_reports, judge
+from nsverify.report.compare import DEFAULT_BENCH_ALPHA, compare_reports, judge, mann_whitney_p, min_p_value
 from nsverify.report.nightly import write_report
 from tests.report_fakes import FAKE_MACHINE, metric, standard_metrics
 
@@ -59,12 +61,90 @@ def test_convergence_flagged_beyond_seed_spread():
     assert judge(old, metric("c", "convergence", math.inf, spread=0.01))[0] == "regression"
 
 
-def test_bench_ratio_factor_configurable():
+def test_bench_ratio_without_samples_compares_single_values():
+    """Reports written before samples were recorded: the values are compared with the factor (default 1.5)."""
     old = metric("b", "bench_ratio", 1.0)
-    assert judge(old, metric("b", "bench_ratio", 1.09))[0] == "same"
-    assert judge(old, metric("b", "bench_ratio", 1.12))[0] == "regression"
-    assert judge(old, metric("b", "bench_ratio", 1.12), bench_factor=1.2)[0] == "same"
-    assert judge(old, metric("b", "bench_ratio", 0.8))[0] == "improvement"
+    assert judge(old, metric("b", "bench_ratio", 1.45))[0] == "same"
+    verdict, rule = judge(old, metric("b", "bench_ratio", 1.6))
+    assert verdict == "regression" and "single values" in rule
+    assert judge(old, metric("b", "bench_ratio", 1.6), bench_factor=1.7)[0] == "same"
+    assert judge(old, metric("b", "bench_ratio", 0.6))[0] == "improvement"
+    # a report with samples against one without: still the single values
+    assert judge(old, metric("b", "bench_ratio", 1.6, samples=[1.6] * 9))[0] == "regression"
+
+
+def _exact_mann_whitney_p(a, b):
+    """Two-sided exact p-value by enumerating every split of the pooled samples (no ties): an independent
+    computation of what scipy returns for small samples."""
+    pooled = a + b
+    def u(xs, ys):
+        return sum(x > y for x in xs for y in ys)
+    observed = u(b, a)
+    mean = len(a) * len(b) / 2
+    count = total = 0
+    for idx in itertools.combinations(range(len(pooled)), len(b)):
+        bs = [pooled[i] for i in idx]
+        rest = [pooled[i] for i in range(len(pooled)) if i not in idx]
+        total += 1
+        count += abs(u(bs, rest) - mean) >= abs(observed - mean)
+    return count / total
+
+
+def test_mann_whitney_matches_exact_enumeration():
+    a = [1.00, 1.07, 0.93, 1.12, 0.98, 1.03]
+    for b in ([1.20, 1.31, 1.18, 1.25, 1.40], [1.01, 0.97, 1.10, 1.05, 0.95], [0.90, 1.09, 1.15, 0.99, 1.21]):
+        assert mann_whitney_p(a, b) == pytest.approx(_exact_mann_whitney_p(a, b), rel=1e-9)
+    assert min_p_value(5, 5) == pytest.approx(2 / 252)
+    assert min_p_value(3, 3) == pytest.approx(0.1)
+
+
+def _noisy(center, n, rng, spread=0.08):
+    return [center * math.exp(rng.gauss(0, spread)) for _ in range(n)]
+
+
+def test_bench_ratio_flags_a_2x_slowdown_not_noise():
+    """Samples of one benchmark ratio: run-to-run noise (medians moving up to 1.3x, samples separated) stays
+    green; a 2x slowdown is flagged, with the test's p-value and the effect in the rule."""
+    rng = random.Random(0)
+    old = metric("b", "bench_ratio", 2.0, samples=_noisy(2.0, 9, rng))
+    shifted = metric("b", "bench_ratio", 2.6, samples=_noisy(2.6, 9, rng))  # 1.3x: distributions differ
+    assert mann_whitney_p(old["samples"], shifted["samples"]) < DEFAULT_BENCH_ALPHA  # significant ...
+    assert judge(old, shifted)[0] == "same"  # ... but below the minimum effect size
+    slow = metric("b", "bench_ratio", 4.0, samples=_noisy(4.0, 9, rng))
+    verdict, rule = judge(old, slow)
+    assert verdict == "regression" and "Mann-Whitney p=" in rule and "slower" in rule
+    assert judge(slow, old)[0] == "improvement"
+
+
+def test_bench_ratio_outlier_sample_is_not_a_regression():
+    """One preempted round (a 10x sample) moves neither the median nor the rank test."""
+    rng = random.Random(1)
+    old = metric("b", "bench_ratio", 2.0, samples=_noisy(2.0, 7, rng))
+    new_samples = _noisy(2.0, 7, rng)
+    new_samples[3] = 20.0
+    assert judge(old, metric("b", "bench_ratio", 2.0, samples=new_samples))[0] == "same"
+
+
+def test_bench_ratio_few_samples_compare_medians():
+    """3 vs 3 samples can never reach p < 0.01: the medians are compared with the factor alone."""
+    old = metric("b", "bench_ratio", 1.0, samples=[1.0, 1.1, 0.9])
+    verdict, rule = judge(old, metric("b", "bench_ratio", 1.0, samples=[2.0, 2.2, 1.9]))
+    assert verdict == "regression" and "too few samples" in rule
+    assert judge(old, metric("b", "bench_ratio", 1.0, samples=[1.2, 1.3, 1.25]))[0] == "same"
+
+
+def test_bench_ratio_pools_the_previous_runs():
+    """With history, the new samples are tested against the pooled samples of several runs: one baseline run
+    that happened to be fast does not make an ordinary run a regression."""
+    rng = random.Random(2)
+    def rep(center):
+        return run_report([metric("b", "bench_ratio", center, samples=_noisy(center, 3, rng, 0.03))])
+    history = [rep(2.0), rep(2.1), rep(1.9), rep(2.0)]
+    fast_base, new = rep(1.2), rep(2.0)
+    assert compare_reports(fast_base, new)["regressions"]  # against the lone fast run: 3 vs 3, medians 1.7x
+    cmp = compare_reports(fast_base, new, history=history)
+    assert cmp["regressions"] == []
+    assert compare_reports(fast_base, rep(4.0), history=history)["regressions"][0]["key"] == "b"
 
 
 def test_info_never_compared():

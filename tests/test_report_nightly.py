@@ -1,5 +1,6 @@
 """The nightly job end to end: history, comparison, the summary on top, merge, interruption and resume."""
 import json
+import math
 import os
 import signal
 import subprocess
@@ -247,3 +248,38 @@ def test_quick_and_full_runs_have_separate_baselines(tmp_path, fake_sections, fa
     again = load_report(run_nightly(tmp_path, quick=True))
     assert again["comparison"]["baseline"]["created"] == quick["created"]
     assert [r["key"] for r in again["regressions"]] == ["relu|0|float32|cpu|eager"]
+
+
+def test_ten_noisy_nightlies_stay_green_and_a_slowdown_and_a_convention_change_are_flagged(
+        tmp_path, fake_sections, fake_machine):
+    """Ten runs of unchanged code whose benchmark samples carry run-to-run noise (each run's level moves by up
+    to 1.3x, samples spread 10%, an occasional preempted round) are all GREEN with --fail-on-regression; then
+    a 2x slowdown of one benchmark and one changed convention are each flagged, and nothing else."""
+    import random
+
+    rng = random.Random(16)
+    state = {"relu0": 0.0, "slow": 1.0}
+
+    def samples(center):
+        level = center * rng.uniform(1 / 1.3, 1.3)  # this run's level (load, frequency, cache)
+        out = [level * math.exp(rng.gauss(0, 0.10)) for _ in range(7)]
+        if rng.random() < 0.3:
+            out[rng.randrange(7)] *= 8  # one preempted round
+        return out
+
+    @section("bench", "Benchmarks and conventions", order=1)
+    def bench(ctx):
+        ms = [{"key": "relu|0|float32|cpu|eager", "kind": "convention", "value": state["relu0"]}]
+        for name, center in (("fwdbwd_over_fwd", 2.5), ("monitor_overhead", 1.8), ("step_ratio", 0.9)):
+            s = samples(center * (state["slow"] if name == "monitor_overhead" else 1.0))
+            ms.append({"key": name, "kind": "bench_ratio", "value": min(s), "samples": s})
+        return {"data": {"metrics": ms}}
+
+    codes = [nightly(tmp_path, "--fail-on-regression") for _ in range(10)]
+    assert codes == [0] * 10
+    state["slow"] = 2.0
+    assert nightly(tmp_path, "--fail-on-regression") == 1
+    assert [r["key"] for r in latest(tmp_path)[0]["regressions"]] == ["monitor_overhead"]
+    state["slow"], state["relu0"] = 1.0, 1.0
+    assert nightly(tmp_path, "--fail-on-regression") == 1
+    assert [r["key"] for r in latest(tmp_path)[0]["regressions"]] == ["relu|0|float32|cpu|eager"]

@@ -49,6 +49,10 @@ def test_missing_report_dir_is_clear(tmp_path):
         load_report(tmp_path / "nope.json")
 
 
+def test_bench_ratio_samples_are_optional():
+    validate_metrics([metric("a", "bench_ratio", 1.2), metric("b", "bench_ratio", 1.2, samples=[1.2, 1.3, 1.25])])
+
+
 @pytest.mark.parametrize("metrics,match", [
     ({"key": "a"}, "must be a list"),
     ([metric("a", "convention", 0), metric("a", "verdict", "x")], "duplicate metric key"),
@@ -64,6 +68,11 @@ def test_missing_report_dir_is_clear(tmp_path):
     ([metric("a", "convergence", 0.5, spread=-1)], "spread"),
     ([metric("a", "bench_ratio", 0.0)], "bench_ratio must be a finite number > 0"),
     ([metric("a", "bench_ratio", float("inf"))], "bench_ratio"),
+    ([metric("a", "bench_ratio", 1.0, samples=[])], "non-empty list"),
+    ([metric("a", "bench_ratio", 1.0, samples=[1.0, float("nan")])], "finite numbers > 0"),
+    ([metric("a", "bench_ratio", 1.0, samples=[1.0, -2.0])], "finite numbers > 0"),
+    ([metric("a", "bench_ratio", 1.0, samples="1.0")], "non-empty list"),
+    ([metric("a", "share", 0.5, lo=0.4, hi=0.6, samples=[0.5])], "bench_ratio metrics only"),
 ])
 def test_bad_metrics_rejected(metrics, match):
     with pytest.raises(ReportFormatError, match=match):

@@ -14,24 +14,45 @@ def _csv(s: str) -> list[str]:
     return [p.strip() for p in s.split(",") if p.strip()]
 
 
-def _add_conventions_args(p) -> None:
-    from nsverify.conventions.matrix import MODES
+def _compile_backends() -> list[str]:
+    import torch._dynamo
 
-    p.add_argument("--device", default="cpu", help="comma-separated devices (cpu, cuda). Default: cpu")
-    p.add_argument("--dtype", default="float16,bfloat16,float32,float64",
+    return list(torch._dynamo.list_backends(exclude_tags=()))
+
+
+def _baseline_spec(text: str) -> str:
+    _baseline(text)  # an unknown release or an unreadable file: NsverifyError, before any work
+    return text
+
+
+def _add_conventions_args(p) -> None:
+    from nsverify import registry
+    from nsverify.cli import Checked, Choice, CsvList, OutputFile
+    from nsverify.conventions.matrix import MODES
+    from nsverify.devices import parse_device, parse_dtype
+
+    p.add_argument("--device", default=["cpu"], type=CsvList(Checked(parse_device, "cpu"), "devices"),
+                   help="comma-separated devices (cpu, cuda). Default: cpu")
+    p.add_argument("--dtype", default=["float16", "bfloat16", "float32", "float64"],
+                   type=CsvList(Checked(parse_dtype, "float32"), "dtypes"),
                    help="comma-separated float dtypes. Default: all four")
-    p.add_argument("--modes", default="eager,func,jvp",
+    p.add_argument("--modes", default=["eager", "func", "jvp"], type=CsvList(Choice(MODES, "mode"), "modes"),
                    help=f"comma-separated modes from {','.join(MODES)}. Default: eager,func,jvp "
                         "(compile takes minutes on CPU)")
-    p.add_argument("--ops", default=None, help="comma-separated registry ops. Default: all")
-    p.add_argument("--compile-backend", default="inductor", help="torch.compile backend. Default: inductor")
+    p.add_argument("--ops", default=None, type=CsvList(Checked(registry.get, "relu"), "registry ops"),
+                   help="comma-separated registry ops. Default: all")
+    p.add_argument("--compile-backend", default="inductor",
+                   type=Choice(_compile_backends, "torch.compile backend", example="eager"),
+                   help="torch.compile backend. Default: inductor")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
+                   type=OutputFile("--json", allow_stdout=True),
                    help="write JSON (schema nsverify.conventions/1, with provenance) to FILE, or stdout with no FILE")
-    # --- baselines per torch release (issue 14)
     p.add_argument("--compile-dtype", default=None, metavar="DTYPES",
+                   type=CsvList(Checked(parse_dtype, "float32"), "dtypes"),
                    help="comma-separated dtypes that get the compile mode (about a minute of compilation each on "
                         "a small CPU). Default: every --dtype")
     p.add_argument("--baseline", default="auto", metavar="RELEASE|FILE",
+                   type=Checked(_baseline_spec, "auto"),
                    help="show the cells that differ from a recorded release (e.g. 2.13.0), a conventions JSON "
                         "file, 'auto' (default: the nearest recorded release at or below the installed one) or "
                         "'none'")
@@ -53,27 +74,23 @@ def _baseline(spec: str):
 
 
 def _cli(args) -> int:
-    from nsverify import registry
     from nsverify.conventions.baselines import compare_with_baseline, format_changes
     from nsverify.conventions.matrix import format_table, provenance, run_matrix, to_json
     from nsverify.devices import parse_device, parse_dtype
+    from nsverify.files import atomic_write_text
 
-    ops = _csv(args.ops) if args.ops is not None else None
-    if ops is not None and not ops:
-        raise NsverifyError("--ops is empty: name registry ops (e.g. relu,amax) or leave the option out for all.")
-    for op in ops or []:
-        registry.get(op)  # unknown op -> UnknownOpError with suggestions
-    dtypes = [parse_dtype(d) for d in _csv(args.dtype)]
-    devices = [parse_device(d) for d in _csv(args.device)]
+    ops = args.ops
+    dtypes = [parse_dtype(d) for d in args.dtype]
+    devices = [parse_device(d) for d in args.device]
     compile_dtypes = None
-    if getattr(args, "compile_dtype", None) is not None:
-        compile_dtypes = [parse_dtype(d) for d in _csv(args.compile_dtype)]
-        if not compile_dtypes or any(d not in dtypes for d in compile_dtypes):
-            raise NsverifyError(f"--compile-dtype {args.compile_dtype!r}: name dtypes among --dtype "
-                                f"({args.dtype}).")
+    if args.compile_dtype is not None:
+        compile_dtypes = [parse_dtype(d) for d in args.compile_dtype]
+        if any(d not in dtypes for d in compile_dtypes):
+            raise NsverifyError(f"--compile-dtype {','.join(args.compile_dtype)}: name dtypes among --dtype "
+                                f"({','.join(args.dtype)}).")
     baseline = _baseline(args.baseline)  # checked before any work
     progress = lambda msg, i=None, n=None: print(f"[conventions {i}/{n}] {msg}", file=sys.stderr)  # noqa: E731
-    results = run_matrix(ops, dtypes, devices, _csv(args.modes), compile_dtypes=compile_dtypes,
+    results = run_matrix(ops, dtypes, devices, list(args.modes), compile_dtypes=compile_dtypes,
                          compile_backend=args.compile_backend, progress=progress)
     meta = {"devices": [str(d) for d in devices], "provenance": provenance(devices, getattr(args, "command_line", None)
                                                                     or ["nsverify", *sys.argv[1:]])}
@@ -85,8 +102,7 @@ def _cli(args) -> int:
         if args.json == "-":
             print(text)
         else:
-            with open(args.json, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            atomic_write_text(args.json, text)
     if args.json != "-":
         from nsverify.conventions.matrix import differences
 
@@ -94,6 +110,9 @@ def _cli(args) -> int:
         diffs = differences(results)
         print(f"\n{len(results)} evaluations, {sum(not r.as_expected for r in results)} not as expected, "
               f"{len(diffs)} cases whose rule differs across dtypes/devices/modes.")
+        errors = {(r.op, r.mode, r.error): r for r in results if r.rule == "error"}
+        for (op, mode, err), r in sorted(errors.items()):  # the 'error' cells of the table: say why
+            print(f"error: {op} in mode {mode} ({r.dtype}, {r.device}, and possibly others): {err}")
         if baseline is not None:
             print("\n" + format_changes(chs, baseline, missing))
         elif args.baseline in ("auto", None):
@@ -118,48 +137,50 @@ def main_conventions(argv: list[str] | None = None) -> int:
 # nsverify releases (issue 14): parser and validation kept in this block
 # ----------------------------------------------------------------------------------------------------------
 def register_releases_cli(sub) -> None:
+    from nsverify.cli import Checked, Choice, CsvList, Number, OutputDir
+    from nsverify.conventions.matrix import MODES
+    from nsverify.devices import parse_dtype
+
+    dtypes = CsvList(Checked(parse_dtype, "float32"), "dtypes")
     p = sub.add_parser("releases", help="the conventions matrix across torch releases (one environment each)",
                        description="Measure the conventions matrix on each torch release (one fresh environment "
                                    "per release, deleted after), bisect every change to its first release and "
                                    "write a reproduction script for each.")
-    p.add_argument("releases", help="releases: a comma list (2.4.1,2.13.0), minors (2.9) and ranges (2.4..2.14)")
+    from nsverify.conventions.releases import parse_release_spec
+
+    p.add_argument("releases", type=Checked(parse_release_spec, "2.13"),
+                   help="releases: a comma list (2.4.1,2.13.0), minors (2.9) and ranges (2.4..2.14)")
     p.add_argument("--last-patch", action="store_true", help="keep only the last patch of each minor release")
-    p.add_argument("--out", default="nsverify-releases", help="results directory (resumable). "
-                   "Default: ./nsverify-releases")
-    p.add_argument("--modes", default="eager,func,jvp,compile", help="matrix modes. Default: all four")
-    p.add_argument("--dtype", default="float16,bfloat16,float32,float64", help="matrix dtypes. Default: all four")
-    p.add_argument("--compile-dtype", default="float32",
+    p.add_argument("--out", default="nsverify-releases", type=OutputDir("--out"),
+                   help="results directory (resumable). Default: ./nsverify-releases")
+    p.add_argument("--modes", default=["eager", "func", "jvp", "compile"],
+                   type=CsvList(Choice(MODES, "mode"), "modes"), help="matrix modes. Default: all four")
+    p.add_argument("--dtype", default=["float16", "bfloat16", "float32", "float64"], type=dtypes,
+                   help="matrix dtypes. Default: all four")
+    p.add_argument("--compile-dtype", default=["float32"], type=dtypes,
                    help="dtypes that get the compile mode (a minute of compilation each on a small CPU). "
                         "Default: float32")
-    p.add_argument("--installer", default="auto", choices=["auto", "uv", "pip"],
+    p.add_argument("--installer", default="auto", type=Choice(["auto", "uv", "pip"], "installer"),
                    help="how environments are made (auto: uv when installed)")
-    p.add_argument("--cache-dir", default=None, help="uv cache directory (default: uv's own, or $UV_CACHE_DIR)")
+    p.add_argument("--cache-dir", default=None, type=OutputDir("--cache-dir"),
+                   help="uv cache directory (default: uv's own, or $UV_CACHE_DIR)")
     p.add_argument("--no-bisect", action="store_true", help="do not measure releases between changes")
     p.add_argument("--keep-envs", action="store_true", help="keep each release's environment (about 5 GB each)")
-    p.add_argument("--timeout", type=float, default=3600, help="seconds per matrix run. Default: 3600")
-    p.add_argument("--publish", default=None, metavar="DIR",
+    p.add_argument("--timeout", type=Number(lo=0, lo_open=True, hi=7 * 86400, hint="seconds, at most a week"),
+                   default=3600,
+                   help="seconds per matrix run. Default: 3600")
+    p.add_argument("--publish", default=None, metavar="DIR", type=OutputDir("--publish"),
                    help="copy the measured runs and an index.json to DIR (nsverify/data/conventions: the shipped "
                         "baselines and the report section's data)")
     p.set_defaults(func=_releases_cli)
 
 
 def _validate_releases_args(args) -> None:
-    from nsverify.conventions.matrix import MODES
     from nsverify.devices import parse_dtype
 
-    bad = [m for m in _csv(args.modes) if m not in MODES]
-    if bad or not _csv(args.modes):
-        raise NsverifyError(f"--modes {args.modes!r}: choose from {', '.join(MODES)}.")
-    for d in _csv(args.dtype) or [""]:
-        parse_dtype(d)
-    for d in _csv(args.compile_dtype) or [""]:
-        if parse_dtype(d) not in [parse_dtype(x) for x in _csv(args.dtype)]:
-            raise NsverifyError(f"--compile-dtype {d!r} is not among --dtype {args.dtype!r}.")
-    if not (args.timeout > 0 and args.timeout < float("inf")):
-        raise NsverifyError(f"--timeout {args.timeout}: give a positive number of seconds.")
-    for opt, path in (("--out", args.out), ("--publish", args.publish)):
-        if path is not None and Path(path).exists() and not Path(path).is_dir():
-            raise NsverifyError(f"{opt} {path} is a file: give a directory (created if missing).")
+    for d in args.compile_dtype:
+        if parse_dtype(d) not in [parse_dtype(x) for x in args.dtype]:
+            raise NsverifyError(f"--compile-dtype {d!r} is not among --dtype {','.join(args.dtype)!r}.")
 
 
 def _releases_cli(args) -> int:
@@ -174,8 +195,8 @@ def _releases_cli(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     progress = lambda msg: print(f"[releases] {msg}", file=sys.stderr, flush=True)  # noqa: E731
-    sweep = Sweep(out, installer, _csv_join(args.modes), _csv_join(args.dtype), progress, args.keep_envs,
-                  timeout=args.timeout, compile_dtypes=_csv_join(args.compile_dtype))
+    sweep = Sweep(out, installer, ",".join(args.modes), ",".join(args.dtype), progress, args.keep_envs,
+                  timeout=args.timeout, compile_dtypes=",".join(args.compile_dtype))
     sweep.sweep(releases)
     if not args.no_bisect:
         lo, hi = releases[0], releases[-1]
@@ -192,10 +213,6 @@ def _releases_cli(args) -> int:
     print(f"\n{len(sweep.measured())} releases measured in {out}; {len(scripts)} reproduction scripts in "
           f"{out / 'repro'}.")
     return 0
-
-
-def _csv_join(s: str) -> str:
-    return ",".join(_csv(s))
 
 
 def _le(a: str, b: str) -> bool:

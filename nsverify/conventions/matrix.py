@@ -30,7 +30,7 @@ import torch
 
 from nsverify import registry
 from nsverify.devices import FLOAT_DTYPES, dtype_name, parse_device, parse_dtype
-from nsverify.errors import NsverifyError
+from nsverify.errors import BadArgumentError, NsverifyError
 from nsverify.rational import in_hull
 from nsverify.registry import Rule, parse_rule
 
@@ -307,6 +307,10 @@ def run_matrix(ops: Sequence[str] | None = None, dtypes: Sequence = ("float32",)
                progress: Callable | None = None) -> list[Result]:
     """Evaluate the matrix.  ``compile_dtypes``: the dtypes that get the compile mode (default: all)."""
     modes = list(modes)
+    for name, given in (("ops", ops), ("dtypes", dtypes), ("devices", devices), ("modes", modes)):
+        if given is not None and not list(given):
+            raise BadArgumentError(f"{name} is empty, so nothing would be evaluated: name at least one"
+                                   f"{' (or pass None for every registry op)' if name == 'ops' else ''}.")
     bad = [m for m in modes if m not in MODES]
     if bad:
         raise NsverifyError(f"unknown mode(s) {bad}: choose from {', '.join(MODES)}.")

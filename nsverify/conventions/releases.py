@@ -65,14 +65,13 @@ def _bound(text: str, upper: bool) -> tuple[int, ...]:
     return nums if len(nums) == 3 else nums + ((10**6,) if upper else (0,))
 
 
-def select_releases(spec: str, available: Sequence[str], last_patch: bool = False) -> list[str]:
-    """Releases named by ``spec``: a comma list of releases (``2.4.1``), minors (``2.9``: each of its patches) and
-    inclusive ranges (``2.4..2.14``). ``last_patch``: keep the last patch of each minor. Oldest first."""
+def parse_release_spec(spec: str) -> list[tuple[str, tuple, tuple]]:
+    """``spec``'s items as (item, lowest, highest) release keys; a syntax error is a :class:`ReleaseSpecError`
+    (checked before any work: the index is not asked)."""
     items = [s.strip() for s in str(spec).split(",") if s.strip()]
     if not items:
         raise ReleaseSpecError("no releases given: e.g. 2.4.1,2.13.0 or 2.4..2.14.")
-    avail = sorted(set(available), key=release_key)
-    chosen: set[str] = set()
+    out = []
     for item in items:
         if ".." in item:
             lo_s, _, hi_s = item.partition("..")
@@ -81,6 +80,16 @@ def select_releases(spec: str, available: Sequence[str], last_patch: bool = Fals
                 raise ReleaseSpecError(f"range {item!r} is empty: write the older release first (e.g. 2.4..2.14).")
         else:
             lo, hi = _bound(item, False), _bound(item, True)
+        out.append((item, lo, hi))
+    return out
+
+
+def select_releases(spec: str, available: Sequence[str], last_patch: bool = False) -> list[str]:
+    """Releases named by ``spec``: a comma list of releases (``2.4.1``), minors (``2.9``: each of its patches) and
+    inclusive ranges (``2.4..2.14``). ``last_patch``: keep the last patch of each minor. Oldest first."""
+    avail = sorted(set(available), key=release_key)
+    chosen: set[str] = set()
+    for item, lo, hi in parse_release_spec(spec):
         hit = [r for r in avail if lo <= release_key(r) <= hi]
         if not hit:
             raise ReleaseSpecError(f"{item!r} matches no release the index serves (available: "

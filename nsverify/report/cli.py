@@ -4,40 +4,65 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nsverify.report.compare import DEFAULT_BENCH_FACTOR
+from nsverify.cli import Choice, OutputDir, ReportPath
+from nsverify.errors import BadArgumentError
+from nsverify.report.compare import DEFAULT_BENCH_FACTOR, bench_factor_type
+
+
+def section_names() -> list[str]:
+    from nsverify.report import load_sections
+
+    return [s.name for s in load_sections()]
 
 
 def register_cli(sub) -> None:
     p = sub.add_parser("nightly", help="run every report section; write DIR/<UTC>/report.json + index.html",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--out", default="reports", help="report directory (a run goes to OUT/<UTC timestamp>/)")
+    p.add_argument("--out", default="reports", type=OutputDir("--out"),
+                   help="report directory (a run goes to OUT/<UTC timestamp>/)")
     p.add_argument("--quick", action="store_true", help="small sizes: minutes on 2 CPU cores")
-    p.add_argument("--only", nargs="+", metavar="SECTION", help="run only these sections")
-    p.add_argument("--baseline", metavar="DIR",
+    p.add_argument("--only", nargs="+", metavar="SECTION",
+                   type=Choice(section_names, "report section", example="conventions"),
+                   help="run only these sections")
+    p.add_argument("--baseline", metavar="DIR", type=ReportPath("--baseline"),
                    help="compare with this run (directory or report.json) instead of the previous run on "
                         "this machine")
-    p.add_argument("--bench-factor", type=float, default=DEFAULT_BENCH_FACTOR,
-                   help="a bench_ratio metric slower by more than this factor is a regression")
+    p.add_argument("--bench-factor", type=bench_factor_type(), default=DEFAULT_BENCH_FACTOR,
+                   help="minimum effect size: a bench_ratio metric is a regression when its samples differ "
+                        "(Mann-Whitney) AND their median is slower by more than this factor")
     p.add_argument("--fail-on-regression", action="store_true",
                    help="exit with status 1 when the report is red (a regression or a failed section)")
-    p.add_argument("--merge", nargs="+", metavar="DIR",
+    p.add_argument("--merge", nargs="+", metavar="DIR", type=ReportPath("--merge"),
                    help="run nothing: merge these runs (one per machine, e.g. CPU box and GPU box) into one "
                         "report under --out, with a column per machine")
-    p.set_defaults(func=_cmd_nightly)
+    p.set_defaults(func=_cmd_nightly, check=_check_nightly)
+
+
+def _check_nightly(args) -> None:
+    from nsverify.report.compare import require_run
+    from nsverify.report.merge import load_sources
+    from nsverify.report.schema import load_report
+
+    if args.merge:
+        extra = [o for o, v in (("--quick", args.quick), ("--only", args.only), ("--baseline", args.baseline))
+                 if v]
+        if extra:
+            raise BadArgumentError(f"--merge runs no section, so {', '.join(extra)} would be ignored; drop "
+                                   f"{'it' if len(extra) == 1 else 'them'} or drop --merge.")
+        load_sources(args.merge)  # at least two single-machine runs of different machines
+    if args.baseline is not None:
+        require_run(load_report(args.baseline), "--baseline")
 
 
 def _cmd_nightly(args) -> int:
-    from nsverify.report.compare import check_bench_factor
-    from nsverify.report.nightly import ensure_writable_dir, is_red, merge_nightly, run_nightly
+    from nsverify.report.nightly import is_red, merge_nightly, run_nightly
     from nsverify.report.schema import load_report
 
-    factor = check_bench_factor(args.bench_factor)
-    ensure_writable_dir(args.out)  # fail before any work
     if args.merge:
         run_dir = merge_nightly(args.out, args.merge)
     else:
         run_dir = run_nightly(args.out, quick=args.quick, only=args.only, baseline=args.baseline,
-                              bench_factor=factor)
+                              bench_factor=args.bench_factor)
     report = load_report(run_dir)
     red = is_red(report)
     print(f"report written: {run_dir / 'index.html'} ({'RED' if red else 'GREEN'}, "

@@ -9,7 +9,8 @@ Metrics are matched by (section, key). One rule per kind decides whether a diffe
 ``counterexample`` the count grew (a metric absent from the baseline counts as 0 there)
 ``share``          the two runs' confidence intervals [lo, hi] are disjoint
 ``convergence``    \\|new - old\\| > max(old spread, new spread); a value turning NaN/inf also counts
-``bench_ratio``    new / old > bench_factor (default 1.10); both are ratios to a same-run baseline
+``bench_ratio``    samples differ (Mann-Whitney p < 0.01) and the new median > bench_factor x the highest
+                   median of the last runs (their samples pooled); single values: new / old > bench_factor
 ``info``           never compared
 =================  =====================================================================================
 
@@ -22,12 +23,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import sys
 
-from nsverify.errors import NsverifyError, ReportFormatError
+from nsverify.errors import ReportFormatError, check_number
 from nsverify.report.schema import load_report
 
-DEFAULT_BENCH_FACTOR = 1.10
+#: minimum effect size of the bench_ratio rule: the ratio of the two runs' medians must exceed it (set from the
+#: run-to-run spread measured on a 2-core CPU machine under load; docs/report.md gives the measurement)
+DEFAULT_BENCH_FACTOR = 1.5
+#: significance level of the two-sided Mann-Whitney test of the bench_ratio rule
+DEFAULT_BENCH_ALPHA = 0.01
+#: the nightly job tests a bench_ratio's samples against those of this many previous runs (pooled)
+BENCH_POOL_RUNS = 5
+#: the largest accepted --bench-factor (beyond it the rule would flag nothing a person cares about)
+BENCH_FACTOR_MAX = 10.0
 ENV_KEYS = ("cpu", "gpu", "torch", "cuda", "cudnn", "python", "platform", "tf32_matmul", "tf32_cudnn",
             "deterministic_algorithms", "num_threads")
 
@@ -53,10 +63,84 @@ def format_metric(m: dict | None) -> str:
         s += f" [{m['lo']:.4g}, {m['hi']:.4g}]"
     elif m["kind"] == "convergence":
         s += f" ±{m['spread']:.3g}"
+    elif m["kind"] == "bench_ratio" and m.get("samples"):
+        s += f" (median of {len(m['samples'])}: {statistics.median(m['samples']):.4g})"
     return s + (f" {m['unit']}" if m.get("unit") else "")
 
 
-def judge(old: dict | None, new: dict | None, bench_factor: float = DEFAULT_BENCH_FACTOR) -> tuple[str, str]:
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def mann_whitney_p(a: list[float], b: list[float]) -> float:
+    """Two-sided Mann-Whitney U p-value that samples ``a`` and ``b`` come from one distribution (scipy; exact
+    for small samples without ties, normal approximation with tie correction otherwise)."""
+    from scipy.stats import mannwhitneyu
+
+    return float(mannwhitneyu(b, a, alternative="two-sided").pvalue)
+
+
+def min_p_value(n1: int, n2: int) -> float:
+    """The smallest two-sided p-value Mann-Whitney can give for sample sizes n1, n2 (complete separation)."""
+    return min(1.0, 2 / math.comb(n1 + n2, n1))
+
+
+def judge_bench(old: dict, new: dict, bench_factor: float = DEFAULT_BENCH_FACTOR,
+                alpha: float = DEFAULT_BENCH_ALPHA) -> tuple[str, str]:
+    """The bench_ratio rule: a Mann-Whitney test over the samples AND a minimum effect size.
+
+    With samples on both sides, a change is flagged only when the samples differ (two-sided Mann-Whitney,
+    p < ``alpha``) and the new median lies beyond the baseline by more than ``bench_factor``: above the highest
+    median of the baseline runs times the factor (regression), or below the lowest divided by it
+    (improvement). ``old["samples"]`` may pool several baseline runs (:func:`pooled_baseline`), whose medians
+    are ``old["run_medians"]``; the spread between those runs thus widens the band, so a benchmark that varies
+    from run to run on this machine needs a larger change to be flagged. When the samples are too few for the
+    test ever to reach ``alpha`` (2 / C(n1+n2, n1) >= alpha), the medians are compared with the factor alone.
+    Without samples on either side (reports written before samples were recorded), the single values are
+    compared with the factor.
+    """
+    sa, sb = old.get("samples"), new.get("samples")
+    if sa and sb:
+        meds = old.get("run_medians") or [_median(sa)]
+        hi, lo, mb = max(meds), min(meds), _median(sb)
+        band = f"{lo:.3g}" if len(meds) == 1 else f"{lo:.3g}..{hi:.3g} over {len(meds)} runs"
+        stats = f"median {mb:.3g} vs {band}; {len(sa)} vs {len(sb)} samples"
+        if min_p_value(len(sa), len(sb)) < alpha:
+            p = mann_whitney_p(sa, sb)
+            stats += f", Mann-Whitney p={p:.2g}"
+            significant = p < alpha
+        else:
+            stats += ", too few samples for the test"
+            significant = True
+        up, down = mb / hi, lo / mb
+    else:
+        up = new["value"] / old["value"]
+        down = 1 / up
+        stats, significant = "single values, no samples", True
+    if significant and up > bench_factor:
+        return "regression", f"{up:.2f}x slower ({stats}; flagged beyond {bench_factor:g}x)"
+    if significant and down > bench_factor:
+        return "improvement", f"{down:.2f}x faster ({stats})"
+    return "same", ""
+
+
+def pooled_baseline(old: dict, key: str, section: str, history: list[dict]) -> dict:
+    """``old`` (a bench_ratio metric of the baseline run) with the samples of the same metric in ``history``
+    (older runs of the same machine and mode) added, and each run's median in ``run_medians``: the
+    distribution and the run-to-run band the new run is judged against."""
+    if not old.get("samples"):
+        return old
+    pooled, meds = list(old["samples"]), [_median(old["samples"])]
+    for rep in history:
+        m = section_metrics((rep.get("sections") or {}).get(section) or {}).get(key)
+        if m and m.get("kind") == "bench_ratio" and m.get("samples"):
+            pooled += m["samples"]
+            meds.append(_median(m["samples"]))
+    return {**old, "samples": pooled, "run_medians": meds}
+
+
+def judge(old: dict | None, new: dict | None, bench_factor: float = DEFAULT_BENCH_FACTOR,
+          bench_alpha: float = DEFAULT_BENCH_ALPHA) -> tuple[str, str]:
     """Return ``(verdict, rule)`` for one metric: verdict in regression/improvement/changed/same."""
     if new is None:
         return ("changed", "metric no longer reported") if old and old["kind"] != "info" else ("same", "")
@@ -91,12 +175,7 @@ def judge(old: dict | None, new: dict | None, bench_factor: float = DEFAULT_BENC
         return ("regression", f"convergence moved by {abs(b - a):.3g} > seed spread {tol:.3g}") \
             if abs(b - a) > tol else ("same", "")
     if kind == "bench_ratio":
-        r = b / a
-        if r > bench_factor:
-            return "regression", f"benchmark ratio {r:.3f}x slower (> {bench_factor:g}x)"
-        if r < 1 / bench_factor:
-            return "improvement", f"benchmark ratio {1 / r:.3f}x faster"
-        return "same", ""
+        return judge_bench(old, new, bench_factor, bench_alpha)
     return "same", ""  # pragma: no cover  (kinds are validated)
 
 
@@ -113,8 +192,15 @@ def require_run(report: dict, what: str) -> dict:
 
 
 def compare_reports(base: dict, new: dict, bench_factor: float = DEFAULT_BENCH_FACTOR,
-                    base_path: str = "") -> dict:
-    """Compare run report ``new`` against ``base``; returns the ``comparison`` block of a report."""
+                    base_path: str = "", bench_alpha: float = DEFAULT_BENCH_ALPHA,
+                    history: list[dict] | tuple = ()) -> dict:
+    """Compare run report ``new`` against ``base``; returns the ``comparison`` block of a report.
+
+    ``history``: older runs of the baseline's machine and mode (the nightly job passes up to
+    :data:`BENCH_POOL_RUNS` - 1 of them); their bench_ratio samples are pooled with the baseline's.
+    """
+    check_bench_factor(bench_factor)
+    check_number(bench_alpha, "bench_alpha", lo=0.0, lo_open=True, hi=0.5, hint="a significance level, e.g. 0.01")
     require_run(base, "baseline")
     require_run(new, "new")
     ida, idb = base["machine"].get("machine_id"), new["machine"].get("machine_id")
@@ -142,7 +228,10 @@ def compare_reports(base: dict, new: dict, bench_factor: float = DEFAULT_BENCH_F
         ma, mb = section_metrics(sa or {}), section_metrics(sb)
         for key in list(mb) + [k for k in ma if k not in mb]:
             old, cur = ma.get(key), mb.get(key)
-            verdict, rule = judge(old, cur, bench_factor)
+            ref = old
+            if old and cur and old["kind"] == cur["kind"] == "bench_ratio":
+                ref = pooled_baseline(old, key, name, list(history))
+            verdict, rule = judge(ref, cur, bench_factor, bench_alpha)
             if verdict == "same":
                 continue
             kind = (cur or old)["kind"]
@@ -160,7 +249,8 @@ def compare_reports(base: dict, new: dict, bench_factor: float = DEFAULT_BENCH_F
                 changes.append(entry)
     return {"baseline": {"created": base.get("created"), "machine_id": ida, "path": base_path},
             "same_machine": same_machine, "label": label, "environment_changes": env,
-            "bench_factor": bench_factor, "regressions": regressions, "changes": changes}
+            "bench_factor": bench_factor, "bench_alpha": bench_alpha, "regressions": regressions,
+            "changes": changes}
 
 
 def format_comparison(cmp: dict) -> str:
@@ -176,28 +266,42 @@ def format_comparison(cmp: dict) -> str:
     return "\n".join(lines)
 
 
-def register_cli(sub) -> None:
-    p = sub.add_parser("compare", help="print the differences between two nightly reports (A = baseline)",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("a", help="baseline: a run directory, its report.json, or a reports root (uses latest)")
-    p.add_argument("b", help="the run to judge (same forms as A)")
-    p.add_argument("--bench-factor", type=float, default=DEFAULT_BENCH_FACTOR,
-                   help="a bench_ratio slower by more than this factor is a regression")
-    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    p.add_argument("--fail-on-regression", action="store_true", help="exit with status 1 if any regression")
-    p.set_defaults(func=_cmd_compare)
+def bench_factor_type():
+    """The ``--bench-factor`` option's type (nightly and compare): the minimum effect size, 1 to 10."""
+    from nsverify.cli import Number
+
+    return Number(lo=1.0, hi=BENCH_FACTOR_MAX, hint="the smallest slow-down factor that is flagged, e.g. 1.5")
 
 
 def check_bench_factor(factor: float) -> float:
-    if not (math.isfinite(factor) and factor >= 1.0):
-        raise NsverifyError(f"--bench-factor {factor} is invalid: give a factor >= 1.0 (for example 1.10 = "
-                            f"10% slower is a regression).")
-    return factor
+    """Raise :class:`~nsverify.errors.BadArgumentError` unless ``factor`` is a valid minimum effect size."""
+    return check_number(factor, "bench_factor", lo=1.0, hi=BENCH_FACTOR_MAX,
+                        hint="the smallest slow-down factor that is flagged, e.g. 1.5")
+
+
+def register_cli(sub) -> None:
+    from nsverify.cli import ReportPath
+
+    p = sub.add_parser("compare", help="print the differences between two nightly reports (A = baseline)",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("a", type=ReportPath("A (the baseline)"),
+                   help="baseline: a run directory, its report.json, or a reports root (uses latest)")
+    p.add_argument("b", type=ReportPath("B (the run to judge)"), help="the run to judge (same forms as A)")
+    p.add_argument("--bench-factor", type=bench_factor_type(), default=DEFAULT_BENCH_FACTOR,
+                   help="minimum effect size: a bench_ratio is a regression when its samples differ "
+                        "(Mann-Whitney) AND their median is slower by more than this factor")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("--fail-on-regression", action="store_true", help="exit with status 1 if any regression")
+    p.set_defaults(func=_cmd_compare, check=_check_compare)
+
+
+def _check_compare(args) -> None:
+    require_run(load_report(args.a), "A (baseline)")
+    require_run(load_report(args.b), "B")
 
 
 def _cmd_compare(args) -> int:
-    factor = check_bench_factor(args.bench_factor)
     a, b = load_report(args.a), load_report(args.b)
-    cmp = compare_reports(a, b, factor, base_path=str(args.a))
+    cmp = compare_reports(a, b, args.bench_factor, base_path=str(args.a))
     print(json.dumps(cmp, indent=1) if args.json else format_comparison(cmp), file=sys.stdout)
     return 1 if args.fail_on_regression and cmp["regressions"] else 0

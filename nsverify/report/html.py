@@ -1,8 +1,12 @@
 """Render a report dict to one self-contained HTML page (inline CSS, inline SVG trend plots, no scripts).
 
-Layout: summary (GREEN/RED, each regression linking to its section), machine/environment header, then one
-``<section id="sec-NAME">`` per report section with its regressions, tables, figures, metrics and trend plots.
-A merged report (several machines) shows a metrics table with one column per machine.
+Layout, most important first: the summary (``id="summary"``: the GREEN/RED badge of regressions and failed
+sections with the count of unreproduced paper claims next to it; the regressions, each linking to its
+section; the claims that did not hold; the convention changes since the baseline), the machine/environment
+header, then one ``<section id="sec-NAME">`` per report section with its changes, claims, tables, figures,
+and -- collapsed in ``<details>`` -- its raw metrics, long tables and trend plots. The complete data is
+``report.json`` beside the page (linked at the top). A merged report (several machines) shows a metrics table
+with one column per machine.
 """
 from __future__ import annotations
 
@@ -22,7 +26,13 @@ pre{background:#f7f7f7;padding:.6em;overflow:auto;font-size:.8em} img{max-width:
 .meta td{border:none;padding:1px 8px} nav a{margin-right:1em} .cross{background:#fff3cd;padding:.4em}
 tr.regression td{background:#fde7ea} td.differs{background:#fff3cd}
 .trends{display:flex;flex-wrap:wrap;gap:.8em} .trend{font-size:.75em;width:280px}
+.badge.amber{background:#8a5300;color:#fff} .badge.grey{background:#555;color:#fff}
+#summary ul{margin:.3em 0 .8em} #summary li{margin:.25em 0} .field{color:#444;font-size:.9em;margin-left:.6em}
+td.held-false{background:#fde7ea;font-weight:bold} td.held-none{background:#f3f3f3}
+details{margin:.6em 0} summary{cursor:pointer;color:#245}
 """
+#: tables with more rows than this are collapsed in <details> (the report.json link has every row)
+COLLAPSE_ROWS = 25
 MAX_TRENDS = 24
 ENV_ROWS = ("hostname", "cpu", "cpu_count", "gpu", "torch", "cuda", "cudnn", "tf32_matmul", "tf32_cudnn",
             "deterministic_algorithms", "num_threads", "python", "platform", "machine_id")
@@ -74,6 +84,46 @@ def render_trend(series: dict) -> str:
             f'range {lo:.4g}..{hi:.4g})</div>')
 
 
+def held_label(held) -> str:
+    """A claim's verdict in words: ``held`` True, False (not reproduced) or None (undecided)."""
+    return {True: "held", False: "NOT REPRODUCED"}.get(held, "undecided")
+
+
+def _field(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
+def claims_table(claims: list[dict]) -> str:
+    """The claims of a section: one column per field any claim has (claim first, held last)."""
+    fields = ["claim"] + [k for k in dict.fromkeys(k for c in claims for k in c) if k not in ("claim", "held")]
+    head = "".join(f"<th>{esc(f)}</th>" for f in fields + ["held"])
+    rows = []
+    for c in claims:
+        held = c.get("held")
+        cls = {False: "held-false", None: "held-none"}.get(held, "")
+        cells = "".join(f"<td>{esc(_field(c[f])) if f in c else ''}</td>" for f in fields)
+        rows.append(f'<tr>{cells}<td class="{cls}">{esc(held_label(held))}</td></tr>')
+    return f'<h3>Paper claims</h3><table class="claims"><thead><tr>{head}</tr></thead>' \
+           f'<tbody>{"".join(rows)}</tbody></table>'
+
+
+def collapsed(summary: str, body: str, element_id: str = "") -> str:
+    """``body`` inside a closed ``<details>`` whose visible line is ``summary``."""
+    eid = f' id="{esc(element_id)}"' if element_id else ""
+    return f"<details{eid}><summary>{esc(summary)}</summary>{body}</details>"
+
+
+def _table_maybe_collapsed(tab: dict) -> str:
+    n = len(tab.get("rows", []))
+    if n <= COLLAPSE_ROWS:
+        return render_table(tab)
+    return collapsed(f"{tab.get('title') or 'Table'} ({n} rows)", render_table({**tab, "title": ""}))
+
+
 def _body_parts(sec: dict) -> list[str]:
     parts = []
     if sec.get("status") == "failed":
@@ -81,13 +131,11 @@ def _body_parts(sec: dict) -> list[str]:
                      f"<pre>{esc(sec.get('traceback'))}</pre>")
     if sec.get("summary"):
         parts.append(f"<p>{esc(sec['summary'])}</p>")
-    claims = sec.get("claims") or []
+    claims = [c for c in sec.get("claims") or [] if isinstance(c, dict)]
     if claims:
-        rows = [[c.get("claim"), c.get("measured"), c.get("held")] for c in claims]
-        parts.append(render_table({"title": "Paper claims", "columns": ["claim", "measured", "held"],
-                                   "rows": rows}))
+        parts.append(claims_table(claims))
     for tab in sec.get("tables", []):
-        parts.append(render_table(tab))
+        parts.append(_table_maybe_collapsed(tab))
     for fig in sec.get("figures", []):
         parts.append(f"<figure><img alt=\"{esc(fig.get('title', ''))}\" src=\"data:image/png;base64,"
                      f"{esc(fig['png'])}\"><figcaption>{esc(fig.get('title', ''))}</figcaption></figure>")
@@ -105,16 +153,20 @@ def _changes_table(name: str, report: dict) -> str:
     rows += [[c.get("key"), c.get("kind"), c.get("old"), c.get("new"), c.get("rule")] for c in other]
     classes = ["regression"] * len(regs) + [""] * len(other)
     columns = ["metric", "kind", "baseline", "now", "rule"]
-    return render_table({"title": "Changes since the baseline", "columns": columns, "rows": rows},
-                        classes, table_id=f"changes-{name}")
+    tab = render_table({"title": "", "columns": columns, "rows": rows}, classes, table_id=f"changes-{name}")
+    title = f"Changes since the baseline: {len(regs)} regression(s), {len(other)} other difference(s)"
+    if len(rows) <= COLLAPSE_ROWS or regs:
+        return f"<h3>{esc(title)}</h3>{tab}"
+    return collapsed(title, tab)
 
 
 def _metrics_table(sec: dict) -> str:
     metrics = (sec.get("data") or {}).get("metrics") or []
     if not metrics:
         return ""
-    return render_table({"title": "Comparable metrics", "columns": ["key", "kind", "value"],
-                         "rows": [[m["key"], m["kind"], format_metric(m)] for m in metrics]})
+    tab = render_table({"title": "", "columns": ["key", "kind", "value"],
+                        "rows": [[m["key"], m["kind"], format_metric(m)] for m in metrics]})
+    return collapsed(f"Comparable metrics ({len(metrics)}, raw; all of them in report.json)", tab)
 
 
 def _trends(name: str, report: dict) -> str:
@@ -124,7 +176,8 @@ def _trends(name: str, report: dict) -> str:
     shown = "".join(render_trend(s) for s in series[:MAX_TRENDS])
     extra = len(series) - MAX_TRENDS
     more = f"<p>{extra} more metric(s) not plotted.</p>" if extra > 0 else ""
-    return f'<h3>Trends over stored runs on this machine</h3><div class="trends">{shown}</div>{more}'
+    return collapsed(f"Trends over stored runs on this machine ({len(series)} metrics)",
+                     f'<div class="trends">{shown}</div>{more}')
 
 
 def _section_header(name: str, sec: dict) -> str:
@@ -150,7 +203,7 @@ def render_merged_section(name: str, sec: dict, report: dict) -> str:
     parts = [_section_header(name, sec), _changes_table(name, report)]
     if keys:
         head = "".join(f"<th>{esc(c)}</th>" for c in ["key", "kind", *labels])
-        rows = []
+        rows, differing = [], []
         for k in keys:
             ms = [metrics[label].get(k) for label in labels]
             kind = next(m["kind"] for m in ms if m)
@@ -159,8 +212,17 @@ def render_merged_section(name: str, sec: dict, report: dict) -> str:
             cls = ' class="differs" title="differs across machines (not a regression)"' if differs else ""
             rows.append(f"<tr><td>{esc(k)}</td><td>{esc(kind)}</td>"
                         + "".join(f"<td{cls}>{esc(v)}</td>" for v in vals) + "</tr>")
-        parts.append(f'<h3>Metrics by machine</h3><table class="per-machine"><thead><tr>{head}</tr></thead>'
-                     f'<tbody>{"".join(rows)}</tbody></table>')
+            if differs:
+                differing.append(rows[-1])
+        table = f'<table class="per-machine"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        if len(rows) <= COLLAPSE_ROWS:
+            parts.append(f"<h3>Metrics by machine</h3>{table}")
+        else:
+            if differing:
+                parts.append(f'<h3>Metrics that differ across machines ({len(differing)})</h3><table '
+                             f'class="per-machine-differs"><thead><tr>{head}</tr></thead>'
+                             f'<tbody>{"".join(differing)}</tbody></table>')
+            parts.append(collapsed(f"Metrics by machine ({len(rows)}, raw)", table))
     for label, s in sec["machines"].items():
         status = s.get("status", "ok")
         parts.append(f'<details open><summary>{esc(label)} <span class="{esc(status)}">[{esc(status)}]</span>'
@@ -185,14 +247,68 @@ def _machine_header(report: dict) -> str:
     return f'<h2 id="machine">Machine and environment</h2><table class=meta>{meta}</table>'
 
 
+def report_claims(report: dict) -> list[tuple[str, str, dict]]:
+    """Every claim of the report as ``(section, machine label or "", claim)`` (a merged report has one set of
+    claims per machine)."""
+    out = []
+    for name, sec in report.get("sections", {}).items():
+        per = sec.get("machines") if report.get("kind") == "merged" else {"": sec}
+        for label, s in (per or {}).items():
+            out += [(name, label, c) for c in s.get("claims") or [] if isinstance(c, dict)]
+    return out
+
+
+def _claim_item(name: str, label: str, c: dict) -> str:
+    where = f'<a href="#sec-{esc(name)}">{esc(name)}</a>' + (f" [{esc(label)}]" if label else "")
+    fields = "".join(f'<span class="field">{esc(k)}: {esc(_field(v))}</span>' for k, v in c.items()
+                     if k not in ("claim", "held"))
+    return f'<li class="claim">{where}: {esc(c.get("claim", ""))}{fields}</li>'
+
+
+#: the summary lists show this many items; the rest are collapsed under them
+SUMMARY_ITEMS = 10
+
+
+def _short_list(list_id: str, items: list[str]) -> str:
+    """A ``<ul id=list_id>`` of the first :data:`SUMMARY_ITEMS` items, the rest collapsed below it."""
+    head = f'<ul id="{esc(list_id)}">' + "".join(items[:SUMMARY_ITEMS]) + "</ul>"
+    rest = items[SUMMARY_ITEMS:]
+    return head + (collapsed(f"{len(rest)} more", "<ul>" + "".join(rest) + "</ul>") if rest else "")
+
+
+def _change_item(entry: dict, cls: str) -> str:
+    name = esc(entry.get("section"))
+    return f'<li class="{cls}"><a href="#sec-{name}">{name}</a>: {esc(entry.get("message"))}</li>'
+
+
+def convention_changes(report: dict) -> list[dict]:
+    """The comparison's entries (regressions and other differences) about convention metrics."""
+    cmp = report.get("comparison") or {}
+    return [e for e in list(report.get("regressions", [])) + list(cmp.get("changes", []))
+            if e.get("kind") == "convention"]
+
+
 def render_summary(report: dict) -> str:
+    """The first screen: verdict badge + unreproduced-claims count, regressions, claims that did not hold,
+    convention changes."""
     sections = report.get("sections", {})
     failed = [n for n, s in sections.items() if s.get("status") == "failed"]
     regressions = report.get("regressions", [])
     red = bool(failed or regressions)
     color = "red" if red else "green"
+    claims = report_claims(report)
+    refuted = [c for c in claims if c[2].get("held") is False]
+    undecided = [c for c in claims if c[2].get("held") is None]
     badge = f'<span class="badge {color}" id="summary-status">{color.upper()}</span>'
-    out = [f'<div id="summary"><h2>Summary {badge}</h2>']
+    claims_badge = (f'<span class="badge {"amber" if refuted else "grey"}" id="claims-status">'
+                    f'{len(refuted)} of {len(claims)} claim(s) not reproduced</span>') if claims else ""
+    out = [f'<div id="summary"><h2>Summary {badge} {claims_badge}</h2>']
+    n_conv = sum(1 for r in regressions if r.get("kind") == "convention")
+    verdict = (f"{len(regressions)} regression(s)" + (f" ({n_conv} convention change(s))" if n_conv else "")
+               + (f", {len(failed)} failed section(s)" if failed else "")
+               if red else "No regression and no failed section")
+    out.append(f'<p id="verdict"><b>{esc(verdict)}</b>; {len(refuted)} paper claim(s) not reproduced, '
+               f'{len(undecided)} undecided. Full data: <a href="report.json">report.json</a>.</p>')
     cmp = report.get("comparison")
     if cmp:
         cls = "" if cmp.get("same_machine", True) else ' class="cross"'
@@ -203,12 +319,23 @@ def render_summary(report: dict) -> str:
     if failed:
         out.append("<p>Failed sections: " + ", ".join(
             f'<a href="#sec-{esc(n)}">{esc(n)}</a>' for n in failed) + "</p>")
-    if regressions:
-        out.append(f"<p>{len(regressions)} regression(s):</p><ul id=\"regressions\">" + "".join(
-            f'<li class="regression"><a href="#sec-{esc(r.get("section"))}">{esc(r.get("section"))}</a>: '
-            f'{esc(r.get("message"))}</li>' for r in regressions) + "</ul>")
-    elif not failed:
-        out.append("<p>No failed section and no regression.</p>")
+    others = [r for r in regressions if r.get("kind") != "convention"]
+    if others:
+        out.append(f'<h3 id="regressions-title">Regressions ({len(others)})</h3>'
+                   + _short_list("regressions", [_change_item(r, "regression") for r in others]))
+    if refuted:
+        out.append(f'<h3 id="unreproduced-title">Paper claims not reproduced ({len(refuted)} of {len(claims)})</h3>'
+                   + _short_list("unreproduced-claims", [_claim_item(*c) for c in refuted]))
+    conv = convention_changes(report)
+    if conv:
+        n_reg = sum(1 for e in conv if "verdict" not in e)
+        out.append(f'<h3 id="convention-changes-title">Convention changes since the baseline ({len(conv)}, '
+                   f'{n_reg} of them regressions)</h3>'
+                   + _short_list("convention-changes", [_change_item(e, "regression" if "verdict" not in e else
+                                                                     "change") for e in conv]))
+    if undecided:
+        out.append(collapsed(f"Claims undecided at this size ({len(undecided)})",
+                             "<ul>" + "".join(_claim_item(*c) for c in undecided) + "</ul>", "undecided-claims"))
     out.append("</div>")
     return "".join(out)
 

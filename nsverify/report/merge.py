@@ -20,8 +20,8 @@ def machine_label(machine: dict) -> str:
     return f"{machine.get('hostname', '?')} ({hw})"
 
 
-def merge_reports(paths: list[Path | str]) -> dict:
-    """Load each run (a run directory, its report.json, or a reports root) and merge them."""
+def load_sources(paths: list[Path | str]) -> list[tuple[str, dict]]:
+    """Load the runs to merge: at least two, each a single-machine run, no two from the same machine."""
     if len(paths) < 2:
         raise ReportFormatError("--merge needs at least two run directories (for example the CPU box's and "
                                 "the GPU box's reports/latest).")
@@ -40,6 +40,12 @@ def merge_reports(paths: list[Path | str]) -> dict:
                                     f"of one machine.")
         seen[mid] = src
         loaded.append((src, rep))
+    return loaded
+
+
+def merge_reports(paths: list[Path | str]) -> dict:
+    """Load each run (a run directory, its report.json, or a reports root) and merge them."""
+    loaded = load_sources(paths)
     labels: list[str] = []
     for _, rep in loaded:
         label = machine_label(rep["machine"])

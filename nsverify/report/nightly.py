@@ -26,10 +26,16 @@ import time
 import traceback
 from pathlib import Path
 
-from nsverify.errors import NsverifyError, OutputDirError
-from nsverify.files import atomic_write_text, json_default
+from nsverify.errors import NsverifyError
+from nsverify.files import atomic_write_text, default_mode, json_default, make_output_dir
 from nsverify.report import RunContext, load_sections
-from nsverify.report.compare import DEFAULT_BENCH_FACTOR, compare_reports, require_run
+from nsverify.report.compare import (
+    BENCH_POOL_RUNS,
+    DEFAULT_BENCH_FACTOR,
+    check_bench_factor,
+    compare_reports,
+    require_run,
+)
 from nsverify.report.history import list_runs, previous_run, same_kind_runs, trend_series
 from nsverify.report.html import render_report
 from nsverify.report.machine import machine_info
@@ -39,18 +45,9 @@ __all__ = ["SCHEMA", "atomic_write_text", "build_report", "ensure_writable_dir",
            "run_sections", "write_report", "merge_nightly", "attach_comparison", "is_red"]
 
 
-def ensure_writable_dir(out: Path) -> Path:
-    out = Path(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / f".write-probe-{os.getpid()}"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise OutputDirError(
-            f"cannot write the report to {str(out)!r}: {exc.strerror or exc}. "
-            f"Choose a writable directory with --out DIR (for example --out ./reports).") from exc
-    return out
+def ensure_writable_dir(out: Path | str) -> Path:
+    """Create the report directory ``out`` if needed; :class:`OutputDirError` (before any work) if it cannot be."""
+    return make_output_dir(out, "--out")
 
 
 def _source_hash(fn) -> str:
@@ -131,22 +128,25 @@ def attach_comparison(report: dict, out: Path, baseline: Path | str | None = Non
     runs = list_runs(out, stream=stream)
     mid = report["machine"]["machine_id"]
     base = None
+    same = same_kind_runs(runs, mid, report["quick"])
+    history: list[dict] = []
     if baseline is not None:
         base = (str(resolve_report_path(baseline)), load_report(baseline))
     else:
         prev = previous_run(runs, mid, report["quick"])
         if prev is not None:
             base = (str(prev[0]), prev[1])
+            # bench_ratio samples are tested against the pooled samples of the last few runs
+            history = [rep for _, rep in same[:-1]][-(BENCH_POOL_RUNS - 1):]
     if base is None:
         mode = "quick" if report["quick"] else "full"
         report["comparison"] = {"label": f"First {mode} run on this machine: nothing to compare with.",
                                 "same_machine": True, "environment_changes": [], "regressions": [],
                                 "changes": [], "baseline": None, "bench_factor": bench_factor}
     else:
-        report["comparison"] = compare_reports(base[1], report, bench_factor, base_path=base[0])
+        report["comparison"] = compare_reports(base[1], report, bench_factor, base_path=base[0], history=history)
     report["regressions"] = report["comparison"]["regressions"]
-    same = [rep for _, rep in same_kind_runs(runs, mid, report["quick"])]
-    report["trends"] = trend_series(same + [report])
+    report["trends"] = trend_series([rep for _, rep in same] + [report])
     return report
 
 
@@ -191,6 +191,7 @@ def write_report(out: Path, report: dict, stamp: str | None = None) -> Path:
     try:
         atomic_write_text(tmp / "report.json", json.dumps(report, indent=1, default=json_default))
         atomic_write_text(tmp / "index.html", render_report(report))
+        os.chmod(tmp, default_mode(directory=True))  # mkdtemp makes it 0700; the umask decides, as for mkdir
         os.replace(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -207,6 +208,7 @@ def run_nightly(out: Path | str = "reports", quick: bool = False, only: list[str
                 options: dict | None = None, stream=None, baseline: Path | str | None = None,
                 bench_factor: float = DEFAULT_BENCH_FACTOR) -> Path:
     """Run every registered section, compare, and write the report; returns the run directory."""
+    check_bench_factor(bench_factor)
     out = ensure_writable_dir(Path(out))
     if baseline is not None:  # a bad baseline fails before hours of work
         require_run(load_report(baseline), "--baseline")

@@ -68,6 +68,13 @@ def validate_metrics(metrics, where: str = "metrics", source: str = "") -> None:
                                "(its spread over seeds)", source)
         if kind == "bench_ratio" and not (_number(v) and v > 0 and math.isfinite(v)):
             raise _fail(w, f"a bench_ratio must be a finite number > 0, got {v!r}", source)
+        if "samples" in m:
+            smp = m["samples"]
+            if kind != "bench_ratio":
+                raise _fail(w, f"'samples' is recorded for bench_ratio metrics only, not {kind}", source)
+            if not (isinstance(smp, list) and smp and all(_number(x) and x > 0 and math.isfinite(x) for x in smp)):
+                raise _fail(w, "'samples' must be a non-empty list of finite numbers > 0 (one ratio per timed "
+                               "round)", source)
         if "unit" in m and not isinstance(m["unit"], str):
             raise _fail(w, "'unit' must be a string", source)
 

@@ -16,7 +16,7 @@ def _grid(quick: bool):
             depth_width=256,
             width_depth=3,
             batch=64,
-            reps=3,
+            reps=5,  # >= 5 samples per side: a Mann-Whitney test between two runs can reach p < 0.01
             dtypes=("bfloat16", "float32", "float64"),
             ps=(16, 32, 64, 128, 256, 512, 1024),
         )
@@ -131,7 +131,8 @@ def costs_section(ctx) -> dict:
     meas, omega_depth, omega_width = mr["rows"], mr["omega_depth"], mr["omega_width"]
     for r in meas:
         key = f"ratio|{r['model']}|d{r['depth']}|w{r['width']}|{r['dtype']}|cpu"
-        metrics.append({"key": key + "|wall", "kind": "bench_ratio", "value": r["wall_ratio"], "unit": "x"})
+        metrics.append({"key": key + "|wall", "kind": "bench_ratio", "value": r["wall_ratio"], "unit": "x",
+                        "samples": r["wall_samples"]})
         metrics.append({"key": key + "|flops", "kind": "info", "value": r["flop_ratio"], "unit": "x"})
     tables.append(
         table(

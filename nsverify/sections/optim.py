@@ -214,6 +214,7 @@ def optim_section(ctx) -> dict:
                 "key": f"innaprop_over_adamw_step|{sp['n_params']}|float32|cpu",
                 "kind": "bench_ratio",
                 "value": sp["ratio"],
+                "samples": sp["ratio_samples"],
             }
         )
         metrics.append(

@@ -61,7 +61,7 @@ def park_section(ctx) -> dict:
     for name, o in s2["overhead"].items():
         ov_rows.append([name, f"{1000 * o['plain_s']:.1f}", f"{1000 * o['monitored_s']:.1f}", f"{o['ratio']:.2f}"])
         metrics.append({"key": f"monitor_overhead|{name}", "kind": "bench_ratio", "value": o["ratio"],
-                        "unit": "monitored/plain step time"})
+                        "unit": "monitored/plain step time", "samples": o["ratio_samples"]})
     ratios = [o["ratio"] for o in s2["overhead"].values()]
     summary = (
         f"Table 1 rows as properties over generated networks at exact ties ({b['theorem_examples']} examples per "

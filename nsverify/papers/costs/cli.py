@@ -9,7 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from nsverify.errors import NsverifyError
+from nsverify.cli import Checked, Number
+from nsverify.devices import parse_device, parse_dtype
+
+#: the brute-force SAT check tries 2^vars assignments: 2^20 (about a million) is seconds, 2^30 would be hours
+MAX_SAT_VARS = 20
+SEED = Number(integer=True, lo=0, hi=2**63 - 1, hint="a random seed")
 
 
 def register_cli(sub) -> None:
@@ -20,20 +25,32 @@ def register_cli(sub) -> None:
     t.add_argument("--failures", action="store_true", help="print only the grid points where a bound fails")
     t.add_argument("--json", action="store_true", help="print JSON rows instead of a text table")
     t.set_defaults(func=_tables)
-    s = cs.add_parser("sat", help="3-SAT -> ReLU network: exact Clarke set at 0 vs Proposition 4")
-    s.add_argument("--vars", type=int, default=3)
-    s.add_argument("--clauses", type=int, default=4)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--max-regions", type=int, default=20_000)
+    s = cs.add_parser("sat", help="3-SAT -> ReLU network: exact Clarke set at 0 vs Proposition 4",
+                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    s.add_argument("--vars", type=Number(integer=True, lo=1, hi=MAX_SAT_VARS, hint="number of Boolean variables "
+                                         "p; the brute-force check tries 2^p assignments"), default=3)
+    s.add_argument("--clauses", type=Number(integer=True, lo=1, hi=1000, hint="number of 3-clauses"), default=4)
+    s.add_argument("--seed", type=SEED, default=0)
+    s.add_argument("--max-regions", type=Number(integer=True, lo=1, hi=10**7, hint="bound on the activation "
+                                                "regions the exact Clarke enumeration may visit"), default=20_000)
     s.set_defaults(func=_sat)
-    r = cs.add_parser("ratio", help="measured (fwd+bwd)/fwd wall-clock and FLOP ratio of a ReLU MLP")
-    r.add_argument("--depth", type=int, default=3)
-    r.add_argument("--width", type=int, default=256)
-    r.add_argument("--batch", type=int, default=64)
-    r.add_argument("--dtype", default="float32")
-    r.add_argument("--device", default="cpu")
-    r.set_defaults(func=_ratio)
+    r = cs.add_parser("ratio", help="measured (fwd+bwd)/fwd wall-clock and FLOP ratio of a ReLU MLP",
+                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    r.add_argument("--depth", type=Number(integer=True, lo=1, hi=1000, hint="number of hidden layers"), default=3)
+    r.add_argument("--width", type=Number(integer=True, lo=1, hi=65536, hint="units per hidden layer"),
+                   default=256)
+    r.add_argument("--batch", type=Number(integer=True, lo=1, hi=65536, hint="inputs per forward pass"),
+                   default=64)
+    r.add_argument("--dtype", type=Checked(parse_dtype, "float32"), default="float32")
+    r.add_argument("--device", type=Checked(parse_device, "cpu"), default="cpu")
+    r.set_defaults(func=_ratio, check=_check_ratio)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _check_ratio(args) -> None:
+    from nsverify.papers.costs.measure import check_mlp_size
+
+    check_mlp_size(args.depth, args.width, args.batch)
 
 
 def _tables(args) -> int:
@@ -57,8 +74,6 @@ def _sat(args) -> int:
     from nsverify.papers.costs.relunet import sat_network
     from nsverify.papers.costs.sat import brute_force_sat, random_3cnf
 
-    if args.vars < 1 or args.clauses < 1:
-        raise NsverifyError("--vars and --clauses must be >= 1")
     clauses = random_3cnf(args.vars, args.clauses, args.seed)
     net = sat_network(clauses, args.vars)
     sat, assignment = brute_force_sat(clauses, args.vars)

@@ -73,13 +73,30 @@ def wall_ratio(model: nn.Module, x: torch.Tensor, reps: int = 5, warmup: int = 2
                               min_time=0.05)
     tf, tfb = t.stat("fwd"), t.stat("fwdbwd")
     model.zero_grad(set_to_none=True)
-    return dict(t_fwd=tf, t_fwdbwd=tfb, wall_ratio=tfb / tf)
+    per_round = [b / a for a, b in zip(t.samples["fwd"], t.samples["fwdbwd"])]  # one ratio per interleaved round
+    return dict(t_fwd=tf, t_fwdbwd=tfb, wall_ratio=tfb / tf, wall_samples=per_round)
 
 
 def measure(model: nn.Module, x: torch.Tensor, reps: int = 5) -> dict:
     out = flop_ratio(model, x)
     out.update(wall_ratio(model, x, reps=reps))
     return out
+
+
+#: the largest MLP ``mlp_row`` builds (parameters): 2^28 is 1 GiB in float32
+MAX_MLP_PARAMS = 2**28
+
+
+def check_mlp_size(depth: int, width: int, batch: int, d_in: int = 784, d_out: int = 10) -> None:
+    """Raise :class:`~nsverify.errors.BadArgumentError` unless the MLP is a positive size this machine can hold."""
+    from nsverify.errors import BadArgumentError, check_number
+
+    for name, v in (("depth", depth), ("width", width), ("batch", batch), ("d_in", d_in), ("d_out", d_out)):
+        check_number(v, name, integer=True, lo=1)
+    n = d_in * width + (depth - 1) * width * width + width * d_out
+    if n > MAX_MLP_PARAMS:
+        raise BadArgumentError(f"an MLP of depth {depth} and width {width} has {n:.3g} parameters, above the "
+                               f"{MAX_MLP_PARAMS:.3g} this measurement allows; lower the width or the depth.")
 
 
 def mlp_row(
@@ -94,6 +111,7 @@ def mlp_row(
     seed: int = 0,
 ) -> dict:
     """One MLP measurement: ``depth`` hidden layers of ``width`` units."""
+    check_mlp_size(depth, width, batch, d_in, d_out)
     dt, dev = parse_dtype(dtype), parse_device(device)
     torch.manual_seed(seed)
     model = mlp([d_in] + [width] * depth + [d_out]).to(device=dev, dtype=dt)

@@ -73,4 +73,5 @@ def step_time_ratio(n: int = 1_000_000, reps: int = 10, rounds: int = 5, dtype=t
     return {"n_params": n, "dtype": str(dtype).removeprefix("torch."), "device": str(device),
             "adamw_s": best["adamw"], "innaprop_s": best["innaprop"],
             "ratio": best["innaprop"] / best["adamw"],
+            "ratio_samples": [b / a for a, b in zip(t.samples["adamw"], t.samples["innaprop"])],
             "state_bytes_per_param": {k: state_bytes_per_param(o) for k, o in opts.items()}}

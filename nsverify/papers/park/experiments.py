@@ -193,7 +193,8 @@ def overhead(make, X, y, batch: int, steps: int, seed: int = 0) -> dict:
         monitored.extend(block(mon))
     mon.close()
     p, m = sorted(plain)[len(plain) // 2], sorted(monitored)[len(monitored) // 2]
-    return {"plain_s": p, "monitored_s": m, "ratio": m / p}
+    return {"plain_s": p, "monitored_s": m, "ratio": m / p,
+            "ratio_samples": [b / a for a, b in zip(plain, monitored)]}  # same batch, plain vs monitored
 
 
 def rank_example():

@@ -2,56 +2,116 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 
-from nsverify.errors import NsverifyError
+from nsverify.cli import Checked, Choice, CsvList, InputDir, InputFile, KeyValue, Number, OutputFile, inf_or_number
+from nsverify.devices import parse_device, parse_dtype
+from nsverify.errors import BadArgumentError
 
 
-def _taus(items: list[str]) -> dict:
-    out = {}
-    for it in items or []:
-        name, _, val = it.partition("=")
-        try:
-            out[name] = float(val)
-        except ValueError as exc:
-            raise NsverifyError(f"--tau expects DTYPE=VALUE (e.g. --tau float32=1e-8), got {it!r}.") from exc
-    return out
+def _program(text: str) -> str:
+    from nsverify.papers.zones.rules import as_program
+
+    as_program(text)
+    return text
+
+
+def _models() -> list[str]:
+    from nsverify.workloads.models import MODELS
+
+    return list(MODELS)
+
+
+def _datasets() -> list[str]:
+    from nsverify.workloads.datasets import DATASETS
+
+    return list(DATASETS)
 
 
 def _common(p):
-    p.add_argument("--model", default="lenet5", help="mlp, lenet5, vgg11/13/16/19, resnet18")
-    p.add_argument("--width", type=float, default=1.0, help="channel/hidden width factor")
+    from nsverify.papers.zones.volume import MAX_N_DATA, MAX_WIDTH
+
+    p.add_argument("--model", default="lenet5", type=Choice(_models, "model", example="lenet5"),
+                   help="mlp, lenet5, vgg11/13/16/19, resnet18")
+    p.add_argument("--width", type=Number(lo=0, lo_open=True, hi=MAX_WIDTH, hint="channel/hidden width factor"),
+                   default=1.0, help="channel/hidden width factor")
     p.add_argument("--bn", action="store_true", help="BatchNorm after each convolution (CNNs)")
-    p.add_argument("--dataset", default="digits28", help="digits28, plateaus, mnist, cifar10")
-    p.add_argument("--data-root", default=None, help="directory with MNIST/CIFAR files you already have")
-    p.add_argument("--n-data", type=int, default=512, help="number of synthetic plateau images")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--draws", type=int, default=8, help="M parameter draws")
-    p.add_argument("--batches", type=int, default=4, help="R minibatches per draw")
-    p.add_argument("--dtypes", default="bfloat16,float32,float64")
-    p.add_argument("--programs", default="native,minimal", help="P,Q: native, minimal, relu1, 'beta=10', ...")
-    p.add_argument("--norm", default="1", help="1 (eq 3.11), 2 or inf")
-    p.add_argument("--reduction", default="mean", choices=["mean", "sum"])
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--dataset", default="digits28", type=Choice(_datasets, "dataset", example="digits28"),
+                   help="digits28, plateaus, natural, mnist, cifar10")
+    p.add_argument("--data-root", default=None, type=InputDir("--data-root"),
+                   help="directory with MNIST/CIFAR files you already have")
+    p.add_argument("--n-data", type=Number(integer=True, lo=1, hi=MAX_N_DATA, hint="number of synthetic images"),
+                   default=512, help="number of synthetic plateau images")
+    p.add_argument("--batch-size", type=Number(integer=True, lo=1, hi=65536, hint="images per minibatch"),
+                   default=64)
+    p.add_argument("--draws", type=Number(integer=True, lo=1, hi=10**6, hint="M, the number of parameter draws"),
+                   default=8, help="M parameter draws")
+    p.add_argument("--batches", type=Number(integer=True, lo=1, hi=10**6, hint="R, minibatches per draw"),
+                   default=4, help="R minibatches per draw")
+    p.add_argument("--dtypes", default="bfloat16,float32,float64",
+                   type=CsvList(Checked(parse_dtype, "float32"), "dtypes"))
+    p.add_argument("--programs", default="native,minimal",
+                   type=CsvList(Checked(_program, "native"), "programs", count=2, example="native,minimal"),
+                   help="P,Q: native, minimal, relu1, 'beta=10', ...")
+    p.add_argument("--norm", default="1", type=Choice(["1", "2", "inf"], "norm", convert=inf_or_number),
+                   help="1 (eq 3.11), 2 or inf")
+    p.add_argument("--reduction", default="mean", type=Choice(["mean", "sum"], "reduction"))
+    p.add_argument("--seed", type=Number(integer=True, lo=0, hi=2**63 - 1, hint="a random seed"), default=0)
+    p.add_argument("--device", default="cpu", type=Checked(parse_device, "cpu"))
     p.add_argument("--allow-slow-fp16", action="store_true", help="run float16 on CPU anyway (slow)")
 
 
 def _config(a):
     from nsverify.papers.zones.volume import VolumeConfig
 
-    progs = tuple(a.programs.split(","))
-    if len(progs) != 2:
-        raise NsverifyError(f"--programs needs exactly two programs P,Q; got {a.programs!r}.")
     return VolumeConfig(model=a.model, width=a.width, bn=a.bn, dataset=a.dataset, data_root=a.data_root,
                         n_data=a.n_data, batch_size=a.batch_size, draws=a.draws, batches=a.batches,
-                        dtypes=[d.strip() for d in a.dtypes.split(",") if d.strip()], programs=progs,
-                        norm=math.inf if a.norm == "inf" else float(a.norm), reduction=a.reduction, seed=a.seed,
-                        device=a.device, allow_slow=a.allow_slow_fp16)
+                        dtypes=list(a.dtypes), programs=tuple(a.programs), norm=a.norm, reduction=a.reduction,
+                        seed=a.seed, device=a.device, allow_slow=a.allow_slow_fp16)
+
+
+def _taus(items: list[tuple[str, float]] | None) -> dict:
+    from nsverify.devices import dtype_name
+
+    out: dict = {}
+    for dt, tau in items or []:
+        name = dtype_name(parse_dtype(dt))
+        if name in out:
+            raise BadArgumentError(f"--tau {name} given twice; give one threshold per dtype.")
+        out[name] = tau
+    return out
+
+
+def _check(a) -> None:
+    """Everything that involves several options or an input file's contents, before any work."""
+    from nsverify.devices import dtype_name
+    from nsverify.papers.zones.measure import check_dtype_device
+
+    cfg = _config(a)
+    dev = parse_device(cfg.device)
+    for name in cfg.dtypes:
+        check_dtype_device(parse_dtype(name), dev, cfg.allow_slow)
+    if cfg.data_root is not None and cfg.dataset not in ("mnist", "cifar10"):
+        raise BadArgumentError(f"--data-root is read only for --dataset mnist or cifar10 (files you already have); "
+                               f"{cfg.dataset!r} is built in: drop --data-root or choose one of those datasets.")
+    if a.zones_command != "volume":
+        return
+    from nsverify.papers.zones.measure import threshold_for
+    from nsverify.papers.zones.volume import load_partial
+
+    taus = _taus(a.tau)
+    wanted = {dtype_name(parse_dtype(d)) for d in cfg.dtypes}
+    extra = sorted(set(taus) - wanted)
+    if extra:
+        raise BadArgumentError(f"--tau given for {', '.join(extra)}, which is not in --dtypes "
+                               f"{','.join(cfg.dtypes)}; drop it or add the dtype.")
+    for name in cfg.dtypes:
+        threshold_for(taus, dtype_name(parse_dtype(name)))
+    load_partial(a.resume, cfg)  # a corrupted resume file, or one of another configuration
 
 
 def _volume(a) -> int:
+    from nsverify.files import atomic_write_text
     from nsverify.papers.zones.volume import dist_cleanup, estimate_volume
 
     cfg = _config(a)
@@ -61,8 +121,7 @@ def _volume(a) -> int:
         dist_cleanup()
     rank = res.get("rank", 0)
     if a.json and rank == 0:
-        with open(a.json, "w") as fh:
-            json.dump(res, fh)
+        atomic_write_text(a.json, json.dumps(res))
     if rank == 0:
         print(f"{cfg.model} width={cfg.width} bn={cfg.bn} batch={cfg.batch_size} M={res['draws_done']} "
               f"R={cfg.batches} ranks={res['world_size']} programs={'/'.join(cfg.programs)}")
@@ -78,13 +137,13 @@ def _volume(a) -> int:
 def _thresholds(a) -> int:
     import torch
 
-    from nsverify.devices import parse_device, parse_dtype
+    from nsverify.files import atomic_write_text
     from nsverify.papers.zones.measure import thresholds
     from nsverify.papers.zones.volume import _Data, _draw_seed
+    from nsverify.workloads.models import build_model
 
     cfg = _config(a)
     data = _Data(cfg)
-    from nsverify.workloads.models import build_model
 
     def factory(i):
         torch.manual_seed(_draw_seed(cfg.seed, i))
@@ -99,8 +158,7 @@ def _thresholds(a) -> int:
         print(f"  {name:9s} tau1={th.tau1} ({th.tau1_note})  tau2={th.tau2}  "
               f"(ReLU'(0)=0 vs 1 differed on {th.n_nonzero_relu}/{th.n_pairs} batches)")
     if a.json:
-        with open(a.json, "w") as fh:
-            json.dump(out, fh)
+        atomic_write_text(a.json, json.dumps(out))
     return 0
 
 
@@ -110,12 +168,17 @@ def register_cli(sub) -> None:
     zs = p.add_subparsers(dest="zones_command", metavar="ACTION")
     v = zs.add_parser("volume", help="Monte Carlo share of impacted draws and minibatches (torchrun-aware)")
     _common(v)
-    v.add_argument("--tau", action="append", metavar="DTYPE=VALUE", help="threshold per dtype (repeat)")
-    v.add_argument("--resume", default=None, help="partial-results JSON; rerun the command to resume")
-    v.add_argument("--json", default=None, help="write the full result here")
-    v.set_defaults(func=_volume)
+    v.add_argument("--tau", action="append", metavar="DTYPE=VALUE",
+                   type=KeyValue(Checked(parse_dtype, "float32"),
+                                 Number(lo=0, hint="the threshold on D above which a pair is impacted"),
+                                 example="float32=1e-8"),
+                   help="threshold per dtype (repeat)")
+    v.add_argument("--resume", default=None, type=InputFile("--resume", may_be_new=True),
+                   help="partial-results JSON; rerun the command to resume")
+    v.add_argument("--json", default=None, type=OutputFile("--json"), help="write the full result here")
+    v.set_defaults(func=_volume, check=_check)
     t = zs.add_parser("thresholds", help="tau1 (GPU nondeterminism) and tau2 (ReLU'(0)=0 vs 1)")
     _common(t)
-    t.add_argument("--json", default=None)
-    t.set_defaults(func=_thresholds)
+    t.add_argument("--json", default=None, type=OutputFile("--json"), help="write the thresholds here")
+    t.set_defaults(func=_thresholds, check=_check)
     p.set_defaults(func=lambda a: (p.print_help(file=sys.stderr), 2)[1])

@@ -17,7 +17,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 import os
+import pickle
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -31,6 +33,12 @@ from nsverify.papers.stats import share_intervals
 from nsverify.papers.zones.measure import check_dtype_device, program_grads, require_nonsmooth, threshold_for, variation
 
 PARTIAL_SCHEMA = "nsverify.papers.zones.partial/1"
+
+
+#: bounds of VolumeConfig: a width factor above 4 makes VGG/ResNet layers of 2048+ channels; 10^5 synthetic
+#: images are tens of seconds to generate
+MAX_WIDTH = 4.0
+MAX_N_DATA = 100_000
 
 
 @dataclass
@@ -51,6 +59,21 @@ class VolumeConfig:
     seed: int = 0
     device: str = "cpu"
     allow_slow: bool = False
+
+    def __post_init__(self):
+        from nsverify.errors import BadArgumentError, check_number
+
+        check_number(self.width, "width", lo=0, lo_open=True, hi=MAX_WIDTH, hint="the channel/hidden width factor")
+        for name, hi in (("n_data", MAX_N_DATA), ("batch_size", 65536), ("draws", 10**6), ("batches", 10**6)):
+            check_number(getattr(self, name), name, integer=True, lo=1, hi=hi)
+        check_number(self.seed, "seed", integer=True, lo=0, hi=2**63 - 1)
+        if self.norm not in (1, 2, math.inf):
+            raise BadArgumentError(f"norm={self.norm!r} is invalid: use 1 (eq 3.11), 2 or inf.")
+        if not self.dtypes:
+            raise BadArgumentError("dtypes is empty: give at least one, e.g. ['float32'].")
+        if len(self.programs) != 2 or self.programs[0] == self.programs[1]:
+            raise BadArgumentError(f"programs={self.programs!r}: give two different programs P, Q, e.g. "
+                                   f"('native', 'minimal').")
 
     def key(self) -> str:
         """Hash of everything that changes the per-draw results (not ``draws``: runs can be extended)."""
@@ -91,9 +114,23 @@ def _draw_seed(seed: int, m: int) -> int:
 
 class _Data:
     def __init__(self, cfg: VolumeConfig):
+        from nsverify.errors import InputFileError
         from nsverify.workloads.datasets import get_dataset
+        from nsverify.workloads.models import INPUT_SHAPE
 
-        self.x, self.y = get_dataset(cfg.dataset, cfg.data_root, cfg.n_data, cfg.seed, torch.float64)
+        if cfg.model not in INPUT_SHAPE:
+            raise NsverifyError(f"unknown model {cfg.model!r}; choose from {', '.join(INPUT_SHAPE)}.")
+        try:
+            self.x, self.y = get_dataset(cfg.dataset, cfg.data_root, cfg.n_data, cfg.seed, torch.float64)
+        except (ValueError, EOFError, pickle.UnpicklingError, OSError) as exc:  # data files that are not the format
+            raise InputFileError(f"the {cfg.dataset} files under {cfg.data_root!r} cannot be read as {cfg.dataset} "
+                                 f"({type(exc).__name__}: {exc}); replace them with the original files.") from exc
+        shape = tuple(self.x.shape[1:])
+        if shape != INPUT_SHAPE[cfg.model]:
+            fit = sorted(m for m, s in INPUT_SHAPE.items() if s == shape)
+            raise NsverifyError(f"model {cfg.model!r} takes {'x'.join(map(str, INPUT_SHAPE[cfg.model]))} inputs but "
+                                f"dataset {cfg.dataset!r} gives {'x'.join(map(str, shape))}; use a model among "
+                                f"{', '.join(fit) or 'none'} or another dataset.")
         need = cfg.batch_size * cfg.batches
         if need > len(self.x):
             raise NsverifyError(f"{cfg.batches} batches of {cfg.batch_size} need {need} samples but dataset "
@@ -139,14 +176,27 @@ def load_partial(path: str | Path | None, cfg: VolumeConfig) -> dict:
         if not p.exists():
             continue
         try:
-            blob = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise NsverifyError(f"resume file {str(p)!r} is unreadable ({exc}); delete it to start over.") from exc
-        if blob.get("schema") != PARTIAL_SCHEMA or blob.get("key") != cfg.key():
+            blob = json.loads(p.read_bytes().decode("utf-8"))
+        except (OSError, ValueError) as exc:  # ValueError: not UTF-8, not JSON
+            raise NsverifyError(f"resume file {str(p)!r} is unreadable or corrupted ({exc}); delete it to start "
+                                f"over.") from exc
+        if not isinstance(blob, dict) or blob.get("schema") != PARTIAL_SCHEMA or not isinstance(
+                blob.get("draws"), dict):
+            raise NsverifyError(f"resume file {str(p)!r} is not a zones partial-results file (schema "
+                                f"{PARTIAL_SCHEMA}); choose another --resume path or delete it.")
+        if blob.get("key") != cfg.key():
             raise NsverifyError(
                 f"resume file {str(p)!r} belongs to another configuration (model, data, dtypes, batch size, "
                 f"seed, ... differ); delete it or choose another --resume path.")
-        done.update({int(k): v for k, v in blob["draws"].items()})
+        try:
+            draws = {int(k): v for k, v in blob["draws"].items()}
+            ok = all(isinstance(v, dict) and all(isinstance(rows, list) for rows in v.values()) for v in draws.values())
+        except ValueError:
+            ok = False
+        if not ok:
+            raise NsverifyError(f"resume file {str(p)!r} is corrupted (its draws are not draw -> {{dtype: rows}}); "
+                                f"delete it to start over.")
+        done.update(draws)
     return done
 
 
