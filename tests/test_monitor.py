@@ -70,13 +70,19 @@ def test_inplace_relu_is_restored():
     assert m[1].inplace is True
 
 
-def test_summary_table2_quantities():
+def test_summary_table2_quantities_count_as_algorithm_2():
+    """Zero images: each channel's pre-activation is its bias, so every window ties; Algorithm 2 (Park et al.,
+    App. F, line 7) counts only windows whose max is positive: the channel with bias 0.5, not the one with -0.5."""
     m = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(2 * 3 * 3, 2))
+    with torch.no_grad():
+        m[0].bias[:] = torch.tensor([0.5, -0.5])
     with Monitor(m) as mon:
         for _ in range(2):
             _step(m, mon, torch.zeros(2, 1, 8, 8), torch.tensor([0, 1]))
         (s,) = [r for r in mon.summary() if r["pool"]]
-    assert s["max_ops"] == 2 * 2 * 2 * 3 * 3 and s["tie_share"] == 1.0 and mon.correct_steps() == (2, 2)
+    assert s["max_ops"] == 2 * 2 * 2 * 3 * 3 and s["tie_share"] == 1.0
+    assert s["tied_positive"] == 2 * 2 * 3 * 3 and s["positive_share"] == 0.5
+    assert mon.correct_steps() == (2, 2)
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ from nsverify.errors import NsverifyError
 from nsverify.kernels import loader
 
 __all__ = ["ENV", "MODES", "KernelUnavailableError", "KernelModeError", "mode", "set_mode", "use", "status",
-           "maxpool2d_tie_backward", "fused_applies"]
+           "maxpool2d_tie_backward", "fused_applies", "tie_counts", "tie_scan", "count_equal"]
 
 log = logging.getLogger("nsverify.kernels")
 
@@ -157,3 +157,73 @@ def status() -> dict:
     cpu = loader.state()
     return {"mode": mode(), "cpu": None if cpu is None else asdict(cpu), "cpu_cache": str(loader.cache_root()),
             "cuda": None if not _TRITON else {"triton": _TRITON["module"] is not None, "error": _TRITON["error"]}}
+
+
+def tie_counts(x: torch.Tensor, out: torch.Tensor, kernel, stride, padding=(0, 0), dilation=(1, 1)) -> torch.Tensor:
+    """|A_j| for every window of a 2-d max pool: how many entries of x equal the window's max ``out`` (uint8; 0 for
+    a window whose max is NaN; padding never counts). One vectorised pass on x's device, no copy of x: one strided
+    slice of x per kernel offset, compared with the part of ``out`` whose windows that offset hits.
+
+    x: (..., H, W); out: (..., Ho, Wo) as ``F.max_pool2d`` returns it (any ceil_mode); kernel, stride, padding,
+    dilation: pairs. Windows of more than 255 entries raise (the count is uint8)."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    if kh * kw > 255:
+        raise NsverifyError(f"tie_counts: a {kh}x{kw} window has more entries than a uint8 count holds (255)")
+    h, w = x.shape[-2:]
+    ho, wo = out.shape[-2:]
+    count = torch.zeros(out.shape, dtype=torch.uint8, device=out.device)
+
+    def span(o, size, n_out, pad, step, dil):  # output rows whose offset-o input row lies inside
+        lo = max(0, -(-(pad - o * dil) // step))
+        hi = min(n_out - 1, (size - 1 + pad - o * dil) // step)
+        return lo, hi
+
+    for a in range(kh):
+        oh0, oh1 = span(a, h, ho, ph, sh, dh)
+        if oh1 < oh0:
+            continue
+        ih0 = oh0 * sh - ph + a * dh
+        for b in range(kw):
+            ow0, ow1 = span(b, w, wo, pw, sw, dw)
+            if ow1 < ow0:
+                continue
+            iw0 = ow0 * sw - pw + b * dw
+            xs = x[..., ih0: ih0 + (oh1 - oh0) * sh + 1: sh, iw0: iw0 + (ow1 - ow0) * sw + 1: sw]
+            count[..., oh0: oh1 + 1, ow0: ow1 + 1] += xs == out[..., oh0: oh1 + 1, ow0: ow1 + 1]
+    return count
+
+
+def _cpu_scan_ok(*ts) -> bool:
+    """Can the C++ detection kernels read these tensors (CPU, plain, floating; built, not mode reference)?"""
+    if mode() == "reference" or torch.compiler.is_compiling():
+        return False
+    if not all(t.device.type == "cpu" and t.dtype in _FLOATS and _plain(t) for t in ts):
+        return False
+    return loader.cpu_extension().ok
+
+
+def tie_scan(x: torch.Tensor, out: torch.Tensor, kernel, stride, padding=(0, 0), dilation=(1, 1),
+             saturated=()) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(counts, mask)`` of a 2-d max pool for the training monitor: ``counts`` = int64 tensor ``[windows with
+    |A_j| >= 2, those whose max is not in saturated]``, ``mask`` = bool (..., Ho, Wo), True at the latter. One read
+    of x and out (the C++ kernel on CPU; :func:`tie_counts` and a few elementwise ops elsewhere). Counts stay on
+    x's device."""
+    if _cpu_scan_ok(x, out) and x.dim() == 4 and x.is_contiguous() and out.is_contiguous():
+        return torch.ops.nsverify_kernels.maxpool2d_tie_scan(x, out, list(kernel), list(stride), list(padding),
+                                                              list(dilation), [float(v) for v in saturated])
+    many = tie_counts(x, out, kernel, stride, padding, dilation) >= 2
+    mask = many.clone()
+    for v in saturated:
+        mask &= out != v
+    return torch.stack([many.sum(), mask.sum()]), mask
+
+
+def count_equal(y: torch.Tensor, values) -> torch.Tensor:
+    """How many entries of y equal one of ``values`` (0-d int64 on y's device; kink touches), in one read of y."""
+    values = [float(v) for v in values]
+    if _cpu_scan_ok(y):
+        return torch.ops.nsverify_kernels.count_equal(y, values)
+    total = torch.zeros((), dtype=torch.int64, device=y.device)
+    for v in values:
+        total = total + (y == v).sum()
+    return total

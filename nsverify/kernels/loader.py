@@ -103,7 +103,7 @@ def _load() -> BuildState:
     before = {p: p.stat().st_mtime_ns for p in build_dir.glob("*.so")}
     t0 = time.perf_counter()
     try:
-        path = load(name, [str(s) for s in SOURCES], extra_cflags=CFLAGS, extra_ldflags=LDFLAGS,
+        path = load(name, [str(s) for s in SOURCES], extra_cflags=list(CFLAGS), extra_ldflags=list(LDFLAGS),
                     is_python_module=False, verbose=False)
     except Exception as exc:  # noqa: BLE001 - a compiler error, a missing header, a bad toolchain: fall back
         first = str(exc).strip().splitlines()

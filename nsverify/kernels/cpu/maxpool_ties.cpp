@@ -18,12 +18,15 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -327,12 +330,143 @@ at::Tensor maxpool2d_tie_backward(const at::Tensor& g, const at::Tensor& x, cons
   return gx;
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Tie detection for the training monitor (nsverify.papers.park.monitor): one read of x and out per pool layer.
+
+// Per plane: how many windows tie (|A_j| >= 2) and how many of those have a maximum outside ``sat`` (the saturated
+// values of the activation); mask[j] = the latter.
+template <typename scalar_t>
+void scan_plane(const scalar_t* x, const scalar_t* out, bool* mask, const Geom& G, const std::vector<double>& sat,
+                int64_t& tied, int64_t& positive) {
+  using op_t = typename OpMath<scalar_t>::type;
+  const bool two_by_two = G.kh == 2 && G.kw == 2 && G.sh == 2 && G.sw == 2 && G.ph == 0 && G.pw == 0 && G.dh == 1 &&
+                          G.dw == 1 && 2 * G.Ho <= G.H && 2 * G.Wo <= G.W;
+  for (int64_t oh = 0; oh < G.Ho; ++oh) {
+    if (two_by_two) {
+      const scalar_t* r0 = x + 2 * oh * G.W;
+      const scalar_t* r1 = r0 + G.W;
+      const scalar_t* orow = out + oh * G.Wo;
+      bool* mrow = mask + oh * G.Wo;
+      for (int64_t ow = 0; ow < G.Wo; ++ow) {  // float indicators: the form GCC vectorizes
+        const op_t m = ld<scalar_t>(orow[ow]);
+        const op_t cnt = (ld<scalar_t>(r0[2 * ow]) == m ? op_t(1) : op_t(0)) +
+                         (ld<scalar_t>(r0[2 * ow + 1]) == m ? op_t(1) : op_t(0)) +
+                         (ld<scalar_t>(r1[2 * ow]) == m ? op_t(1) : op_t(0)) +
+                         (ld<scalar_t>(r1[2 * ow + 1]) == m ? op_t(1) : op_t(0));
+        mrow[ow] = cnt > op_t(1);
+      }
+    } else {
+      const int64_t h0 = oh * G.sh - G.ph;
+      for (int64_t ow = 0; ow < G.Wo; ++ow) {
+        const int64_t w0 = ow * G.sw - G.pw;
+        const op_t m = ld<scalar_t>(out[oh * G.Wo + ow]);
+        int count = 0;
+        for (int64_t a = 0; a < G.kh; ++a) {
+          const int64_t ih = h0 + a * G.dh;
+          if (ih < 0 || ih >= G.H) continue;
+          for (int64_t b = 0; b < G.kw; ++b) {
+            const int64_t iw = w0 + b * G.dw;
+            if (iw >= 0 && iw < G.W) count += ld<scalar_t>(x[ih * G.W + iw]) == m;
+          }
+        }
+        mask[oh * G.Wo + ow] = count > 1;
+      }
+    }
+  }
+  for (int64_t j = 0; j < G.Ho * G.Wo; ++j) {
+    if (!mask[j]) continue;
+    ++tied;
+    const double m = static_cast<double>(ld<scalar_t>(out[j]));
+    bool saturated = false;
+    for (double v : sat) saturated |= m == v;
+    if (saturated) {
+      mask[j] = false;
+    } else {
+      ++positive;
+    }
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor> maxpool2d_tie_scan(const at::Tensor& x, const at::Tensor& out,
+                                                      at::IntArrayRef kernel, at::IntArrayRef stride,
+                                                      at::IntArrayRef padding, at::IntArrayRef dilation,
+                                                      at::ArrayRef<double> saturated) {
+  TORCH_CHECK(x.dim() == 4 && out.dim() == 4 && x.is_contiguous() && out.is_contiguous() &&
+                  x.scalar_type() == out.scalar_type(),
+              "maxpool2d_tie_scan: contiguous x (N, C, H, W) and out (N, C, Ho, Wo) of one dtype");
+  Geom G{x.size(2), x.size(3), out.size(2), out.size(3), kernel[0], kernel[1], stride[0], stride[1],
+         padding[0], padding[1], dilation[0], dilation[1], false};
+  const int64_t planes = x.size(0) * x.size(1);
+  at::Tensor mask = at::empty(out.sizes(), out.options().dtype(at::kBool));
+  std::vector<int64_t> counts(2 * planes, 0);
+  const std::vector<double> sat(saturated.begin(), saturated.end());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "maxpool2d_tie_scan", [&] {
+    const scalar_t* xp = x.const_data_ptr<scalar_t>();
+    const scalar_t* op = out.const_data_ptr<scalar_t>();
+    bool* mp = mask.mutable_data_ptr<bool>();
+    const int64_t in_plane = G.H * G.W, out_plane = G.Ho * G.Wo;
+    at::parallel_for(0, planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_plane)), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        scan_plane<scalar_t>(xp + p * in_plane, op + p * out_plane, mp + p * out_plane, G, sat, counts[2 * p],
+                             counts[2 * p + 1]);
+      }
+    });
+  });
+  int64_t tied = 0, positive = 0;
+  for (int64_t p = 0; p < planes; ++p) {
+    tied += counts[2 * p];
+    positive += counts[2 * p + 1];
+  }
+  at::Tensor total = at::empty({2}, at::TensorOptions().dtype(at::kLong));
+  total.mutable_data_ptr<int64_t>()[0] = tied;
+  total.mutable_data_ptr<int64_t>()[1] = positive;
+  return {total, mask};
+}
+
+// How many entries of y equal one of ``values`` (kink touches), in one read of y.
+at::Tensor count_equal(const at::Tensor& y, at::ArrayRef<double> values) {
+  const at::Tensor yc = y.contiguous();
+  const int64_t n = yc.numel();
+  const std::vector<double> vals(values.begin(), values.end());
+  int64_t total = 0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, yc.scalar_type(), "count_equal", [&] {
+    using op_t = typename OpMath<scalar_t>::type;
+    const scalar_t* p = yc.const_data_ptr<scalar_t>();
+    const int64_t chunk = 1 << 16, chunks = (n + chunk - 1) / chunk;
+    std::vector<int64_t> part(chunks, 0);
+    at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        int64_t hits = 0;
+        const int64_t end = std::min(n, (c + 1) * chunk);
+        for (double dv : vals) {
+          const op_t v = static_cast<op_t>(dv);
+          if (static_cast<double>(v) != dv) continue;  // not representable: no entry equals it
+          for (int64_t i = c * chunk; i < end; ++i) hits += ld<scalar_t>(p[i]) == v;
+        }
+        part[c] = hits;
+      }
+    });
+    for (int64_t h : part) total += h;
+  });
+  at::Tensor out = at::empty({}, at::TensorOptions().dtype(at::kLong));
+  out.mutable_data_ptr<int64_t>()[0] = total;
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(nsverify_kernels, m) {
   m.def(
       "maxpool2d_tie_backward(Tensor g, Tensor x, Tensor out, Tensor idx, int[] kernel, int[] stride, "
       "int[] padding, int[] dilation, bool hybrid, float beta, float one_minus_beta) -> Tensor");
+  m.def(
+      "maxpool2d_tie_scan(Tensor x, Tensor out, int[] kernel, int[] stride, int[] padding, int[] dilation, "
+      "float[] saturated) -> (Tensor, Tensor)");
+  m.def("count_equal(Tensor y, float[] values) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(nsverify_kernels, CPU, m) { m.impl("maxpool2d_tie_backward", &maxpool2d_tie_backward); }
+TORCH_LIBRARY_IMPL(nsverify_kernels, CPU, m) {
+  m.impl("maxpool2d_tie_backward", &maxpool2d_tie_backward);
+  m.impl("maxpool2d_tie_scan", &maxpool2d_tie_scan);
+  m.impl("count_equal", &count_equal);
+}
