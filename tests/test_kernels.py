@@ -12,7 +12,7 @@ import textwrap
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsverify import ad, kernels
@@ -63,6 +63,7 @@ def _pool(x, geom):
 
 
 @needs_cxx
+@settings(max_examples=budget(60))
 @given(case=pool_cases())
 def test_fused_cpu_kernel_equals_the_reference(case):
     x, geom, beta, gen = case
@@ -80,6 +81,7 @@ def test_fused_cpu_kernel_equals_the_reference(case):
 
 
 @needs_cxx
+@settings(max_examples=budget(30))
 @given(case=pool_cases(), one_d=st.booleans())
 def test_public_ops_give_the_same_gradient_in_both_modes(case, one_d):
     x, geom, beta, gen = case
@@ -220,7 +222,8 @@ _TRITON_CHECK = textwrap.dedent("""
                 ref = _maxpool_vjp_reference(g, x, out, idx, geom, jac, beta)
                 got = tm.maxpool2d_tie_backward(g, x, out, idx, geom, jac == "hybrid", 1.0 if beta is None else beta)
                 nan = ref.isnan()
-                if not (torch.equal(nan, got.isnan()) and torch.equal(ref.masked_fill(nan, 0), got.masked_fill(nan, 0))):
+                if not (torch.equal(nan, got.isnan())
+                        and torch.equal(ref.masked_fill(nan, 0), got.masked_fill(nan, 0))):
                     bad.append((str(dt), geom, jac, beta))
     print("mismatches", bad)
     raise SystemExit(1 if bad else 0)

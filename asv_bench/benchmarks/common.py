@@ -140,6 +140,23 @@ def pool_backend(device) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Park et al.'s training monitor against plain training steps (monitor)
+
+#: the overhead workloads (nsverify.papers.park.overhead): reduced-width VGG11 / ResNet18, natural crops, batch 64
+MONITOR_MODELS = ("vgg11", "resnet18")
+
+
+def monitor_steps(model_name: str, dtype=torch.float32, device="cpu", small: bool = False, steps: int = 4):
+    """A :class:`nsverify.papers.park.overhead.TrainingSteps` (``.plain()``, ``.monitored()``, ``.records``):
+    batch 64 at the model's default reduced width; ``small``: batch 8, width 1/16 (checks that the case runs)."""
+    from nsverify.papers.park.overhead import TrainingSteps
+
+    if small:
+        return TrainingSteps(model_name, steps, width=1 / 16, batch=8, device=device, dtype=dtype)
+    return TrainingSteps(model_name, steps, device=device, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # (forward+backward)/forward of ReLU networks (costs; Boustany Ch.2)
 
 

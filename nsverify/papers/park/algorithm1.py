@@ -8,6 +8,7 @@ Used by the training monitor (:mod:`.monitor`) and by :func:`~.premises.spec_pre
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -21,7 +22,15 @@ from nsverify.strategies.netspec import Activation
 
 def pool_index_windows(per_sample_shape: tuple, kernel, stride, padding=0, dilation=1) -> torch.Tensor:
     """(n_windows, K) flat indices (per sample) of every max-pool window, row-major within a window; padding
-    positions are -1. ``per_sample_shape``: (C, L) for 1-D pools, (C, H, W) for 2-D."""
+    positions are -1. ``per_sample_shape``: (C, L) for 1-D pools, (C, H, W) for 2-D. Cached per geometry (the
+    training monitor asks at every step with ties); do not modify the result."""
+    key = tuple(tuple(v) if isinstance(v, (tuple, list)) else v
+                for v in (tuple(per_sample_shape), kernel, stride, padding, dilation))
+    return _pool_index_windows(*key)
+
+
+@functools.lru_cache(maxsize=64)
+def _pool_index_windows(per_sample_shape, kernel, stride, padding, dilation) -> torch.Tensor:
     import torch.nn.functional as F
 
     dims = len(per_sample_shape) - 1
@@ -226,13 +235,15 @@ def _pool_constraints_jvp(
     both_flat = (rp == 0) & (rho_prime[b, istar] == 0)[:, None]
     left = tie & ~both_flat
     left[ar, first] = False
-    pending = {}
-    for r in left.any(dim=1).nonzero().flatten().tolist():
-        b_, i_star = int(b[r]), int(istar[r])
-        rest = [k for k in left[r].nonzero().flatten().tolist()
-                if same_patch is None or not same_patch(b_, i_star, int(w[r, k]))]
-        if rest:
-            pending[r] = rest
+    if same_patch is not None:
+        rr, kk = left.nonzero().unbind(1)
+        if getattr(same_patch, "vectorised", False):  # one call for every (i*, i) pair
+            known = same_patch(b[rr], istar[rr], w[rr, kk])
+        else:
+            known = torch.tensor([bool(same_patch(int(b[r]), int(istar[r]), int(w[r, k])))
+                                  for r, k in zip(rr.tolist(), kk.tolist())], dtype=torch.bool, device=left.device)
+        left[rr[known], kk[known]] = False
+    pending = {r: left[r].nonzero().flatten().tolist() for r in left.any(dim=1).nonzero().flatten().tolist()}
     if not pending:
         return
     jv = _jvps(alpha, params_upto).reshape(2, B, -1)

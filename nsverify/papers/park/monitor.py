@@ -100,26 +100,39 @@ def receptive_fields(model: nn.Module) -> dict:
     return out
 
 
-def _same_field(x: torch.Tensor, y: torch.Tensor, fov) -> callable:
-    """``same(b, i, k)``: do units i and k of sample b (flat indices into y[b]) read identical input fields that
-    lie wholly inside the image? Then a translation-equivariant chain (convolutions, BatchNorm, elementwise
-    activations, max pools with PyTorch's first-index rule) computes both, and their AD gradients w.r.t. the
-    shared parameters, identically. Units whose field reaches into padding are not decided here (False)."""
+def _same_field(x: torch.Tensor, y: torch.Tensor, fov, inside: bool = True) -> callable:
+    """``same(b, i, k)``: do units i and k of sample b (flat indices into y[b]; ints, or index tensors for all pairs
+    at once) read identical input fields? ``fov``: ((rf, jump, start) per dim, see :func:`receptive_fields`). Then a
+    translation-equivariant chain (convolutions, BatchNorm, elementwise activations, max pools with PyTorch's
+    first-index rule) computes both, and their AD gradients w.r.t. the shared parameters, identically. With
+    ``inside`` (deeper layers), fields that reach into the zero padding are not decided here (False); without it
+    (a convolution on the input itself) the zero-padded fields are compared."""
     (rf_h, jh, sh), (rf_w, jw, sw) = fov
     ho, wo = y.shape[-2:]
     h, w = x.shape[-2:]
+    xp = x if inside else torch.nn.functional.pad(x, (-sw, -sw, -sh, -sh))
+    oh_off, ow_off = (sh, sw) if inside else (0, 0)
+    dr, dc = torch.arange(rf_h, device=x.device), torch.arange(rf_w, device=x.device)
+    chans = torch.arange(x.shape[1], device=x.device)
 
-    def field(b, i):
-        oh, ow = divmod(i % (ho * wo), wo)
-        r0, c0 = sh + oh * jh, sw + ow * jw
-        if r0 < 0 or c0 < 0 or r0 + rf_h > h or c0 + rf_w > w:
-            return None
-        return x[b, :, r0: r0 + rf_h, c0: c0 + rf_w]
+    def fields(b, i):
+        pos = i % (ho * wo)
+        r0, c0 = oh_off + (pos // wo) * jh, ow_off + (pos % wo) * jw
+        ok = (r0 >= 0) & (c0 >= 0) & (r0 + rf_h <= xp.shape[-2]) & (c0 + rf_w <= xp.shape[-1])
+        r = (r0.clamp(min=0)[:, None] + dr).clamp(max=xp.shape[-2] - 1)
+        c = (c0.clamp(min=0)[:, None] + dc).clamp(max=xp.shape[-1] - 1)
+        return xp[b[:, None, None, None], chans[None, :, None, None], r[:, None, :, None], c[:, None, None, :]], ok
 
     def same(b, i, k):
-        fi, fk = field(b, i), field(b, k)
-        return fi is not None and fk is not None and torch.equal(fi, fk)
+        scalar = isinstance(b, int)
+        if scalar:
+            b, i, k = (torch.tensor([v], device=x.device) for v in (b, i, k))
+        fi, oki = fields(b, i)
+        fk, okk = fields(b, k)
+        res = oki & okk & (fi == fk).flatten(1).all(dim=1)
+        return bool(res[0]) if scalar else res
 
+    same.vectorised = True
     return same
 
 
@@ -388,10 +401,8 @@ class Monitor:
         return [kinks, zero + out.numel(), counts[0], counts[1]], positive
 
     def _same_patch(self, L: _Layer, d):
-        """Identical receptive fields of a first-layer convolution: equal input patches (same sample,
+        """Identical receptive fields of a first-layer convolution: equal zero-padded input patches (same sample,
         channel)."""
-        import torch.nn.functional as F
-
         conv = dict(self.model.named_modules())[L.first_conv]
         x = d["x"]
         if isinstance(conv, nn.Conv1d):
@@ -406,21 +417,10 @@ class Monitor:
             ks, st, pd, dl = conv.kernel_size, conv.stride, conv.padding, conv.dilation
         if isinstance(pd, str):
             return None
-        wo = d["y"].shape[-1]  # conv output positions per row
-        npos = d["y"][0, 0].numel()
-        cache = {}
-
-        def patch(b, i):
-            oh, ow = divmod(i % npos, wo)
-            r0, c0 = oh * st[0], ow * st[1]
-            return cache["xp"][b, :, r0: r0 + (ks[0] - 1) * dl[0] + 1: dl[0], c0: c0 + (ks[1] - 1) * dl[1] + 1: dl[1]]
-
-        def same(b, i, k):  # the zero-padded input is made once, at the first question (steps with ties only)
-            if "xp" not in cache:
-                cache["xp"] = F.pad(x, (pd[1], pd[1], pd[0], pd[0]))
-            return torch.equal(patch(b, i), patch(b, k))
-
-        return same
+        y = d["y"] if d["y"].dim() == 4 else d["y"].unsqueeze(2)
+        pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
+        fov = tuple(((k - 1) * dd + 1, s_, -p_) for k, s_, p_, dd in zip(pair(ks), pair(st), pair(pd), pair(dl)))
+        return _same_field(x, y, fov, inside=False)
 
     # ------------------------------------------------------------------ results
     def summary(self) -> list[dict]:

@@ -56,50 +56,71 @@ def overhead_workload(model_name: str, steps: int, width: float | None = None, b
     return model, batches
 
 
+class TrainingSteps:
+    """One model, its SGD optimizer, a :class:`~.monitor.Monitor` on it and a cycle of minibatches: ``plain()`` runs
+    one training step on the next batch without the monitor's hooks, ``monitored()`` one with them and
+    :meth:`~.monitor.Monitor.check` (its record appended to ``records``). Shared by :func:`monitor_overhead`, the
+    asv benchmarks and ``asv_bench/ratios.py --area monitor``; call :meth:`close` at the end."""
+
+    def __init__(self, model_name: str, steps: int, width: float | None = None, batch: int = 64, seed: int = 0,
+                 device="cpu", dtype=torch.float32, lr: float = 0.05):
+        self.model, self.batches = overhead_workload(model_name, steps, width, batch, seed, device, dtype)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=lr)
+        self.monitor = Monitor(self.model)
+        self.records: list = []
+        self._plain_i = self._monitored_i = 0
+
+    def _step(self, xb, yb, monitored: bool):
+        loss = F.cross_entropy(self.model(xb), yb)
+        if monitored:
+            self.records.append(self.monitor.check())
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+    def plain(self):
+        xb, yb = self.batches[self._plain_i % len(self.batches)]
+        self._plain_i += 1
+        with self.monitor.paused():
+            self._step(xb, yb, False)
+
+    def monitored(self):
+        xb, yb = self.batches[self._monitored_i % len(self.batches)]
+        self._monitored_i += 1
+        self._step(xb, yb, True)
+
+    def rewind(self):
+        """Back to the first batch, records cleared (after warm-up steps)."""
+        self.records.clear()
+        self._plain_i = self._monitored_i = 0
+
+    def close(self):
+        self.monitor.close()
+
+
 def monitor_overhead(model_name: str, steps: int = 12, *, width: float | None = None, batch: int = 64,
                      seed: int = 0, device="cpu", dtype=torch.float32, warmup: int = 1, lr: float = 0.05) -> dict:
     """Monitored / plain training-step time of ``model_name`` ("vgg11" or "resnet18") over ``steps`` batches of
     natural crops, measured side by side (see the module docstring).
 
     Returns ``{"model", "width", "batch", "steps", "device", "dtype", "plain_s", "monitored_s", "ratio"`` (median
-    monitored step / median plain step), ``"paper_ratio"`` (1.77), ``"per_step": [{"tied_windows",
-    "kink_touches", "plain_s", "monitored_s", "ratio"}]``, ``"by_ties": [{"tied_windows": bucket, "steps",
-    "ratio"}]`` (median of the per-step ratios in each bucket of tied windows per step), ``"certified":
-    [correct steps, steps]}``. ``warmup`` plain and monitored steps on the first batch come first, untimed."""
+    monitored step / median plain step), ``"paper_ratio"`` (1.77), ``"per_step": [{"tied_windows"`` (Algorithm 2's
+    count), ``"tied_windows_all", "kink_touches", "plain_s", "monitored_s", "ratio"}]``, ``"by_ties":
+    [{"tied_windows": bucket, "steps", "ratio"}]`` (median of the per-step ratios in each bucket of tied windows per
+    step), ``"certified": [correct steps, steps]}``. ``warmup`` plain and monitored steps come first, untimed."""
     device = torch.device(device)
-    model, batches = overhead_workload(model_name, steps, width, batch, seed, device, dtype)
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-    mon = Monitor(model)
-    records = []
-
-    def step(xb, yb, monitored):
-        loss = F.cross_entropy(model(xb), yb)
-        if monitored:
-            records.append(mon.check())
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    plain_it, monitored_it = iter(batches), iter(batches)
-
-    def plain():
-        with mon.paused():
-            step(*next(plain_it), False)
-
-    def monitored():
-        step(*next(monitored_it), True)
-
-    for _ in range(warmup):
-        with mon.paused():
-            step(*batches[0], False)
-        step(*batches[0], True)
-    records.clear()
+    run = TrainingSteps(model_name, steps, width, batch, seed, device, dtype, lr)
     try:
-        t = time_side_by_side({"plain": plain, "monitored": monitored}, repeat=steps, warmup=0, device=device)
+        for _ in range(warmup):
+            run.plain()
+            run.monitored()
+        run.rewind()
+        t = time_side_by_side({"plain": run.plain, "monitored": run.monitored}, repeat=steps, warmup=0,
+                              device=device)
     finally:
-        mon.close()
+        run.close()
     per_step = []
-    for p_s, m_s, rec in zip(t.samples["plain"], t.samples["monitored"], records):
+    for p_s, m_s, rec in zip(t.samples["plain"], t.samples["monitored"], run.records):
         per_step.append({"tied_windows": sum(c.tied_positive for c in rec.layers),
                          "tied_windows_all": sum(c.tied_windows for c in rec.layers),
                          "kink_touches": sum(c.kink_touches for c in rec.layers),
@@ -109,9 +130,9 @@ def monitor_overhead(model_name: str, steps: int = 12, *, width: float | None = 
         ratios = [r["ratio"] for r in per_step if r["tied_windows"] >= lo and (hi is None or r["tied_windows"] <= hi)]
         if ratios:
             by_ties.append({"tied_windows": _bucket(lo), "steps": len(ratios), "ratio": statistics.median(ratios)})
-    good = sum(1 for r in records if r.correct == "yes")
+    good = sum(1 for r in run.records if r.correct == "yes")
     return {"model": model_name, "width": OVERHEAD_MODELS[model_name][0] if width is None else width,
             "batch": batch, "steps": steps, "device": str(device), "dtype": str(dtype).removeprefix("torch."),
             "plain_s": t.stat("plain", "median"), "monitored_s": t.stat("monitored", "median"),
             "ratio": t.ratio("monitored", "plain", "median"), "paper_ratio": PAPER_OVERHEAD,
-            "per_step": per_step, "by_ties": by_ties, "certified": [good, len(records)]}
+            "per_step": per_step, "by_ties": by_ties, "certified": [good, len(run.records)]}
