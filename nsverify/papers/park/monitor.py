@@ -100,36 +100,41 @@ def receptive_fields(model: nn.Module) -> dict:
     return out
 
 
-def _same_field(x: torch.Tensor, y: torch.Tensor, fov, inside: bool = True) -> callable:
+def _same_field(x: torch.Tensor, y: torch.Tensor, fov, single_layer: bool = False) -> callable:
     """``same(b, i, k)``: do units i and k of sample b (flat indices into y[b]; ints, or index tensors for all pairs
-    at once) read identical input fields? ``fov``: ((rf, jump, start) per dim, see :func:`receptive_fields`). Then a
-    translation-equivariant chain (convolutions, BatchNorm, elementwise activations, max pools with PyTorch's
-    first-index rule) computes both, and their AD gradients w.r.t. the shared parameters, identically. With
-    ``inside`` (deeper layers), fields that reach into the zero padding are not decided here (False); without it
-    (a convolution on the input itself) the zero-padded fields are compared."""
+    at once) compute the same thing? ``fov``: ((rf, jump, start) per dim, see :func:`receptive_fields`). If their
+    zero-padded input fields are identical, a translation-equivariant chain (convolutions, BatchNorm, elementwise
+    activations, max pools with PyTorch's first-index rule) computes both, and their AD gradients w.r.t. the shared
+    parameters, identically -- provided the zero padding of the intermediate layers sits alike: in each spatial
+    dimension both fields lie inside the image, or both units have the same index (so the translation runs along
+    the border). ``single_layer``: one convolution on the input (no intermediate padding): identical zero-padded
+    fields suffice."""
     (rf_h, jh, sh), (rf_w, jw, sw) = fov
     ho, wo = y.shape[-2:]
     h, w = x.shape[-2:]
-    xp = x if inside else torch.nn.functional.pad(x, (-sw, -sw, -sh, -sh))
-    oh_off, ow_off = (sh, sw) if inside else (0, 0)
+    xp = torch.nn.functional.pad(x, (rf_w, rf_w, rf_h, rf_h))  # margins wider than any field's overhang
     dr, dc = torch.arange(rf_h, device=x.device), torch.arange(rf_w, device=x.device)
     chans = torch.arange(x.shape[1], device=x.device)
 
     def fields(b, i):
         pos = i % (ho * wo)
-        r0, c0 = oh_off + (pos // wo) * jh, ow_off + (pos % wo) * jw
-        ok = (r0 >= 0) & (c0 >= 0) & (r0 + rf_h <= xp.shape[-2]) & (c0 + rf_w <= xp.shape[-1])
-        r = (r0.clamp(min=0)[:, None] + dr).clamp(max=xp.shape[-2] - 1)
-        c = (c0.clamp(min=0)[:, None] + dc).clamp(max=xp.shape[-1] - 1)
-        return xp[b[:, None, None, None], chans[None, :, None, None], r[:, None, :, None], c[:, None, None, :]], ok
+        oh, ow = pos // wo, pos % wo
+        r0, c0 = sh + oh * jh, sw + ow * jw
+        inside_h, inside_w = (r0 >= 0) & (r0 + rf_h <= h), (c0 >= 0) & (c0 + rf_w <= w)
+        r = r0[:, None] + rf_h + dr
+        c = c0[:, None] + rf_w + dc
+        f = xp[b[:, None, None, None], chans[None, :, None, None], r[:, None, :, None], c[:, None, None, :]]
+        return f, oh, ow, inside_h, inside_w
 
     def same(b, i, k):
         scalar = isinstance(b, int)
         if scalar:
             b, i, k = (torch.tensor([v], device=x.device) for v in (b, i, k))
-        fi, oki = fields(b, i)
-        fk, okk = fields(b, k)
-        res = oki & okk & (fi == fk).flatten(1).all(dim=1)
+        fi, ohi, owi, ihi, iwi = fields(b, i)
+        fk, ohk, owk, ihk, iwk = fields(b, k)
+        res = (fi == fk).flatten(1).all(dim=1)
+        if not single_layer:
+            res &= ((ihi & ihk) | (ohi == ohk)) & ((iwi & iwk) | (owi == owk))
         return bool(res[0]) if scalar else res
 
     same.vectorised = True
@@ -420,7 +425,7 @@ class Monitor:
         y = d["y"] if d["y"].dim() == 4 else d["y"].unsqueeze(2)
         pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
         fov = tuple(((k - 1) * dd + 1, s_, -p_) for k, s_, p_, dd in zip(pair(ks), pair(st), pair(pd), pair(dl)))
-        return _same_field(x, y, fov, inside=False)
+        return _same_field(x, y, fov, single_layer=True)
 
     # ------------------------------------------------------------------ results
     def summary(self) -> list[dict]:
