@@ -236,3 +236,34 @@ def test_triton_kernels_equal_the_reference_in_the_interpreter():
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore"}
     res = subprocess.run([sys.executable, "-c", _TRITON_CHECK], env=env, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+
+
+@settings(max_examples=budget(40))
+@given(case=pool_cases(), mode=st.sampled_from(["reference", "auto"]))
+def test_tie_counts_and_scan_match_the_registry_windows(case, mode):
+    """|A_j| per window against an independent enumeration of the windows (the registry's pool2d_windows), and the
+    monitor's scan (C++ on CPU, PyTorch in mode reference) against those counts."""
+    from nsverify.registry import pool2d_windows
+
+    x, geom, _beta, _gen = case
+    k, s, p, d, ceil = geom
+    out = F.max_pool2d(x, k, s, p, d, ceil_mode=ceil)
+    counts = kernels.tie_counts(x, out, k, s, p, d)
+    n, c, h, w = x.shape
+    (ho, wo), wins = pool2d_windows(h, w, k, s, p, d, ceil)
+    planes = x.reshape(n * c, h * w).double().tolist()
+    want = []
+    for pl in planes:
+        for win in wins:
+            vals = [pl[i] for i in win]
+            m = max(vals) if not any(v != v for v in vals) else None
+            want.append(0 if m is None else sum(1 for v in vals if v == m))
+    assert counts.reshape(-1).tolist() == want
+    sat = (0.0, 2.0)
+    with kernels.use(mode):
+        total, mask = kernels.tie_scan(x, out, k, s, p, d, saturated=sat)
+        kinks = kernels.count_equal(x, [0.0, 1.0])
+    many = counts >= 2
+    positive = many & (out != 0) & (out != 2)
+    assert total.tolist() == [int(many.sum()), int(positive.sum())] and torch.equal(mask, positive)
+    assert int(kinks) == int(((x == 0) | (x == 1)).sum())
