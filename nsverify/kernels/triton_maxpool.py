@@ -75,21 +75,15 @@ def _window_values(gj, cnt, beta, omb, HYBRID: tl.constexpr, SCALED: tl.constexp
 
 
 @triton.jit
-def _disjoint_kernel(x_ptr, out_ptr, idx_ptr, g_ptr, gx_ptr, scal_ptr, n_win, H, W, Ho, Wo,
-                     SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
-                     DH: tl.constexpr, DW: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
-                     HYBRID: tl.constexpr, SCALED: tl.constexpr, KIND: tl.constexpr, BLOCK_W: tl.constexpr):
-    j = tl.program_id(0).to(tl.int64) * BLOCK_W + tl.arange(0, BLOCK_W)
-    live = j < n_win
+def _scan_windows(x_ptr, out_ptr, g_ptr, j, live, H, W, Ho, Wo, SH: tl.constexpr, SW: tl.constexpr,
+                  PH: tl.constexpr, PW: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr, KH: tl.constexpr,
+                  KW: tl.constexpr, KIND: tl.constexpr):
+    """Windows ``j``: their plane, position, max, upstream gradient, tie count and first tied entry (-1: none)."""
     plane = j // (Ho * Wo)
     oh = (j // Wo) % Ho
     ow = j % Wo
-    m = tl.load(out_ptr + j, mask=live, other=0.0)
-    m = _up(m, KIND)
-    gj = tl.load(g_ptr + j, mask=live, other=0.0)
-    gj = _up(gj, KIND)
-    beta = tl.load(scal_ptr)
-    omb = tl.load(scal_ptr + 1)
+    m = _up(tl.load(out_ptr + j, mask=live, other=0.0), KIND)
+    gj = _up(tl.load(g_ptr + j, mask=live, other=0.0), KIND)
     cnt = tl.zeros_like(oh).to(tl.int32)
     first = tl.full(oh.shape, -1, tl.int64)
     for t in tl.static_range(KH * KW):
@@ -97,11 +91,24 @@ def _disjoint_kernel(x_ptr, out_ptr, idx_ptr, g_ptr, gx_ptr, scal_ptr, n_win, H,
         iw = ow * SW - PW + (t % KW) * DW
         inside = live & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
         pos = ih * W + iw
-        v = tl.load(x_ptr + plane * H * W + pos, mask=inside, other=0.0)
-        v = _up(v, KIND)
+        v = _up(tl.load(x_ptr + plane * H * W + pos, mask=inside, other=0.0), KIND)
         hit = inside & (v == m)
         first = tl.where(hit & (cnt == 0), pos, first)
         cnt += hit.to(tl.int32)
+    return plane, oh, ow, m, gj, cnt, first
+
+
+@triton.jit
+def _disjoint_kernel(x_ptr, out_ptr, idx_ptr, g_ptr, gx_ptr, scal_ptr, n_win, H, W, Ho, Wo,
+                     SH: tl.constexpr, SW: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
+                     DH: tl.constexpr, DW: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+                     HYBRID: tl.constexpr, SCALED: tl.constexpr, KIND: tl.constexpr, BLOCK_W: tl.constexpr):
+    j = tl.program_id(0).to(tl.int64) * BLOCK_W + tl.arange(0, BLOCK_W)
+    live = j < n_win
+    plane, oh, ow, m, gj, cnt, first = _scan_windows(x_ptr, out_ptr, g_ptr, j, live, H, W, Ho, Wo, SH, SW, PH, PW,
+                                                     DH, DW, KH, KW, KIND)
+    beta = tl.load(scal_ptr)
+    omb = tl.load(scal_ptr + 1)
     r, native = _window_values(gj, cnt, beta, omb, HYBRID, SCALED, KIND)
     rn = _rnd(r + native, KIND)
     nan_win = m != m
@@ -126,27 +133,10 @@ def _window_kernel(x_ptr, out_ptr, idx_ptr, g_ptr, r_ptr, nat_ptr, first_ptr, sc
     """Per window: r_j, the native part and the index that receives it (-1: none)."""
     j = tl.program_id(0).to(tl.int64) * BLOCK_W + tl.arange(0, BLOCK_W)
     live = j < n_win
-    plane = j // (Ho * Wo)
-    oh = (j // Wo) % Ho
-    ow = j % Wo
-    m = tl.load(out_ptr + j, mask=live, other=0.0)
-    m = _up(m, KIND)
-    gj = tl.load(g_ptr + j, mask=live, other=0.0)
-    gj = _up(gj, KIND)
+    plane, oh, ow, m, gj, cnt, first = _scan_windows(x_ptr, out_ptr, g_ptr, j, live, H, W, Ho, Wo, SH, SW, PH, PW,
+                                                     DH, DW, KH, KW, KIND)
     beta = tl.load(scal_ptr)
     omb = tl.load(scal_ptr + 1)
-    cnt = tl.zeros_like(oh).to(tl.int32)
-    first = tl.full(oh.shape, -1, tl.int64)
-    for t in tl.static_range(KH * KW):
-        ih = oh * SH - PH + (t // KW) * DH
-        iw = ow * SW - PW + (t % KW) * DW
-        inside = live & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-        pos = ih * W + iw
-        v = tl.load(x_ptr + plane * H * W + pos, mask=inside, other=0.0)
-        v = _up(v, KIND)
-        hit = inside & (v == m)
-        first = tl.where(hit & (cnt == 0), pos, first)
-        cnt += hit.to(tl.int32)
     r, native = _window_values(gj, cnt, beta, omb, HYBRID, SCALED, KIND)
     nan_win = m != m
     arg = tl.load(idx_ptr + j, mask=live & nan_win, other=-1)

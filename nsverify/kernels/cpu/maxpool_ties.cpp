@@ -46,6 +46,19 @@ struct Geom {
   bool overlap;
 };
 
+// Calls f(flat index) for every entry of the window whose top-left corner is (h0, w0), row-major, padding skipped.
+template <typename F>
+inline void each_in_window(const Geom& G, int64_t h0, int64_t w0, F&& f) {
+  for (int64_t a = 0; a < G.kh; ++a) {
+    const int64_t ih = h0 + a * G.dh;
+    if (ih < 0 || ih >= G.H) continue;
+    for (int64_t b = 0; b < G.kw; ++b) {
+      const int64_t iw = w0 + b * G.dw;
+      if (iw >= 0 && iw < G.W) f(ih * G.W + iw);
+    }
+  }
+}
+
 // The value a window's tie set receives, and the first-index (native) part, under the chosen Jacobian.
 template <typename scalar_t, typename op_t>
 inline void window_values(scalar_t gj, int64_t count, bool hybrid, bool beta_is_one, op_t beta, op_t omb, scalar_t& r,
@@ -75,9 +88,8 @@ void plane_disjoint(const scalar_t* x, const scalar_t* out, const int64_t* idx, 
                     const Geom& G, bool hybrid, bool beta_is_one, typename OpMath<scalar_t>::type beta,
                     typename OpMath<scalar_t>::type omb) {
   using op_t = typename OpMath<scalar_t>::type;
-  const int64_t kh = G.kh, kw = G.kw;
-  const bool full = G.ph == 0 && G.pw == 0 && G.sh == kh && G.sw == kw && G.dh == 1 && G.dw == 1 &&
-                    G.Ho * kh == G.H && G.Wo * kw == G.W;
+  const bool full = G.ph == 0 && G.pw == 0 && G.sh == G.kh && G.sw == G.kw && G.dh == 1 && G.dw == 1 &&
+                    G.Ho * G.kh == G.H && G.Wo * G.kw == G.W;
   if (!full) std::memset(static_cast<void*>(gx), 0, sizeof(scalar_t) * G.H * G.W);
   for (int64_t oh = 0; oh < G.Ho; ++oh) {
     const int64_t h0 = oh * G.sh - G.ph;
@@ -86,41 +98,23 @@ void plane_disjoint(const scalar_t* x, const scalar_t* out, const int64_t* idx, 
       const op_t m = static_cast<op_t>(out[j]);
       const int64_t w0 = ow * G.sw - G.pw;
       if (m != m) {  // NaN window: PyTorch's own index gets g_j, the other entries 0
-        for (int64_t a = 0; a < kh; ++a) {
-          const int64_t ih = h0 + a * G.dh;
-          if (ih < 0 || ih >= G.H) continue;
-          for (int64_t b = 0; b < kw; ++b) {
-            const int64_t iw = w0 + b * G.dw;
-            if (iw >= 0 && iw < G.W) gx[ih * G.W + iw] = static_cast<scalar_t>(0);
-          }
-        }
+        each_in_window(G, h0, w0, [&](int64_t q) {
+          gx[q] = static_cast<scalar_t>(0);
+        });
         add_to(gx[idx[j]], g[j]);
         continue;
       }
       int64_t count = 0, first = -1;
-      for (int64_t a = 0; a < kh; ++a) {
-        const int64_t ih = h0 + a * G.dh;
-        if (ih < 0 || ih >= G.H) continue;
-        for (int64_t b = 0; b < kw; ++b) {
-          const int64_t iw = w0 + b * G.dw;
-          if (iw < 0 || iw >= G.W) continue;
-          const bool hit = static_cast<op_t>(x[ih * G.W + iw]) == m;
-          if (hit && count == 0) first = ih * G.W + iw;
-          count += hit;
-        }
-      }
+      each_in_window(G, h0, w0, [&](int64_t q) {
+        const bool hit = static_cast<op_t>(x[q]) == m;
+        if (hit && count == 0) first = q;
+        count += hit;
+      });
       scalar_t r, native;
       window_values<scalar_t, op_t>(g[j], count, hybrid, beta_is_one, beta, omb, r, native);
-      for (int64_t a = 0; a < kh; ++a) {
-        const int64_t ih = h0 + a * G.dh;
-        if (ih < 0 || ih >= G.H) continue;
-        for (int64_t b = 0; b < kw; ++b) {
-          const int64_t iw = w0 + b * G.dw;
-          if (iw < 0 || iw >= G.W) continue;
-          const bool hit = static_cast<op_t>(x[ih * G.W + iw]) == m;
-          gx[ih * G.W + iw] = hit ? r : static_cast<scalar_t>(0);
-        }
-      }
+      each_in_window(G, h0, w0, [&](int64_t q) {
+        gx[q] = static_cast<op_t>(x[q]) == m ? r : static_cast<scalar_t>(0);
+      });
       if (hybrid) add_to(gx[first], native);
     }
   }
@@ -221,17 +215,11 @@ void plane_overlap(const scalar_t* x, const scalar_t* out, const int64_t* idx, c
         continue;
       }
       int64_t count = 0, first = -1;
-      for (int64_t a = 0; a < G.kh; ++a) {
-        const int64_t ih = h0 + a * G.dh;
-        if (ih < 0 || ih >= G.H) continue;
-        for (int64_t b = 0; b < G.kw; ++b) {
-          const int64_t iw = w0 + b * G.dw;
-          if (iw < 0 || iw >= G.W) continue;
-          const bool hit = static_cast<op_t>(x[ih * G.W + iw]) == m;
-          if (hit && count == 0) first = ih * G.W + iw;
-          count += hit;
-        }
-      }
+      each_in_window(G, h0, w0, [&](int64_t q) {
+        const bool hit = static_cast<op_t>(x[q]) == m;
+        if (hit && count == 0) first = q;
+        count += hit;
+      });
       window_values<scalar_t, op_t>(g[j], count, hybrid, beta_is_one, beta, omb, r_buf[j], native_buf[j]);
       first_buf[j] = hybrid ? first : -1;
     }
@@ -243,15 +231,9 @@ void plane_overlap(const scalar_t* x, const scalar_t* out, const int64_t* idx, c
       const op_t m = static_cast<op_t>(out[j]);
       if (m != m) continue;
       const scalar_t r = r_buf[j];
-      for (int64_t a = 0; a < G.kh; ++a) {
-        const int64_t ih = h0 + a * G.dh;
-        if (ih < 0 || ih >= G.H) continue;
-        for (int64_t b = 0; b < G.kw; ++b) {
-          const int64_t iw = w0 + b * G.dw;
-          if (iw < 0 || iw >= G.W) continue;
-          if (static_cast<op_t>(x[ih * G.W + iw]) == m) add_to(gx[ih * G.W + iw], r);
-        }
-      }
+      each_in_window(G, h0, w0, [&](int64_t q) {
+        if (static_cast<op_t>(x[q]) == m) add_to(gx[q], r);
+      });
     }
   }
   // PyTorch's scatter_add accumulates 16-bit tensors in float32 and rounds once per position: so does this pass
@@ -361,14 +343,9 @@ void scan_plane(const scalar_t* x, const scalar_t* out, bool* mask, const Geom& 
         const int64_t w0 = ow * G.sw - G.pw;
         const op_t m = ld<scalar_t>(out[oh * G.Wo + ow]);
         int count = 0;
-        for (int64_t a = 0; a < G.kh; ++a) {
-          const int64_t ih = h0 + a * G.dh;
-          if (ih < 0 || ih >= G.H) continue;
-          for (int64_t b = 0; b < G.kw; ++b) {
-            const int64_t iw = w0 + b * G.dw;
-            if (iw >= 0 && iw < G.W) count += ld<scalar_t>(x[ih * G.W + iw]) == m;
-          }
-        }
+        each_in_window(G, h0, w0, [&](int64_t q) {
+          count += ld<scalar_t>(x[q]) == m;
+        });
         mask[oh * G.Wo + ow] = count > 1;
       }
     }
