@@ -3,6 +3,7 @@
     python asv_bench/ratios.py                                   # areas ad_ops, oracle, zones; CPU
     python asv_bench/ratios.py --area ad_ops --dtype bfloat16 --repeat 11 --threads 2
     python asv_bench/ratios.py --area zones_dist                 # torchrun ranks vs threads (slow, opt-in)
+    python asv_bench/ratios.py --area ad_ops,monitor,optim       # issue 15's CPU targets in one run (opt-in areas)
     python asv_bench/ratios.py --small --json ratios.json        # tiny sizes; every sample written as JSON
 
 asv (``tox -e bench``) keeps the history of absolute times; this command answers "how many times slower is A
@@ -45,7 +46,8 @@ class Pair:
 
 @dataclass
 class Case:
-    """Callables timed together (interleaved) and the ratios read from them."""
+    """Callables timed together (interleaved) and the ratios read from them; ``info`` values may be callables,
+    read after the timing (e.g. what the timed steps saw)."""
 
     name: str
     fns: dict[str, Callable[[], object]]
@@ -69,14 +71,56 @@ class Area:
 
 def ad_ops_cases(dtype, device, small) -> Iterator[Case]:
     shape = common.SMALL_AD_SHAPE if small else common.AD_SHAPE
+    gpu = device.type == "cuda"
+    pool_target = ("<=", 1.2 if gpu else 1.5)  # issue 15: fused minimal/hybrid max pool
     pairs = [Pair("relu_s", "relu"), Pair("maxpool_native", "max_pool2d"),
-             Pair("maxpool_minimal", "max_pool2d", ("<=", 1.5)), Pair("maxpool_hybrid", "max_pool2d", ("<=", 1.5)),
-             Pair("maxpool_minimal_overlap", "max_pool2d_overlap")]
+             Pair("maxpool_minimal", "max_pool2d", pool_target), Pair("maxpool_hybrid", "max_pool2d", pool_target),
+             Pair("maxpool_minimal@reference", "max_pool2d"), Pair("maxpool_hybrid@reference", "max_pool2d"),
+             Pair("maxpool_minimal_overlap", "max_pool2d_overlap"),
+             Pair("maxpool_hybrid_overlap", "max_pool2d_overlap")]
     ops = sorted({o for p in pairs for o in (p.candidate, p.baseline)})
+    backend = common.pool_backend(device)
     for ties in (False, True):
         x = common.pool_input(dtype, shape, ties, device)
         fns = {o: (lambda o=o, x=x: common.fwd_bwd(o, x)) for o in ops}
-        yield Case(f"{'plateaus (ties)' if ties else 'randn'} {'x'.join(map(str, shape))}", fns, pairs)
+        yield Case(f"{'plateaus (ties)' if ties else 'randn'} {'x'.join(map(str, shape))}", fns, pairs,
+                   info={"minimal/hybrid backward": backend})
+
+
+def monitor_cases(dtype, device, small) -> Iterator[Case]:
+    """Park's monitor: monitored / plain training step, reduced-width VGG11 / ResNet18 on natural crops."""
+    for name in ("vgg11",) if small else common.MONITOR_MODELS:
+        run = common.monitor_steps(name, dtype, device, small, steps=4 if small else 12)
+        run.plain()
+        run.monitored()
+        run.rewind()
+        ties = run.records  # filled while the case is measured
+
+        def tied_per_step(records=ties):
+            per = [sum(c.tied_positive for c in r.layers) for r in records]
+            return f"{min(per)}-{max(per)}" if per else "-"
+
+        yield Case(f"{name} (width {_width(name, small)}), batch "
+                   f"{len(run.batches[0][0])}, natural crops: training step",
+                   {"plain": run.plain, "monitored": run.monitored}, [Pair("monitored", "plain", ("<=", 1.2))],
+                   info={"tied windows per step": tied_per_step}, warmup=0)
+        run.close()
+
+
+def _width(name: str, small: bool) -> str:
+    from nsverify.papers.park.overhead import OVERHEAD_MODELS
+
+    return "1/16" if small else f"{OVERHEAD_MODELS[name][0]:g}"
+
+
+def optim_cases(dtype, device, small) -> Iterator[Case]:
+    """INNAprop's foreach step against AdamW's (nsverify.papers.innaprop.checks.bench_optimizer)."""
+    from nsverify.papers.innaprop.checks import bench_optimizer
+
+    for n in (10_000,) if small else (10_000, 1_000_000, 10_000_000):
+        opts = {kind: bench_optimizer(kind, n, dtype, device) for kind in ("adamw", "innaprop")}
+        yield Case(f"{n:,} parameters: optimizer step", {k: o.step for k, o in opts.items()},
+                   [Pair("innaprop", "adamw", ("<=", 1.15))])
 
 
 def oracle_cases(dtype, device, small) -> Iterator[Case]:
@@ -153,6 +197,8 @@ AREAS = {
     "oracle": Area(oracle_cases, None, cpu_only=True),
     "zones": Area(zones_cases, ("float32",)),
     "zones_dist": Area(zones_dist_cases, ("float32",), cpu_only=True, default=False),
+    "monitor": Area(monitor_cases, ("float32",), default=False),
+    "optim": Area(optim_cases, ("float32",), default=False),
 }
 
 
@@ -178,7 +224,8 @@ def measure(case: Case, *, repeat: int, warmup: int, device) -> dict:
                        "baseline_median_s": t.stat(p.baseline, "median"),
                        "target": None if p.target is None else f"{p.target[0]} {p.target[1]:g}",
                        "met": _met(med, p.target)})
-    return {"case": case.name, "info": case.info, "ratios": ratios, "timing": t.to_json()}
+    info = {k: v() if callable(v) else v for k, v in case.info.items()}  # callables: read after the timing
+    return {"case": case.name, "info": info, "ratios": ratios, "timing": t.to_json()}
 
 
 def _print(area: str, dtype_label: str, res: dict) -> None:

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nsverify import registry
+from nsverify import kernels, registry
 from nsverify.errors import NsverifyError, UnsupportedOpError
 from nsverify.registry import Rule, RuleError, parse_rule
 
@@ -324,7 +324,7 @@ class _TieWindows:
     (per window, the sum of ``t`` over A_j).
 
     Non-overlapping windows inside the input (stride = kernel, no padding/dilation) use a 6-d view of x
-    and fused in-place kernels (the fast path).  Everything else loops over the kh*kw kernel offsets: offset
+    (the fast path).  Everything else loops over the kh*kw kernel offsets: offset
     (a, b) of every window is one strided slice of the NaN-padded input, so no im2col copy is made;
     padding never ties (NaN compares unequal) and a window whose max is NaN has count 0.
     """
@@ -338,12 +338,7 @@ class _TieWindows:
             self.view_shape = (n, c, ho, k[0], wo, k[1])
             self.win_shape = (n, c, ho, 1, wo, 1)
             xv = x[..., : ho * k[0], : wo * k[1]].reshape(self.view_shape)
-            # a bool compare then one conversion is faster than comparing into a float buffer (measured);
-            # the float mask is later scaled in place into the gradient, except for functorch-wrapped
-            # tensors (vmap, grad), which cannot be written in place
-            self.plain = not _is_wrapped(x)
-            mask = xv == out.reshape(self.win_shape)
-            self.maskf = mask.to(x.dtype)
+            mask = self.mask = xv == out.reshape(self.win_shape)
             if k[0] * k[1] < 256:  # tie counts as uint8 sums of the k*k strided mask slices (cheapest)
                 mu = mask.view(torch.uint8)
                 count = mu[:, :, :, 0, :, 0].clone()
@@ -353,7 +348,7 @@ class _TieWindows:
                             count += mu[:, :, :, a, :, b]
                 self.count = count.reshape(n, c, ho, wo)
             else:
-                flat = self.maskf.reshape(n, c, ho * k[0], wo * k[1])
+                flat = mask.to(x.dtype).reshape(n, c, ho * k[0], wo * k[1])
                 self.count = F.avg_pool2d(flat, k, divisor_override=1)
         else:
             hp = (ho - 1) * s[0] + d[0] * (k[0] - 1) + 1
@@ -377,8 +372,8 @@ class _TieWindows:
         """sum_j r_j 1[A_j] on the input grid (r: one value per output, with r = 0 on NaN windows)."""
         x, k = self.x, self.k
         if self.fast:
-            rb = r.reshape(self.win_shape)
-            masked = self.maskf.mul_(rb) if self.plain else self.maskf * rb
+            # where, not mask * r: an infinite or NaN r must not reach the window's other entries (0 * inf)
+            masked = torch.where(self.mask, r.reshape(self.win_shape), torch.zeros((), dtype=r.dtype, device=r.device))
             grid = masked.reshape(x.shape[:-2] + (self.view_shape[2] * k[0], self.view_shape[4] * k[1]))
             if grid.shape[-2:] == x.shape[-2:]:
                 return grid
@@ -402,8 +397,7 @@ class _TieWindows:
         if self.fast:
             n, c, ho, kh, wo, kw = self.view_shape
             tv = t[..., : ho * kh, : wo * kw].reshape(self.view_shape)
-            mask = self.maskf != 0
-            return torch.where(mask, tv, zero).sum((3, 5))
+            return torch.where(self.mask, tv, zero).sum((3, 5))
         hp, wp, h, w = self.padded
         p = self.p
         pad = (p[1], max(0, wp - w - p[1]), p[0], max(0, hp - h - p[0]))
@@ -420,14 +414,6 @@ class _TieWindows:
 def _native_bwd(g, x, idx, k, s, p, d, ceil_mode):
     return torch.ops.aten.max_pool2d_with_indices_backward(g, x, list(k), list(s), list(p), list(d),
                                                            ceil_mode, idx)
-
-
-def _is_wrapped(t: torch.Tensor) -> bool:
-    """Is t a functorch-wrapped tensor (inside vmap/grad/jvp transforms)?"""
-    try:
-        return bool(torch._C._functorch.is_functorch_wrapped_tensor(t))
-    except (AttributeError, RuntimeError):  # pragma: no cover - older torch
-        return False
 
 
 def _might_be_true(t: torch.Tensor) -> bool:
@@ -449,6 +435,16 @@ def _maxpool_vjp(g, x, out, idx, geom, jacobian, beta):
     k, s, p, d, ceil_mode = geom
     if jacobian == "native":
         return _native_bwd(g, x, idx, k, s, p, d, ceil_mode)
+    fused = kernels.maxpool2d_tie_backward(g, x, out, idx, geom, jacobian, beta)
+    if fused is not None:  # the C++ (CPU) or Triton (CUDA) kernel; equal to the reference below
+        return fused
+    return _maxpool_vjp_reference(g, x, out, idx, geom, jacobian, beta)
+
+
+def _maxpool_vjp_reference(g, x, out, idx, geom, jacobian, beta):
+    """The pure-PyTorch minimal / hybrid VJP: the reference the fused kernels (nsverify.kernels) are tested
+    against, and their fallback."""
+    k, s, p, d, _ceil_mode = geom
     win = _TieWindows(x, out, k, s, p, d)
     count = win.count
     nan_win = count == 0  # windows whose max is NaN: fall back to the native index

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nsverify import ad, registry
+from nsverify import ad, kernels, registry
 from nsverify.errors import NsverifyError, UnknownOpError, UnsupportedOpError
 from nsverify.registry import RuleError, parse_rule, pool2d_windows
 
@@ -235,11 +235,18 @@ def reference_pool_grad(x2d, gout, geom, jac, beta):
     return (ho, wo), wins, grad
 
 
+@pytest.fixture(params=["reference", "auto"])
+def kernel_mode(request):
+    """Both backward paths: the pure-PyTorch reference and the fused kernel (nsverify.kernels) where it builds."""
+    with kernels.use(request.param):
+        yield request.param
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("jac,beta", [("native", None), ("minimal", None), ("hybrid", Fraction(1, 2)),
                                       ("hybrid", Fraction(4)), ("hybrid", Fraction(-1, 4))])
 @pytest.mark.parametrize("gi", range(len(GEOMS)))
-def test_maxpool_variants_exact(gi, jac, beta, dtype):
+def test_maxpool_variants_exact(gi, jac, beta, dtype, kernel_mode):
     geom = GEOMS[gi]
     gen = torch.Generator().manual_seed(gi)
     h, w = 7, 8
@@ -269,7 +276,7 @@ def test_maxpool_variants_exact(gi, jac, beta, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_maxpool_minimal_non_dyadic_split_is_correctly_rounded(dtype):
+def test_maxpool_minimal_non_dyadic_split_is_correctly_rounded(dtype, kernel_mode):
     x = torch.tensor([[[[1.0, 1.0], [1.0, 0.0]]]], dtype=dtype, requires_grad=True)
     (gx,) = torch.autograd.grad(ad.max_pool2d(x, 2, rule="minimal"), x,
                                 torch.ones(1, 1, 1, 1, dtype=dtype))
@@ -290,14 +297,14 @@ def test_hybrid_forward_is_max_bitwise_in_float16(beta):
         assert not torch.equal(naive, F.max_pool2d(x, 2))
 
 
-def test_hybrid_tie_free_windows_get_exactly_g():
+def test_hybrid_tie_free_windows_get_exactly_g(kernel_mode):
     x = torch.tensor([[[[1.0, 2.0], [3.0, 4.0]]]], dtype=torch.float16, requires_grad=True)
     (gx,) = torch.autograd.grad(ad.max_pool2d(x, 2, rule="hybrid=1e4"), x,
                                 torch.tensor([[[[0.1]]]], dtype=torch.float16))
     assert gx.flatten().tolist() == [0, 0, 0, torch.tensor(0.1, dtype=torch.float16).item()]
 
 
-def test_maxpool_nan_window_falls_back_to_native():
+def test_maxpool_nan_window_falls_back_to_native(kernel_mode):
     x = torch.tensor([[[[float("nan"), 1.0], [1.0, 0.0]]]], requires_grad=True)
     for rule in ["minimal", "hybrid=3"]:
         (gx,) = torch.autograd.grad(ad.max_pool2d(x, 2, rule=rule), x, torch.ones(1, 1, 1, 1))

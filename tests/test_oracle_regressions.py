@@ -75,7 +75,8 @@ def test_tanh_is_enclosed_and_decided():
     g0 = v.exact_ad[0]
     with mpmath.workdps(80):
         true = 1 - mpmath.tanh(mpmath.mpf(1) / 2) ** 2
-        assert mpmath.mpf(g0.lo.numerator) / g0.lo.denominator <= true <= mpmath.mpf(g0.hi.numerator) / g0.hi.denominator
+        lo = mpmath.mpf(g0.lo.numerator) / g0.lo.denominator
+        assert lo <= true <= mpmath.mpf(g0.hi.numerator) / g0.hi.denominator
 
 
 # ------------------------------------------------------------------------------------------------------

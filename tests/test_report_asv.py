@@ -194,7 +194,7 @@ def test_ratio_command_measures_side_by_side_and_keeps_every_sample(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--area", "nope"], "--area nope: choose from ad_ops, oracle, zones, zones_dist"),
+    (["--area", "nope"], "--area nope: choose from ad_ops, oracle, zones, zones_dist"),  # then the opt-in areas
     (["--area", ""], "--area (empty)"),
     (["--dtype", "int32"], "not a floating dtype"),
     (["--repeat", "0"], "--repeat"),

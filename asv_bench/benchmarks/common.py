@@ -32,13 +32,14 @@ No relative imports here: tests and ``ratios.py`` load this file on its own.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 
 import torch
 import torch.nn.functional as F
 
-from nsverify import ad, devices
+from nsverify import ad, devices, kernels
 from nsverify.devices import parse_device, parse_dtype
 from nsverify.errors import DeviceUnavailableError
 from nsverify.oracle.cases import kink_net  # noqa: F401 - the oracle's pruning program, also the report's
@@ -96,8 +97,13 @@ AD_OPS = {
     "maxpool_minimal": lambda x: ad.max_pool2d(x, 2, rule="even"),
     "maxpool_hybrid": lambda x: ad.max_pool2d(x, 2, rule="hybrid=0.5"),
     "maxpool_minimal_overlap": lambda x: ad.max_pool2d(x, 3, stride=2, padding=1, rule="even"),
+    "maxpool_hybrid_overlap": lambda x: ad.max_pool2d(x, 3, stride=2, padding=1, rule="hybrid=0.5"),
     "max_pool2d_overlap": lambda x: F.max_pool2d(x, 3, stride=2, padding=1),
 }
+#: the same ops with the backward forced to the pure-PyTorch reference (nsverify.kernels mode "reference"): the
+#: path every fused kernel is checked against, and the fallback where no compiler is present
+REFERENCE = "@reference"
+REFERENCE_OPS = [f"{op}{REFERENCE}" for op in ("maxpool_minimal", "maxpool_hybrid")]
 
 
 def pool_input(dtype=torch.float32, shape=AD_SHAPE, ties: bool = False, device="cpu") -> torch.Tensor:
@@ -111,10 +117,43 @@ def pool_input(dtype=torch.float32, shape=AD_SHAPE, ties: bool = False, device="
 
 
 def fwd_bwd(op: str, x: torch.Tensor) -> torch.Tensor:
-    """Forward and backward of ``AD_OPS[op]`` (incoming gradient of ones); returns the input gradient."""
-    y = AD_OPS[op](x)
-    (g,) = torch.autograd.grad(y, x, torch.ones_like(y))
+    """Forward and backward of ``AD_OPS[op]`` (incoming gradient of ones); returns the input gradient.
+
+    ``op`` may end in ``@reference``: the same op with the pure-PyTorch reference backward."""
+    base, ref, _ = op.partition(REFERENCE)
+    with kernels.use("reference") if ref else contextlib.nullcontext():
+        y = AD_OPS[base](x)
+        (g,) = torch.autograd.grad(y, x, torch.ones_like(y))
     return g
+
+
+def pool_backend(device) -> str:
+    """Which backward the minimal/hybrid max pools use on ``device`` (builds the CPU kernel if needed)."""
+    x = torch.zeros(1, 1, 2, 2, device=device, requires_grad=True)
+    fwd_bwd("maxpool_minimal", x)
+    st = kernels.status()
+    if torch.device(device).type == "cpu":
+        cpu = st["cpu"] or {}
+        return "fused C++" if cpu.get("ok") else f"reference ({cpu.get('error')})"
+    cuda = st["cuda"] or {}
+    return "Triton" if cuda.get("triton") else f"reference ({cuda.get('error')})"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Park et al.'s training monitor against plain training steps (monitor)
+
+#: the overhead workloads (nsverify.papers.park.overhead): reduced-width VGG11 / ResNet18, natural crops, batch 64
+MONITOR_MODELS = ("vgg11", "resnet18")
+
+
+def monitor_steps(model_name: str, dtype=torch.float32, device="cpu", small: bool = False, steps: int = 4):
+    """A :class:`nsverify.papers.park.overhead.TrainingSteps` (``.plain()``, ``.monitored()``, ``.records``):
+    batch 64 at the model's default reduced width; ``small``: batch 8, width 1/16 (checks that the case runs)."""
+    from nsverify.papers.park.overhead import TrainingSteps
+
+    if small:
+        return TrainingSteps(model_name, steps, width=1 / 16, batch=8, device=device, dtype=dtype)
+    return TrainingSteps(model_name, steps, device=device, dtype=dtype)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -870,7 +870,7 @@ def _replay_blocks(fn, w, c: BlockProduct, t, samples: int, seed: int) -> str | 
     replayed gradient's, and for not_member exact gradients sampled near w not contradicting the separation."""
     fixed = c.fixed
     todo = []
-    for i, (coords, verts, weights, _wits) in enumerate(c.blocks):
+    for i, (_coords, verts, weights, _wits) in enumerate(c.blocks):
         if c.status == "member":
             todo += [(i, j) for j, lam in (weights or {}).items() if lam != 0]
         elif c.separating and c.separating[0] == "block" and c.separating[1] == i:

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Run every GPU measurement script once, on a machine with a CUDA GPU, writing JSON files into OUT:
 #     bash scripts/gpu/run_all.sh OUT [script ...]
-# Each script gets its own time limit (GPU_LIMIT_<name>, seconds) so one slow part cannot starve the others.
+# Each script gets its own time limit (GPU_LIMIT_<name>, seconds; perf needs about GPU_LIMIT_perf=600) so one slow
+# part cannot starve the others.
 # The JSON files are then copied to nsverify/data/gpu/ and committed; report sections read them from there.
 set -u
 out=${1:?usage: run_all.sh OUT [script ...]}
 shift
 scripts=("$@")
-[ ${#scripts[@]} -gt 0 ] || scripts=(conventions zones optim costs)
+[ ${#scripts[@]} -gt 0 ] || scripts=(conventions zones optim costs perf)
 mkdir -p "$out"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 { nvidia-smi -L; python3 -c 'import torch,sys; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'; } 2>&1 | tee "$out/gpu_env.txt"

@@ -8,6 +8,7 @@ Used by the training monitor (:mod:`.monitor`) and by :func:`~.premises.spec_pre
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -21,7 +22,15 @@ from nsverify.strategies.netspec import Activation
 
 def pool_index_windows(per_sample_shape: tuple, kernel, stride, padding=0, dilation=1) -> torch.Tensor:
     """(n_windows, K) flat indices (per sample) of every max-pool window, row-major within a window; padding
-    positions are -1. ``per_sample_shape``: (C, L) for 1-D pools, (C, H, W) for 2-D."""
+    positions are -1. ``per_sample_shape``: (C, L) for 1-D pools, (C, H, W) for 2-D. Cached per geometry (the
+    training monitor asks at every step with ties); do not modify the result."""
+    key = tuple(tuple(v) if isinstance(v, (tuple, list)) else v
+                for v in (tuple(per_sample_shape), kernel, stride, padding, dilation))
+    return _pool_index_windows(*key)
+
+
+@functools.lru_cache(maxsize=64)
+def _pool_index_windows(per_sample_shape, kernel, stride, padding, dilation) -> torch.Tensor:
     import torch.nn.functional as F
 
     dims = len(per_sample_shape) - 1
@@ -49,6 +58,7 @@ class LayerCheck:
     kink_touches: int = 0
     windows: int = 0
     tied_windows: int = 0  # |S_j| >= 2
+    tied_positive: int = 0  # |S_j| >= 2 and max > 0: the ties Algorithm 2 (Park et al., App. F) counts
     nontrivial_windows: int = 0  # S_j \ T_j non-empty
     sum_nontrivial: int = 0  # sum of |S_j \ T_j| over those windows
     unchecked: int = 0  # tied windows / kinks skipped because of the cap
@@ -79,6 +89,7 @@ def algorithm1_layer(
     max_checks: int = 4096,
     same_patch=None,
     tie_test: str = "exact",
+    windows: list | None = None,
 ) -> LayerCheck:
     """Algorithm 1 (Park, Chun and Lee, Sec. 3.2) for one layer.
 
@@ -90,6 +101,9 @@ def algorithm1_layer(
     counted as ``unchecked`` (verdict "unknown") instead of silently skipped. ``tie_test``: "exact" compares the AD
     gradients of tied entries bitwise (one backward per tied window); "jvp" (for training-size tensors)
     compares directional derivatives along two random directions computed for all entries at once.
+    ``windows``: the (sample, window) pairs known to tie, e.g. from the training monitor's vectorised detection
+    (window numbering of :func:`pool_index_windows`); only those are examined, and ``windows``/``tied_windows`` are
+    left to the caller. Default: every window is examined and counted.
     """
     out = LayerCheck(name)
     B = y.shape[0]
@@ -120,35 +134,42 @@ def algorithm1_layer(
     if pool is not None:
         a = alpha.detach()
         shape = tuple(a.shape[1:]) if a.dim() > 2 else (1, a.shape[1])
-        win = pool_index_windows(shape, *pool)
+        win = pool_index_windows(shape, *pool).to(a.device)
         af = a.reshape(B, -1)
-        valid = win >= 0
-        vals = torch.where(valid, af[:, win.clamp(min=0)], torch.tensor(float("-inf"), dtype=af.dtype))
-        mx = vals.max(dim=2, keepdim=True).values
-        tie = (vals == mx) & valid
-        counts = tie.sum(dim=2)
-        out.windows = int(counts.numel())
-        tied = (counts >= 2).nonzero().tolist()
-        out.tied_windows = len(tied)
-        # AD derivative of rho at every entry (one cheap backward through the activation)
-        rho_prime = torch.autograd.grad(alpha.sum(), y, retain_graph=True, allow_unused=True)[0]
-        rho_prime = torch.zeros_like(y) if rho_prime is None else rho_prime.reshape(B, -1)
-        pool_constraints = _pool_constraints_jvp if tie_test == "jvp" and tied else _pool_constraints_exact
-        pool_constraints(out, constraints, alpha, win, tie, tied, rho_prime, params_l, params_upto, max_checks,
-                         same_patch)
+        neg = torch.tensor(float("-inf"), dtype=af.dtype, device=af.device)
+        if windows is None:  # every window: find the tied ones
+            valid = win >= 0
+            vals = torch.where(valid, af[:, win.clamp(min=0)], neg)
+            mx = vals.max(dim=2, keepdim=True).values
+            many = ((vals == mx) & valid).sum(dim=2) >= 2
+            out.windows = int(many.numel())
+            out.tied_windows = int(many.sum())
+            out.tied_positive = int((many & (mx.squeeze(2) > 0)).sum())
+            windows = many.nonzero().tolist()
+        rows = torch.tensor(windows, dtype=torch.long, device=a.device).reshape(-1, 2)
+        wr = win[rows[:, 1]]  # (tied windows, K): each one's entries (flat per sample; -1: padding)
+        vr = torch.where(wr >= 0, af[rows[:, :1], wr.clamp(min=0)], neg)
+        tie = (vr == vr.max(dim=1, keepdim=True).values) & (wr >= 0)
+        if len(windows):
+            # AD derivative of rho at every entry (one cheap backward through the activation)
+            rho_prime = torch.autograd.grad(alpha.sum(), y, retain_graph=True, allow_unused=True)[0]
+            rho_prime = torch.zeros_like(yf) if rho_prime is None else rho_prime.reshape(B, -1)
+            pool_constraints = _pool_constraints_jvp if tie_test == "jvp" else _pool_constraints_exact
+            pool_constraints(out, constraints, alpha, rows, wr, tie, rho_prime, params_l, params_upto, max_checks,
+                             same_patch)
     if constraints:
         out.p = p_nonempty([c.tolist() for c in constraints])
     return out
 
 
 def _pool_constraints_exact(
-    out, constraints, alpha, win, tie, tied, rho_prime, params_l, params_upto, max_checks, same_patch
+    out, constraints, alpha, rows, wr, tie, rho_prime, params_l, params_upto, max_checks, same_patch
 ):
     """T_j by exact (bitwise) comparison of the AD gradients d alpha_i / d w_{1:l} (one batched backward per
-    tied window)."""
+    tied window). ``rows``: (sample, window) of the tied windows; ``wr``, ``tie``: their entries and tie masks."""
     pending = []
-    for b_, j in tied:
-        members = win[j][tie[b_, j]].tolist()
+    for r, (b_, _j) in enumerate(rows.tolist()):
+        members = wr[r][tie[r]].tolist()
         istar = members[0]  # PyTorch's max pool: first index in row-major window order
         rest = [
             i
@@ -196,38 +217,47 @@ def _jvps(alpha, params, n_dirs=2, seed=0):
 
 
 def _pool_constraints_jvp(
-    out, constraints, alpha, win, tie, tied, rho_prime, params_l, params_upto, max_checks, same_patch
+    out, constraints, alpha, rows, wr, tie, rho_prime, params_l, params_upto, max_checks, same_patch
 ):
     r"""T_j by randomized directional derivatives: members whose J v equals i*'s for two random directions v
     (bitwise) are taken as having the same AD gradient (identical computations give identical floats;
-    different gradients are separated with probability 1). Constraints for S_j \ T_j use exact per-entry gradients."""
-    B = alpha.shape[0]
+    different gradients are separated with probability 1). Members whose AD derivative of rho is 0 together with
+    i*'s, and members with an identical receptive field (``same_patch``), are in T_j without it: the directional
+    derivatives are computed only when some member is left. Constraints for S_j \ T_j use exact per-entry
+    gradients."""
+    B, n = alpha.shape[0], rows.shape[0]
+    ar = torch.arange(n, device=wr.device)
+    b = rows[:, 0]
+    first = tie.to(torch.uint8).argmax(dim=1)  # i*'s position in the window
+    w = wr.clamp(min=0)
+    istar = w[ar, first]
+    rp = rho_prime[b[:, None], w]
+    both_flat = (rp == 0) & (rho_prime[b, istar] == 0)[:, None]
+    left = tie & ~both_flat
+    left[ar, first] = False
+    if same_patch is not None:
+        rr, kk = left.nonzero().unbind(1)
+        if getattr(same_patch, "vectorised", False):  # one call for every (i*, i) pair
+            known = same_patch(b[rr], istar[rr], w[rr, kk])
+        else:
+            known = torch.tensor([bool(same_patch(int(b[r]), int(istar[r]), int(w[r, k])))
+                                  for r, k in zip(rr.tolist(), kk.tolist())], dtype=torch.bool, device=left.device)
+        left[rr[known], kk[known]] = False
+    pending = {r: left[r].nonzero().flatten().tolist() for r in left.any(dim=1).nonzero().flatten().tolist()}
+    if not pending:
+        return
     jv = _jvps(alpha, params_upto).reshape(2, B, -1)
-    w = win.clamp(min=0)
-    first = tie.float().argmax(dim=2, keepdim=True)  # i* position in the window
-    jvw = jv[:, :, w]  # (2, B, nwin, K)
-    jstar = torch.gather(jvw, 3, first.unsqueeze(0).expand(2, -1, -1, -1))
-    same = (jvw == jstar).all(dim=0)
-    rp = rho_prime[:, w]
-    rp_star = torch.gather(rp, 2, first)
-    both_flat = (rp == 0) & (rp_star == 0)
-    is_star = torch.zeros_like(tie)
-    is_star.scatter_(2, first, True)
-    nontriv = tie & ~is_star & ~same & ~both_flat
-    rows = nontriv.any(dim=2).nonzero().tolist()
     budget = max_checks
-    for b_, j in rows:
-        istar = int(w[j, first[b_, j, 0]])
-        rest = [int(w[j, k]) for k in nontriv[b_, j].nonzero().flatten().tolist()]
-        if same_patch is not None:
-            rest = [i for i in rest if not same_patch(b_, istar, i)]
+    for r, rest in pending.items():
+        b_, i_star = int(b[r]), int(istar[r])
+        rest = [int(w[r, k]) for k in rest if not bool((jv[:, b_, w[r, k]] == jv[:, b_, i_star]).all())]
         if not rest:
             continue
         if budget <= 0:
             out.unchecked += 1
             continue
         budget -= 1 + len(rest)
-        g_l = _batched_grads(alpha, [(b_, istar)] + [(b_, i) for i in rest], params_l)
+        g_l = _batched_grads(alpha, [(b_, i_star)] + [(b_, i) for i in rest], params_l)
         out.nontrivial_windows += 1
         out.sum_nontrivial += len(rest)
         for k in range(1, len(g_l)):

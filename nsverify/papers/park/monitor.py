@@ -14,17 +14,30 @@ kink touches (pre-activations exactly at a kink of the activation), max-pool win
 non-trivial ties (S_j \\ T_j non-empty, Algorithm 1 line 14) and their size, Algorithm 1's P_l (bounded LP
 with an exact check, :func:`nsverify.papers.park.lp.p_nonempty`), and Theorem 5's exact rank test for
 fully connected layers whose activation touched a kink. Kernel sizes, strides, padding and dilation are read
-from the modules.
+from the modules (``nn.MaxPool1d/2d``, ``nn.ReLU`` and the other activations, and nsverify.ad's variants).
+
+Cheap when nothing ties. Every step first runs one vectorised detection pass per layer on the model's device:
+kink touches (``y == b`` for each kink b) and the tie count of every pool window
+(:func:`nsverify.kernels.tie_counts`, strided slices against the pool's own output, no copy). ``tied_windows``
+counts every window with |S_j| >= 2; ``tied_positive`` counts them as Park et al.'s Algorithm 2 does (App. F,
+line 7): a tie whose maximum is a *saturated* value of the activation -- ``max <= 0`` after a ReLU with
+D^AD ReLU(0) = 0, and likewise the flat ends of ReLU6, HardTanh and clamp-like activations -- is left out, because
+every entry of such a window has AD derivative 0 (T_j = S_j, no constraint). Only those windows are checked. The
+exact checks (Algorithm 1 with :func:`~.algorithm1.algorithm1_layer`: T_j, constraints, the LP,
+the rank test) run only for the layers and steps whose detection found kink touches or counted ties; all counts
+reach the host in one transfer per step.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 from nsverify.errors import UnsupportedOpError
+from nsverify.kernels import count_equal, tie_scan
 from nsverify.papers.park.algorithm1 import LayerCheck, algorithm1_layer
 from nsverify.papers.park.rank import full_column_rank
 from nsverify.papers.park.walker import unsupported, walk
@@ -43,6 +56,109 @@ class _Layer:
     pool_name: str | None = None
     linear_in: str | None = None  # the Linear module whose input is z_{l-1} (Theorem 5)
     first_conv: str | None = None  # a conv applied directly to the model input (identical-patch fast path)
+    field_of_view: tuple | None = None  # ((rf, jump, start) per spatial dim) of a conv/pool chain from the input
+
+    @property
+    def pool_geom(self):
+        """(kernel, stride, padding, dilation) of the pool as the module spells them, or None."""
+        m = self.pool_module
+        if m is None:
+            return None
+        stride = m.stride if m.stride not in (None, []) else m.kernel_size
+        return (m.kernel_size, stride, m.padding, m.dilation)
+
+    @property
+    def saturated(self) -> tuple:
+        return saturated_values(self.activation)
+
+
+def receptive_fields(model: nn.Module) -> dict:
+    """``{id(module): ((rf, jump, start) for height, width)}`` for the activation and max-pool modules of a flat
+    ``nn.Sequential`` whose modules from the input up to them are 2-d convolutions, BatchNorm, elementwise
+    activations and max pools only: unit (oh, ow) of the tensor entering such a module depends on input rows
+    ``start + oh * jump ... + rf - 1`` (and likewise columns) and on nothing else. Empty for other models."""
+    if not isinstance(model, nn.Sequential):
+        return {}
+    from nsverify.papers.park.walker import MODULE_ACTIVATIONS, VARIANT_MODULES
+
+    pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
+    state = [[1, 1, 0], [1, 1, 0]]  # per dim: rf, jump, start
+    out = {}
+    for m in model.children():
+        cls = type(m).__name__
+        pool = isinstance(m, nn.MaxPool2d) or cls == "MaxPool2dVariant"
+        if cls in MODULE_ACTIVATIONS or cls in VARIANT_MODULES:
+            out[id(m)] = tuple(tuple(d) for d in state)
+        if (isinstance(m, nn.Conv2d) and not isinstance(m.padding, str)) or (pool and not m.ceil_mode):
+            stride = m.kernel_size if m.stride in (None, []) else m.stride
+            for dim, (k, s_, p_, d_) in enumerate(zip(pair(m.kernel_size), pair(stride), pair(m.padding),
+                                                      pair(m.dilation))):
+                rf, jump, start = state[dim]
+                state[dim] = [rf + (k - 1) * d_ * jump, jump * s_, start - p_ * jump]
+        elif not (isinstance(m, (nn.BatchNorm2d, nn.Identity)) or cls in MODULE_ACTIVATIONS or cls in VARIANT_MODULES):
+            break  # anything else (dropout, linear, ...) ends the chain
+    return out
+
+
+def _same_field(x: torch.Tensor, y: torch.Tensor, fov, single_layer: bool = False) -> callable:
+    """``same(b, i, k)``: do units i and k of sample b (flat indices into y[b]; ints, or index tensors for all pairs
+    at once) compute the same thing? ``fov``: ((rf, jump, start) per dim, see :func:`receptive_fields`). If their
+    zero-padded input fields are identical, a translation-equivariant chain (convolutions, BatchNorm, elementwise
+    activations, max pools with PyTorch's first-index rule) computes both, and their AD gradients w.r.t. the shared
+    parameters, identically -- provided the zero padding of the intermediate layers sits alike: in each spatial
+    dimension both fields lie inside the image, or both units have the same index (so the translation runs along
+    the border). ``single_layer``: one convolution on the input (no intermediate padding): identical zero-padded
+    fields suffice."""
+    (rf_h, jh, sh), (rf_w, jw, sw) = fov
+    ho, wo = y.shape[-2:]
+    h, w = x.shape[-2:]
+    xp = torch.nn.functional.pad(x, (rf_w, rf_w, rf_h, rf_h))  # margins wider than any field's overhang
+    dr, dc = torch.arange(rf_h, device=x.device), torch.arange(rf_w, device=x.device)
+    chans = torch.arange(x.shape[1], device=x.device)
+
+    def fields(b, i):
+        pos = i % (ho * wo)
+        oh, ow = pos // wo, pos % wo
+        r0, c0 = sh + oh * jh, sw + ow * jw
+        inside_h, inside_w = (r0 >= 0) & (r0 + rf_h <= h), (c0 >= 0) & (c0 + rf_w <= w)
+        r = r0[:, None] + rf_h + dr
+        c = c0[:, None] + rf_w + dc
+        f = xp[b[:, None, None, None], chans[None, :, None, None], r[:, None, :, None], c[:, None, None, :]]
+        return f, oh, ow, inside_h, inside_w
+
+    def same(b, i, k):
+        scalar = isinstance(b, int)
+        if scalar:
+            b, i, k = (torch.tensor([v], device=x.device) for v in (b, i, k))
+        fi, ohi, owi, ihi, iwi = fields(b, i)
+        fk, ohk, owk, ihk, iwk = fields(b, k)
+        res = (fi == fk).flatten(1).all(dim=1)
+        if not single_layer:
+            res &= ((ihi & ihk) | (ohi == ohk)) & ((iwi & iwk) | (owi == owk))
+        return bool(res[0]) if scalar else res
+
+    same.vectorised = True
+    return same
+
+
+def saturated_values(act: Activation) -> tuple[float, ...]:
+    """The activation values whose every preimage has AD derivative 0 (Algorithm 2's "max not positive" for a
+    ReLU with D^AD ReLU(0) = 0): the constants of the flat pieces of an activation made of identity and constant
+    pieces (ReLU, ReLU6, HardTanh, clamp), when AD uses derivative 0 at the kinks that bound them. The identity
+    pieces make this exact in floating point: alpha = c only where y = c or y is on the flat piece. Other
+    activations (leaky ReLU, hardsigmoid, ...) have none: their windows are all counted."""
+    p = act.primitive()
+    if p is None or any(pc.poly is None or (len(pc.poly) > 1 and tuple(pc.poly) != (0, 1)) for pc in p.pieces):
+        return ()
+    ad = dict(zip(p.breakpoints, act.ad_derivatives()))
+    out = []
+    for i, pc in enumerate(p.pieces):
+        if len(pc.poly) != 1:
+            continue
+        bounds = [p.breakpoints[j] for j in (i - 1, i) if 0 <= j < len(p.breakpoints)]
+        if all(ad[b] == 0 for b in bounds):
+            out.append(float(pc.poly[0]))
+    return tuple(out)
 
 
 @dataclass
@@ -58,7 +174,7 @@ class StepRecord:
         for chk in self.layers:
             if chk.status in ("nonempty", "trivial"):
                 continue
-            if self.rank_ok.get(chk.name) and chk.tied_windows == 0:
+            if self.rank_ok.get(chk.name) and chk.tied_positive == 0:
                 continue
             return "unknown"
         return "yes"
@@ -77,6 +193,11 @@ class Monitor:
         self._handles = []
         self._inplace: list = []
         self.layers = self._plan(model)
+        fields = receptive_fields(model)
+        for L in self.layers:
+            unit = L.act_module if L.act_module is not None else L.pool_module
+            L.field_of_view = fields.get(id(unit))
+        self._input_hook = any(L.field_of_view and not L.first_conv for L in self.layers)
         self._install()
 
     # ------------------------------------------------------------------ structure
@@ -168,6 +289,22 @@ class Monitor:
                 self._handles.append(mods[L.linear_in].register_forward_hook(self._in_hook(L.name, "zin")))
             if L.first_conv:
                 self._handles.append(mods[L.first_conv].register_forward_hook(self._in_hook(L.name, "x")))
+        if self._input_hook:
+            def grab(mod, inp):
+                if torch.is_grad_enabled():
+                    self._store.setdefault("", {})["x"] = inp[0].detach()
+
+            self._handles.append(self.model.register_forward_pre_hook(grab))
+
+    @contextlib.contextmanager
+    def paused(self):
+        """Within the block the model runs without the monitor's hooks (plain training steps); they come back
+        after it."""
+        self.close()
+        try:
+            yield self
+        finally:
+            self._install()
 
     def _act_hook(self, name):
         def hook(mod, inp, out):
@@ -180,7 +317,7 @@ class Monitor:
         def hook(mod, inp, out):
             if torch.is_grad_enabled():
                 d = self._store.setdefault(name, {})
-                d["pool_in"] = inp[0]
+                d["pool_in"], d["pool_out"] = inp[0], out
                 if "a" not in d or d.get("a") is not inp[0]:
                     d.setdefault("y", inp[0])
                     d["a"] = inp[0]
@@ -197,18 +334,27 @@ class Monitor:
     # ------------------------------------------------------------------ per step
     def check(self) -> StepRecord:
         """Run the checks on the tensors captured by the last forward (its autograd graph must be alive)."""
+        found = [(L, self._store.get(L.name)) for L in self.layers]
+        det = [self._detect(L, d) if d and "y" in d else None for L, d in found]
+        flat = [c for dt in det if dt is not None for c in dt[0]]
+        host = torch.stack(flat).tolist() if flat else []  # the step's one device-to-host transfer
         recs, rank = [], {}
-        for L in self.layers:
-            d = self._store.get(L.name)
-            if not d or "y" not in d:
+        for (L, d), dt in zip(found, det):
+            if dt is None:
                 recs.append(LayerCheck(L.name))
                 continue
-            pool = None
-            if L.pool_module is not None:
-                m = L.pool_module
-                stride = m.stride if m.stride not in (None, []) else m.kernel_size
-                pool = (m.kernel_size, stride, m.padding, m.dilation)
-            same = self._same_patch(L, d) if L.first_conv and "x" in d else None
+            kinks, windows, tied, positive = (int(v) for v in host[:4])
+            host = host[4:]
+            if kinks == 0 and positive == 0:
+                recs.append(LayerCheck(L.name, windows=windows, tied_windows=tied, tied_positive=positive))
+                continue
+            cand = dt[1].reshape(dt[1].shape[0], -1).nonzero().tolist() if positive else None
+            if L.first_conv and "x" in d:
+                same = self._same_patch(L, d)
+            elif L.field_of_view and "x" in self._store.get("", {}):
+                same = _same_field(self._store[""]["x"], d["y"], L.field_of_view)
+            else:
+                same = None
             chk = algorithm1_layer(
                 L.name,
                 d["y"],
@@ -216,11 +362,13 @@ class Monitor:
                 L.activation,
                 L.params_l,
                 L.params_upto,
-                pool,
+                L.pool_geom if positive else None,
                 self.max_checks,
                 same,
                 tie_test=self.tie_test,
+                windows=cand,
             )
+            chk.windows, chk.tied_windows, chk.tied_positive = windows, tied, positive
             if not self.lp and chk.p is not None:
                 chk.p = None
             recs.append(chk)
@@ -232,11 +380,34 @@ class Monitor:
         self.steps.append(rec)
         return rec
 
-    def _same_patch(self, L: _Layer, d):
-        """Identical receptive fields of a first-layer convolution: equal input patches (same sample,
-        channel)."""
-        import torch.nn.functional as F
+    @staticmethod
+    def _detect(L: _Layer, d: dict):
+        """``([kink touches, windows, tied windows, Algorithm-2-counted tied windows], mask)`` of one layer: 0-d
+        tensors and the (B, C, Ho, Wo) mask of the Algorithm-2 ties (None without a pool), all on the model's device
+        (vectorised; nothing reaches the host here)."""
+        y = d["y"].detach()
+        zero = torch.zeros((), dtype=torch.int64, device=y.device)
+        kinks = count_equal(y, L.activation.breakpoints) if L.activation.breakpoints else zero
+        if L.pool_module is None or "pool_out" not in d:
+            return [kinks, zero, zero, zero], None
+        a, out = d["a"].detach(), d["pool_out"].detach()
+        k, s, p, dl = L.pool_geom
+        if isinstance(L.pool_module, nn.MaxPool1d) or out.dim() <= 3:  # 1-d pools: a (B, C, L) or (B, L)
+            one = lambda v: (1, v if isinstance(v, int) else v[0])  # noqa: E731
+            geom = (one(k), one(s), (0, p if isinstance(p, int) else p[0]), one(dl))
+            a2, o2 = a.unsqueeze(-2), out.unsqueeze(-2)
+        else:
+            pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
+            geom = tuple(pair(v) for v in (k, s, p, dl))
+            a2, o2 = a, out
+        if a2.dim() == 3:  # (B, 1, L) from a (B, L) activation
+            a2, o2 = a2.unsqueeze(1), o2.unsqueeze(1)
+        counts, positive = tie_scan(a2, o2, *geom, saturated=L.saturated)
+        return [kinks, zero + out.numel(), counts[0], counts[1]], positive
 
+    def _same_patch(self, L: _Layer, d):
+        """Identical receptive fields of a first-layer convolution: equal zero-padded input patches (same sample,
+        channel)."""
         conv = dict(self.model.named_modules())[L.first_conv]
         x = d["x"]
         if isinstance(conv, nn.Conv1d):
@@ -251,13 +422,10 @@ class Monitor:
             ks, st, pd, dl = conv.kernel_size, conv.stride, conv.padding, conv.dilation
         if isinstance(pd, str):
             return None
-        patches = F.unfold(x, ks, dilation=dl, padding=pd, stride=st)  # (B, C*K, P)
-        npos = patches.shape[2]
-
-        def same(b, i, k):
-            return torch.equal(patches[b, :, i % npos], patches[b, :, k % npos])
-
-        return same
+        y = d["y"] if d["y"].dim() == 4 else d["y"].unsqueeze(2)
+        pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
+        fov = tuple(((k - 1) * dd + 1, s_, -p_) for k, s_, p_, dd in zip(pair(ks), pair(st), pair(pd), pair(dl)))
+        return _same_field(x, y, fov, single_layer=True)
 
     # ------------------------------------------------------------------ results
     def summary(self) -> list[dict]:
@@ -267,6 +435,7 @@ class Monitor:
             chks = [s.layers[j] for s in self.steps]
             windows = sum(c.windows for c in chks)
             tied = sum(c.tied_windows for c in chks)
+            positive = sum(c.tied_positive for c in chks)
             nt_steps = sum(1 for c in chks if c.nontrivial_windows)
             nt = sum(c.nontrivial_windows for c in chks)
             out.append(
@@ -277,6 +446,8 @@ class Monitor:
                     "max_ops": windows,
                     "tied_max_ops": tied,
                     "tie_share": tied / windows if windows else None,
+                    "tied_positive": positive,
+                    "positive_share": positive / windows if windows else None,
                     "steps_nontrivial": nt_steps,
                     "avg_nontrivial": (sum(c.sum_nontrivial for c in chks) / nt) if nt else None,
                     "kink_touches": sum(c.kink_touches for c in chks),

@@ -2,7 +2,9 @@
 
 :func:`walk` traces an ``nn.Module`` with torch.fx and returns, in execution order, the nodes that matter to
 Park, Chun and Lee's conditions (Sec. 2.2, Conditions 1 and 2): affine modules, activations (by registry
-name), max pools, and nonsmooth functions that the checks do not model. Smooth layers, residual additions
+name; nsverify.ad's ``ReLUVariant`` / ``PiecewiseLinearVariant`` with their AD rule, e.g. ``relu[value=1]``), max
+pools (``MaxPool2dVariant`` only with PyTorch's first-index rule), and nonsmooth functions that the checks do not
+model. Smooth layers, residual additions
 and shape operations are skipped. An unsupported module, or an activation module whose keyword arguments
 move its kinks away from the registry's, raises :class:`~nsverify.errors.UnsupportedOpError` naming the layer
 and the fix.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch.fx as fx
 from torch import nn
 
 from nsverify.errors import UnsupportedOpError
@@ -116,15 +119,46 @@ def _check_kwargs(name: str, m: nn.Module) -> None:
             )
 
 
+#: nsverify.ad's module forms (AD variants): traced as leaves, read as the activation / max pool they implement
+VARIANT_MODULES = {"ReLUVariant", "PiecewiseLinearVariant", "MaxPool2dVariant"}
+
+
+def _variant_activation(name: str, m: nn.Module) -> str:
+    """The :class:`~nsverify.strategies.netspec.Activation` key of an nsverify.ad activation module: its own rule,
+    or the rule in force now (:func:`nsverify.ad.active_rules`) when it reads the rule at backward time."""
+    from nsverify import ad
+
+    op = "relu" if type(m).__name__ == "ReLUVariant" else m.name
+    rule = m.rule if m.rule is not None else ad.active_rules()[op]
+    rules = rule if isinstance(rule, (tuple, list)) else (rule,)
+    return f"{op}[{','.join(str(r) for r in rules)}]"
+
+
+def _check_variant_pool(name: str, m: nn.Module) -> None:
+    from nsverify import ad
+
+    rule = m.rule if m.rule is not None else ad.active_rules()["max_pool2d"]
+    if getattr(rule, "name", None) != "first":
+        raise UnsupportedOpError(
+            f"{name}: MaxPool2dVariant with tie rule {rule}; Park's conditions model PyTorch's max pool (the first "
+            f"maximal index). Use rule='first' (or leave it None with max_pool2d='first' in force)."
+        )
+
+
+class _Tracer(fx.Tracer):
+    """A torch.fx tracer that keeps nsverify.ad's variant modules as leaves (call_module nodes)."""
+
+    def is_leaf_module(self, m, qualname):
+        return type(m).__name__ in VARIANT_MODULES or super().is_leaf_module(m, qualname)
+
+
 def walk(model: nn.Module, hint: str = "") -> list[Node]:
     """The layer-level nodes of ``model`` in execution order (see the module docstring).
 
     ``hint`` completes the error message when torch.fx cannot trace the model (e.g. ", or check a NetSpec
     instead")."""
-    import torch.fx as fx
-
     try:
-        gm = fx.symbolic_trace(model)
+        gm = fx.GraphModule(model, _Tracer().trace(model))
     except Exception as exc:  # noqa: BLE001 -- fx raises many types
         raise UnsupportedOpError(
             f"cannot trace {type(model).__name__} with torch.fx ({type(exc).__name__}: {exc}). Remove "
@@ -140,6 +174,11 @@ def walk(model: nn.Module, hint: str = "") -> list[Node]:
             cls = type(m).__name__
             if cls in AFFINE_MODULES:
                 kind, act = "affine", None
+            elif cls in ("ReLUVariant", "PiecewiseLinearVariant"):
+                kind, act = "activation", _variant_activation(node.target, m)
+            elif cls == "MaxPool2dVariant":
+                _check_variant_pool(node.target, m)
+                kind, act = "pool", None
             elif cls in MODULE_ACTIVATIONS:
                 _check_kwargs(node.target, m)
                 kind, act = "activation", MODULE_ACTIVATIONS[cls]

@@ -1,0 +1,449 @@
+// Fused tie-aware max-pool backward (nsverify.kernels): the minimal (even split, Boustany Def. 10) and hybrid(beta)
+// Jacobians of a 2-d max pool, one pass over x, the pooled output and the incoming gradient, one write of the input
+// gradient.  The pure-PyTorch path in nsverify/ad.py (_TieWindows, _maxpool_vjp) is the reference: this kernel
+// performs the same floating-point operations in the same order, so that their results are equal.
+//
+//   minimal, window j with tie set A_j (entries equal to out_j) and upstream g_j:   r_j = g_j / |A_j| on A_j
+//   hybrid:  r_j = (g_j * beta) / |A_j| on A_j, plus g_j * (1 - beta) on the first index of A_j;
+//            tie-free windows (|A_j| = 1) get exactly g_j
+//   a window whose max is NaN (|A_j| = 0) sends g_j to PyTorch's own index (the saved argmax)
+//
+// Every value is rounded to the tensor's dtype after each operation, as PyTorch's elementwise ops do (16-bit types
+// compute in float32).  Overlapping windows add up in the reference's order: the spread contributions of the
+// windows covering an input position in decreasing row-major window order (the reference loops over kernel
+// offsets), then the first-index (native) parts in increasing window order (the reference's scatter_add).
+//
+// Built at first use by nsverify/kernels/loader.py with torch.utils.cpp_extension (ninja, OpenMP via
+// at::parallel_for); registered as torch.ops.nsverify_kernels.maxpool2d_tie_backward.
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+template <typename T>
+struct OpMath {
+  using type = float;
+};
+template <>
+struct OpMath<double> {
+  using type = double;
+};
+
+struct Geom {
+  int64_t H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw;
+  bool overlap;
+};
+
+// Calls f(flat index) for every entry of the window whose top-left corner is (h0, w0), row-major, padding skipped.
+template <typename F>
+inline void each_in_window(const Geom& G, int64_t h0, int64_t w0, F&& f) {
+  for (int64_t a = 0; a < G.kh; ++a) {
+    const int64_t ih = h0 + a * G.dh;
+    if (ih < 0 || ih >= G.H) continue;
+    for (int64_t b = 0; b < G.kw; ++b) {
+      const int64_t iw = w0 + b * G.dw;
+      if (iw >= 0 && iw < G.W) f(ih * G.W + iw);
+    }
+  }
+}
+
+// The value a window's tie set receives, and the first-index (native) part, under the chosen Jacobian.
+template <typename scalar_t, typename op_t>
+inline void window_values(scalar_t gj, int64_t count, bool hybrid, bool beta_is_one, op_t beta, op_t omb, scalar_t& r,
+                          scalar_t& native) {
+  native = static_cast<scalar_t>(0);
+  if (!hybrid || beta_is_one) {
+    r = static_cast<scalar_t>(static_cast<op_t>(gj) / static_cast<op_t>(count));
+  } else if (count == 1) {
+    r = gj;
+  } else {
+    const scalar_t t = static_cast<scalar_t>(static_cast<op_t>(gj) * beta);
+    r = static_cast<scalar_t>(static_cast<op_t>(t) / static_cast<op_t>(count));
+  }
+  if (hybrid && count > 1) native = static_cast<scalar_t>(static_cast<op_t>(gj) * omb);
+}
+
+template <typename scalar_t>
+inline void add_to(scalar_t& acc, scalar_t v) {
+  using op_t = typename OpMath<scalar_t>::type;
+  acc = static_cast<scalar_t>(static_cast<op_t>(acc) + static_cast<op_t>(v));
+}
+
+// Non-overlapping windows: each input position is in at most one window, so the order of windows does not matter and
+// every covered position is written once (members r_j, the others 0; the first index r_j + native part).
+template <typename scalar_t>
+void plane_disjoint(const scalar_t* x, const scalar_t* out, const int64_t* idx, const scalar_t* g, scalar_t* gx,
+                    const Geom& G, bool hybrid, bool beta_is_one, typename OpMath<scalar_t>::type beta,
+                    typename OpMath<scalar_t>::type omb) {
+  using op_t = typename OpMath<scalar_t>::type;
+  const bool full = G.ph == 0 && G.pw == 0 && G.sh == G.kh && G.sw == G.kw && G.dh == 1 && G.dw == 1 &&
+                    G.Ho * G.kh == G.H && G.Wo * G.kw == G.W;
+  if (!full) std::memset(static_cast<void*>(gx), 0, sizeof(scalar_t) * G.H * G.W);
+  for (int64_t oh = 0; oh < G.Ho; ++oh) {
+    const int64_t h0 = oh * G.sh - G.ph;
+    for (int64_t ow = 0; ow < G.Wo; ++ow) {
+      const int64_t j = oh * G.Wo + ow;
+      const op_t m = static_cast<op_t>(out[j]);
+      const int64_t w0 = ow * G.sw - G.pw;
+      if (m != m) {  // NaN window: PyTorch's own index gets g_j, the other entries 0
+        each_in_window(G, h0, w0, [&](int64_t q) {
+          gx[q] = static_cast<scalar_t>(0);
+        });
+        add_to(gx[idx[j]], g[j]);
+        continue;
+      }
+      int64_t count = 0, first = -1;
+      each_in_window(G, h0, w0, [&](int64_t q) {
+        const bool hit = static_cast<op_t>(x[q]) == m;
+        if (hit && count == 0) first = q;
+        count += hit;
+      });
+      scalar_t r, native;
+      window_values<scalar_t, op_t>(g[j], count, hybrid, beta_is_one, beta, omb, r, native);
+      each_in_window(G, h0, w0, [&](int64_t q) {
+        gx[q] = static_cast<op_t>(x[q]) == m ? r : static_cast<scalar_t>(0);
+      });
+      if (hybrid) add_to(gx[first], native);
+    }
+  }
+}
+
+// Loads and stores in the compute type (float32 for the 16-bit types).  bfloat16 is converted with the bit
+// operations of c10::BFloat16 (round to nearest even) written without branches, so that loops over it vectorize.
+template <typename scalar_t>
+inline typename OpMath<scalar_t>::type ld(scalar_t v) {
+  return static_cast<typename OpMath<scalar_t>::type>(v);
+}
+template <>
+inline float ld<c10::BFloat16>(c10::BFloat16 v) {
+  const uint32_t u = static_cast<uint32_t>(v.x) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+template <typename scalar_t>
+inline scalar_t st(typename OpMath<scalar_t>::type v) {
+  return static_cast<scalar_t>(v);
+}
+template <>
+inline c10::BFloat16 st<c10::BFloat16>(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof(u));
+  const uint32_t rounded = (u + (((u >> 16) & 1u) + 0x7FFFu)) >> 16;
+  return c10::BFloat16(static_cast<uint16_t>(v != v ? 0x7FC0u : rounded), c10::BFloat16::from_bits());
+}
+template <typename scalar_t>
+inline typename OpMath<scalar_t>::type rnd(typename OpMath<scalar_t>::type v) {  // round to the tensor's dtype
+  return ld<scalar_t>(st<scalar_t>(v));
+}
+
+// The common case, 2x2 windows with stride 2 and no padding or dilation, written without branches so that the
+// compiler vectorizes the loop over a row of windows.  NaN windows (count 0) are fixed up from a second pass over the
+// pooled row.  HYBRID: the hybrid Jacobian; SCALED: beta != 1 (otherwise the tie set gets g / count as in minimal).
+template <typename scalar_t, bool HYBRID, bool SCALED>
+void plane_2x2(const scalar_t* x, const scalar_t* out, const int64_t* idx, const scalar_t* g, scalar_t* gx,
+               const Geom& G, typename OpMath<scalar_t>::type beta, typename OpMath<scalar_t>::type omb) {
+  using op_t = typename OpMath<scalar_t>::type;
+  const int64_t W = G.W, Wo = G.Wo;
+  if (G.Ho * 2 != G.H || Wo * 2 != W) std::memset(static_cast<void*>(gx), 0, sizeof(scalar_t) * G.H * W);
+  for (int64_t oh = 0; oh < G.Ho; ++oh) {
+    const scalar_t* __restrict__ r0 = x + 2 * oh * W;
+    const scalar_t* __restrict__ r1 = r0 + W;
+    scalar_t* __restrict__ q0 = gx + 2 * oh * W;
+    scalar_t* __restrict__ q1 = q0 + W;
+    const scalar_t* __restrict__ orow = out + oh * Wo;
+    const scalar_t* __restrict__ grow = g + oh * Wo;
+    for (int64_t ow = 0; ow < Wo; ++ow) {  // indicators as floats, not bools: the form GCC vectorizes
+      const op_t m = ld<scalar_t>(orow[ow]);
+      const op_t a = ld<scalar_t>(r0[2 * ow]), b = ld<scalar_t>(r0[2 * ow + 1]);
+      const op_t c = ld<scalar_t>(r1[2 * ow]), d = ld<scalar_t>(r1[2 * ow + 1]);
+      const op_t ia = a == m ? op_t(1) : op_t(0), ib = b == m ? op_t(1) : op_t(0);
+      const op_t ic = c == m ? op_t(1) : op_t(0), id = d == m ? op_t(1) : op_t(0);
+      const op_t cnt = ia + ib + ic + id;
+      const op_t gj = ld<scalar_t>(grow[ow]);
+      op_t num = gj;
+      if constexpr (SCALED) num = cnt > op_t(1) ? rnd<scalar_t>(gj * beta) : gj;
+      const op_t r = rnd<scalar_t>(num / cnt);
+      op_t rn = r;  // the first index of the tie set: r plus the native part
+      if constexpr (HYBRID) rn = rnd<scalar_t>(r + (cnt > op_t(1) ? rnd<scalar_t>(gj * omb) : op_t(0)));
+      q0[2 * ow] = st<scalar_t>(a == m ? rn : op_t(0));
+      q0[2 * ow + 1] = st<scalar_t>(b == m ? (ia > op_t(0) ? r : rn) : op_t(0));
+      q1[2 * ow] = st<scalar_t>(c == m ? (ia + ib > op_t(0) ? r : rn) : op_t(0));
+      q1[2 * ow + 1] = st<scalar_t>(d == m ? (ia + ib + ic > op_t(0) ? r : rn) : op_t(0));
+    }
+    for (int64_t ow = 0; ow < Wo; ++ow) {  // NaN windows: PyTorch's own index gets g_j, the rest 0
+      const op_t m = ld<scalar_t>(orow[ow]);
+      if (m != m) {
+        q0[2 * ow] = q0[2 * ow + 1] = q1[2 * ow] = q1[2 * ow + 1] = static_cast<scalar_t>(0);
+        add_to(gx[idx[oh * Wo + ow]], grow[ow]);
+      }
+    }
+  }
+}
+
+// Overlapping windows.  Pass 1 (increasing window order, streaming x into cache) finds each window's count, first
+// index and values; pass 2 adds the spread parts in decreasing window order; pass 3 the native parts in increasing
+// window order (the reference's order, see the header).
+template <typename scalar_t>
+void plane_overlap(const scalar_t* x, const scalar_t* out, const int64_t* idx, const scalar_t* g, scalar_t* gx,
+                   const Geom& G, bool hybrid, bool beta_is_one, typename OpMath<scalar_t>::type beta,
+                   typename OpMath<scalar_t>::type omb, int64_t* first_buf, scalar_t* r_buf, scalar_t* native_buf,
+                   typename OpMath<scalar_t>::type* acc_buf) {
+  using op_t = typename OpMath<scalar_t>::type;
+  std::memset(static_cast<void*>(gx), 0, sizeof(scalar_t) * G.H * G.W);
+  for (int64_t oh = 0; oh < G.Ho; ++oh) {
+    const int64_t h0 = oh * G.sh - G.ph;
+    for (int64_t ow = 0; ow < G.Wo; ++ow) {
+      const int64_t j = oh * G.Wo + ow, w0 = ow * G.sw - G.pw;
+      const op_t m = static_cast<op_t>(out[j]);
+      if (m != m) {  // NaN window: no tie set; PyTorch's own index gets g_j in pass 3
+        first_buf[j] = idx[j];
+        r_buf[j] = static_cast<scalar_t>(0);
+        native_buf[j] = g[j];
+        continue;
+      }
+      int64_t count = 0, first = -1;
+      each_in_window(G, h0, w0, [&](int64_t q) {
+        const bool hit = static_cast<op_t>(x[q]) == m;
+        if (hit && count == 0) first = q;
+        count += hit;
+      });
+      window_values<scalar_t, op_t>(g[j], count, hybrid, beta_is_one, beta, omb, r_buf[j], native_buf[j]);
+      first_buf[j] = hybrid ? first : -1;
+    }
+  }
+  for (int64_t oh = G.Ho - 1; oh >= 0; --oh) {
+    const int64_t h0 = oh * G.sh - G.ph;
+    for (int64_t ow = G.Wo - 1; ow >= 0; --ow) {
+      const int64_t j = oh * G.Wo + ow, w0 = ow * G.sw - G.pw;
+      const op_t m = static_cast<op_t>(out[j]);
+      if (m != m) continue;
+      const scalar_t r = r_buf[j];
+      each_in_window(G, h0, w0, [&](int64_t q) {
+        if (static_cast<op_t>(x[q]) == m) add_to(gx[q], r);
+      });
+    }
+  }
+  // PyTorch's scatter_add accumulates 16-bit tensors in float32 and rounds once per position: so does this pass
+  const int64_t nwin = G.Ho * G.Wo;
+  if constexpr (std::is_same_v<op_t, scalar_t>) {
+    for (int64_t j = 0; j < nwin; ++j) {
+      if (first_buf[j] >= 0) gx[first_buf[j]] += native_buf[j];
+    }
+  } else {
+    for (int64_t i = 0; i < G.H * G.W; ++i) acc_buf[i] = static_cast<op_t>(gx[i]);
+    for (int64_t j = 0; j < nwin; ++j) {
+      if (first_buf[j] >= 0) acc_buf[first_buf[j]] += static_cast<op_t>(native_buf[j]);
+    }
+    for (int64_t i = 0; i < G.H * G.W; ++i) gx[i] = static_cast<scalar_t>(acc_buf[i]);
+  }
+}
+
+at::Tensor maxpool2d_tie_backward(const at::Tensor& g, const at::Tensor& x, const at::Tensor& out,
+                                  const at::Tensor& idx, at::IntArrayRef kernel, at::IntArrayRef stride,
+                                  at::IntArrayRef padding, at::IntArrayRef dilation, bool hybrid, double beta,
+                                  double one_minus_beta) {
+  TORCH_CHECK(x.dim() == 4 && out.dim() == 4 && g.sizes() == out.sizes() && idx.sizes() == out.sizes(),
+              "maxpool2d_tie_backward: x (N, C, H, W), out/g/idx (N, C, Ho, Wo)");
+  TORCH_CHECK(x.size(0) == out.size(0) && x.size(1) == out.size(1), "maxpool2d_tie_backward: N, C differ");
+  TORCH_CHECK(x.is_contiguous() && out.is_contiguous() && g.is_contiguous() && idx.is_contiguous(),
+              "maxpool2d_tie_backward: contiguous tensors only");
+  TORCH_CHECK(g.scalar_type() == x.scalar_type() && out.scalar_type() == x.scalar_type(),
+              "maxpool2d_tie_backward: x, out and g must share a dtype");
+  TORCH_CHECK(idx.scalar_type() == at::kLong, "maxpool2d_tie_backward: idx must be int64");
+  TORCH_CHECK(kernel.size() == 2 && stride.size() == 2 && padding.size() == 2 && dilation.size() == 2,
+              "maxpool2d_tie_backward: 2-d geometry");
+  Geom G{x.size(2), x.size(3), out.size(2), out.size(3), kernel[0], kernel[1], stride[0], stride[1],
+         padding[0], padding[1], dilation[0], dilation[1], false};
+  // windows overlap when the stride is smaller than the window's footprint in some dimension
+  G.overlap = G.sh < (G.kh - 1) * G.dh + 1 || G.sw < (G.kw - 1) * G.dw + 1;
+  at::Tensor gx = at::empty_like(x);
+  const int64_t planes = x.size(0) * x.size(1);
+  const int64_t in_plane = G.H * G.W, out_plane = G.Ho * G.Wo;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "maxpool2d_tie_backward", [&] {
+    using op_t = typename OpMath<scalar_t>::type;
+    const scalar_t* xp = x.const_data_ptr<scalar_t>();
+    const scalar_t* op = out.const_data_ptr<scalar_t>();
+    const scalar_t* gp = g.const_data_ptr<scalar_t>();
+    const int64_t* ip = idx.const_data_ptr<int64_t>();
+    scalar_t* gxp = gx.mutable_data_ptr<scalar_t>();
+    const op_t b = static_cast<op_t>(beta), omb = static_cast<op_t>(one_minus_beta);
+    const bool beta_is_one = beta == 1.0;
+    const bool two_by_two = G.kh == 2 && G.kw == 2 && G.sh == 2 && G.sw == 2 && G.ph == 0 && G.pw == 0 &&
+                            G.dh == 1 && G.dw == 1 && 2 * G.Ho <= G.H && 2 * G.Wo <= G.W;
+    const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_plane));
+    at::parallel_for(0, planes, grain, [&](int64_t begin, int64_t end) {
+      std::vector<int64_t> first_buf(G.overlap ? out_plane : 0);
+      std::vector<scalar_t> r_buf(G.overlap ? out_plane : 0), native_buf(G.overlap ? out_plane : 0);
+      std::vector<op_t> acc_buf(G.overlap && !std::is_same_v<op_t, scalar_t> ? in_plane : 0);
+      for (int64_t p = begin; p < end; ++p) {
+        const scalar_t* xq = xp + p * in_plane;
+        const scalar_t* oq = op + p * out_plane;
+        const int64_t* iq = ip + p * out_plane;
+        const scalar_t* gq = gp + p * out_plane;
+        scalar_t* gxq = gxp + p * in_plane;
+        if (G.overlap) {
+          plane_overlap<scalar_t>(xq, oq, iq, gq, gxq, G, hybrid, beta_is_one, b, omb, first_buf.data(), r_buf.data(),
+                                  native_buf.data(), acc_buf.data());
+        } else if (two_by_two && !hybrid) {
+          plane_2x2<scalar_t, false, false>(xq, oq, iq, gq, gxq, G, b, omb);
+        } else if (two_by_two && beta_is_one) {
+          plane_2x2<scalar_t, true, false>(xq, oq, iq, gq, gxq, G, b, omb);
+        } else if (two_by_two) {
+          plane_2x2<scalar_t, true, true>(xq, oq, iq, gq, gxq, G, b, omb);
+        } else {
+          plane_disjoint<scalar_t>(xq, oq, iq, gq, gxq, G, hybrid, beta_is_one, b, omb);
+        }
+      }
+    });
+  });
+  return gx;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Tie detection for the training monitor (nsverify.papers.park.monitor): one read of x and out per pool layer.
+
+// Per plane: how many windows tie (|A_j| >= 2) and how many of those have a maximum outside ``sat`` (the saturated
+// values of the activation); mask[j] = the latter.
+template <typename scalar_t>
+void scan_plane(const scalar_t* x, const scalar_t* out, bool* mask, const Geom& G, const std::vector<double>& sat,
+                int64_t& tied, int64_t& positive) {
+  using op_t = typename OpMath<scalar_t>::type;
+  const bool two_by_two = G.kh == 2 && G.kw == 2 && G.sh == 2 && G.sw == 2 && G.ph == 0 && G.pw == 0 && G.dh == 1 &&
+                          G.dw == 1 && 2 * G.Ho <= G.H && 2 * G.Wo <= G.W;
+  for (int64_t oh = 0; oh < G.Ho; ++oh) {
+    if (two_by_two) {
+      const scalar_t* r0 = x + 2 * oh * G.W;
+      const scalar_t* r1 = r0 + G.W;
+      const scalar_t* orow = out + oh * G.Wo;
+      bool* mrow = mask + oh * G.Wo;
+      for (int64_t ow = 0; ow < G.Wo; ++ow) {  // float indicators: the form GCC vectorizes
+        const op_t m = ld<scalar_t>(orow[ow]);
+        const op_t cnt = (ld<scalar_t>(r0[2 * ow]) == m ? op_t(1) : op_t(0)) +
+                         (ld<scalar_t>(r0[2 * ow + 1]) == m ? op_t(1) : op_t(0)) +
+                         (ld<scalar_t>(r1[2 * ow]) == m ? op_t(1) : op_t(0)) +
+                         (ld<scalar_t>(r1[2 * ow + 1]) == m ? op_t(1) : op_t(0));
+        mrow[ow] = cnt > op_t(1);
+      }
+    } else {
+      const int64_t h0 = oh * G.sh - G.ph;
+      for (int64_t ow = 0; ow < G.Wo; ++ow) {
+        const int64_t w0 = ow * G.sw - G.pw;
+        const op_t m = ld<scalar_t>(out[oh * G.Wo + ow]);
+        int count = 0;
+        each_in_window(G, h0, w0, [&](int64_t q) {
+          count += ld<scalar_t>(x[q]) == m;
+        });
+        mask[oh * G.Wo + ow] = count > 1;
+      }
+    }
+  }
+  for (int64_t j = 0; j < G.Ho * G.Wo; ++j) {
+    if (!mask[j]) continue;
+    ++tied;
+    const double m = static_cast<double>(ld<scalar_t>(out[j]));
+    bool saturated = false;
+    for (double v : sat) saturated |= m == v;
+    if (saturated) {
+      mask[j] = false;
+    } else {
+      ++positive;
+    }
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor> maxpool2d_tie_scan(const at::Tensor& x, const at::Tensor& out,
+                                                      at::IntArrayRef kernel, at::IntArrayRef stride,
+                                                      at::IntArrayRef padding, at::IntArrayRef dilation,
+                                                      at::ArrayRef<double> saturated) {
+  TORCH_CHECK(x.dim() == 4 && out.dim() == 4 && x.is_contiguous() && out.is_contiguous() &&
+                  x.scalar_type() == out.scalar_type(),
+              "maxpool2d_tie_scan: contiguous x (N, C, H, W) and out (N, C, Ho, Wo) of one dtype");
+  Geom G{x.size(2), x.size(3), out.size(2), out.size(3), kernel[0], kernel[1], stride[0], stride[1],
+         padding[0], padding[1], dilation[0], dilation[1], false};
+  const int64_t planes = x.size(0) * x.size(1);
+  at::Tensor mask = at::empty(out.sizes(), out.options().dtype(at::kBool));
+  std::vector<int64_t> counts(2 * planes, 0);
+  const std::vector<double> sat(saturated.begin(), saturated.end());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "maxpool2d_tie_scan", [&] {
+    const scalar_t* xp = x.const_data_ptr<scalar_t>();
+    const scalar_t* op = out.const_data_ptr<scalar_t>();
+    bool* mp = mask.mutable_data_ptr<bool>();
+    const int64_t in_plane = G.H * G.W, out_plane = G.Ho * G.Wo;
+    at::parallel_for(0, planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_plane)), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        scan_plane<scalar_t>(xp + p * in_plane, op + p * out_plane, mp + p * out_plane, G, sat, counts[2 * p],
+                             counts[2 * p + 1]);
+      }
+    });
+  });
+  int64_t tied = 0, positive = 0;
+  for (int64_t p = 0; p < planes; ++p) {
+    tied += counts[2 * p];
+    positive += counts[2 * p + 1];
+  }
+  at::Tensor total = at::empty({2}, at::TensorOptions().dtype(at::kLong));
+  total.mutable_data_ptr<int64_t>()[0] = tied;
+  total.mutable_data_ptr<int64_t>()[1] = positive;
+  return {total, mask};
+}
+
+// How many entries of y equal one of ``values`` (kink touches), in one read of y.
+at::Tensor count_equal(const at::Tensor& y, at::ArrayRef<double> values) {
+  const at::Tensor yc = y.contiguous();
+  const int64_t n = yc.numel();
+  const std::vector<double> vals(values.begin(), values.end());
+  int64_t total = 0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, yc.scalar_type(), "count_equal", [&] {
+    using op_t = typename OpMath<scalar_t>::type;
+    const scalar_t* p = yc.const_data_ptr<scalar_t>();
+    const int64_t chunk = 1 << 16, chunks = (n + chunk - 1) / chunk;
+    std::vector<int64_t> part(chunks, 0);
+    at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        int64_t hits = 0;
+        const int64_t end = std::min(n, (c + 1) * chunk);
+        for (double dv : vals) {
+          const op_t v = static_cast<op_t>(dv);
+          if (static_cast<double>(v) != dv) continue;  // not representable: no entry equals it
+          for (int64_t i = c * chunk; i < end; ++i) hits += ld<scalar_t>(p[i]) == v;
+        }
+        part[c] = hits;
+      }
+    });
+    for (int64_t h : part) total += h;
+  });
+  at::Tensor out = at::empty({}, at::TensorOptions().dtype(at::kLong));
+  out.mutable_data_ptr<int64_t>()[0] = total;
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY(nsverify_kernels, m) {
+  m.def(
+      "maxpool2d_tie_backward(Tensor g, Tensor x, Tensor out, Tensor idx, int[] kernel, int[] stride, "
+      "int[] padding, int[] dilation, bool hybrid, float beta, float one_minus_beta) -> Tensor");
+  m.def(
+      "maxpool2d_tie_scan(Tensor x, Tensor out, int[] kernel, int[] stride, int[] padding, int[] dilation, "
+      "float[] saturated) -> (Tensor, Tensor)");
+  m.def("count_equal(Tensor y, float[] values) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(nsverify_kernels, CPU, m) {
+  m.impl("maxpool2d_tie_backward", &maxpool2d_tie_backward);
+  m.impl("maxpool2d_tie_scan", &maxpool2d_tie_scan);
+  m.impl("count_equal", &count_equal);
+}

@@ -1,0 +1,138 @@
+"""The training monitor's overhead on realistic networks (Park et al., App. J.2: 419 s / 237 s = 1.77x per epoch,
+ResNet18 on CIFAR-10, GPU).
+
+:func:`monitor_overhead` trains VGG11 or ResNet18 (:mod:`nsverify.workloads.models`, channel widths scaled down
+so that a 2-core CPU runs them) on natural-image crops (:func:`nsverify.workloads.datasets.natural_crops`: 32x32
+crops of scikit-learn's sample photographs, 8-bit pixels, so ties come from equal pixel values as in CIFAR), batch
+64, SGD. Plain and monitored steps are timed side by side (:func:`nsverify.devices.time_side_by_side`): round i
+runs a plain step and then a monitored step on batch i, so machine load hits both alike; the monitored step is
+forward, :meth:`~.monitor.Monitor.check`, backward and the optimizer step, the plain one the same without the
+monitor's hooks. Per step it keeps the times and what the monitor found (Algorithm-2-counted tied windows, kink
+touches), so the overhead is reported as a function of tied windows per step.
+"""
+from __future__ import annotations
+
+import statistics
+
+import torch
+import torch.nn.functional as F
+
+from nsverify.devices import time_side_by_side
+from nsverify.errors import NsverifyError
+from nsverify.papers.park.monitor import Monitor
+
+#: Park et al., App. J.2: 419 s with Algorithm 2 against 237 s without per epoch (ResNet18, CIFAR-10, GPU)
+PAPER_OVERHEAD = 419 / 237
+#: model -> (default width multiplier on CPU, BatchNorm): VGG11 as in Park's Table 2 (no BN), ResNet18 with BN
+OVERHEAD_MODELS = {"vgg11": (0.25, False), "resnet18": (0.25, True)}
+#: tied-window buckets of the per-step report
+TIE_BUCKETS = ((0, 0), (1, 9), (10, 99), (100, None))
+
+
+def _bucket(n: int) -> str:
+    for lo, hi in TIE_BUCKETS:
+        if n >= lo and (hi is None or n <= hi):
+            return f"{lo}" if lo == hi else (f">={lo}" if hi is None else f"{lo}-{hi}")
+    raise AssertionError(n)
+
+
+def overhead_workload(model_name: str, steps: int, width: float | None = None, batch: int = 64, seed: int = 0,
+                      device="cpu", dtype=torch.float32):
+    """``(model, batches)``: the reference model at ``width`` (default: :data:`OVERHEAD_MODELS`) and ``steps``
+    minibatches of natural crops, on ``device``/``dtype``."""
+    from nsverify.workloads.datasets import natural_crops
+    from nsverify.workloads.models import build_model
+
+    if model_name not in OVERHEAD_MODELS:
+        raise NsverifyError(f"monitor_overhead: unknown model {model_name!r}; choose from {', '.join(OVERHEAD_MODELS)}")
+    if steps < 1 or batch < 1:
+        raise NsverifyError(f"monitor_overhead: steps={steps}, batch={batch}; both must be >= 1")
+    default_width, bn = OVERHEAD_MODELS[model_name]
+    x, y = natural_crops(n=steps * batch, seed=seed)
+    torch.manual_seed(seed)
+    model = build_model(model_name, default_width if width is None else width, bn=bn).to(device=device, dtype=dtype)
+    batches = [(x[i * batch:(i + 1) * batch].to(device, dtype), y[i * batch:(i + 1) * batch].to(device))
+               for i in range(steps)]
+    return model, batches
+
+
+class TrainingSteps:
+    """One model, its SGD optimizer, a :class:`~.monitor.Monitor` on it and a cycle of minibatches: ``plain()`` runs
+    one training step on the next batch without the monitor's hooks, ``monitored()`` one with them and
+    :meth:`~.monitor.Monitor.check` (its record appended to ``records``). Shared by :func:`monitor_overhead`, the
+    asv benchmarks and ``asv_bench/ratios.py --area monitor``; call :meth:`close` at the end."""
+
+    def __init__(self, model_name: str, steps: int, width: float | None = None, batch: int = 64, seed: int = 0,
+                 device="cpu", dtype=torch.float32, lr: float = 0.05):
+        self.model, self.batches = overhead_workload(model_name, steps, width, batch, seed, device, dtype)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=lr)
+        self.monitor = Monitor(self.model)
+        self.records: list = []
+        self._plain_i = self._monitored_i = 0
+
+    def _step(self, xb, yb, monitored: bool):
+        loss = F.cross_entropy(self.model(xb), yb)
+        if monitored:
+            self.records.append(self.monitor.check())
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+    def plain(self):
+        xb, yb = self.batches[self._plain_i % len(self.batches)]
+        self._plain_i += 1
+        with self.monitor.paused():
+            self._step(xb, yb, False)
+
+    def monitored(self):
+        xb, yb = self.batches[self._monitored_i % len(self.batches)]
+        self._monitored_i += 1
+        self._step(xb, yb, True)
+
+    def rewind(self):
+        """Back to the first batch, records cleared (after warm-up steps)."""
+        self.records.clear()
+        self._plain_i = self._monitored_i = 0
+
+    def close(self):
+        self.monitor.close()
+
+
+def monitor_overhead(model_name: str, steps: int = 12, *, width: float | None = None, batch: int = 64,
+                     seed: int = 0, device="cpu", dtype=torch.float32, warmup: int = 1, lr: float = 0.05) -> dict:
+    """Monitored / plain training-step time of ``model_name`` ("vgg11" or "resnet18") over ``steps`` batches of
+    natural crops, measured side by side (see the module docstring).
+
+    Returns ``{"model", "width", "batch", "steps", "device", "dtype", "plain_s", "monitored_s", "ratio"`` (median
+    monitored step / median plain step), ``"paper_ratio"`` (1.77), ``"per_step": [{"tied_windows"`` (Algorithm 2's
+    count), ``"tied_windows_all", "kink_touches", "plain_s", "monitored_s", "ratio"}]``, ``"by_ties":
+    [{"tied_windows": bucket, "steps", "ratio"}]`` (median of the per-step ratios in each bucket of tied windows per
+    step), ``"certified": [correct steps, steps]}``. ``warmup`` plain and monitored steps come first, untimed."""
+    device = torch.device(device)
+    run = TrainingSteps(model_name, steps, width, batch, seed, device, dtype, lr)
+    try:
+        for _ in range(warmup):
+            run.plain()
+            run.monitored()
+        run.rewind()
+        t = time_side_by_side({"plain": run.plain, "monitored": run.monitored}, repeat=steps, warmup=0,
+                              device=device)
+    finally:
+        run.close()
+    per_step = []
+    for p_s, m_s, rec in zip(t.samples["plain"], t.samples["monitored"], run.records):
+        per_step.append({"tied_windows": sum(c.tied_positive for c in rec.layers),
+                         "tied_windows_all": sum(c.tied_windows for c in rec.layers),
+                         "kink_touches": sum(c.kink_touches for c in rec.layers),
+                         "plain_s": p_s, "monitored_s": m_s, "ratio": m_s / p_s})
+    by_ties = []
+    for lo, hi in TIE_BUCKETS:
+        ratios = [r["ratio"] for r in per_step if r["tied_windows"] >= lo and (hi is None or r["tied_windows"] <= hi)]
+        if ratios:
+            by_ties.append({"tied_windows": _bucket(lo), "steps": len(ratios), "ratio": statistics.median(ratios)})
+    good = sum(1 for r in run.records if r.correct == "yes")
+    return {"model": model_name, "width": OVERHEAD_MODELS[model_name][0] if width is None else width,
+            "batch": batch, "steps": steps, "device": str(device), "dtype": str(dtype).removeprefix("torch."),
+            "plain_s": t.stat("plain", "median"), "monitored_s": t.stat("monitored", "median"),
+            "ratio": t.ratio("monitored", "plain", "median"), "paper_ratio": PAPER_OVERHEAD,
+            "per_step": per_step, "by_ties": by_ties, "certified": [good, len(run.records)]}

@@ -1,0 +1,165 @@
+"""GPU measurements for issue 15 (performance at realistic scale), one prepared run:
+
+1. the Triton tie-aware max-pool backward (nsverify.kernels.triton_maxpool) against the pure-PyTorch reference on
+   CUDA (equality on every geometry/dtype below), then minimal and hybrid max-pool forward+backward against
+   ``F.max_pool2d``'s, 128x64x32x32 plateau data (frequent ties), float32 and bfloat16, side by side
+   (target <= 1.2x);
+2. Park's training monitor on full-width VGG11 and ResNet18 (natural crops, batch 64): monitored / plain step,
+   side by side, per tied windows per step (nsverify.papers.park.overhead.monitor_overhead);
+3. ``pytest -m cuda tests/`` (the CUDA tests, skipped on every CPU run so far).
+
+Usage:
+    PYTHONPATH=. python3 scripts/gpu/perf.py --out DIR              # DIR/perf.json; a few minutes on an H100
+    PYTHONPATH=. python3 scripts/gpu/perf.py --out DIR --dry-run    # CPU, tiny sizes: checks that every part runs
+The JSON keeps its provenance: device, torch / CUDA / triton versions, git commit, UTC date and the command line.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "asv_bench"))
+
+from benchmarks import common  # noqa: E402
+
+from nsverify import devices, kernels  # noqa: E402
+from nsverify.ad import _maxpool_vjp_reference  # noqa: E402
+from nsverify.papers.park.overhead import monitor_overhead  # noqa: E402
+
+GEOMS = [((2, 2), (2, 2), (0, 0), (1, 1), False), ((3, 3), (2, 2), (1, 1), (1, 1), False),
+         ((3, 3), (1, 1), (0, 0), (1, 1), False), ((2, 3), (1, 2), (1, 1), (2, 1), True)]
+
+
+def _same(a, b) -> bool:
+    nan = a.isnan()
+    return bool(torch.equal(nan, b.isnan()) and torch.equal(a.masked_fill(nan, 0), b.masked_fill(nan, 0)))
+
+
+def kernel_equality(device, small: bool) -> list[dict]:
+    """The device's fused kernel (Triton on CUDA) against the reference, per dtype, geometry and Jacobian."""
+    rows = []
+    gen = torch.Generator().manual_seed(0)
+    shape = (2, 3, 9, 11) if small else (16, 32, 33, 31)
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+        for geom in GEOMS:
+            k, s, p, d, cm = geom
+            x = torch.randint(0, 3, shape, generator=gen).to(dtype)
+            x.view(-1)[::97] = float("nan")
+            x = x.to(device)
+            out, idx = F.max_pool2d(x, k, s, p, d, ceil_mode=cm, return_indices=True)
+            g = torch.randn(out.shape, generator=gen).to(dtype).to(device)
+            for jac, beta in (("minimal", None), ("hybrid", 0.5), ("hybrid", 0.1)):
+                with torch.no_grad(), kernels.use("fused"):
+                    got = kernels.maxpool2d_tie_backward(g, x, out, idx, geom, jac, beta)
+                want = _maxpool_vjp_reference(g, x, out, idx, geom, jac, beta)
+                overlap = s[0] < (k[0] - 1) * d[0] + 1 or s[1] < (k[1] - 1) * d[1] + 1
+                rows.append({"dtype": str(dtype).removeprefix("torch."), "geom": str(geom), "jacobian": jac,
+                             "beta": beta, "equal": _same(got, want), "overlapping": overlap,
+                             "max_abs_diff": float((got.double() - want.double()).abs().nan_to_num(0).max())})
+    return rows
+
+
+def pool_ratios(device, small: bool, repeat: int) -> list[dict]:
+    """minimal / hybrid (fused and reference) forward+backward against F.max_pool2d's, side by side."""
+    shape = common.SMALL_AD_SHAPE if small else common.AD_SHAPE
+    ops = ["max_pool2d", "maxpool_minimal", "maxpool_hybrid", "maxpool_minimal@reference", "maxpool_hybrid@reference"]
+    rows = []
+    for dtype in (torch.float32, torch.bfloat16):
+        x = common.pool_input(dtype, shape, ties=True, device=device)
+        t = devices.time_side_by_side({o: (lambda o=o, x=x: common.fwd_bwd(o, x)) for o in ops}, repeat=repeat,
+                                      warmup=2, device=device)
+        for o in ops[1:]:
+            rows.append({"dtype": str(dtype).removeprefix("torch."), "shape": list(shape), "candidate": o,
+                         "baseline": "max_pool2d", "ratio_median": t.ratio(o, "max_pool2d", "median"),
+                         "candidate_median_s": t.stat(o, "median"), "baseline_median_s": t.stat("max_pool2d", "median"),
+                         "target": "<= 1.2" if o in ("maxpool_minimal", "maxpool_hybrid") else None})
+    return rows
+
+
+def monitor(device, small: bool, steps: int) -> list[dict]:
+    out = []
+    for name in ("vgg11", "resnet18"):
+        width, batch = (1 / 16, 8) if small else (1.0, 64)
+        out.append(monitor_overhead(name, steps=steps, width=width, batch=batch, device=device))
+    return out
+
+
+def cuda_tests(small: bool) -> dict:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "cuda", "tests/", "-p", "no:cacheprovider"]
+    t0 = time.time()
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    tail = (res.stdout + res.stderr).strip().splitlines()[-30:]
+    return {"command": " ".join(cmd[1:]), "returncode": res.returncode, "summary": tail[-1] if tail else "",
+            "tail": tail, "wall_s": time.time() - t0}
+
+
+def provenance(device, argv) -> dict:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = None
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    return {"date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join([Path(sys.argv[0]).name, *argv]), "git_commit": commit,
+            "device": str(device), "gpu": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
+            "torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton_version,
+            "python": platform.python_version(), "cpu_count": os.cpu_count(), "kernels": kernels.status()}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="directory for perf.json")
+    ap.add_argument("--dry-run", action="store_true", help="CPU and tiny sizes: checks that every part runs")
+    ap.add_argument("--steps", type=int, default=12, help="monitor: timed steps per model (default 12)")
+    ap.add_argument("--repeat", type=int, default=15, help="max-pool ratios: timed rounds (default 15)")
+    ap.add_argument("--skip-tests", action="store_true", help="do not run pytest -m cuda")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.dry_run:
+        device, steps, repeat = torch.device("cpu"), 2, 2
+    else:
+        if not torch.cuda.is_available():
+            print("no CUDA GPU: run with --dry-run on CPU, or on a GPU machine", file=sys.stderr)
+            return 2
+        device, steps, repeat = torch.device("cuda"), args.steps, args.repeat
+    t0 = time.time()
+    report = {"schema": "nsverify.gpu.perf/1", "dry_run": args.dry_run}
+    parts = [("kernel_equality", lambda: kernel_equality(device, args.dry_run)),
+             ("pool_ratios", lambda: pool_ratios(device, args.dry_run, repeat)),
+             ("monitor", lambda: monitor(device, args.dry_run, steps))]
+    if not args.skip_tests:
+        parts.append(("cuda_tests", lambda: cuda_tests(args.dry_run)))
+    for name, part in parts:
+        print(f"[perf {time.time() - t0:.0f}s] {name} ...", flush=True)
+        try:
+            report[name] = part()
+        except Exception as exc:  # noqa: BLE001 - keep the other parts' results
+            report[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        print(json.dumps(report[name], default=str)[:600], flush=True)
+    report["provenance"] = provenance(device, argv)
+    report["wall_s"] = time.time() - t0
+    (out / "perf.json").write_text(json.dumps(report, indent=1, default=str))
+    print(f"wrote {out / 'perf.json'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
