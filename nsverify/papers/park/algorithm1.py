@@ -49,6 +49,7 @@ class LayerCheck:
     kink_touches: int = 0
     windows: int = 0
     tied_windows: int = 0  # |S_j| >= 2
+    tied_positive: int = 0  # |S_j| >= 2 and max > 0: the ties Algorithm 2 (Park et al., App. F) counts
     nontrivial_windows: int = 0  # S_j \ T_j non-empty
     sum_nontrivial: int = 0  # sum of |S_j \ T_j| over those windows
     unchecked: int = 0  # tied windows / kinks skipped because of the cap
@@ -130,6 +131,7 @@ def algorithm1_layer(
         out.windows = int(counts.numel())
         tied = (counts >= 2).nonzero().tolist()
         out.tied_windows = len(tied)
+        out.tied_positive = int(((counts >= 2) & (mx.squeeze(2) > 0)).sum())
         # AD derivative of rho at every entry (one cheap backward through the activation)
         rho_prime = torch.autograd.grad(alpha.sum(), y, retain_graph=True, allow_unused=True)[0]
         rho_prime = torch.zeros_like(y) if rho_prime is None else rho_prime.reshape(B, -1)
