@@ -191,7 +191,7 @@ def literal_problems(source: str, name: str = "<src>") -> list[str]:
     specs = {id(n.format_spec) for n in ast.walk(tree) if isinstance(n, ast.FormattedValue) and n.format_spec}
     specs |= {id(c) for n in ast.walk(tree) if id(n) in specs for c in ast.walk(n)}
     # a confidence level ("95%") is a choice, not a measurement
-    measured = re.compile(r"(\bx\d+(\.\d+)?\b|(?<![\d.])(?!95%)\d+(\.\d+)?\s*(ms|s\b|%)|\d+\.\d+x\b)")
+    measured = re.compile(r"((?<![\w|])x\d+\.\d+|(?<![\d.])(?!95%)\d+(\.\d+)?\s*(ms|s\b|%)|\d+\.\d+x\b)")
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg == "held" and isinstance(node.value, ast.Constant):
             out.append(f"line {node.lineno}: held={node.value.value!r} is a literal verdict")

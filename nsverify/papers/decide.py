@@ -439,11 +439,13 @@ def no_increase(a: Sequence[float], b: Sequence[float], effect: float, what: str
 
 
 def diff_in_diff(on_a: tuple[int, int], off_a: tuple[int, int], on_b: tuple[int, int], off_b: tuple[int, int],
-                 effect: float, what: str = "pair") -> Decision:
+                 effect: float, design: tuple[float, float] | None = None, what: str = "pair") -> Decision:
     """A treatment raises share A more than share B (e.g. batch norm raises the fp32 impacted share more than the
     fp64 one): (pA_on - pA_off) - (pB_on - pB_off) > 0 by a one-sided z test (Agresti-Caffo adjusted shares).
     Counts are (k, n). True when significant; False when not although power >= 0.8 to detect ``effect``;
-    None otherwise."""
+    None otherwise. The power's variance comes from ``design`` = (share A without, share B without), with A's
+    share raised by ``effect`` and B's unchanged (the paper's alternative); without it, from shares of 1/2 (the
+    largest variance)."""
     from scipy.stats import norm
 
     cells = [_count(*c) for c in (on_a, off_a, on_b, off_b)]
@@ -457,11 +459,14 @@ def diff_in_diff(on_a: tuple[int, int], off_a: tuple[int, int], on_b: tuple[int,
     se = math.sqrt(sum(p * (1 - p) / m for p, m in adj))
     z = dadj / se
     pval = float(norm.sf(z))
-    # power at the effect, with the variance of shares at 1/2 (the largest): conservative
-    se_design = lambda scale: math.sqrt(sum(0.25 / (c[1] * scale) for c in cells))  # noqa: E731
+    if design is None:
+        shares = (0.5, 0.5, 0.5, 0.5)
+    else:
+        pa, pb = (_prob(v, "design share") for v in design)
+        shares = (min(1.0, pa + effect), pa, pb, pb)
+    se_design = math.sqrt(sum(max(p * (1 - p), 1e-12) / c[1] for p, c in zip(shares, cells)))
     zc = float(norm.ppf(1 - ALPHA))
-    pw = lambda s: float(norm.sf(zc - effect / se_design(s)))  # noqa: E731
-    power = pw(1.0)
+    power = float(norm.sf(zc - effect / se_design))
     base = dict(rule="diff_in_diff", n=n, power=power, n_required=None, value=est, lo=float(dadj - zc * se),
                 hi=float(dadj + zc * se), interval="one-sided 95% z bounds (Agresti-Caffo)")
     if power < POWER:

@@ -75,14 +75,14 @@ def costs_section(ctx) -> dict:
 
     # 2. interpreter properties ------------------------------------------------------------------------
     ctx.progress("interpreter properties on random programs")
-    ce = repro.interpreter_properties(60 if ctx.quick else 400)
+    ce = ctx.checkpoint(f"interpreter-{ctx.quick}", lambda: repro.interpreter_properties(60 if ctx.quick else 400))
     for k in ("eq_2_10", "eq_2_11", "omega_b", "five_relu", "fwd_bwd", "torch"):
         metrics.append({"key": f"interpreter|{k}", "kind": "counterexample", "value": ce[k]})
     claims += ce.pop("claims")
 
     # 3. Theorem 4 -------------------------------------------------------------------------------------
     ctx.progress("Theorem 4 scaling")
-    th4 = repro.theorem4(g["ps"], reps=3 if ctx.quick else 7)
+    th4 = ctx.checkpoint(f"theorem4-{ctx.quick}", lambda: repro.theorem4(g["ps"], reps=3 if ctx.quick else 7))
     tables.append(
         table(
             "Theorem 4: p directional derivatives at the kink vs F + full gradient at a smooth point "
@@ -100,9 +100,10 @@ def costs_section(ctx) -> dict:
 
     # 4. hardness --------------------------------------------------------------------------------------
     ctx.progress("hardness: exact Clarke vs Proposition 4")
-    hd = repro.hardness(QUICK_SIZES if ctx.quick else FULL_SIZES, time_budget=60 if ctx.quick else 600,
-                        prop4_networks=100 if ctx.quick else 500, theorem6_instances=32 if ctx.quick else 100,
-                        progress=ctx.progress)
+    hd = ctx.checkpoint(f"hardness-{ctx.quick}", lambda: repro.hardness(
+        QUICK_SIZES if ctx.quick else FULL_SIZES, time_budget=60 if ctx.quick else 600,
+        prop4_networks=100 if ctx.quick else 500, theorem6_instances=32 if ctx.quick else 100,
+        progress=ctx.progress))
     hard = hd["rows"]
     tables.append(
         table(
@@ -131,7 +132,7 @@ def costs_section(ctx) -> dict:
     claims += hd["claims"]
 
     # 5. measured ratios -------------------------------------------------------------------------------
-    mr = repro.measured_ratios(g, progress=ctx.progress)
+    mr = ctx.checkpoint(f"ratios-{ctx.quick}", lambda: repro.measured_ratios(g, progress=ctx.progress))
     meas, omega_depth, omega_width = mr["rows"], mr["omega_depth"], mr["omega_width"]
     for r in meas:
         key = f"ratio|{r['model']}|d{r['depth']}|w{r['width']}|{r['dtype']}|cpu"

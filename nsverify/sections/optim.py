@@ -104,7 +104,8 @@ def optim_section(ctx) -> dict:
         seeds = (0, 1) if q else (0, 1, 2, 3, 4)
         steps = 300 if q else 2000
         problems = CONVEX + ("teacher_student",) + (() if q else ("digits_mlp",))
-        conv = innaprop.convergence(problems, COMPARED, seeds=seeds, steps=steps, progress=ctx.progress)
+        conv = ctx.checkpoint(f"convergence-{q}", lambda: innaprop.convergence(problems, COMPARED, seeds=seeds,
+                                                                                steps=steps, progress=ctx.progress))
         results = conv["results"]
         rows = []
         for prob, res in results.items():
@@ -134,7 +135,7 @@ def optim_section(ctx) -> dict:
 
         # -- precision -------------------------------------------------------------------------------------
         ctx.progress("precision study")
-        pr = innaprop.precision(seeds, steps=400 if q else 3000)
+        pr = ctx.checkpoint(f"precision-{q}", lambda: innaprop.precision(seeds, steps=400 if q else 3000))
         prec = pr["results"]
         prows = []
         for k, v in prec.items():

@@ -39,53 +39,40 @@ def _cell(rmap, gamma, beta, tol=DECIDING_TOLS[0]):
     return next(c for c in rmap["cells"] if c["gamma"] == gamma and c["beta"] == beta)["by_tol"][tol]
 
 
-def region_study(grid: int, max_steps: int, extents=(2.0,)) -> dict:
-    """:func:`region_map` (eta = 0.1) at ``extents[0]`` (every beta) and at the other ``extents`` (beta = 0 only),
-    with its claims: ``{**region_map, "beta0_by_extent", "claims"}``."""
-    tols = _tolerances()
-    main, others = extents[0], extents[1:]
-    rmap = region_map(grid=grid, max_steps=max_steps, extent=main, optimum_tols=tols)
-    gammas = sorted({c["gamma"] for c in rmap["cells"]}, reverse=True)
-    by_extent = {main: rmap}
-    for e in others:
-        by_extent[e] = region_map(gammas=tuple(gammas), betas=(0.0,), grid=grid, max_steps=max_steps, extent=e,
-                                  optimum_tols=tols)
-    # Fig. 4 (beta = 0): "the majority of initializations still converges at the ground truth"
-    majority = {f"extent {e:g}, {t}": all(_cell(m, g, 0.0, t)["optimum"] > 0.5 for g in gammas)
-                for e, m in by_extent.items() for t in DECIDING_TOLS}
-    opt_ranges = {g: [_cell(m, g, 0.0, t)["optimum"] for m in by_extent.values() for t in DECIDING_TOLS]
-                  for g in gammas}
-    dead_ranges = {g: [_cell(m, g, 0.0, t)["dead"] for m in by_extent.values() for t in DECIDING_TOLS]
-                   for g in gammas}
-    strict = [_cell(rmap, g, 0.0, "1e-2*max(gamma,1e-3) (previous)")["optimum"] for g in gammas]
-    n = rmap["cells"][0]["n_inits"]
-    fmt = lambda xs: f"{min(xs):.2f}-{max(xs):.2f}"  # noqa: E731
+def region_claims(settings: dict, strict: dict, dead: dict, n: int, notes: str = "") -> list[dict]:
+    """The region map's claims. ``settings``: label (grid extent, tolerance) -> gamma -> ``{"optimum", "dead"}``
+    shares at beta = 0; ``strict``: gamma -> optimum share under the previous tolerance (reported); ``dead``:
+    tolerance label -> (gamma, beta) -> dead share at the main extent (the smallest and largest gamma, beta in
+    0, 0.5, 0.7, 0.9, 0.99); ``n``: initial points per cell."""
+    first = next(iter(settings.values()))
+    gammas = sorted(first, reverse=True)
     small, big = min(gammas), max(gammas)
-    more_dead = {t: all(_cell(rmap, small, b, t)["dead"] > _cell(rmap, big, b, t)["dead"] for b in (0.0, 0.9))
-                 for t in DECIDING_TOLS}
-    low = {t: [_cell(rmap, small, b, t)["dead"] for b in (0.0, 0.5, 0.7)] for t in DECIDING_TOLS}
-    hi = {t: [_cell(rmap, small, b, t)["dead"] for b in (0.9, 0.99)] for t in DECIDING_TOLS}
-    like0 = {t: max(low[t]) - min(low[t]) < LIKE_BETA0_SPREAD and min(hi[t]) > max(low[t]) for t in DECIDING_TOLS}
-    t0 = DECIDING_TOLS[0]
-    claims = [
+    fmt = lambda xs: f"{min(xs):.2f}-{max(xs):.2f}"  # noqa: E731
+    opt = {g: [s[g]["optimum"] for s in settings.values()] for g in gammas}
+    dd = {g: [s[g]["dead"] for s in settings.values()] for g in gammas}
+    majority = {label: all(s[g]["optimum"] > 0.5 for g in gammas) for label, s in settings.items()}
+    more_dead = {t: all(d[(small, b)] > d[(big, b)] for b in (0.0, 0.9)) for t, d in dead.items()}
+    low = {t: [d[(small, b)] for b in (0.0, 0.5, 0.7)] for t, d in dead.items()}
+    hi = {t: [d[(small, b)] for b in (0.9, 0.99)] for t, d in dead.items()}
+    like0 = {t: max(low[t]) - min(low[t]) < LIKE_BETA0_SPREAD and min(hi[t]) > max(low[t]) for t in dead}
+    t0 = next(iter(dead))
+    d0 = dead[t0]
+    return [
         judged(
             Source(PAPER, "Fig. 4", "without momentum (beta = 0) the majority of initializations still converges at "
                                     "the ground truth, for every target scale gamma"),
             "share of initial (w_L, b) ending within the tolerance of the optimum, beta = 0",
             "optimum share per gamma over extents x tolerances: " + "; ".join(
-                f"gamma={g:g}: {fmt(opt_ranges[g])} (dead {fmt(dead_ranges[g])})" for g in gammas)
-            + f"; with the previous tolerance 1e-2*max(gamma,1e-3): {', '.join(f'{v:.2f}' for v in strict)}",
+                f"gamma={g:g}: {fmt(opt[g])} (dead {fmt(dd[g])})" for g in gammas)
+            + "; with the previous tolerance 1e-2*max(gamma,1e-3): " + ", ".join(f"{strict[g]:.2f}" for g in gammas),
             decide.robust(majority, n, what="grid extent and tolerance"),
-            paper_value="a majority (> 50%)", threshold=Threshold(0.5, "paper", "majority"),
-            notes=f"grid {grid}x{grid} over [-e, e]^2 for e in {', '.join(f'{e:g}' for e in extents)}; stop at "
-                  f"update norm < 1e-6 or {max_steps} steps; optimum tolerances {', '.join(DECIDING_TOLS)} "
-                  f"(stopping reach {stopping_reach():.2g})",
+            paper_value="a majority (> 50%)", threshold=Threshold(0.5, "paper", "majority"), notes=notes,
         ),
         judged(
             Source(PAPER, "Figs. 4-5", "smaller target scale gamma sends more initializations into the dead cone"),
             f"dead share at gamma={small:g} vs gamma={big:g}, beta = 0 and 0.9",
-            f"beta=0: {_cell(rmap, big, 0.0)['dead']:.2f} vs {_cell(rmap, small, 0.0)['dead']:.2f}; beta=0.9: "
-            f"{_cell(rmap, big, 0.9)['dead']:.2f} vs {_cell(rmap, small, 0.9)['dead']:.2f}",
+            f"beta=0: {d0[(big, 0.0)]:.2f} vs {d0[(small, 0.0)]:.2f}; beta=0.9: {d0[(big, 0.9)]:.2f} vs "
+            f"{d0[(small, 0.9)]:.2f}",
             decide.robust(more_dead, n, what="tolerance"), paper_value="more dying for small gamma",
         ),
         judged(
@@ -97,6 +84,29 @@ def region_study(grid: int, max_steps: int, extents=(2.0,)) -> dict:
             threshold=Threshold(LIKE_BETA0_SPREAD, "ours", "largest spread read as 'the same'"),
         ),
     ]
+
+
+def region_study(grid: int, max_steps: int, extents=(2.0,)) -> dict:
+    """:func:`region_map` (eta = 0.1) at ``extents[0]`` (every beta) and at the other ``extents`` (beta = 0 only),
+    with its claims: ``{**region_map, "beta0_by_extent", "claims"}``."""
+    tols = _tolerances()
+    main, others = extents[0], extents[1:]
+    rmap = region_map(grid=grid, max_steps=max_steps, extent=main, optimum_tols=tols)
+    gammas = sorted({c["gamma"] for c in rmap["cells"]}, reverse=True)
+    by_extent = {main: rmap}
+    for e in others:
+        by_extent[e] = region_map(gammas=tuple(gammas), betas=(0.0,), grid=grid, max_steps=max_steps, extent=e,
+                                  optimum_tols=tols)
+    settings = {f"extent {e:g}, {t}": {g: _cell(m, g, 0.0, t) for g in gammas}
+                for e, m in by_extent.items() for t in DECIDING_TOLS}
+    strict = {g: _cell(rmap, g, 0.0, "1e-2*max(gamma,1e-3) (previous)")["optimum"] for g in gammas}
+    by_tol = {t: {(g, b): _cell(rmap, g, b, t)["dead"] for g in (min(gammas), max(gammas))
+                  for b in (0.0, 0.5, 0.7, 0.9, 0.99)} for t in DECIDING_TOLS}
+    n = rmap["cells"][0]["n_inits"]
+    notes = (f"grid {grid}x{grid} over [-e, e]^2 for e in {', '.join(f'{e:g}' for e in extents)}; stop at update "
+             f"norm < 1e-6 or {max_steps} steps; optimum tolerances {', '.join(DECIDING_TOLS)} (stopping reach "
+             f"{stopping_reach():.2g})")
+    claims = region_claims(settings, strict, by_tol, n, notes)
     beta0 = {f"{e:g}": [{"gamma": g, **{t: _cell(m, g, 0.0, t) for t in tols}} for g in gammas]
              for e, m in by_extent.items()}
     return {**rmap, "beta0_by_extent": beta0, "claims": claims}

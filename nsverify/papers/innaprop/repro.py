@@ -76,8 +76,14 @@ def identities(steps: int = 50) -> dict:
     from nsverify.papers.innaprop.checks import adamw_mismatches
 
     ident = {k: adamw_mismatches(a, b, steps=steps, dtype=dt) for k, (a, b, dt) in IDENTITY_CASES.items()}
-    bad = {k: v["mismatched_steps"] for k, v in ident.items()}
     printed, corrected = _dinadam_sign_distances()
+    return {"runs": ident, "claims": identity_claims(ident, printed, corrected)}
+
+
+def identity_claims(ident: dict, printed: float, corrected: float) -> list[dict]:
+    """The identity claims from ``adamw_mismatches`` results per case and DINAdam's two distances from the
+    recursion (4.28)-(4.29)."""
+    bad = {k: v["mismatched_steps"] for k, v in ident.items()}
     claims = [
         judged(
             Source(PAPER, "Ch.4, Remark 13", "INNAprop with alpha = beta = 1 is AdamW with beta1 = 0"),
@@ -104,7 +110,7 @@ def identities(steps: int = 50) -> dict:
             threshold=Threshold(DINADAM_TOL, "ours", "a few hundred float64 ulps"),
         ),
     ]
-    return {"runs": ident, "claims": claims}
+    return claims
 
 
 def convergence(problems, optimizers, seeds, steps: int, progress=None) -> dict:

@@ -7,6 +7,8 @@ exact for the power-of-two batch sizes used here since the 1/B scaling of the up
 * ``D``: || backprop[P] - backprop[Q] ||_1 for the pair's two programs (default: native vs minimal max-pool
   Jacobian);
 * ``D_relu``: the same for ReLU'(0) = 0 vs 1 (Bertoin's backprop_0 vs backprop_1), when asked;
+* ``G`` = || backprop[P] ||_1 and ``u`` the dtype's unit roundoff: ``u * G`` is the size of a variation "at
+  machine precision" for this pair (every gradient entry moved by one relative rounding);
 * the variations of P against itself rerun (forward and backward again), which measure the run-to-run noise the
   threshold tau1 (Boustany eq. 3.12) is meant to bound:
 
@@ -128,8 +130,8 @@ def measure_draw(cfg: PairConfig, m: int, data=None) -> dict:
         for b in idx:
             xb, yb = x[b].to(device, dtype), y[b].to(device)
             grads, _, fv = program_grads(model, xb, yb, tuple(programs), "sum", view=True)
-            row = {"B": len(b), "D": variation(grads[0], grads[1]), "relu_zeros": fv.relu_zeros,
-                   "tied": fv.pool_tied_windows}
+            row = {"B": len(b), "D": variation(grads[0], grads[1]), "G": float(grads[0].abs().sum()),
+                   "u": torch.finfo(dtype).eps / 2, "relu_zeros": fv.relu_zeros, "tied": fv.pool_tied_windows}
             if cfg.relu_pair:
                 row["D_relu"] = variation(grads[0], grads[-1])
             for kind in cfg.reruns:
