@@ -87,6 +87,12 @@ def test_ratio_vs_flips():
     d = decide.ratio_vs(noisy, 1.77)
     assert d.held is None and d.power < 0.8
     assert decide.ratio_vs([0.1], 1.77).held is None
+    # an effect claim ("at least 2x worse"): an interval around 1.03 rules the paper's effect out
+    near_one = [math.log(1.03) + g.gauss(0, 0.01) for _ in range(5)]
+    assert decide.ratio_vs(near_one, 1.0, below=False, margin=2.0).held is True  # as a bound: significantly > 1
+    assert decide.ratio_vs(near_one, 1.0, below=False, margin=2.0, effect=True).held is False
+    big = [math.log(3.0) + g.gauss(0, 0.01) for _ in range(5)]
+    assert decide.ratio_vs(big, 1.0, below=False, margin=2.0, effect=True).held is True
 
 
 def test_greater_flips():

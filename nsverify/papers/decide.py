@@ -356,12 +356,15 @@ def _mean_ci(vals: list[float]) -> tuple[float, float, float, float]:
 
 
 def ratio_vs(log_ratios: Sequence[float], threshold: float, below: bool = True, margin: float = 1.25,
-             what: str = "sample") -> Decision:
+             what: str = "sample", effect: bool = False) -> Decision:
     """A measured ratio (from paired samples, e.g. interleaved timings) lies below (``below``) or above a
     ``threshold``: one-sided t bounds on the mean log ratio. True when the bound clears the threshold on the
     claimed side, False when it clears it on the other side, None when the interval holds the threshold or the
     test has power < 0.8 to resolve a true ratio ``margin`` times away from the threshold (at the measured
-    spread). ``value``/``lo``/``hi`` are ratios (geometric mean and its bounds)."""
+    spread). ``value``/``lo``/``hi`` are ratios (geometric mean and its bounds). With ``effect`` (a claimed effect
+    of at least ``margin``, not a bound), True also needs the geometric mean to reach the threshold moved by
+    ``margin`` on the claimed side, and an interval that stays short of it is False: the paper's effect size is
+    ruled out."""
     vals = _samples(log_ratios, "log ratios")
     if not (math.isfinite(threshold) and threshold > 0 and margin > 1):
         raise DecisionInputError(f"threshold={threshold!r} must be > 0 and margin={margin!r} > 1")
@@ -382,6 +385,10 @@ def ratio_vs(log_ratios: Sequence[float], threshold: float, below: bool = True, 
                                                                         f"{threshold:g}"), **base)
     claimed = hi < lt if below else lo > lt
     opposite = lo > lt if below else hi < lt
+    if effect:  # the claimed side must also reach the effect's size, and an interval short of it rules it out
+        lm = lt - math.log(margin) if below else lt + math.log(margin)
+        claimed = claimed and (mean <= lm if below else mean >= lm)
+        opposite = opposite or (lo > lm if below else hi < lm)
     if claimed:
         return Decision(held=True, reason=f"ratio {math.exp(mean):.3g} [{math.exp(lo):.3g}, {math.exp(hi):.3g}] "
                                           f"{side} {threshold:g}", **base)

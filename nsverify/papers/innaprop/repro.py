@@ -135,7 +135,7 @@ def convergence(problems, optimizers, seeds, steps: int, progress=None) -> dict:
         Source(PAPER, "Table 4.4", f"INNAprop(0.1,0.9) reaches AdamW's best loss in {lo}x-{hi}x fewer steps (GPT-2)"),
         "speed-up = AdamW's best step / INNAprop's first step reaching it, per (problem, seed)",
         f"mean speed-up > 1 on {len(faster)}/{len(results)} small nonsmooth problems ({', '.join(faster) or 'none'})",
-        decide.ratio_vs(samples, 1.0, below=False, margin=lo, what="run"),
+        decide.ratio_vs(samples, 1.0, below=False, margin=lo, what="run", effect=True),
         paper_value=f"{lo}x-{hi}x", threshold=Threshold(1.0, "paper", "faster than AdamW"),
         notes="small convex and teacher-student problems on CPU, not GPT-2",
     )
@@ -159,7 +159,7 @@ def precision(seeds, steps: int) -> dict:
                                           "or less"),
         "float32 deviation from float64 of the momentum variant / of INNAprop, per seed",
         f"float32 deviation from float64: momentum {m32:.2g} vs INNAprop {i32:.2g}; bfloat16: {mbf:.2g} vs {ibf:.2g}",
-        decide.ratio_vs(ratios, 1.0, below=False, margin=PRECISION_MARGIN, what="seed"),
+        decide.ratio_vs(ratios, 1.0, below=False, margin=PRECISION_MARGIN, what="seed", effect=True),
         paper_value="worse than INNAprop at <= 32 bits", threshold=Threshold(1.0, "ours", "ratio of deviations"),
     )
     return {"results": prec, "claims": [c]}

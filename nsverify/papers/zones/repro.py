@@ -567,8 +567,8 @@ def sweep_claims(sweep: dict) -> list[dict]:
 
 
 def beta_sweep(seeds, steps: int, betas=BETAS, progress=None, memo=None) -> dict:
-    """:func:`training_sweep` with its claims (Boustany 3.4.2): ``{**sweep, "claims"}``."""
-    sweep = training_sweep(seeds=seeds, steps=steps, betas=betas, progress=progress, memo=memo)
+    """:func:`training_sweep` over beta (ReLU'(0) = 0) with its claims (Boustany 3.4.2): ``{**sweep, "claims"}``."""
+    sweep = training_sweep(seeds=seeds, steps=steps, betas=betas, relu_s=(0.0,), progress=progress, memo=memo)
     return {**sweep, "claims": sweep_claims(sweep)}
 
 
