@@ -326,3 +326,19 @@ def test_region_map_claim_reports_the_beta0_result_over_extent_and_tolerance():
     assert fig4((0.6, 0.7), (0.55, 0.6)) is True
     assert fig4((0.6, 0.15), (0.62, 0.16)) is False  # gamma = 1e-3: a majority dies at every extent/tolerance
     assert fig4((0.6, 0.55), (0.6, 0.3)) is None  # the verdict depends on the unstated grid extent
+
+
+def test_mean_reduction_is_the_sum_over_b_exactly_for_powers_of_two():
+    """The zone tables report D for the batch-summed loss (eq. 3.11) and D / B for the mean: for power-of-two B the
+    1/B scaling of the upstream gradient is exact, so the two gradients differ by exactly that factor."""
+    from nsverify.papers.zones.measure import program_grads
+    from nsverify.workloads.datasets import get_dataset
+    from nsverify.workloads.models import build_model
+
+    x, y = get_dataset("digits28")
+    for dtype in (torch.float32, torch.bfloat16):
+        torch.manual_seed(0)
+        m = build_model("lenet5", width=0.5).to(dtype)
+        (s_p, s_q), _, _ = program_grads(m, x[:8].to(dtype), y[:8], ("native", "minimal"), "sum")
+        (m_p, m_q), _, _ = program_grads(m, x[:8].to(dtype), y[:8], ("native", "minimal"), "mean")
+        assert torch.equal(s_p, 8 * m_p) and torch.equal(s_q, 8 * m_q)

@@ -246,3 +246,15 @@ def test_sections_have_no_literal_verdicts_or_figures():
         if found:
             problems[path.name] = found
     assert not problems, problems
+
+
+def test_committed_measurement_files_carry_their_provenance():
+    """The GPU figures the report reads come from data files that say device, torch version, date and command."""
+    from nsverify.papers.costs.repro import GPU_JSON as COSTS
+    from nsverify.papers.provenance import REQUIRED, load_measurement
+    from nsverify.papers.zones.repro import GPU_JSON as ZONES
+
+    for path in (COSTS, ZONES):
+        data = load_measurement(path)
+        assert data is not None and all(data["provenance"][k] for k in REQUIRED), path
+        assert "claims" not in data  # verdicts are judged from the raw numbers, never stored

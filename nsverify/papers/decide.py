@@ -133,47 +133,40 @@ def illustration(reason: str) -> Decision:
     return Decision("illustration", None, 0, None, None, reason=reason)
 
 
+def _rate_rule(rule: str, k: int, n: int, p: float, witness_held: bool, what: str, rate_text: str) -> Decision:
+    """The shared body of :func:`never` and :func:`occurs`: ``k`` witnesses among ``n`` cases; a witness decides
+    (``witness_held``); their absence decides the opposite once 1 - (1 - p)^n >= POWER."""
+    k, n = _count(k, n)
+    p = _prob(p, "rate")
+    pw = lambda m: 1.0 - (1.0 - p) ** m  # noqa: E731
+    need = n_required(pw)
+    value, lo, hi = _cp(k, n)
+    base = dict(rule=rule, n=n, power=pw(n), n_required=need, value=value, lo=lo, hi=hi,
+                interval="Clopper-Pearson 95%" if n else "")
+    if n == 0:
+        return Decision(held=None, reason=f"premise not exercised: 0 {what}s", **base)
+    if k:
+        kind = "occurrence(s)" if witness_held else "counterexample(s)"
+        return Decision(held=witness_held, reason=f"{k} {kind} in {n} {what}s (a witness decides at any n)",
+                        witness=True, **base)
+    if pw(n) < POWER:
+        return Decision(held=None, reason=_underpowered(pw(n), n, need, rate_text), **base)
+    return Decision(held=not witness_held, reason=f"0 {'occurrences' if witness_held else 'violations'} in {n} "
+                                                  f"{what}s (power {pw(n):.2f} at {rate_text})", **base)
+
+
 def never(violations: int, n: int, p_alt: float = P_ALT, what: str = "case") -> Decision:
     """A universal claim ("X never happens when the premise holds") over ``n`` premise cases, ``violations`` of
     which break it. False on any violation (a counterexample); True when none was seen and the test had power
     >= 0.8 to see one if violations occurred at rate ``p_alt``; None otherwise (0 premise cases: premise not
     exercised)."""
-    k, n = _count(violations, n)
-    p_alt = _prob(p_alt, "p_alt")
-    pw = lambda m: 1.0 - (1.0 - p_alt) ** m  # noqa: E731
-    need = n_required(pw)
-    value, lo, hi = _cp(k, n)
-    base = dict(rule="never", n=n, power=pw(n), n_required=need, value=value, lo=lo, hi=hi,
-                interval="Clopper-Pearson 95%" if n else "")
-    if n == 0:
-        return Decision(held=None, reason=f"premise not exercised: 0 {what}s met it", **base)
-    if k:
-        return Decision(held=False, reason=f"{k} counterexample(s) in {n} {what}s (a witness decides at any n)",
-                        witness=True, **base)
-    if pw(n) < POWER:
-        return Decision(held=None, reason=_underpowered(pw(n), n, need, f"a {p_alt:.0%} violation rate"), **base)
-    return Decision(held=True, reason=f"0 violations in {n} {what}s (power {pw(n):.2f} at a {p_alt:.0%} "
-                                      f"violation rate)", **base)
+    return _rate_rule("never", violations, n, p_alt, False, what, f"a {p_alt:.0%} violation rate")
 
 
 def occurs(k: int, n: int, p_paper: float, what: str = "case") -> Decision:
     """An existence claim ("X occurs", at rate ``p_paper`` in the paper): True on any occurrence; False when none
     was seen although the test had power >= 0.8 to see one at the paper's rate; None otherwise."""
-    k, n = _count(k, n)
-    p = _prob(p_paper, "p_paper")
-    pw = lambda m: 1.0 - (1.0 - p) ** m  # noqa: E731
-    need = n_required(pw)
-    value, lo, hi = _cp(k, n)
-    base = dict(rule="occurs", n=n, power=pw(n), n_required=need, value=value, lo=lo, hi=hi,
-                interval="Clopper-Pearson 95%" if n else "")
-    if n == 0:
-        return Decision(held=None, reason=f"premise not exercised: 0 {what}s", **base)
-    if k:
-        return Decision(held=True, reason=f"{k} occurrence(s) in {n} {what}s", witness=True, **base)
-    if pw(n) < POWER:
-        return Decision(held=None, reason=_underpowered(pw(n), n, need, f"the paper's rate {p:.3g}"), **base)
-    return Decision(held=False, reason=f"0 occurrences in {n} {what}s although the paper's rate {p:.3g} gives "
-                                       f"power {pw(n):.2f}", **base)
+    return _rate_rule("occurs", k, n, p_paper, True, what, f"the paper's rate {p_paper:.3g}")
 
 
 def occurs_in_time(events: int, exposure: float, rate_paper: float, what: str = "step") -> Decision:

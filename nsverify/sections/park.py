@@ -73,6 +73,14 @@ def park_section(ctx) -> dict:
                        f"{r['monitored_s'] / r['plain_s']:.2f}", r["tied"], r["tied_positive"]]
                       for i, r in enumerate(o["per_step"])]
     claims = thm["claims"] + lem["claims"] + t2["claims"]
+    from nsverify.papers import gpu_claims
+
+    run = gpu_claims.load()
+    if run is not None:
+        claims += run["park"]["claims"]
+        for name, o in run["park"]["overhead"].items():
+            ov_rows.append([f"{name} [GPU: {run['provenance']}]", f"{1000 * o['plain_s']:.1f}",
+                            f"{1000 * o['monitored_s']:.1f}", f"{o['ratio']:.2f}", _per_tie_ms(o["per_step"])])
     summary = (
         f"Claims: {summary_line(claims)}. Table 1 rows as properties over generated networks at exact ties "
         f"({b['theorem_examples']} examples per theorem row); lemma rows decided by the paper's own counterexamples. "

@@ -269,6 +269,15 @@ def _zones(ctx) -> dict:
         for key, s in gpu["shares"].items():
             metrics.append({"key": f"gpu|{key}", "kind": "share", "value": s["value"],
                             "lo": s["clopper_pearson"][0], "hi": s["clopper_pearson"][1]})
+    from nsverify.papers import gpu_claims
+
+    run = gpu_claims.load()
+    if run is not None:
+        claims += run["zones"]["claims"]
+        tables.append(table(f"GPU claims run ({run['provenance']}): VGG11 on natural crops, Bertoin's MLP",
+                            ["data", "BN", "dtype", "pairs", "tau1 (reversed order)", "tau1 (rerun)", "impacted",
+                             "median D (sum)", "median D (mean)", "max D (sum)", "ReLU zeros/batch",
+                             "tied windows/batch", "kernel path"], _setting_rows(run["zones"]["settings"])))
     tables.insert(0, claims_table(claims, "Claims (Boustany, Ch.3; Bertoin et al.)"))
     summary = (f"Claims: {summary_line(claims)} ({'quick' if ctx.quick else 'full'} mode, CPU"
                + ("; GPU results included" if gpu is not None else "; no GPU results file") + "). "

@@ -66,6 +66,8 @@ def main(argv=None) -> int:
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cudnn.deterministic = False  # tau1 needs the nondeterministic kernels
         torch.backends.cudnn.benchmark = True
+    if a.dry_run:
+        torch.set_num_threads(1)  # a shared CPU: one intra-op thread is much faster than two fighting others
     name = torch.cuda.get_device_name() if z["device"] == "cuda" else "cpu (dry run)"
     result = {"provenance": provenance(name), "dry_run": a.dry_run, "sizes": {k: v for k, v in z.items()},
               "tf32": False, "settings": {}, "bertoin": {}, "park_overhead": {}}
@@ -74,8 +76,10 @@ def main(argv=None) -> int:
     result["settings"]["natural"] = {}
     for bn in (False, True):
         label = "BN" if bn else "noBN"
+        # reruns: "threads" is a plain rerun on CUDA (nondeterministic kernels), "order" the reversed batch
         cfg = PairConfig("vgg11", z["width"], bn, "natural", z["batch"], z["draws"], z["batches"], z["dtypes"],
-                         emulate16=False, device=z["device"], n_data=max(1024, z["batch"] * z["batches"]))
+                         reruns=("threads", "order"), emulate16=False, device=z["device"],
+                         n_data=max(1024, z["batch"] * z["batches"]))
         log(f"VGG11 width {z['width']} {label}: {z['draws']} draws x {z['batches']} batches of {z['batch']}")
         result["settings"]["natural"][label] = measure_pairs(cfg, progress=lambda msg, *_: log(msg))
     # 2. Bertoin: MLP 784-2048^3-10, ReLU'(0) = 0 vs 1, native kernels and the split-bias emulation
