@@ -61,7 +61,7 @@ def test_gpu_script_smoke_runs_on_cpu(tmp_path):
         assert "no CUDA GPU" in bad.stderr and "--smoke" in bad.stderr
 
 
-def test_gpu_rows_carry_their_own_anchor_and_render(tmp_path):
+def test_gpu_rows_render_with_their_provenance(tmp_path):
     from nsverify.papers.costs.repro import gpu_rows
     from nsverify.report.schema import validate_metrics
     from nsverify.sections.costs import _gpu_rows
@@ -72,24 +72,18 @@ def test_gpu_rows_carry_their_own_anchor_and_render(tmp_path):
          "flop_ratio": 2.0},
         {"model": "mlp_sweep", "depth": 5, "width": 64, "batch": 1024, "dtype": "float32", "wall_ratio": 2.5,
          "flop_ratio": 2.5}]
+    prov = {"device": "NVIDIA H200", "torch": "2.11", "date": "2026-11-26", "command": "scripts/gpu/costs.py"}
     path = tmp_path / "costs.json"
-    path.write_text(json.dumps({"device": "NVIDIA H200", "torch": "2.11", "rows": file_rows}))
-    # an anchor made up for this test: each row gets the value of its own (model, dtype), other models none
-    anchor = {("mlp", "float32"): 1.25, ("mlp", "bfloat16"): 7.5, ("vgg11", "float32"): 4.0}
-    res = gpu_rows(path, anchor)
-    assert [r["anchor"] for r in res["rows"]] == [1.25, None, None] and res["claims"] == []
-    metrics, claims, tables = [], [], []
-    assert _gpu_rows(res, metrics, claims, tables) == file_rows  # the report's data keeps the file's rows
-    assert [row[-1] for row in tables[0]["rows"]] == [1.25, None, None]
-    assert tables[0]["title"] == "CUDA rows (NVIDIA H200, torch 2.11)"
+    path.write_text(json.dumps({"provenance": prov, "rows": file_rows}))
+    res = gpu_rows(path)
+    metrics, tables = [], []
+    assert _gpu_rows(res, metrics, tables) == file_rows  # the report's data keeps the file's rows
+    assert tables[0]["title"] == "CUDA rows (NVIDIA H200, torch 2.11, 2026-11-26, `scripts/gpu/costs.py`)"
     assert [(m["kind"], m["value"]) for m in metrics] == [("bench_ratio", r["wall_ratio"]) for r in file_rows]
     validate_metrics(metrics, "costs")  # unique keys: one per model, depth, width and dtype
-    # without the file: no rows, and the claim is undecided and quotes the anchor it could not compare with
-    absent = gpu_rows(tmp_path / "absent.json", anchor)
-    (c,) = absent["claims"]
-    assert absent["rows"] == [] and c["held"] is None and "MLP 1.25/7.5/None, VGG11 4.0/None/None" in c["claim"]
-    claims = []
-    assert _gpu_rows(absent, [], claims, []) == [] and claims == [c]
+    # without the file: no rows, no table
+    absent = gpu_rows(tmp_path / "absent.json")
+    assert absent["rows"] == [] and _gpu_rows(absent, [], tables) == [] and len(tables) == 1
 
 
 @pytest.mark.slow

@@ -1,9 +1,8 @@
-"""nsverify.papers.stats (intervals shared by the paper reproductions) and the claim record."""
+"""nsverify.papers.stats (intervals shared by the paper reproductions); the claim record: tests/test_claims.py."""
 from __future__ import annotations
 
 import pytest
 
-from nsverify.papers.claims import claim
 from nsverify.papers.stats import clopper_pearson, wilson
 
 
@@ -30,13 +29,3 @@ def test_wilson_is_narrower_than_clopper_pearson_inside():
     _, wlo, whi = wilson(20, 40)
     clo, chi = clopper_pearson(20, 40)
     assert clo < wlo < 0.5 < whi < chi
-
-
-def test_claim_record_and_its_verdicts():
-    assert claim("s", "m", True) == {"claim": "s", "measured": "m", "held": True}
-    assert claim("s", "m", None)["held"] is None
-    import numpy as np
-
-    assert claim("s", "m", np.bool_(False))["held"] is False  # numpy comparisons are accepted, stored as bool
-    with pytest.raises(TypeError, match="True, False or None"):
-        claim("s", "m", 1)

@@ -1,16 +1,150 @@
-"""One judged paper claim, as the report shows it: the single place where claim records are built.
+"""The claim ledger's record: one judged claim, as the report shows it (the single place claims are built).
 
 Every paper package's ``repro`` module returns its experiments' results together with a ``"claims"`` list of
-these records; the report sections render them and never judge. A richer claim type (source, interval,
-sample size, power) can replace this record by changing :func:`claim` alone.
+:meth:`Claim.to_json` dicts; the report sections render them (:mod:`nsverify.report.claims_table`) and never
+judge. A claim's verdict always comes from a decision rule of :mod:`nsverify.papers.decide` applied to a
+measurement of the run (or of a data file with its provenance, :mod:`nsverify.papers.provenance`).
+
+JSON form (``Claim.to_json()``; the report's ``sections.<name>.claims[i]``, documented in docs/report.md)::
+
+    {"claim": "one-line statement",            # what is claimed (the paper's words, condensed)
+     "source": {"paper": "Boustany (2025)", "where": "Table 3.2", "statement": "..."},
+     "by": "paper" | "ours",                   # "ours": nsverify's own finding, not the paper's
+     "metric": "share of (draw, batch) pairs with D > tau, fp32",
+     "paper_value": "46.67%",                  # the paper's figure as printed ("" when it gives none)
+     "measured": "12/64 = 18.8% [CP 95% 0.10, 0.30]",   # this run's measurement, in words
+     "value": 0.1875, "lo": 0.10, "hi": 0.30, "interval": "Clopper-Pearson 95%",
+     "n": 64, "n_required": 4, "power": 0.99,  # sample size, the least n the rule needs, power at n
+     "threshold": {"value": 1.2e-7, "origin": "measured", "note": "tau1 = max D(P, P~)"} | null,
+     "held": true | false | null,              # reproduced / not reproduced / undecided
+     "verdict": "reproduced" | "not reproduced" | "undecided",
+     "rule": "between",                        # the decision rule (nsverify.papers.decide)
+     "reason": "...",                          # why this verdict (always given; required for null)
+     "witness": false,                         # the verdict rests on a counterexample / an occurrence
+     "notes": "kernel path: ..."}              # how it was measured (optional)
+
+Invariants (checked when a claim is built): ``held`` is True/False/None; an undecided claim has a reason; a
+decided claim (held not None) either rests on a witness or has power >= :data:`nsverify.papers.decide.POWER`
+and n >= n_required.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 
-def claim(statement: str, measured: str, held: bool | None) -> dict:
-    """``{"claim", "measured", "held"}``: what the paper states, what this run measured, and the verdict
-    (True: reproduced, False: not reproduced, None: undecided at this size)."""
-    if held is not None and type(held).__name__ not in ("bool", "bool_"):
-        raise TypeError(f"a claim's 'held' is True, False or None, not {held!r} ({type(held).__name__})")
-    return {"claim": statement, "measured": measured, "held": None if held is None else bool(held)}
+from nsverify.errors import NsverifyError
+from nsverify.papers.decide import POWER, Decision
+
+ORIGINS = ("paper", "measured", "ours")
+BY = ("paper", "ours")
+VERDICTS = {True: "reproduced", False: "not reproduced", None: "undecided"}
+
+
+class ClaimError(NsverifyError, ValueError):
+    """A claim record that breaks the ledger's invariants (a decided claim without the power to decide, ...)."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a claim comes from: the paper, the place in it, and the statement quoted in one line."""
+
+    paper: str
+    where: str
+    statement: str
+
+    def __post_init__(self):
+        for name in ("paper", "where", "statement"):
+            v = getattr(self, name)
+            if not isinstance(v, str) or not v.strip() or "\n" in v:
+                raise ClaimError(f"Source.{name} must be a non-empty one-line string, got {v!r}")
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A threshold a decision compares with, and where it came from: the paper, a measurement of this run, or
+    our own choice."""
+
+    value: float | None
+    origin: str
+    note: str = ""
+
+    def __post_init__(self):
+        if self.origin not in ORIGINS:
+            raise ClaimError(f"Threshold.origin must be one of {ORIGINS}, got {self.origin!r}")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim judged by a measurement (see the module docstring for the JSON form and the invariants)."""
+
+    source: Source
+    metric: str
+    measured: str
+    decision: Decision
+    paper_value: str = ""
+    threshold: Threshold | None = None
+    by: str = "paper"
+    notes: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.by not in BY:
+            raise ClaimError(f"Claim.by must be one of {BY}, got {self.by!r}")
+        d = self.decision
+        if not isinstance(d, Decision):
+            raise ClaimError(f"Claim.decision must be a nsverify.papers.decide.Decision, got {type(d).__name__}")
+        if d.held is None and not d.reason:
+            raise ClaimError(f"undecided claim {self.source.statement!r} has no reason")
+        if d.held is not None and not d.witness:
+            if d.power is None or d.power < POWER:
+                raise ClaimError(f"claim {self.source.statement!r} is decided ({d.held}) with power {d.power} < "
+                                 f"{POWER}: its rule must return None")
+            if d.n_required is not None and d.n < d.n_required:
+                raise ClaimError(f"claim {self.source.statement!r} is decided on n = {d.n} < n_required = "
+                                 f"{d.n_required}")
+
+    @property
+    def held(self) -> bool | None:
+        return self.decision.held
+
+    def to_json(self) -> dict:
+        d = self.decision
+        return {
+            "claim": self.source.statement,
+            "source": {"paper": self.source.paper, "where": self.source.where, "statement": self.source.statement},
+            "by": self.by,
+            "metric": self.metric,
+            "paper_value": self.paper_value,
+            "measured": self.measured,
+            "value": d.value,
+            "lo": d.lo,
+            "hi": d.hi,
+            "interval": d.interval,
+            "n": d.n,
+            "n_required": d.n_required,
+            "power": d.power,
+            "threshold": None if self.threshold is None else {"value": self.threshold.value,
+                                                              "origin": self.threshold.origin,
+                                                              "note": self.threshold.note},
+            "held": d.held,
+            "verdict": VERDICTS[d.held],
+            "rule": d.rule,
+            "reason": d.reason,
+            "witness": d.witness,
+            "notes": self.notes,
+            **self.extra,
+        }
+
+
+def judged(source: Source, metric: str, measured: str, decision: Decision, **kw) -> dict:
+    """Build a :class:`Claim` (checking the invariants) and return its JSON form: the one call the repro modules
+    use."""
+    return Claim(source, metric, measured, decision, **kw).to_json()
+
+
+def summary_counts(claims: list[dict]) -> dict:
+    """``{"reproduced", "not reproduced", "undecided"}`` counts over claim dicts."""
+    out = dict.fromkeys(VERDICTS.values(), 0)
+    for c in claims:
+        out[VERDICTS[c.get("held")]] += 1
+    return out

@@ -7,7 +7,8 @@ AD leaves the Clarke set (every case whose expected verdict is not_member).
 
 from __future__ import annotations
 
-from nsverify.papers.claims import claim
+from nsverify.papers import decide
+from nsverify.papers.claims import Source, judged
 
 
 def format_vector(v) -> str:
@@ -43,10 +44,14 @@ def known_answers(progress=None) -> dict:
         v = nsverify.check_gradient(case.fn, point(case))
         out.append({"case": case, "verdict": v, "rechecked": verify_certificate(v.to_json())})
         if case.expected == "not_member":
-            claims.append(claim(
-                f"{case.name} ({case.source}): AD {format_vector(case.exact_ad)} is outside the Clarke set "
-                f"{format_clarke(v)}",
+            paper, _, where = case.source.partition(", ")
+            claims.append(judged(
+                Source(paper, where or case.source, f"{case.name}: AD {format_vector(case.exact_ad)} is outside the "
+                                                    f"Clarke set {format_clarke(v)}"),
+                "the exact oracle's verdict (certificate re-checked from JSON)",
                 f"{v.status}; PyTorch autograd returned {format_vector(v.ad)}",
-                v.status == "not_member" and (case.exact_ad is None or tuple(v.exact_ad) == case.exact_ad),
+                decide.exact(v.status == "not_member"
+                             and (case.exact_ad is None or tuple(v.exact_ad) == case.exact_ad)),
+                paper_value="outside the Clarke set",
             ))
     return {"cases": out, "claims": claims}

@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from nsverify.papers import decide
+from nsverify.papers.claims import Source, judged
 from nsverify.report import section, table
+
+OURS = "nsverify (ours)"
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 GPU_DATA = Path(__file__).resolve().parents[1] / "data" / "gpu" / "conventions.json"
@@ -49,12 +53,14 @@ def conventions_section(ctx) -> dict:
                             [[d["op"], d["case"], "; ".join(f"{k}: {v}" for k, v in d["rules"].items())]
                              for d in diffs]))
     claims = [
-        {"claim": "The registry's kink/tie rules hold on torch CPU, fp16/bf16/fp32/fp64, eager/func/jvp",
-         "measured": f"{len(unexpected)} of {len(results)} evaluations differ from the expected rule",
-         "held": not unexpected},
-        {"claim": "torch.compile matches eager at every kink and tie",
-         "measured": f"{len(compile_vs_eager)} cases differ (compiled dtypes: {', '.join(compile_dtypes)})",
-         "held": not compile_vs_eager},
+        judged(Source(OURS, "registry", "The registry's kink/tie rules hold on torch CPU, fp16/bf16/fp32/fp64, "
+                                        "eager/func/jvp"), "evaluations whose rule differs from the registry's",
+               f"{len(unexpected)} of {len(results)} evaluations differ from the expected rule",
+               decide.exact(not unexpected), by="ours"),
+        judged(Source(OURS, "conventions matrix", "torch.compile matches eager at every kink and tie"),
+               "cases whose compiled rule differs from eager",
+               f"{len(compile_vs_eager)} cases differ (compiled dtypes: {', '.join(compile_dtypes)})",
+               decide.exact(not compile_vs_eager), by="ours"),
     ]
     outside = sorted({(r.op, r.case) for r in results if r.in_clarke == "no"})
     gpu = _gpu_part(cv, results)
@@ -90,7 +96,8 @@ def _gpu_part(cv, cpu_results) -> dict | None:
                for r in data["results"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return {"table": table("GPU data", ["problem"], [[f"unreadable {GPU_DATA.name}: {exc}"]]),
-                "claim": {"claim": "GPU conventions readable", "measured": str(exc), "held": False}}
+                "claim": judged(Source(OURS, "conventions matrix", "GPU conventions readable"), "the GPU data file",
+                                str(exc), decide.exact(False), by="ours")}
     cpu = {(r.op, r.case, r.dtype, r.mode): r.rule for r in cpu_results}
     rows, differ = [], 0
     for r in gpu:
@@ -102,6 +109,8 @@ def _gpu_part(cv, cpu_results) -> dict | None:
     title = (f"CUDA vs CPU ({meta.get('device_name', 'GPU')}, torch {data.get('torch')}): "
              f"{differ} differing evaluations")
     return {"results": gpu, "table": table(title, ["op", "case", "dtype", "mode", "cpu", "cuda"], rows),
-            "claim": {"claim": "CUDA conventions equal CPU conventions",
-                      "measured": f"{differ} of {len(gpu)} GPU evaluations differ from CPU",
-                      "held": differ == 0}}
+            "claim": judged(Source(OURS, "conventions matrix", "CUDA conventions equal CPU conventions"),
+                            "GPU evaluations whose rule differs from the CPU's",
+                            f"{differ} of {len(gpu)} GPU evaluations differ from CPU "
+                            f"({meta.get('device_name', 'GPU')}, torch {data.get('torch')})",
+                            decide.exact(differ == 0), by="ours")}

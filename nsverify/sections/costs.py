@@ -6,6 +6,7 @@ this module picks the budgets and renders."""
 from __future__ import annotations
 
 from nsverify.report import figure_png, section, table
+from nsverify.report.claims_table import claims_table, summary_line
 
 
 def _grid(quick: bool):
@@ -74,14 +75,14 @@ def costs_section(ctx) -> dict:
 
     # 2. interpreter properties ------------------------------------------------------------------------
     ctx.progress("interpreter properties on random programs")
-    ce = repro.interpreter_properties(60 if ctx.quick else 400)
+    ce = ctx.checkpoint(f"interpreter-{ctx.quick}", lambda: repro.interpreter_properties(60 if ctx.quick else 400))
     for k in ("eq_2_10", "eq_2_11", "omega_b", "five_relu", "fwd_bwd", "torch"):
         metrics.append({"key": f"interpreter|{k}", "kind": "counterexample", "value": ce[k]})
     claims += ce.pop("claims")
 
     # 3. Theorem 4 -------------------------------------------------------------------------------------
     ctx.progress("Theorem 4 scaling")
-    th4 = repro.theorem4(g["ps"], reps=3 if ctx.quick else 7)
+    th4 = ctx.checkpoint(f"theorem4-{ctx.quick}", lambda: repro.theorem4(g["ps"], reps=3 if ctx.quick else 7))
     tables.append(
         table(
             "Theorem 4: p directional derivatives at the kink vs F + full gradient at a smooth point "
@@ -99,8 +100,10 @@ def costs_section(ctx) -> dict:
 
     # 4. hardness --------------------------------------------------------------------------------------
     ctx.progress("hardness: exact Clarke vs Proposition 4")
-    hd = repro.hardness(QUICK_SIZES if ctx.quick else FULL_SIZES, time_budget=60 if ctx.quick else 600,
-                        prop4_networks=100 if ctx.quick else 500, progress=ctx.progress)
+    hd = ctx.checkpoint(f"hardness-{ctx.quick}", lambda: repro.hardness(
+        QUICK_SIZES if ctx.quick else FULL_SIZES, time_budget=60 if ctx.quick else 600,
+        prop4_networks=100 if ctx.quick else 500, theorem6_instances=32 if ctx.quick else 100,
+        progress=ctx.progress))
     hard = hd["rows"]
     tables.append(
         table(
@@ -117,6 +120,8 @@ def costs_section(ctx) -> dict:
         )
     )
     metrics.append({"key": "hardness|clarke_vs_sat", "kind": "counterexample", "value": hd["mismatches"]})
+    metrics.append({"key": "theorem6|random_formulas|mismatches", "kind": "counterexample",
+                    "value": hd["theorem6"]["mismatches"]})
     metrics.append({"key": "hardness|enumeration_vs_oracle", "kind": "counterexample",
                     "value": hd["oracle_disagreements"]})
     for r in hard:
@@ -127,12 +132,12 @@ def costs_section(ctx) -> dict:
     claims += hd["claims"]
 
     # 5. measured ratios -------------------------------------------------------------------------------
-    mr = repro.measured_ratios(g, progress=ctx.progress)
+    mr = ctx.checkpoint(f"ratios-{ctx.quick}", lambda: repro.measured_ratios(g, progress=ctx.progress))
     meas, omega_depth, omega_width = mr["rows"], mr["omega_depth"], mr["omega_width"]
     for r in meas:
         key = f"ratio|{r['model']}|d{r['depth']}|w{r['width']}|{r['dtype']}|cpu"
         metrics.append({"key": key + "|wall", "kind": "bench_ratio", "value": r["wall_ratio"], "unit": "x",
-                        "samples": r["wall_samples"]})
+                        "samples": r["ratio_samples"]})
         metrics.append({"key": key + "|flops", "kind": "info", "value": r["flop_ratio"], "unit": "x"})
     tables.append(
         table(
@@ -153,15 +158,15 @@ def costs_section(ctx) -> dict:
     figures.append({"title": "(fwd+bwd)/fwd vs depth and width", "png": _plot(meas, omega_depth, omega_width)})
 
     # 6. GPU rows --------------------------------------------------------------------------------------
-    gpu = _gpu_rows(repro.gpu_rows(), metrics, claims, tables)
+    gpu = _gpu_rows(repro.gpu_rows(), metrics, tables)
     fl = [r["flop_ratio"] for r in meas if r["model"] == "mlp"]
     wall = [r["wall_ratio"] for r in meas]
+    tables.insert(0, claims_table(claims, "Claims (Boustany, Ch.2; and ours)"))
     summary = (
-        f"Op-count model: Table 2.1 reproduces; {len(t2['failures'])} grid points of Tables 2.2-2.3 fail (norm "
-        f"columns, small c_ReLU). Theorem 4 exponent (FLOPs) {th4['exponent_flops']:.2f}, "
-        f"wall {th4['exponent_wall']:.2f}. "
-        f"Exact Clarke at 0 agrees with SAT on {len(hard)} instances while Proposition 4 answers in "
-        f"milliseconds. CPU wall-clock ratios {min(wall):.2f}-{max(wall):.2f}x; FLOP ratios "
+        f"Claims: {summary_line(claims)}. {len(t2['failures'])} grid points of Tables 2.2-2.3 fail; Theorem 4 "
+        f"exponent (FLOPs) {th4['exponent_flops']:.2f}, wall {th4['exponent_wall']:.2f} (an illustration). "
+        f"Exact Clarke at 0 agrees with SAT on {hd['theorem6']['decided']} random formulas and {len(hard)} table "
+        f"instances. CPU wall-clock ratios {min(wall):.2f}-{max(wall):.2f}x; FLOP ratios "
         f"{min(fl):.2f}-{max(fl):.2f}x." + (" CUDA rows included." if gpu else " No CUDA rows (no GPU JSON).")
     )
     return {
@@ -177,6 +182,7 @@ def costs_section(ctx) -> dict:
             "gpu": gpu,
             "interpreter": ce,
             "prop4": p4,
+            "theorem6": hd["theorem6"],
         },
     }
 
@@ -211,21 +217,20 @@ def _plot(meas, omega_depth, omega_width) -> str:
     return figure_png(fig)
 
 
-def _gpu_rows(res: dict, metrics, claims, tables) -> list:
-    """Render :func:`nsverify.papers.costs.repro.gpu_rows`: a table with the anchor column, one metric per
-    row; returns the JSON rows as the file holds them."""
-    claims += res["claims"]
+def _gpu_rows(res: dict, metrics, tables) -> list:
+    """Render :func:`nsverify.papers.costs.repro.gpu_rows`: a table titled with the file's provenance, one metric
+    per row; returns the JSON rows as the file holds them."""
     if not res["rows"]:
         return []
     tables.append(
         table(
-            f"CUDA rows ({res['device']}, torch {res['torch']})",
-            ["model", "batch", "dtype", "wall ratio", "FLOP ratio", "H200 anchor"],
-            [[r["model"], r["batch"], r["dtype"], _fmt(r["wall_ratio"], 2), _fmt(r["flop_ratio"], 3), r["anchor"]]
+            f"CUDA rows ({res['provenance']})",
+            ["model", "batch", "dtype", "wall ratio", "FLOP ratio"],
+            [[r["model"], r["batch"], r["dtype"], _fmt(r["wall_ratio"], 2), _fmt(r["flop_ratio"], 3)]
              for r in res["rows"]],
         )
     )
     for r in res["rows"]:
         metrics.append({"key": f"ratio|{r['model']}|d{r.get('depth')}|w{r.get('width')}|{r['dtype']}|cuda|wall",
                         "kind": "bench_ratio", "value": r["wall_ratio"], "unit": "x"})
-    return [{k: v for k, v in r.items() if k != "anchor"} for r in res["rows"]]
+    return res["rows"]

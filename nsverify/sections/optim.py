@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 from nsverify.report import figure_png, section, table
+from nsverify.report.claims_table import claims_table, summary_line
 
 CONVEX = ("lasso", "hinge_svm", "lad", "max_affine")
 COMPARED = ("AdamW", "SGD", "heavy-ball", "INNA", "INNAprop(0.1,0.9)", "INNAprop(1,1)", "INNAprop(2,2)")
@@ -103,7 +104,8 @@ def optim_section(ctx) -> dict:
         seeds = (0, 1) if q else (0, 1, 2, 3, 4)
         steps = 300 if q else 2000
         problems = CONVEX + ("teacher_student",) + (() if q else ("digits_mlp",))
-        conv = innaprop.convergence(problems, COMPARED, seeds=seeds, steps=steps, progress=ctx.progress)
+        conv = ctx.checkpoint(f"convergence-{q}", lambda: innaprop.convergence(problems, COMPARED, seeds=seeds,
+                                                                                steps=steps, progress=ctx.progress))
         results = conv["results"]
         rows = []
         for prob, res in results.items():
@@ -133,7 +135,7 @@ def optim_section(ctx) -> dict:
 
         # -- precision -------------------------------------------------------------------------------------
         ctx.progress("precision study")
-        pr = innaprop.precision(seeds, steps=400 if q else 3000)
+        pr = ctx.checkpoint(f"precision-{q}", lambda: innaprop.precision(seeds, steps=400 if q else 3000))
         prec = pr["results"]
         prows = []
         for k, v in prec.items():
@@ -153,7 +155,8 @@ def optim_section(ctx) -> dict:
 
         # -- region map ------------------------------------------------------------------------------------
         ctx.progress("dying ReLU region map")
-        rmap = arnekvist.region_study(grid=11 if q else 31, max_steps=3000 if q else 20000)
+        rmap = ctx.checkpoint(f"region-{q}", lambda: arnekvist.region_study(
+            grid=11 if q else 31, max_steps=3000 if q else 20000, extents=(2.0,) if q else (2.0, 1.0, 4.0)))
         region_claims = rmap.pop("claims")
         rrows = [
             [
@@ -179,9 +182,18 @@ def optim_section(ctx) -> dict:
         tables.append(
             table(
                 f"Single-ReLU region map: heavy-ball eta={rmap['eta']}, {rmap['cells'][0]['n_inits']} "
-                "initial (w_L, b) per cell",
+                f"initial (w_L, b) per cell over [-{rmap['extent']:g}, {rmap['extent']:g}]^2, optimum tolerance: "
+                f"{rmap['tolerances'][0]}",
                 ["gamma", "beta", "optimum", "dead cone", "other", "unconverged"],
                 rrows,
+            )
+        )
+        tables.append(
+            table(
+                "Region map at beta = 0: optimum / dead shares per grid extent and optimum tolerance",
+                ["extent", "gamma"] + [f"{t}: optimum / dead" for t in rmap["tolerances"]],
+                [[e, c["gamma"]] + [f"{c[t]['optimum']:.2f} / {c[t]['dead']:.2f}" for t in rmap["tolerances"]]
+                 for e, cells in rmap["beta0_by_extent"].items() for c in cells],
             )
         )
         figures.append({"title": "Dead-cone share over gamma x beta", "png": _region_figure(rmap)})
@@ -189,8 +201,8 @@ def optim_section(ctx) -> dict:
 
         # -- network experiment ----------------------------------------------------------------------------
         nsteps = 500 if q else 50000
-        datasets = ("diabetes",) if q else ("diabetes", "friedman")
-        cache = None if q else ctx.scratch_file("dying_relu.json")
+        datasets = ("diabetes",)
+        cache = ctx.scratch_file("dying_relu.json")
         nst = arnekvist.network_study(datasets, (0, 1) if q else (0, 1, 2), nsteps, progress=ctx.progress,
                                       cache=cache)
         net = nst["rows"]
@@ -243,12 +255,11 @@ def optim_section(ctx) -> dict:
                 ],
             )
         )
-    held = sum(c["held"] is True for c in claims)
+    tables.insert(0, claims_table(claims, "Claims (Boustany, Ch.4; Arnekvist et al.)"))
     summary = (
-        f"INNAprop, INNA, DINAdam and the momentum variant on {len(results)} problems x {len(seeds)} seeds; "
-        f"{held}/{len(claims)} paper claims held (see claims; 'None' = mixed). INNAprop/AdamW step time "
-        f"{sp['ratio']:.2f}x at {sp['n_params']:.0e} parameters (CPU, 1 thread; target <= "
-        f"{innaprop.STEP_TIME_TARGET}x)."
+        f"Claims: {summary_line(claims)}. INNAprop, INNA, DINAdam and the momentum variant on {len(results)} "
+        f"problems x {len(seeds)} seeds. INNAprop/AdamW step time {sp['ratio']:.2f}x at {sp['n_params']:.0e} "
+        f"parameters (CPU, 1 thread; target <= {innaprop.STEP_TIME_TARGET}x)."
     )
     return {
         "summary": summary,

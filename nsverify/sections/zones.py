@@ -5,22 +5,29 @@ from __future__ import annotations
 
 import math
 
+from nsverify.devices import torch_threads
 from nsverify.report import figure_png, section, table
+from nsverify.report.claims_table import claims_table, summary_line
 
-QUICK = dict(fig33=(3, 2), table=dict(width=0.0625, draws=3, batches=2, batch_size=16),
-             trend_batches=(4, 32), trend=dict(width=0.0625, draws=3, batches=2),
-             dich=dict(draws=2, batches=2, batch_size=128), sgd_steps=30, sgd_dtypes=("float64", "bfloat16"),
+QUICK = dict(fig33=(3, 2),
+             table=dict(width=0.0625, batch_size=16, datasets={"natural": (2, 2)}),
+             trend=dict(batch_sizes=(8, 32), width=0.0625, draws=2, batches=1),
+             dich=dict(draws=2, batches=2, batch_size=128, width=0.125, fused_too=False),
+             sgd=dict(dtypes=("float64", "float32", "bfloat16"), steps=30, width=0.125),
              sweep=dict(seeds=(0,), steps=15, betas=(0.0, 1e2, 1e4)))
-FULL = dict(fig33=(16, 8), table=dict(width=0.125, draws=16, batches=4, batch_size=64),
-            trend_batches=(8, 32, 128), trend=dict(width=0.125, draws=8, batches=4),
-            dich=dict(draws=8, batches=8, batch_size=128), sgd_steps=200,
-            sgd_dtypes=("float64", "float32", "bfloat16"),
-            sweep=dict(seeds=(0, 1, 2), steps=150))
+FULL = dict(fig33=(64, 4),
+            table=dict(width=0.125, batch_size=64, datasets={"natural": (10, 4), "plateaus": (4, 2)}),
+            trend=dict(batch_sizes=(8, 32, 128, 512), width=0.125, draws=8, batches=2),
+            dich=dict(draws=42, batches=4, batch_size=128, width=1.0, fused_too=True),
+            sgd=dict(dtypes=("float64", "float32", "bfloat16"), steps=200, width=1.0),
+            sweep=dict(seeds=(0, 1, 2), steps=400, betas=(0.0, 1e2, 1e3, 1e4)))
 
 
-def _share_metric(key, s):
-    lo, hi = s["clopper_pearson"]
-    return {"key": key, "kind": "share", "value": s["value"], "lo": lo, "hi": hi}
+def _share_metric(key, k, n):
+    from nsverify.papers.stats import clopper_pearson
+
+    lo, hi = clopper_pearson(k, n)
+    return {"key": key, "kind": "share", "value": k / n if n else 0.0, "lo": lo, "hi": hi}
 
 
 def _hist(ax, values, label):
@@ -29,7 +36,7 @@ def _hist(ax, values, label):
     logs = [math.log10(v) for v in values if v > 0]
     zeros = sum(1 for v in values if v == 0)
     if logs:
-        ax.hist(logs, bins=np.linspace(-20, 1, 43), alpha=0.55, label=f"{label} ({zeros} exact zeros)")
+        ax.hist(logs, bins=np.linspace(-20, 4, 49), alpha=0.55, label=f"{label} ({zeros} exact zeros)")
     elif zeros:
         ax.plot([], [], label=f"{label}: all {zeros} exactly 0")
 
@@ -43,10 +50,10 @@ def _fig_hist(runs: dict, title: str) -> str:
     fig, ax = plt.subplots(figsize=(7, 3.2))
     for label, values in runs.items():
         _hist(ax, values, label)
-    ax.set_xlabel("log10 D (L1, mean reduction)")
+    ax.set_xlabel("log10 D (L1, batch-summed loss, eq. 3.11)")
     ax.set_ylabel("(draw, batch) pairs")
     ax.set_title(title)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6)
     return figure_png(fig)
 
 
@@ -56,14 +63,17 @@ def _fig_shares(rows: list) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from nsverify.papers.stats import clopper_pearson
+
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    for i, (_label, s) in enumerate(rows):
-        lo, hi = s["clopper_pearson"]
-        ax.errorbar([i], [s["value"]], yerr=[[s["value"] - lo], [hi - s["value"]]], fmt="o", capsize=4)
+    for i, (_label, k, n) in enumerate(rows):
+        lo, hi = clopper_pearson(k, n)
+        v = k / n if n else 0.0
+        ax.errorbar([i], [v], yerr=[[v - lo], [hi - v]], fmt="o", capsize=4)
     ax.set_xticks(range(len(rows)), [r[0] for r in rows], rotation=30, ha="right", fontsize=7)
     ax.set_ylim(-0.05, 1.05)
     ax.set_ylabel("share of impacted minibatches")
-    ax.set_title("Zone volume per dtype (95% Clopper-Pearson)")
+    ax.set_title("Impacted share at the measured tau1 (95% Clopper-Pearson)")
     return figure_png(fig)
 
 
@@ -100,9 +110,31 @@ def _point_row(r: dict) -> list:
             f["sites_created_by_rounding"], f["sites_destroyed_by_rounding"], f"{f['D']:.2e}", f["tau"], f["impacted"]]
 
 
+def _g(x) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def _setting_rows(settings: dict) -> list:
+    rows = []
+    for ds, by_bn in settings.items():
+        for bn, s in by_bn.items():
+            for name, d in s.items():
+                rows.append([ds, bn, name, d["n"], _g(d["tau1_order"]), _g(d["tau1_threads"]),
+                             f"{d['impacted']}/{d['n']}",
+                             _g(d["median_D"]), _g(d["median_D_mean_reduction"]), _g(d["max_D"]),
+                             f"{d['relu_zeros']:.1f}", f"{d['tied']:.0f}", d["kernel_path"]])
+    return rows
+
+
 @section("zones", "Bifurcation and compensation zones (Bertoin; Boustany Ch.3)", order=40,
-         description="Tables 3.1/3.3, zone volumes per dtype, SGD divergence, beta sweep")
+         description="Tables 3.1/3.3, Fig 3.3, zone volumes at measured tau, batch trend, BN, Bertoin, beta sweep")
 def zones_section(ctx) -> dict:
+    # one intra-op thread: on a shared 2-core machine two threads fighting other jobs run ~10x slower
+    with torch_threads(1):
+        return _zones(ctx)
+
+
+def _zones(ctx) -> dict:
     from nsverify.papers.zones import repro as repro
 
     size = QUICK if ctx.quick else FULL
@@ -123,55 +155,67 @@ def zones_section(ctx) -> dict:
                 {"key": "table3.3|x1|t=0|float32", "kind": "convention", "value": t33["rows"]["x=(1,2,3,4)"][3]},
                 {"key": "example3.5.3|D", "kind": "convention", "value": ex["D_L1"]}]
 
-    ctx.progress("Fig 3.3 analogue: LeNet-5 fp32, D(P,P~) and D(P,Q)")
     m, r = size["fig33"]
-    f33 = ctx.checkpoint(f"fig33-{m}x{r}", lambda: repro.fig_3_3(draws=m, batches=r))
+    ctx.progress(f"Fig 3.3 analogue: LeNet-5 fp32, {m} draws x {r} batches of 128, D(P,P~) and D(P,Q)")
+    f33 = repro.fig_3_3(draws=m, batches=r, memo=ctx.checkpoint)
     claims += f33["claims"]
-    data["fig33"] = {k: f33[k] for k in ("D_same", "D_diff", "bulk_share", "tail_share", "held_parts")}
+    data["fig33"] = {k: f33[k] for k in ("D_same", "D_diff", "D_order", "median", "relative", "bulk_share",
+                                         "tail_share")}
+    tables.append(table("Fig 3.3 analogue (LeNet-5, fp32, digits28, batch 128, batch-summed loss; bulk/tail split at "
+                        f"{repro.FIG33_TAIL_FACTOR:g} x u x ||backprop[P]||_1)",
+                        ["pairs", "median D(P,Q)", "largest D / (u ||g||_1)", "bulk share", "tail share", "max D(P,Q)",
+                         "pairs with D(P,P~) != 0 (same rerun)", "max D(P,P~) reversed order"],
+                        [[f33["n"], _g(f33["median"]), _g(max(f33["relative"] or [0.0])), _g(f33["bulk_share"]),
+                          _g(f33["tail_share"]), _g(max(f33["D_diff"])), sum(v != 0 for v in f33["D_same"]),
+                          _g(max(f33["D_order"]))]]))
     metrics.append({"key": "fig3.3|lenet5|float32|tail_share", "kind": "info", "value": f33["tail_share"]})
 
-    ctx.progress("Table 3.2 analogue: VGG11 (narrow) on plateau images, bf16/fp32/fp64, without and with BN", 0, 3)
     tcfg = size["table"]
-    t32run = repro.table_3_2(**tcfg, scratch=ctx.scratch_file)
-    t32, t32bn = t32run["no_bn"], t32run["bn"]
-    claims += t32run["claims"]
-    share_rows, trows = [], []
-    for label, res in (("no BN", t32), ("BN", t32bn)):
-        for name, d in res["dtypes"].items():
-            ps, ds = d["pair_share"], d["draw_share"]
-            share_rows.append((f"{name} {label}", ps))
-            trows.append([name, label, res["thresholds"][name], f"{ds['count']}/{ds['n']}",
-                          f"{ps['count']}/{ps['n']}", f"{ps['value']:.2f} [{ps['clopper_pearson'][0]:.2f}, "
-                          f"{ps['clopper_pearson'][1]:.2f}]", f"[{ps['mcdiarmid'][0]:.2f}, {ps['mcdiarmid'][1]:.2f}]",
-                          f"{d['max_D']:.2e}", f"{d['mean_tied_windows']:.0f}", f"{d['mean_relu_zeros']:.1f}"])
-            metrics.append(_share_metric(f"table3.2|vgg11|{name}|{label.replace(' ', '')}|pairs", ps))
-            metrics.append(_share_metric(f"table3.2|vgg11|{name}|{label.replace(' ', '')}|draws", ds))
+    ctx.progress(f"Table 3.2 analogue: VGG11 width {tcfg['width']}, tau1 measured per setting")
+    t32 = repro.table_3_2(memo=ctx.checkpoint, progress=ctx.progress, **tcfg)
+    claims += t32["claims"]
+    data["table32"] = t32["settings"]
     tables.append(table(
-        f"Table 3.2 analogue: VGG11 width {tcfg['width']}, plateau images, batch {tcfg['batch_size']}, "
-        f"native vs minimal maxpool (tau = Table 3.4 VGG11 row; bf16 uses the 16-bit value)",
-        ["dtype", "BN", "tau", "draws impacted", "pairs impacted", "pair share [CP 95%]", "McDiarmid",
-         "max D", "tied windows/batch (float view)", "ReLU zeros/batch (float view)"], trows))
-    data["table32"] = {"no_bn": t32, "bn": t32bn}
+        f"Table 3.2 analogue: VGG11 width {tcfg['width']}, batch {tcfg['batch_size']}, native vs minimal max pool; "
+        f"impacted = D(P,Q) > tau1, tau1 = largest D(P,P~) of the setting's reruns (the same program on the batch "
+        f"in reversed order); claims judged on the natural crops",
+        ["data", "BN", "dtype", "pairs", "tau1 (reversed order)", "tau1 (thread count; - = not run)", "impacted",
+         "median D (sum)", "median D (mean)", "max D (sum)", "ReLU zeros/batch", "tied windows/batch",
+         "kernel path"], _setting_rows(t32["settings"])))
+    share_rows = []
+    for ds, by_bn in t32["settings"].items():
+        for bn, s in by_bn.items():
+            for name, d in s.items():
+                share_rows.append((f"{name} {bn} {ds}", d["impacted"], d["n"]))
+                metrics.append(_share_metric(f"table3.2|vgg11|{ds}|{name}|{bn}|impacted", d["impacted"], d["n"]))
 
-    ctx.progress("Fig 3.6 trends: batch size and BN (fp32)", 2, 3)
-    f36 = repro.fig_3_6(size["trend_batches"], **size["trend"], scratch=ctx.scratch_file)
+    ctx.progress("Fig 3.6 batch-size trend (fp32, Kendall)")
+    f36 = repro.fig_3_6_batch(memo=ctx.checkpoint, progress=ctx.progress, **size["trend"])
     claims += f36["claims"]
-    data["trends"] = {"by_batch": {str(b): v["dtypes"]["float32"]["pair_share"] for b, v in f36["by_batch"].items()},
-                      "bn_off": f36["bn_off"]["dtypes"]["float32"]["pair_share"],
-                      "bn_on": f36["bn_on"]["dtypes"]["float32"]["pair_share"]}
+    data["trend"] = f36
+    tables.append(table("Fig 3.6 batch-size trend: D(P,Q) per pair against B (VGG11, fp32, natural crops)",
+                        ["B", "pairs", "median D (sum)", "median D (mean)"],
+                        [[b, len(v), _g(sorted(v)[len(v) // 2]), _g(sorted(v)[len(v) // 2] / int(b))]
+                         for b, v in f36["by_batch"].items()]))
+    metrics.append({"key": "fig3.6|batch|kendall_tau", "kind": "info", "value": f36["kendall"]["value"]})
 
-    ctx.progress("Bertoin dichotomy: MLP at init, ReLU'(0)=0 vs 1")
-    dich = ctx.checkpoint(f"dichotomy-{size['dich']}", lambda: repro.bertoin_dichotomy(**size["dich"]))
+    ctx.progress("Bertoin dichotomy: MLP at init, ReLU'(0)=0 vs 1, 16-bit affine layers emulated")
+    dich = repro.bertoin_dichotomy(memo=ctx.checkpoint, **size["dich"])
     claims += dich["claims"]
-    for name, d in dich["result"]["dtypes"].items():
-        metrics.append(_share_metric(f"bertoin|mlp|{name}|pairs_D>0", d["pair_share"]))
-        share_rows.append((f"{name} MLP relu", d["pair_share"]))
-
-    trows = [[name, "not measurable on CPU (deterministic kernels)", d["min_nonzero_D"],
-              f"{d['pair_share']['count']}/{d['pair_share']['n']}"] for name, d in dich["result"]["dtypes"].items()]
-    tables.append(table("Thresholds (MLP at init, digits28): tau1 = max D(P,P~), tau2 = min non-zero D(ReLU'(0)=0, 1)"
-                        " (None: no kink was hit, so ReLU'(0) never mattered)",
-                        ["dtype", "tau1", "tau2", "batches with D(R0,R1) > 0"], trows))
+    drows = []
+    for label, res in (("", dich["result"]), (" (fused CPU kernel)", dich.get("fused") or {})):
+        for name, d in res.items():
+            k = sum(v > 0 for v in d["D"])
+            nz = [v for v in d["D"] if v > 0]
+            drows.append([name + label, d["kernel_path"], f"{k}/{d['n']}", f"{d['relu_zeros']:.1f}",
+                          _g(min(nz) if nz else None)])
+            if not label:
+                metrics.append(_share_metric(f"bertoin|mlp|{name}|pairs_D>0", k, d["n"]))
+                share_rows.append((f"{name} MLP relu", k, d["n"]))
+    tables.append(table(f"Bertoin dichotomy (MLP width {size['dich']['width']} x 2048, digits28, batch "
+                        f"{size['dich']['batch_size']}, at initialization)",
+                        ["dtype", "kernel path", "minibatches with D(R0,R1) > 0", "ReLU zeros per batch",
+                         "tau2 = min non-zero D(R0,R1)"], drows))
 
     ctx.progress("Exact classification vs float view (LeNet-5 width 0.5, 4 digits, 2 draws)")
     pts = ctx.checkpoint("points-lenet5", lambda: [_point_row(r) for r in repro.exact_vs_float_points()])
@@ -182,50 +226,63 @@ def zones_section(ctx) -> dict:
          "sites created by rounding", "destroyed", "float D(E0,E1)", "tau", "float impacted"], pts))
     data["points"] = pts
 
-    ctx.progress("SGD trajectories ReLU'(0)=0 vs 1")
-    sgd_run = repro.sgd_trajectories(size["sgd_dtypes"], size["sgd_steps"], memo=ctx.checkpoint)
+    sg = size["sgd"]
+    ctx.progress(f"SGD trajectories ReLU'(0)=0 vs 1, {sg['steps']} steps")
+    sgd_run = repro.sgd_trajectories(sg["dtypes"], sg["steps"], width=sg["width"], memo=ctx.checkpoint)
     sgd = sgd_run["runs"]
     claims += sgd_run["claims"]
     data["sgd"] = sgd
+    tables.append(table(f"SGD trajectories, ReLU'(0) = 0 vs 1 (MLP width {sg['width']} x 2048, digits28)",
+                        ["dtype", "kernel path", "steps", "first bitwise difference", "final L1 distance"],
+                        [[n, r["kernel_path"], len(r["distance"]), r["first_divergence"], _g(r["distance"][-1])]
+                         for n, r in sgd.items()]))
     for name, r in sgd.items():
         metrics.append({"key": f"sgd|mlp|{name}|first_divergence", "kind": "info", "value": r["first_divergence"]})
 
-    ctx.progress("Training sweep over beta and ReLU'(0)")
-    sweep = ctx.checkpoint(f"sweep-{size['sweep']}", lambda: repro.beta_sweep(
-        **size["sweep"], progress=lambda msg, i, n: ctx.progress(msg, i, n)))
+    ctx.progress("Training sweep over beta")
+    sweep = repro.beta_sweep(memo=ctx.checkpoint, progress=lambda msg, i, n: ctx.progress(msg, i, n),
+                             **size["sweep"])
     claims += sweep.pop("claims")
     data["sweep"] = sweep
-    tables.append(table("Training sweep (LeNet-5 width 0.5, digits28, SGD lr 0.05): final training loss",
-                        ["dtype", "ReLU'(0)", "beta", "seed", "initial loss", "final loss", "diverged"],
-                        [[r["dtype"], r["relu_s"], r["beta"], r["seed"], round(r["initial_loss"], 4),
-                          round(r["final_loss"], 4), r["diverged"]] for r in sweep["results"]]))
+    tables.append(table("Training sweep (LeNet-5 width 0.5, digits28, SGD lr 0.1, batch 32): final training loss",
+                        ["dtype", "ReLU'(0)", "beta", "seed", "initial loss", "final loss", "learned", "unstable",
+                         "kernel path"],
+                        [[r["dtype"], r["relu_s"], r["beta"], r["seed"], _g(r["initial_loss"]), _g(r["final_loss"]),
+                          r["learned"], r["diverged"], r["kernel_path"]] for r in sweep["results"]]))
 
-    figures.append({"title": "log10 D per dtype (VGG11 analogue, native vs minimal; LeNet-5 fp32 Fig 3.3)",
-                    "png": _fig_hist({**{f"{n} no BN": d["D"] for n, d in t32["dtypes"].items()},
-                                      **{f"{n} BN": d["D"] for n, d in t32bn["dtypes"].items()},
-                                      "LeNet-5 fp32 D(P,Q)": f33["D_diff"]},
-                                     "Backprop variation D")})
-    figures.append({"title": "Zone shares per dtype with 95% error bars", "png": _fig_shares(share_rows)})
+    natural = t32["settings"].get("natural", next(iter(t32["settings"].values())))
+    figures.append({"title": "log10 D per dtype (VGG11 native vs minimal on natural crops; LeNet-5 fp32 Fig 3.3)",
+                    "png": _fig_hist({**{f"{n} {bn}": d["D"] for bn, s in natural.items() for n, d in s.items()},
+                                      "LeNet-5 fp32 D(P,Q)": f33["D_diff"]}, "Backprop variation D")})
+    figures.append({"title": "Impacted shares with 95% error bars", "png": _fig_shares(share_rows)})
     figures.append({"title": "Divergence curves", "png": _fig_curves(sgd, sweep)})
 
     gpu = repro.gpu_results()
     if gpu is not None:
-        data["gpu"] = gpu["raw"]
-        claims += gpu["claims"]
-        tables.append(table(f"GPU ({gpu['device']}, torch {gpu['torch']}, TF32 off): full-width VGG11 on "
-                            f"plateau images, batch 128, native vs minimal maxpool",
-                            ["dtype", "BN", "tau (Table 3.4)", "pairs impacted", "max D", "tau1 (measured)",
-                             "tau2 (measured)", "pairs with D > tau1"],
-                            [[g["dtype"], g["bn"], g["tau"], g["impacted"], f"{g['max_D']:.2e}", g["tau1"], g["tau2"],
-                              g["above_tau1"]] for g in gpu["rows"]]))
+        data["gpu"] = {k: v for k, v in gpu["raw"].items() if k != "claims"}
+        claims += [{**c, "claim": "[GPU] " + c["claim"]} for c in gpu["claims"]]
+        tables.append(table(f"GPU ({gpu['provenance']}): full-width VGG11, native vs minimal max pool, tau1 from "
+                            f"reruns with nondeterministic kernels",
+                            ["dtype", "BN", "tau1 (measured)", "reruns differing", "tau2", "impacted", "max D"],
+                            [[g["dtype"], g["bn"], _g(g["tau1"]), g["tau1_reruns_differing"], _g(g["tau2"]),
+                              g["impacted"], _g(g["max_D"])] for g in gpu["rows"]]))
         for key, s in gpu["shares"].items():
             metrics.append({"key": f"gpu|{key}", "kind": "share", "value": s["value"],
                             "lo": s["clopper_pearson"][0], "hi": s["clopper_pearson"][1]})
-    held = sum(bool(c["held"]) for c in claims)
-    summary = (f"{held}/{len(claims)} paper claims held at this scale ({'quick' if ctx.quick else 'full'} mode, "
-               f"CPU). Exact ties come from flat backgrounds, zero padding and duplicated patches; D is the L1 norm "
-               f"of the difference of two programs' gradients from one forward pass. tau1 is not measurable on CPU "
-               f"(deterministic kernels)" + ("; GPU results included." if gpu is not None else
-                                             "; no GPU results file (nsverify/data/gpu/zones.json)."))
+    from nsverify.papers import gpu_claims
+
+    run = gpu_claims.load()
+    if run is not None:
+        claims += run["zones"]["claims"]
+        tables.append(table(f"GPU claims run ({run['provenance']}): VGG11 on natural crops, Bertoin's MLP",
+                            ["data", "BN", "dtype", "pairs", "tau1 (reversed order)", "tau1 (rerun)", "impacted",
+                             "median D (sum)", "median D (mean)", "max D (sum)", "ReLU zeros/batch",
+                             "tied windows/batch", "kernel path"], _setting_rows(run["zones"]["settings"])))
+    tables.insert(0, claims_table(claims, "Claims (Boustany, Ch.3; Bertoin et al.)"))
+    summary = (f"Claims: {summary_line(claims)} ({'quick' if ctx.quick else 'full'} mode, CPU"
+               + ("; GPU results included" if gpu is not None else "; no GPU results file") + "). "
+               "D is the L1 norm of the difference of two programs' gradients of the batch-summed loss (eq. 3.11) "
+               "from one forward pass (the mean reduction is D / B); tau1 is measured per network and setting from "
+               "reruns of the same program; 16-bit affine layers round the product before adding the bias.")
     data["metrics"] = metrics
     return {"summary": summary, "tables": tables, "figures": figures, "claims": claims, "data": data}

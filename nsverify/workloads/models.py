@@ -127,3 +127,17 @@ def build_model(name: str, width: float = 1.0, bn: bool = False, classes: int = 
     if name == "resnet18":
         return ResNet18(width, bn, classes)
     raise NsverifyError(f"unknown model {name!r}; choose from {', '.join(MODELS)}.")
+
+
+def plain_layers(model: nn.Module) -> nn.Module:
+    """Replace (in place) every switchable ReLU / max pool of ``model`` by PyTorch's own ``nn.ReLU`` /
+    ``nn.MaxPool2d`` with the same geometry (for code that observes torch modules, such as Park et al.'s training
+    monitor); returns the model."""
+    for name, child in list(model.named_children()):
+        if isinstance(child, ReLUVariant):
+            setattr(model, name, nn.ReLU())
+        elif isinstance(child, MaxPool2dVariant):
+            setattr(model, name, nn.MaxPool2d(child.kernel_size, child.stride, child.padding, child.dilation))
+        else:
+            plain_layers(child)
+    return model

@@ -183,16 +183,54 @@ def single_relu_grad_quadrature(w, b, Gamma, Delta) -> tuple[np.ndarray, float]:
 
 
 # ------------------------------------------------------------------------------------------ region map
+def stopping_reach(tol: float = 1e-6, eta: float = 0.1) -> float:
+    """How far from the optimum a run stopped by ``|update| < tol`` may sit: |update| = eta |gradient| near the
+    optimum, and the gradient of (31)-(32) at the optimum (b = delta = 0) has Jacobian [[Phi(0), phi(0)],
+    [phi(0), Phi(0)]], whose smallest eigenvalue is 1/2 - 1/sqrt(2 pi) ~ 0.101: distance <= tol / (eta * 0.101)."""
+    lam = 0.5 - 1.0 / math.sqrt(2.0 * math.pi)
+    return tol / (eta * lam)
+
+
+def _heavy_ball_runs(gamma, beta, W0, B0, eta, max_steps, tol, delta):
+    """Final (w, b) and the still-moving mask of heavy-ball (6)-(7) from every initial point (vectorised)."""
+    w, b = W0.copy(), B0.copy()
+    mw, mb = np.zeros_like(w), np.zeros_like(b)
+    active = np.ones(w.shape, dtype=bool)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for _ in range(max_steps):
+            if not active.any():
+                break
+            nw = np.abs(w)
+            t = np.where(nw > 0, b / np.where(nw > 0, nw, 1), np.where(b > 0, np.inf, -np.inf))
+            Phi, phi = _ndtr(t), np.where(np.isfinite(t), _npdf(np.where(np.isfinite(t), t, 0)), 0.0)
+            rho = np.sign(w)
+            aL, c = w - gamma, b - delta
+            tphi = np.where(np.isfinite(t), t * phi, 0.0)
+            gw = aL * Phi + rho * c * phi - aL * tphi
+            gb = rho * aL * phi + c * Phi
+            mw_new = beta * mw + (1 - beta) * gw
+            mb_new = beta * mb + (1 - beta) * gb
+            dw, db = eta * mw_new, eta * mb_new
+            mw, mb = np.where(active, mw_new, mw), np.where(active, mb_new, mb)
+            w, b = np.where(active, w - dw, w), np.where(active, b - db, b)
+            active &= np.hypot(dw, db) >= tol
+    return w, b, active
+
+
 def region_map(gammas=(1.0, 1e-1, 1e-2, 1e-3), betas=(0.0, 0.5, 0.7, 0.9, 0.99), *, grid: int = 21,
                extent: float = 2.0, eta: float = 0.1, max_steps: int = 20000, tol: float = 1e-6,
-               eps: float = 0.01, delta: float = 0.0) -> dict:
+               eps: float = 0.01, delta: float = 0.0, optimum_tols: dict | None = None) -> dict:
     """Heavy-ball (eqs (6)-(7)) on the single ReLU with the simplified 2-D gradient (31)-(32), target
     gamma x_L.
 
     Initial points: a grid x grid lattice of (w_L, b) in [-extent, extent]^2 (w_L = 0 excluded). A run stops
-    when its update norm is < tol or after max_steps. Outcome: "optimum" (within 1e-2 * max(gamma, 1e-3) of
-    (gamma, delta)), "dead" (in the dead cone, P(active) < eps), "other". Returns fractions per (gamma, beta).
+    when its update norm is < tol (Arnekvist et al.: 1e-6) or after max_steps. Outcome: "optimum" (within the
+    tolerance of (gamma, delta)), "dead" (in the dead cone, P(active) < eps), "other". ``optimum_tols`` maps a
+    label to a distance (or to a function of gamma giving it); the shares under each are in ``cell["by_tol"]``,
+    and ``optimum``/``dead``/``other`` use the first (default: twice :func:`stopping_reach`, the distance a
+    stopped run may keep from the optimum).
     """
+    tols = optimum_tols or {"2x stopping reach": 2 * stopping_reach(tol, eta)}
     vals = np.linspace(-extent, extent, grid)
     W0, B0 = np.meshgrid(vals, vals)
     keep = W0 != 0
@@ -200,38 +238,24 @@ def region_map(gammas=(1.0, 1e-1, 1e-2, 1e-3), betas=(0.0, 0.5, 0.7, 0.9, 0.99),
     results = []
     for gamma in gammas:
         for beta in betas:
-            w, b = W0.copy(), B0.copy()
-            mw, mb = np.zeros_like(w), np.zeros_like(b)
-            active = np.ones(w.shape, dtype=bool)
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                for _ in range(max_steps):
-                    if not active.any():
-                        break
-                    nw = np.abs(w)
-                    t = np.where(nw > 0, b / np.where(nw > 0, nw, 1), np.where(b > 0, np.inf, -np.inf))
-                    Phi, phi = _ndtr(t), np.where(np.isfinite(t), _npdf(np.where(np.isfinite(t), t, 0)), 0.0)
-                    rho = np.sign(w)
-                    aL, c = w - gamma, b - delta
-                    tphi = np.where(np.isfinite(t), t * phi, 0.0)
-                    gw = aL * Phi + rho * c * phi - aL * tphi
-                    gb = rho * aL * phi + c * Phi
-                    mw_new = beta * mw + (1 - beta) * gw
-                    mb_new = beta * mb + (1 - beta) * gb
-                    dw, db = eta * mw_new, eta * mb_new
-                    mw, mb = np.where(active, mw_new, mw), np.where(active, mb_new, mb)
-                    w, b = np.where(active, w - dw, w), np.where(active, b - db, b)
-                    active &= np.hypot(dw, db) >= tol
-            near = np.hypot(w - gamma, b - delta) < 1e-2 * max(gamma, 1e-3)
+            w, b, active = _heavy_ball_runs(gamma, beta, W0, B0, eta, max_steps, tol, delta)
+            dist = np.hypot(w - gamma, b - delta)
             nw = np.abs(w)
             with np.errstate(divide="ignore", invalid="ignore"):
                 p_act = np.where(nw > 0, _ndtr(b / np.where(nw > 0, nw, 1)), (b > 0).astype(float))
-            dead = (p_act < eps) & ~near
-            n = w.size
-            results.append({"gamma": gamma, "beta": beta, "optimum": float(near.mean()),
-                            "dead": float(dead.mean()),
-                            "other": float(1 - near.mean() - dead.mean()), "n_inits": n,
-                            "unconverged": float(active.mean())})
-    return {"eta": eta, "grid": grid, "extent": extent, "max_steps": max_steps, "eps": eps, "cells": results}
+            by_tol = {}
+            for label, t in tols.items():
+                t = t(gamma) if callable(t) else t
+                near = dist < t
+                dead = (p_act < eps) & ~near
+                by_tol[label] = {"tolerance": float(t), "optimum": float(near.mean()), "dead": float(dead.mean()),
+                                 "other": float(1 - near.mean() - dead.mean())}
+            first = by_tol[next(iter(tols))]
+            results.append({"gamma": gamma, "beta": beta, "optimum": first["optimum"], "dead": first["dead"],
+                            "other": first["other"], "n_inits": int(w.size), "unconverged": float(active.mean()),
+                            "by_tol": by_tol})
+    return {"eta": eta, "grid": grid, "extent": extent, "max_steps": max_steps, "eps": eps,
+            "tolerances": list(tols), "cells": results}
 
 
 # ------------------------------------------------------------------------------------------ network experimen

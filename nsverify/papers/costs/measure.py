@@ -59,7 +59,8 @@ def flop_ratio(model: nn.Module, x: torch.Tensor) -> dict:
 def wall_ratio(model: nn.Module, x: torch.Tensor, reps: int = 5, warmup: int = 2,
                threads: int | None = 1) -> dict:
     """Wall-clock of forward (autograd on, as in training) and of forward+backward, interleaved; minimum over
-    the repeats (robust to other load).  On CPU, ``threads`` intra-op threads (default 1)."""
+    the repeats (robust to other load), and the ratio of each interleaved round (``ratio_samples``).  On CPU,
+    ``threads`` intra-op threads (default 1)."""
     device = x.device
 
     def fwd():
@@ -73,8 +74,9 @@ def wall_ratio(model: nn.Module, x: torch.Tensor, reps: int = 5, warmup: int = 2
                               min_time=0.05)
     tf, tfb = t.stat("fwd"), t.stat("fwdbwd")
     model.zero_grad(set_to_none=True)
-    per_round = [b / a for a, b in zip(t.samples["fwd"], t.samples["fwdbwd"])]  # one ratio per interleaved round
-    return dict(t_fwd=tf, t_fwdbwd=tfb, wall_ratio=tfb / tf, wall_samples=per_round)
+    # one ratio per interleaved round (the samples a decision rule needs; the minimum is the reported value)
+    per_round = [b / a for a, b in zip(t.samples["fwd"], t.samples["fwdbwd"]) if a > 0]
+    return dict(t_fwd=tf, t_fwdbwd=tfb, wall_ratio=tfb / tf, ratio_samples=per_round)
 
 
 def measure(model: nn.Module, x: torch.Tensor, reps: int = 5) -> dict:

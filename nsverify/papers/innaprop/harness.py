@@ -109,10 +109,20 @@ def compare(problem_name: str, optimizers: list[str], *, seeds=(0, 1, 2), steps:
             s["steps_to_match_baseline"] = mean_ci([k for k, _ in m if k is not None])
             s["speedup_vs_baseline"] = mean_ci([x for _, x in m if x is not None and math.isfinite(x)])
             s["matched_baseline"] = sum(k is not None for k, _ in m)
+            # per seed, for decision rules: an unmatched run counts with the largest speed-up it could still
+            # have (best step of the baseline / steps run), which is below 1
+            s["speedup_samples"] = [
+                (x if x is not None and math.isfinite(x) else (_best_step(b[key], b["steps"]) / max(1, k or 1)))
+                if k is not None else _best_step(b[key], b["steps"]) / r["steps"][-1]
+                for (k, x), r, b in zip(m, rs, runs[baseline])]
         summary[o] = s
     return {"problem": problem_name, "seeds": list(seeds), "steps": steps, "dtype": str(dtype),
             "target": target,
             "summary": summary, "runs": runs}
+
+
+def _best_step(values, steps) -> int:
+    return steps[list(values).index(min(values))]
 
 
 def _maxdev(r: dict, ref: dict) -> float:
@@ -141,6 +151,7 @@ def precision_study(problem_name: str = "hinge_svm", *, seeds=(0, 1, 2), steps: 
             out[f"{o}|{dt}"] = {
                 "final_gap": mean_ci([r["gap"][-1] for r in runs.values()]),
                 "max_dev_from_float64": mean_ci([_maxdev(r, ref[s]) for s, r in runs.items()]),
+                "max_dev_samples": [_maxdev(r, ref[s]) for s, r in runs.items()],
                 "late_progress": mean_ci([r["gap"][k] - r["gap"][-1] for k, r in zip(q, runs.values())]),
             }
             if progress:

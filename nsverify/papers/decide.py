@@ -1,0 +1,519 @@
+"""Decision rules for paper claims: every verdict of the report is one of these small functions.
+
+Each rule takes the measurement (counts, samples or a deterministic outcome) and returns a :class:`Decision`:
+``held`` (True: reproduced, False: not reproduced, None: undecided), the sample size ``n`` the decision rests on,
+the **power** -- the probability that this test, at this ``n``, detects the effect the paper reports (the
+alternative named by each rule) -- the smallest ``n_required`` with power >= :data:`POWER`, the estimate with its
+interval, and a one-line ``reason``.
+
+The rules share three principles:
+
+* a claim whose premise was never exercised (0 kink touches, 0 premise cases, a run that did not learn) is
+  undecided (None), never True;
+* a statistical test whose power is below :data:`POWER` (0.8) is undecided, whatever it measured: a
+  verdict never rests on fewer samples than the rule's own power calculation requires;
+* a witness decides at any ``n``: one counterexample refutes "never", one occurrence confirms "occurs". The power
+  (and ``n_required``) of these rules concern the opposite outcome, the *absence* of a witness, which is
+  evidence only when the test had a good chance of finding one.
+
+Significance level :data:`ALPHA` = 0.05 (one-sided where the claim has a direction); intervals are 95%.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Callable, Sequence
+
+from nsverify.errors import NsverifyError
+from nsverify.papers.stats import clopper_pearson
+
+#: significance level of every test (one-sided where the claim has a direction)
+ALPHA = 0.05
+#: the least power a test needs before its verdict counts
+POWER = 0.8
+#: the violation rate a "never" claim must be able to detect with power POWER when nothing else is given:
+#: 5% (ours). With it a universal claim needs at least 32 premise cases.
+P_ALT = 0.05
+#: the least Kendall tau_b of a trend rule's effect when the paper gives no number (ours: a moderate
+#: rank correlation)
+TREND_EFFECT = 0.3
+#: Monte Carlo size and seed of simulated power (deterministic)
+SIM_RUNS, SIM_SEED = 400, 20240613
+
+
+class DecisionInputError(NsverifyError, ValueError):
+    """A decision rule got impossible counts or samples (negative, k > n, NaN, a probability outside [0, 1])."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of a decision rule (see the module docstring)."""
+
+    rule: str
+    held: bool | None
+    n: int
+    power: float | None
+    n_required: int | None
+    value: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    interval: str = ""
+    reason: str = ""
+    #: True when the verdict rests on a witness (a counterexample, an occurrence), which decides at any n
+    witness: bool = False
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------------------
+def _count(k, n) -> tuple[int, int]:
+    for name, v in (("k", k), ("n", n)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise DecisionInputError(f"{name}={v!r}: counts are integers >= 0")
+    if k > n:
+        raise DecisionInputError(f"k={k} exceeds n={n}: a count cannot exceed its sample size")
+    return k, n
+
+
+def _prob(p, name="p") -> float:
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not (0.0 <= float(p) <= 1.0):
+        raise DecisionInputError(f"{name}={p!r}: a probability lies in [0, 1]")
+    return float(p)
+
+
+def _samples(xs, name="samples") -> list[float]:
+    vals = [float(x) for x in xs]
+    if any(not math.isfinite(v) for v in vals):
+        raise DecisionInputError(f"{name} contain NaN or infinity: pass finite values (drop failed runs first)")
+    return vals
+
+
+def n_required(power_of_n: Callable[[int], float], n_max: int = 10**7) -> int | None:
+    """Smallest n >= 1 with ``power_of_n(n) >= POWER`` for a power nondecreasing in n (None: not below n_max)."""
+    if power_of_n(n_max) < POWER:
+        return None
+    lo, hi = 0, 1
+    while power_of_n(hi) < POWER:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if power_of_n(mid) < POWER else (lo, mid)
+    return hi
+
+
+def _cp(k: int, n: int) -> tuple[float | None, float | None, float | None]:
+    if n == 0:
+        return None, None, None
+    lo, hi = clopper_pearson(k, n, ALPHA)
+    return k / n, lo, hi
+
+
+def _underpowered(power: float, n: int, need: int | None, what: str) -> str:
+    need_s = f"needs n >= {need}" if need is not None else "no n up to 10^7 suffices"
+    return f"underpowered: power {power:.2f} < {POWER} at n = {n} to detect {what} ({need_s})"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# rules
+# ---------------------------------------------------------------------------------------------------------
+def exact(ok: bool, reason: str = "") -> Decision:
+    """A deterministic computation (exact arithmetic, a bitwise comparison, a fixed grid): it gives the same
+    answer on every run, so one run decides (n = 1, power 1)."""
+    if type(ok).__name__ not in ("bool", "bool_"):
+        raise DecisionInputError(f"exact() takes the boolean outcome of the comparison, got {ok!r}")
+    return Decision("exact", bool(ok), 1, 1.0, 1, reason=reason or ("reproduced exactly" if ok else
+                                                                       "the deterministic result differs"))
+
+
+def illustration(reason: str) -> Decision:
+    """A claim the run can only illustrate (the measured number is fixed by construction): never decided."""
+    return Decision("illustration", None, 0, None, None, reason=reason)
+
+
+def _rate_rule(rule: str, k: int, n: int, p: float, witness_held: bool, what: str, rate_text: str) -> Decision:
+    """The shared body of :func:`never` and :func:`occurs`: ``k`` witnesses among ``n`` cases; a witness decides
+    (``witness_held``); their absence decides the opposite once 1 - (1 - p)^n >= POWER."""
+    k, n = _count(k, n)
+    p = _prob(p, "rate")
+    pw = lambda m: 1.0 - (1.0 - p) ** m  # noqa: E731
+    need = n_required(pw)
+    value, lo, hi = _cp(k, n)
+    base = dict(rule=rule, n=n, power=pw(n), n_required=need, value=value, lo=lo, hi=hi,
+                interval="Clopper-Pearson 95%" if n else "")
+    if n == 0:
+        return Decision(held=None, reason=f"premise not exercised: 0 {what}s", **base)
+    if k:
+        kind = "occurrence(s)" if witness_held else "counterexample(s)"
+        return Decision(held=witness_held, reason=f"{k} {kind} in {n} {what}s (a witness decides at any n)",
+                        witness=True, **base)
+    if pw(n) < POWER:
+        return Decision(held=None, reason=_underpowered(pw(n), n, need, rate_text), **base)
+    return Decision(held=not witness_held, reason=f"0 {'occurrences' if witness_held else 'violations'} in {n} "
+                                                  f"{what}s (power {pw(n):.2f} at {rate_text})", **base)
+
+
+def never(violations: int, n: int, p_alt: float = P_ALT, what: str = "case") -> Decision:
+    """A universal claim ("X never happens when the premise holds") over ``n`` premise cases, ``violations`` of
+    which break it. False on any violation (a counterexample); True when none was seen and the test had power
+    >= 0.8 to see one if violations occurred at rate ``p_alt``; None otherwise (0 premise cases: premise not
+    exercised)."""
+    return _rate_rule("never", violations, n, p_alt, False, what, f"a {p_alt:.0%} violation rate")
+
+
+def occurs(k: int, n: int, p_paper: float, what: str = "case") -> Decision:
+    """An existence claim ("X occurs", at rate ``p_paper`` in the paper): True on any occurrence; False when none
+    was seen although the test had power >= 0.8 to see one at the paper's rate; None otherwise."""
+    return _rate_rule("occurs", k, n, p_paper, True, what, f"the paper's rate {p_paper:.3g}")
+
+
+def occurs_in_time(events: int, exposure: float, rate_paper: float, what: str = "step") -> Decision:
+    """``occurs`` for events in continuous exposure (e.g. trajectory divergences over SGD steps), with a
+    Poisson model at the paper's rate per unit of exposure: power 1 - exp(-rate * exposure)."""
+    if isinstance(events, bool) or not isinstance(events, int) or events < 0:
+        raise DecisionInputError(f"events={events!r}: an integer >= 0")
+    if not (math.isfinite(exposure) and exposure >= 0 and math.isfinite(rate_paper) and rate_paper > 0):
+        raise DecisionInputError(f"exposure={exposure!r}, rate={rate_paper!r}: finite, exposure >= 0, rate > 0")
+    pw = lambda m: 1.0 - math.exp(-rate_paper * m)  # noqa: E731
+    need = n_required(pw)
+    n = int(exposure)
+    base = dict(rule="occurs_in_time", n=n, power=pw(exposure), n_required=need, value=float(events))
+    if events:
+        return Decision(held=True, reason=f"{events} event(s) in {n} {what}s", witness=True, **base)
+    if pw(exposure) < POWER:
+        return Decision(held=None, reason=_underpowered(pw(exposure), n, need,
+                                                        f"the paper's rate {rate_paper:.3g}/{what}"), **base)
+    return Decision(held=False, reason=f"no event in {n} {what}s although the paper's rate gives power "
+                                       f"{pw(exposure):.2f}", **base)
+
+
+def never_in_time(events: int, exposure: float, rate_alt: float, what: str = "step") -> Decision:
+    """``never`` for continuous exposure: False on any event; True when none happened and an event rate
+    ``rate_alt`` (the alternative: behaving like the case the paper contrasts with) would have produced one with
+    probability >= 0.8."""
+    d = occurs_in_time(events, exposure, rate_alt, what)
+    if events:
+        return Decision("never_in_time", False, d.n, d.power, d.n_required, d.value,
+                        reason=f"{events} event(s) in {d.n} {what}s (a witness decides at any n)", witness=True)
+    held = None if d.held is None else True
+    reason = d.reason if held is None else f"no event in {d.n} {what}s (power {d.power:.2f} at the " \
+                                           f"alternative rate {rate_alt:.3g}/{what})"
+    return Decision("never_in_time", held, d.n, d.power, d.n_required, d.value, reason=reason)
+
+
+def between(k: int, n: int, p_paper: float, what: str = "case") -> Decision:
+    """A share strictly between 0 and 1 (the paper measured ``p_paper``): True when both outcomes were seen
+    (0 < k < n); False when only one was, although at the paper's share the chance of seeing both,
+    1 - p^n - (1-p)^n, is >= 0.8; None otherwise. Binomial model (independent cases)."""
+    k, n = _count(k, n)
+    p = _prob(p_paper, "p_paper")
+    pw = lambda m: 1.0 - p ** m - (1.0 - p) ** m  # noqa: E731
+    need = n_required(pw)
+    value, lo, hi = _cp(k, n)
+    base = dict(rule="between", n=n, power=pw(n), n_required=need, value=value, lo=lo, hi=hi,
+                interval="Clopper-Pearson 95%" if n else "")
+    if n == 0:
+        return Decision(held=None, reason=f"premise not exercised: 0 {what}s", **base)
+    if 0 < k < n:
+        return Decision(held=True, reason=f"{k} of {n} {what}s: both outcomes seen", witness=True, **base)
+    if pw(n) < POWER:
+        return Decision(held=None, reason=_underpowered(pw(n), n, need, f"a share of {p:.3g}"), **base)
+    return Decision(held=False, reason=f"{k} of {n} {what}s: one outcome only, although a share of {p:.3g} "
+                                       f"shows both with probability {pw(n):.2f}", **base)
+
+
+def _binom_sf(k: int, n: int, p: float) -> float:
+    """P[X >= k], X ~ Bin(n, p)."""
+    from scipy.stats import binom
+
+    return float(binom.sf(k - 1, n, p))
+
+
+def share_above(k: int, n: int, bound: float, p_paper: float, what: str = "case") -> Decision:
+    """The share exceeds ``bound`` (the paper measured ``p_paper`` > bound): exact one-sided binomial test of
+    H0: share <= bound. True when H0 is rejected at ALPHA; False when not rejected although the test had power
+    >= 0.8 at the paper's share; None otherwise."""
+    k, n = _count(k, n)
+    bound, p = _prob(bound, "bound"), _prob(p_paper, "p_paper")
+    if p <= bound:
+        raise DecisionInputError(f"p_paper={p} must exceed bound={bound} for a test of 'share > bound'")
+
+    def critical(m):  # smallest count rejecting H0 at ALPHA (m + 1: never)
+        lo, hi = 0, m + 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (mid + 1, hi) if _binom_sf(mid, m, bound) >= ALPHA else (lo, mid)
+        return lo
+
+    pw = lambda m: 0.0 if m == 0 else (_binom_sf(critical(m), m, p) if critical(m) <= m else 0.0)  # noqa: E731
+    need = n_required(pw, n_max=10**5)
+    value, lo, hi = _cp(k, n)
+    base = dict(rule="share_above", n=n, power=pw(n), n_required=need, value=value, lo=lo, hi=hi,
+                interval="Clopper-Pearson 95%" if n else "")
+    if n == 0:
+        return Decision(held=None, reason=f"premise not exercised: 0 {what}s", **base)
+    pval = _binom_sf(k, n, bound)
+    if pw(n) < POWER:
+        return Decision(held=None, reason=_underpowered(pw(n), n, need, f"the paper's share {p:.3g}"), **base)
+    if pval < ALPHA:
+        return Decision(held=True, reason=f"{k} of {n} {what}s: share > {bound:g} (one-sided p = {pval:.2g})",
+                        **base)
+    return Decision(held=False, reason=f"{k} of {n} {what}s: not above {bound:g} (p = {pval:.2g}) although "
+                                       f"power at the paper's share {p:.3g} is {pw(n):.2f}", **base)
+
+
+def _kendall(x, y) -> tuple[float, float]:
+    from scipy.stats import kendalltau
+
+    r = kendalltau(x, y, alternative="greater")
+    tau, pval = float(r.statistic), float(r.pvalue)
+    if not math.isfinite(tau):  # constant y: no evidence of a trend
+        return 0.0, 1.0
+    return tau, pval
+
+
+def simulated_trend_power(x: Sequence[float], effect: float = TREND_EFFECT, runs: int = SIM_RUNS,
+                          seed: int = SIM_SEED) -> float:
+    """Power of the one-sided Kendall test at the design ``x`` when (x, y) follow a Gaussian copula whose
+    Kendall tau is ``effect`` (Pearson rho = sin(pi tau / 2)); deterministic (seeded Monte Carlo)."""
+    import numpy as np
+    from scipy.stats import rankdata
+
+    x = np.asarray(x, dtype=float)
+    if len(x) < 3 or len(set(x.tolist())) < 2:
+        return 0.0
+    rho = math.sin(math.pi * effect / 2)
+    g = np.random.default_rng(seed)
+    # latent normal scores of x (ties in x stay ties: they are the design's groups)
+    zx = (rankdata(x) - 0.5) / len(x)
+    from scipy.stats import norm
+
+    zx = norm.ppf(zx)
+    zx = (zx - zx.mean()) / (zx.std() or 1.0)
+    hits = 0
+    for _ in range(runs):
+        y = rho * zx + math.sqrt(1 - rho * rho) * g.standard_normal(len(x))
+        hits += _kendall(x, y)[1] < ALPHA
+    return hits / runs
+
+
+def trend(x: Sequence[float], y: Sequence[float], effect: float = TREND_EFFECT, what: str = "pair") -> Decision:
+    """y increases with x: one-sided Kendall tau_b test (scipy.stats.kendalltau, ties handled). True when
+    significant at ALPHA with tau > 0; False when not significant although the design had power >= 0.8 to detect a
+    Kendall tau of ``effect``; None otherwise. Power by simulation on the same x design."""
+    xs, ys = _samples(x, "x"), _samples(y, "y")
+    if len(xs) != len(ys):
+        raise DecisionInputError(f"trend() got {len(xs)} x values and {len(ys)} y values: pass pairs")
+    n = len(xs)
+    tau, pval = _kendall(xs, ys) if n >= 3 else (0.0, 1.0)
+    power = simulated_trend_power(xs, effect)
+    base = dict(rule="trend", n=n, power=power, n_required=None, value=tau, interval=f"Kendall tau_b, one-sided "
+                                                                                        f"p = {pval:.2g}")
+    if n < 3 or len(set(xs)) < 2:
+        return Decision(held=None, reason="premise not exercised: fewer than 3 points or a single x value", **base)
+    if power < POWER:
+        return Decision(held=None, reason=f"underpowered: power {power:.2f} < {POWER} at n = {n} to detect a "
+                                          f"Kendall tau of {effect} (measured tau_b = {tau:.2f}, p = {pval:.2g})",
+                        **base)
+    if pval < ALPHA and tau > 0:
+        return Decision(held=True, reason=f"Kendall tau_b = {tau:.2f}, one-sided p = {pval:.2g} over {n} {what}s",
+                        **base)
+    return Decision(held=False, reason=f"no significant increase: tau_b = {tau:.2f}, p = {pval:.2g}, although the "
+                                       f"power to detect tau = {effect} is {power:.2f}", **base)
+
+
+def _t_power(n: int, effect_over_sd: float, one_sided: bool = True) -> float:
+    """Power of a one-sample (or paired) one-sided t test at level ALPHA for a standardized effect d."""
+    from scipy.stats import nct, t
+
+    if n < 2:
+        return 0.0
+    if math.isinf(effect_over_sd):
+        return 1.0
+    df = n - 1
+    crit = t.ppf(1 - ALPHA, df)
+    return float(nct.sf(crit, df, effect_over_sd * math.sqrt(n)))
+
+
+def _mean_ci(vals: list[float]) -> tuple[float, float, float, float]:
+    """(mean, sd, lo, hi): two-sided 90% t-interval (i.e. one-sided 95% bounds)."""
+    from scipy.stats import t
+
+    n = len(vals)
+    mean = sum(vals) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1)) if n > 1 else 0.0
+    half = t.ppf(1 - ALPHA, n - 1) * sd / math.sqrt(n) if n > 1 else math.inf
+    return mean, sd, mean - half, mean + half
+
+
+def ratio_vs(log_ratios: Sequence[float], threshold: float, below: bool = True, margin: float = 1.25,
+             what: str = "sample", effect: bool = False) -> Decision:
+    """A measured ratio (from paired samples, e.g. interleaved timings) lies below (``below``) or above a
+    ``threshold``: one-sided t bounds on the mean log ratio. True when the bound clears the threshold on the
+    claimed side, False when it clears it on the other side, None when the interval holds the threshold or the
+    test has power < 0.8 to resolve a true ratio ``margin`` times away from the threshold (at the measured
+    spread). ``value``/``lo``/``hi`` are ratios (geometric mean and its bounds). With ``effect`` (a claimed effect
+    of at least ``margin``, not a bound), True also needs the geometric mean to reach the threshold moved by
+    ``margin`` on the claimed side, and an interval that stays short of it is False: the paper's effect size is
+    ruled out."""
+    vals = _samples(log_ratios, "log ratios")
+    if not (math.isfinite(threshold) and threshold > 0 and margin > 1):
+        raise DecisionInputError(f"threshold={threshold!r} must be > 0 and margin={margin!r} > 1")
+    n = len(vals)
+    if n < 2:
+        return Decision("ratio_vs", None, n, 0.0, None, reason=f"premise not exercised: {n} {what}(s), a "
+                                                                 f"spread needs >= 2")
+    mean, sd, lo, hi = _mean_ci(vals)
+    d = math.log(margin) / sd if sd > 0 else math.inf
+    power = _t_power(n, d)
+    need = n_required(lambda m: _t_power(m, d), n_max=10**5) if sd > 0 else 2
+    base = dict(rule="ratio_vs", n=n, power=power, n_required=need, value=math.exp(mean), lo=math.exp(lo),
+                hi=math.exp(hi), interval="one-sided 95% t bounds on the log ratio")
+    side, other = ("below", "above") if below else ("above", "below")
+    lt = math.log(threshold)
+    if power < POWER:
+        return Decision(held=None, reason=_underpowered(power, n, need, f"a ratio {margin:g}x from "
+                                                                        f"{threshold:g}"), **base)
+    claimed = hi < lt if below else lo > lt
+    opposite = lo > lt if below else hi < lt
+    if effect:  # the claimed side must also reach the effect's size, and an interval short of it rules it out
+        lm = lt - math.log(margin) if below else lt + math.log(margin)
+        claimed = claimed and (mean <= lm if below else mean >= lm)
+        opposite = opposite or (lo > lm if below else hi < lm)
+    if claimed:
+        return Decision(held=True, reason=f"ratio {math.exp(mean):.3g} [{math.exp(lo):.3g}, {math.exp(hi):.3g}] "
+                                          f"{side} {threshold:g}", **base)
+    if opposite:
+        return Decision(held=False, reason=f"ratio {math.exp(mean):.3g} [{math.exp(lo):.3g}, {math.exp(hi):.3g}] "
+                                           f"{other} {threshold:g}", **base)
+    return Decision(held=None, reason=f"the interval [{math.exp(lo):.3g}, {math.exp(hi):.3g}] holds {threshold:g}",
+                    **base)
+
+
+def greater(a: Sequence[float], b: Sequence[float], effect: float, what: str = "seed") -> Decision:
+    """mean(a) > mean(b) over independent runs (seeds): one-sided Welch t test. True when significant; False when
+    not significant although power >= 0.8 to detect a difference ``effect`` (the paper's, at the measured
+    spread); None otherwise."""
+    from scipy.stats import ttest_ind
+
+    xa, xb = _samples(a, "a"), _samples(b, "b")
+    na, nb = len(xa), len(xb)
+    n = na + nb
+    if na < 2 or nb < 2:
+        return Decision("greater", None, n, 0.0, None, reason=f"premise not exercised: {na} and {nb} {what}s "
+                                                                f"(>= 2 each)")
+    ma, mb = sum(xa) / na, sum(xb) / nb
+    va = sum((v - ma) ** 2 for v in xa) / (na - 1)
+    vb = sum((v - mb) ** 2 for v in xb) / (nb - 1)
+    se = math.sqrt(va / na + vb / nb)
+    diff = ma - mb
+    if se == 0:
+        pval = 0.0 if diff > 0 else 1.0
+        power = 1.0 if effect > 0 else 0.0
+    else:
+        pval = float(ttest_ind(xa, xb, equal_var=False, alternative="greater").pvalue)
+        sd = math.sqrt((va + vb) / 2)
+        power = _t_power(min(na, nb), effect / sd / math.sqrt(2)) if sd > 0 else 1.0
+    base = dict(rule="greater", n=n, power=power, n_required=None, value=diff, lo=diff - 1.645 * se,
+                hi=diff + 1.645 * se, interval="difference of means, one-sided 95% Welch bounds")
+    if power < POWER:
+        return Decision(held=None, reason=_underpowered(power, n, None, f"a difference of {effect:g}")
+                        + f" (measured {diff:.3g}, p = {pval:.2g})", **base)
+    if pval < ALPHA and diff > 0:
+        return Decision(held=True, reason=f"difference {diff:.3g} > 0 (one-sided p = {pval:.2g}, {na}+{nb} "
+                                          f"{what}s)", **base)
+    return Decision(held=False, reason=f"difference {diff:.3g} not significant (p = {pval:.2g}) although power "
+                                       f"to detect {effect:g} is {power:.2f}", **base)
+
+
+def no_increase(a: Sequence[float], b: Sequence[float], effect: float, what: str = "seed") -> Decision:
+    """mean(a) is not larger than mean(b) (a claim of *no* effect): the mirror of :func:`greater`. False when
+    a > b significantly; True when not, with power >= 0.8 to detect a difference ``effect``; None otherwise."""
+    d = greater(a, b, effect, what)
+    held = None if d.held is None else not d.held
+    reason = d.reason if held is None else (f"no significant increase ({d.reason})" if held else
+                                            f"a significant increase ({d.reason})")
+    return Decision("no_increase", held, d.n, d.power, d.n_required, d.value, d.lo, d.hi, d.interval, reason)
+
+
+def diff_in_diff(on_a: tuple[int, int], off_a: tuple[int, int], on_b: tuple[int, int], off_b: tuple[int, int],
+                 effect: float, design: tuple[float, float] | None = None, what: str = "pair") -> Decision:
+    """A treatment raises share A more than share B (e.g. batch norm raises the fp32 impacted share more than the
+    fp64 one): (pA_on - pA_off) - (pB_on - pB_off) > 0 by a one-sided z test (Agresti-Caffo adjusted shares).
+    Counts are (k, n). True when significant; False when not although power >= 0.8 to detect ``effect``;
+    None otherwise. The power's variance comes from ``design`` = (share A without, share B without), with A's
+    share raised by ``effect`` and B's unchanged (the paper's alternative); without it, from shares of 1/2 (the
+    largest variance)."""
+    from scipy.stats import norm
+
+    cells = [_count(*c) for c in (on_a, off_a, on_b, off_b)]
+    n = sum(c[1] for c in cells)
+    if any(c[1] == 0 for c in cells):
+        return Decision("diff_in_diff", None, n, 0.0, None, reason="premise not exercised: an empty cell")
+    adj = [((k + 0.5) / (m + 1), m + 1) for k, m in cells]
+    est = (cells[0][0] / cells[0][1] - cells[1][0] / cells[1][1]) - (cells[2][0] / cells[2][1]
+                                                                     - cells[3][0] / cells[3][1])
+    dadj = (adj[0][0] - adj[1][0]) - (adj[2][0] - adj[3][0])
+    se = math.sqrt(sum(p * (1 - p) / m for p, m in adj))
+    z = dadj / se
+    pval = float(norm.sf(z))
+    if design is None:
+        shares = (0.5, 0.5, 0.5, 0.5)
+    else:
+        pa, pb = (_prob(v, "design share") for v in design)
+        shares = (min(1.0, pa + effect), pa, pb, pb)
+    se_design = math.sqrt(sum(max(p * (1 - p), 1e-12) / c[1] for p, c in zip(shares, cells)))
+    zc = float(norm.ppf(1 - ALPHA))
+    power = float(norm.sf(zc - effect / se_design))
+    base = dict(rule="diff_in_diff", n=n, power=power, n_required=None, value=est, lo=float(dadj - zc * se),
+                hi=float(dadj + zc * se), interval="one-sided 95% z bounds (Agresti-Caffo)")
+    if power < POWER:
+        return Decision(held=None, reason=_underpowered(power, n, None, f"a difference of shifts of {effect:g}")
+                        + f" (measured {est:.2f}, p = {pval:.2g})", **base)
+    if pval < ALPHA:
+        return Decision(held=True, reason=f"difference of shifts {est:.2f} > 0 (one-sided p = {pval:.2g})", **base)
+    return Decision(held=False, reason=f"difference of shifts {est:.2f} not significant (p = {pval:.2g}) although "
+                                       f"power to detect {effect:g} is {power:.2f}", **base)
+
+
+def robust(outcomes: dict, n: int, what: str = "setting") -> Decision:
+    """A deterministic computation repeated over settings the paper does not pin down (a tolerance, a grid
+    extent): ``outcomes`` maps each setting's label to its boolean verdict. True when every setting agrees on
+    True, False when every one says False, None when they disagree (the verdict depends on the setting). ``n``:
+    the points each computation covers (a grid), reported only."""
+    if not outcomes:
+        raise DecisionInputError("robust() needs at least one setting's outcome")
+    vals = {str(k): bool(v) for k, v in outcomes.items()}
+    trues = [k for k, v in vals.items() if v]
+    if len(trues) == len(vals):
+        return Decision("robust", True, n, 1.0, 1, reason=f"holds in all {len(vals)} {what}s")
+    if not trues:
+        return Decision("robust", False, n, 1.0, 1, reason=f"fails in all {len(vals)} {what}s")
+    falses = [k for k, v in vals.items() if not v]
+    return Decision("robust", None, n, 1.0, 1, reason=f"depends on the {what}: holds for {', '.join(trues)}; "
+                                                      f"fails for {', '.join(falses)}")
+
+
+def all_of(parts: dict[str, Decision]) -> Decision:
+    """A conjunction of decisions (one claim with several parts): False if any part is False, None if any is
+    None (and none False), else True. The power, n and n_required are those of the parts that decide: the
+    False parts when False, every part otherwise (the weakest one)."""
+    if not parts:
+        raise DecisionInputError("all_of() needs at least one part")
+    vals = list(parts.values())
+    falses = [d for d in vals if d.held is False]
+    held = False if falses else (None if any(d.held is None for d in vals) else True)
+    deciding = falses or vals
+    weakest = min(deciding, key=lambda d: (d.power if d.power is not None else 2.0))
+    powers = [d.power for d in deciding if d.power is not None]
+    need = [d.n_required for d in deciding if d.n_required is not None]
+    if held is False:
+        witness = any(d.witness for d in falses)
+    else:
+        witness = held is True and any(d.witness for d in vals)
+    bad = [f"{k}: {d.reason}" for k, d in parts.items() if d.held is not True]
+    reason = "; ".join(bad) if bad else "every part holds: " + "; ".join(f"{k}: {d.reason}" for k, d in parts.items())
+    return Decision("all_of", held, weakest.n, min(powers) if powers else None, max(need) if need else None,
+                    reason=reason, witness=witness)
