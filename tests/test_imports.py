@@ -38,10 +38,18 @@ _CHILD = textwrap.dedent("""
 """)
 
 
+#: modules that need an optional dependency (imported lazily by the library when it is present)
+OPTIONAL = {"nsverify.kernels.triton_maxpool": "triton"}
+
+
 def _modules():
+    import importlib.util
+
     out = []
     for info in pkgutil.walk_packages([str(ROOT)], prefix="nsverify."):
         if ".properties.test_" in info.name or info.name == "nsverify.__main__":  # collected / run, not imported
+            continue
+        if info.name in OPTIONAL and importlib.util.find_spec(OPTIONAL[info.name]) is None:
             continue
         out.append(info.name)
     return sorted(out)

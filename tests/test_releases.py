@@ -283,3 +283,22 @@ def test_written_runs_round_trip(tmp_path, base_results):
     back = json.loads((tmp_path / "2.13.0.json").read_text())
     assert back["results"] == [asdict(cv.result_from_json(x)) for x in data["results"]]
     assert "differences" not in back and back["schema"] == cv.SCHEMA
+
+
+def test_release_claims_on_both_sides():
+    """The releases section's claims come from release_claims: held True, False and None each reachable."""
+    from types import SimpleNamespace as NS
+
+    from nsverify.conventions.releases import release_claims
+
+    def ch(op, since, before="yes", after="yes"):
+        return NS(op=op, since=since, prev="2.13.0", exact=True, before=NS(in_clarke=before),
+                  after=NS(in_clarke=after))
+
+    span = ["2.13.0", "2.14.0"]
+    ok = release_claims(span, [ch("clamp", "2.14.0")])
+    assert [c["held"] for c in ok] == [True, True]
+    missed = release_claims(span, [ch("clamp", "2.13.0", after="no")])
+    assert [c["held"] for c in missed] == [False, False]
+    none = release_claims(["2.13.0"], [])
+    assert [c["held"] for c in none] == [None, None] and all(c["reason"] for c in none)

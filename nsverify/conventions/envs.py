@@ -20,9 +20,11 @@ from pathlib import Path
 
 from nsverify.errors import NsverifyError
 
-#: what the matrix needs besides torch, pinned to the versions of this environment: mpmath; setuptools, which
-#: torch.compile's inductor imports up to torch 2.6 (and uv's environments do not seed)
-MATRIX_DEPS = ("mpmath", "setuptools")
+#: what the matrix needs besides torch, pinned to the versions of this environment: mpmath
+MATRIX_DEPS = ("mpmath",)
+#: needed but not pinned: setuptools, which torch.compile's inductor imports up to torch 2.6 (uv's environments do
+#: not seed it); some releases bound its version (torch 2.12.1 requires setuptools<82), so the resolver picks it
+UNPINNED_DEPS = ("setuptools",)
 
 
 class ReleaseEnvError(NsverifyError):
@@ -107,6 +109,7 @@ class Installer:
                 pins.append(f"{dep}=={metadata.version(dep)}")
             except metadata.PackageNotFoundError:
                 pins.append(dep)
+        pins += UNPINNED_DEPS
         if self.kind == "uv":
             cmds = [[self.uv, "venv", "--quiet", "--python", self.python, str(env_dir)],
                     [self.uv, "pip", "install", "--python", str(env_dir / "bin" / "python"), *self.index_args,

@@ -308,3 +308,35 @@ def format_timeline(rows: Sequence[dict], failures: dict | None = None) -> str:
 
 def all_changes(rows: Sequence[dict]) -> list[Change]:
     return [c for row in rows for c in row["changes"]]
+
+
+def release_claims(recorded: Sequence[str], changes: Sequence[Change]) -> list[dict]:
+    """The claims the release data decides (our own findings, not a paper's): the matrix sees torch 2.14's clamp
+    change and names its first release; no release change moves a convention out of the Clarke set."""
+    from nsverify.conventions.baselines import release_key
+    from nsverify.papers import decide
+    from nsverify.papers.claims import Source, judged
+
+    src = Source("nsverify", "conventions matrix across torch releases",
+                 "the matrix detects torch 2.14's change of clamp's gradient at its bounds and names its first "
+                 "release")
+    clamp = [c for c in changes if c.op == "clamp"]
+    spans = any(release_key(r) < (2, 14, 0) for r in recorded) and any(release_key(r) >= (2, 14, 0)
+                                                                       for r in recorded)
+    if not spans:
+        d = decide.Decision("exact", None, 0, None, None,
+                            reason="premise not exercised: the recorded releases do not span 2.13 -> 2.14")
+    else:
+        d = decide.exact(any(c.since.startswith("2.14.") for c in clamp),
+                         reason="" if clamp else "no clamp change found between the recorded releases")
+    firsts = sorted({c.since if c.exact else f"{c.prev}..{c.since}" for c in clamp}, key=lambda s: s)
+    out = [judged(src, "first release of each clamp change", f"{len(clamp)} clamp cells changed; first "
+                  f"release {', '.join(firsts) or '-'}", d, by="ours")]
+    left = [c for c in changes if c.after.in_clarke == "no" and c.before.in_clarke != "no"]
+    src2 = Source("nsverify", "conventions matrix across torch releases",
+                  "no release change moves a convention out of the Clarke set")
+    d2 = (decide.exact(not left) if len(recorded) >= 2 else
+          decide.Decision("exact", None, 0, None, None, reason="premise not exercised: fewer than 2 releases"))
+    out.append(judged(src2, "changed cells that leave the Clarke set",
+                      f"{len(left)} of {len(changes)} changed cells leave it", d2, by="ours"))
+    return out

@@ -20,7 +20,7 @@ def _index(data_dir) -> dict:
          description="the conventions matrix of every recorded torch release, compared release by release")
 def releases_section(ctx) -> dict:
     from nsverify.conventions import baselines
-    from nsverify.conventions.releases import Sweep, all_changes, format_timeline
+    from nsverify.conventions.releases import Sweep, all_changes, format_timeline, release_claims
     from nsverify.conventions.repro import script
 
     data_dir = baselines.DATA_DIR
@@ -64,15 +64,7 @@ def releases_section(ctx) -> dict:
     if repro_rows:
         tables.append(table("Each change, its first release and Clarke status (scripts in data.repro)",
                             ["op", "case", "derivative", "first release", "Clarke", "cells", "script"], repro_rows))
-    clamp = [g for _, g in grouped if g["change"].op in ("clamp", "clamp_tensor")]
-    claims = [{"claim": "The conventions matrix detects torch 2.14's change of clamp's gradient at its bounds "
-                        "(1 -> 0 at scalar bounds) and names its first release",
-               "measured": "; ".join(g["text"] for g in clamp[:2]) or "no clamp change in the recorded data",
-               "held": any(g["change"].op == "clamp" and g["change"].since.startswith("2.14.") for g in clamp)}]
-    left_clarke = [c for c in changes if c.after.in_clarke == "no" and c.before.in_clarke != "no"]
-    claims.append({"claim": "No release change moves a convention out of the Clarke set",
-                   "measured": f"{len(left_clarke)} of {len(changes)} changed cells leave it",
-                   "held": not left_clarke})
+    claims = release_claims(recorded, changes)
     summary = (f"{len(recorded)} torch releases recorded ({recorded[0]} .. {recorded[-1]}; CPU; "
                f"{', '.join(sorted({r.mode for r in sweep.run(recorded[-1]).results.values()}))})"
                f"{'; not measured: ' + ', '.join(sorted(failed, key=baselines.release_key)) if failed else ''}. "
