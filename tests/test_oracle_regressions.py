@@ -223,3 +223,15 @@ def test_division_by_an_integer_stays_exact():
     v = nsverify.check_gradient(fn, torch.tensor([0.5, 0.0, 0.0], dtype=D), progress=False)
     assert all(type(x) is F for vert in v.bouligand for x in vert) and all(type(x) is F for x in v.tested)
     assert v.status == "member" and verify_certificate(v.to_json(), fn=fn)
+
+
+@pytest.mark.parametrize("conv,status", [({"abs": "value=2", "relu": "value=1/2"}, "not_member"),
+                                         ({"abs": "value=1/2"}, "member"), ({"relu": "value=3"}, "not_member")])
+def test_conventions_decide_the_exact_ad(conv, status):
+    """The conventions a user names are the AD under test, for every op (PyTorch's backward formulas would
+    silently use abs'(0) = 0 and relu'(0) = 0 and answer member).  |x| + relu(x) at 0: the Clarke set is
+    [-1, 2] per coordinate (slopes -1 and 1 + 1)."""
+    fn = lambda w: w.abs().sum() + torch.relu(w).sum()  # noqa: E731
+    v = nsverify.check_gradient(fn, torch.zeros(2, dtype=D), conventions=conv, progress=False)
+    assert v.status == status and v.exact
+    assert verify_certificate(v.to_json(), fn=fn) or status == "not_member"

@@ -193,8 +193,11 @@ class Evaluation:
         count too.  Forward mode (the registry's rules) is the fallback when a backward op has no exact
         implementation.  When the two differ -- a custom backward rule, or a registry entry that disagrees with
         PyTorch's formula -- the reverse mode is what PyTorch computes: it is used, and a warning names the
-        difference."""
+        difference.  With ``conventions`` (the user's rules at kinks and ties), the forward mode is the AD: it
+        applies them at every op, while PyTorch's backward formulas would ignore them."""
         forward = self.forward().gradient
+        if self.conventions:
+            return forward, "forward (conventions given)"
         try:
             g, _ = self.reverse()
         except (UnsupportedOpError, InexactError):
