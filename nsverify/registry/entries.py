@@ -64,7 +64,11 @@ def elementwise_entries():
                       (_const(0), lin(F(1, 6), F(1, 2)), _const(1)), ("left", "right"))
     yield Elementwise("hardswish", ("hardswish",), tF.hardswish, (F(-3), F(3)),
                       (_const(0), Piece(poly=(F(0), F(1, 2), F(1, 6))), lin(1)), ("left", "right"),
-                      doc="x * relu6(x + 3) / 6")
+                      doc="x * relu6(x + 3) / 6: derivative at -3 and 3 the inner piece's (-1/2, 3/2) up to torch "
+                          "2.7, the outer pieces' (0, 1) from torch 2.8 on",
+                      rule_changes=(RuleChange("2.8.0", ("right", "left"), ("left", "right"),
+                                               note="hardswish's derivative at -3 and 3: -1/2 -> 0 and 3/2 -> 1 "
+                                                    "(measured by nsverify releases)"),))
     yield Elementwise("elu", ("elu",), tF.elu, (F(0),), (_mp_exp_piece(1, 1), lin(1)), ("left",),
                       kwargs={"alpha": 1.0},
                       doc="alpha = 1: both one-sided derivatives are 1 (C^1, a piece boundary, no kink)")
