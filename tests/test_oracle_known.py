@@ -142,3 +142,58 @@ def test_park_f2_f3_with_a_custom_autograd_function():
         assert v.status == "not_member" and v.exact_ad == (F(ad),) and v.ad == (float(ad),)
         assert v.bouligand == [(F(0),)]
         assert verify_certificate(v.to_json())
+
+
+def _numbers(x, f):
+    """``x`` with every exact-number string (and interval endpoint) passed through ``f``."""
+    if isinstance(x, str):
+        try:
+            return f(Fraction(x))
+        except (ValueError, ZeroDivisionError):
+            return x
+    if isinstance(x, list):
+        return [_numbers(v, f) for v in x]
+    if isinstance(x, dict):
+        return {k: (v if k in ("kind", "over") else _numbers(v, f)) for k, v in x.items()}
+    return x
+
+
+def _tamperings(d: dict):
+    """Tampered copies of a verdict record: every one is a false statement about the program."""
+    cert = d["certificate"]
+    enc = lambda q: str(q)  # noqa: E731
+    yield "flip signs", {**d, "certificate": _numbers(cert, lambda q: enc(-q) if q else enc(Fraction(1)))}
+    if "weights" in cert:
+        k = next(iter(cert["weights"]))
+        yield "change a weight", {**d, "certificate": {**cert, "weights": {**cert["weights"], k: enc(
+            Fraction(cert["weights"][k]) * 2 + Fraction(1, 3))}}}
+    if d["status"] == "member":  # tested moved off every vertex hull: weights can no longer reproduce it
+        yield "change tested", {**d, "tested": [enc(Fraction(d["tested"][0]) + 7)] + d["tested"][1:]}
+    else:  # tested replaced by a Bouligand vertex: no direction separates it
+        yield "change tested", {**d, "tested": d["bouligand"][0]}
+    for other in ("convex_weights", "separating_direction", "adjacent_piece", "interval_bracket", "nonsense"):
+        if other != cert["kind"]:
+            yield f"rename kind to {other}", {**d, "certificate": {**cert, "kind": other}}
+    for key in ("rows", "leaves", "witnesses", "h", "weights"):
+        if isinstance(cert.get(key), (list, dict)) and cert[key]:
+            dropped = cert[key][1:] if isinstance(cert[key], list) else dict(list(cert[key].items())[1:])
+            yield f"drop {key}", {**d, "certificate": {**cert, key: dropped}}
+    yield "status swapped", {**d, "status": "not_member" if d["status"] == "member" else "member"}
+    yield "no certificate", {**d, "certificate": None}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_every_tampered_known_answer_is_rejected(case):
+    """Each known answer's certificate, tampered every way above, is rejected with the program at hand (the
+    replay re-derives what the JSON only lists) -- and the checker never raises."""
+    v = nsverify.check_gradient(case.fn, point(case), progress=False)
+    d = json.loads(v.to_json())
+    assert verify_certificate(d, fn=case.fn)
+    count = 0
+    for what, bad in _tamperings(d):
+        for fn in (case.fn, None):
+            got = verify_certificate(bad, fn=fn)  # never raises
+            if fn is not None:
+                assert not got, (what, got)
+            count += 1
+    assert count >= 10
