@@ -235,3 +235,19 @@ def test_conventions_decide_the_exact_ad(conv, status):
     v = nsverify.check_gradient(fn, torch.zeros(2, dtype=D), conventions=conv, progress=False)
     assert v.status == status and v.exact
     assert verify_certificate(v.to_json(), fn=fn) or status == "not_member"
+
+
+def test_cone_rows_beyond_the_float_range_are_decided_exactly():
+    """A cone row whose entries all underflow to 0.0 as floats (2^-1100) made the float LP divide 0 by 0; such
+    cones are decided by the exact simplex, both ways."""
+    import warnings
+
+    from nsverify.oracle.cones import ConeStats, feasible, holds
+
+    tiny = F(1, 2**1100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kind, d = feasible([{0: tiny}, {0: F(1), 1: F(-1)}], ConeStats())
+        assert kind == "open" and holds([{0: tiny}, {0: F(1), 1: F(-1)}], d)
+        kind, y = feasible([{0: tiny}, {0: -tiny}], ConeStats())
+        assert kind == "empty" and y[0] > 0 and y[1] > 0

@@ -105,6 +105,11 @@ def feasible(rows: list[dict], stats: ConeStats):
         for k, c in a.items():
             A[i, idx[k]] = float(c)
     scale = np.abs(A).max(axis=1)
+    if not (np.all(np.isfinite(scale)) and np.all(scale > 0)):  # a row under- or overflows as floats
+        if exact_rows:
+            return _exact_decision(rows, cols, stats)
+        stats.uncertain += 1
+        return None, "a cone row is outside the float range (no float LP; interval rows)"
     A = A / scale[:, None]
     # variables (d_1..d_n, t): minimise -t  s.t.  -A d + t <= 0
     c = np.zeros(n + 1)
