@@ -163,6 +163,25 @@ def selection_entries():
         kwargs={"k": 2}, indices_fn=lambda t: torch.topk(t, 2).indices.flatten().tolist(),
         doc="topk at ties returns later indices in ascending order (measured, torch 2.13 CPU): a Bouligand "
             "piece, but neither the first- nor the last-index rule; the gradient goes to the returned indices")
+    s17 = [5, 1, 9, 3, 3, 12, 0, 7, 3, 14, 2, 11, 8, 13, 15, 16, 10]  # 17 entries, 3 tied (value 3)
+    yield Selection("sort_unstable", ("sort",), lambda t: torch.sort(t, stable=False).values, "returned", lambda: (
+        case("17 entries, 3 tied", s17, (17,), [W(tuple(range(17)), r, "min") for r in range(17)], "returned",
+             cotangent=list(range(1, 18))),),
+        indices_fn=lambda t: torch.sort(t, stable=False).indices.flatten().tolist(),
+        doc="torch.sort(x) (unstable, the default): from 17 entries on, tied entries come out in another order "
+            "than their index order (measured, torch 2.13 CPU: the three tied 3s at indices 8, 4, 3); the gradient "
+            "goes to the returned indices")
+    yield Selection("topk_smallest", ("topk",), lambda t: torch.topk(t, 2, largest=False).values, "returned",
+                    lambda: (case("3 tied, k=2", [0, 1, 0, 0], (4,), [W((0, 1, 2, 3), r, "min") for r in range(2)],
+                                  "returned", cotangent=[1, 2]),),
+                    kwargs={"k": 2, "largest": False},
+                    indices_fn=lambda t: torch.topk(t, 2, largest=False).indices.flatten().tolist(),
+                    doc="topk(largest=False) at ties: the gradient goes to the returned indices (later ones, "
+                        "measured on torch 2.13 CPU)")
+    yield Selection("kthvalue", ("kthvalue",), lambda t: torch.kthvalue(t, 2).values, "returned", lambda: (
+        case("3 tied at k=2", [1, 1, 1, 2], (4,), [W((0, 1, 2, 3), 1, "min")], "returned"),),
+        kwargs={"k": 2}, indices_fn=lambda t: [int(torch.kthvalue(t, 2).indices)],
+        doc="torch.kthvalue(x, k) at ties: the gradient goes to the returned index")
     # --- clamp with tensor bounds = median of (x, min, max) when min <= max
     med3 = lambda n: [W((j, n + j, 2 * n + j), 1, "max") for j in range(n)]  # noqa: E731
     yield Selection("clamp_tensor", (), lambda t: torch.clamp(t[0], t[1], t[2]), "inside", lambda: (
