@@ -10,7 +10,7 @@ from nsverify.report import section, table
 from nsverify.report.claims_table import claims_table, summary_line
 
 #: budgets: theorem-row examples, lemma-search examples, Scenario 1 steps, Scenario 2 steps / batch / timed steps
-QUICK = dict(theorem_examples=6, lemma_examples=200, s1_steps=56, s2_steps=3, batch=16, timing_steps=3)
+QUICK = dict(theorem_examples=6, lemma_examples=200, s1_steps=56, s2_steps=3, batch=16, timing_steps=6)
 FULL = dict(theorem_examples=200, lemma_examples=200, s1_steps=2000, s2_steps=40, batch=32, timing_steps=16)
 
 
