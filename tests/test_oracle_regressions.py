@@ -251,3 +251,17 @@ def test_cone_rows_beyond_the_float_range_are_decided_exactly():
         assert kind == "open" and holds([{0: tiny}, {0: F(1), 1: F(-1)}], d)
         kind, y = feasible([{0: tiny}, {0: -tiny}], ConeStats())
         assert kind == "empty" and y[0] > 0 and y[1] > 0
+
+
+def test_integer_matmul_with_a_zero_operand_and_huge_entries():
+    """fastexact's int64 path was chosen when one operand was all zeros (bound 0) even if the other's integers
+    exceed int64 (a Park section run crashed with OverflowError)."""
+    import numpy as np
+
+    from nsverify.oracle import fastexact
+
+    a = np.array([[F(2**70 + 1, 3), F(1)]], dtype=object)
+    b = np.array([[F(0)], [F(0)]], dtype=object)
+    assert fastexact.matmul(a, b).tolist() == [[F(0)]]
+    c = np.array([[F(1)], [F(2**65)]], dtype=object)
+    assert fastexact.matmul(a, c).tolist() == [[F(2**70 + 1, 3) + F(2**65)]]

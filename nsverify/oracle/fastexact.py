@@ -68,7 +68,7 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     inner = a.shape[-1]
     amax = max((abs(x) for x in A.reshape(-1).tolist()), default=0)
     bmax = max((abs(x) for x in B.reshape(-1).tolist()), default=0)
-    if amax * bmax * inner < _INT64_SAFE:
+    if amax < _INT64_SAFE and bmax < _INT64_SAFE and amax * bmax * inner < _INT64_SAFE:  # zeros on one side too
         R = np.matmul(A.astype(np.int64), B.astype(np.int64)).astype(object)
     else:
         R = np.matmul(A, B)
