@@ -267,3 +267,23 @@ def test_tie_counts_and_scan_match_the_registry_windows(case, mode):
     positive = many & (out != 0) & (out != 2)
     assert total.tolist() == [int(many.sum()), int(positive.sum())] and torch.equal(mask, positive)
     assert int(kinks) == int(((x == 0) | (x == 1)).sum())
+
+
+def test_a_stale_build_lock_is_removed_and_a_fresh_one_waited_for(tmp_path):
+    """torch waits forever on the build lock a killed build leaves; the loader removes a lock older than the
+    stale age, and waits (bounded) for a younger one."""
+    import os
+    import time as _time
+
+    from nsverify.kernels.loader import clear_stale_lock
+
+    assert clear_stale_lock(tmp_path) is None  # no lock
+    lock = tmp_path / "lock"
+    lock.touch()
+    old = _time.time() - 1000
+    os.utime(lock, (old, old))
+    assert "stale build lock" in clear_stale_lock(tmp_path, stale_s=300) and not lock.exists()
+    lock.touch()  # fresh: waited for until it turns stale (here after 0.2 s)
+    t0 = _time.perf_counter()
+    assert clear_stale_lock(tmp_path, stale_s=0.2, poll_s=0.05) and not lock.exists()
+    assert _time.perf_counter() - t0 >= 0.15

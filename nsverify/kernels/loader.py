@@ -95,11 +95,43 @@ def cpu_extension() -> BuildState:
     return state
 
 
+#: a build lock older than this (seconds; a build takes about 30-60 s) was left by a build that was killed
+STALE_LOCK_S = 300.0
+
+
+def clear_stale_lock(build_dir: Path, stale_s: float = STALE_LOCK_S, poll_s: float = 1.0) -> str | None:
+    """torch's extension builder serialises builds with a ``lock`` file and waits for it *forever*; a build killed
+    mid-way (Ctrl-C twice, SIGKILL, a CI timeout) leaves it behind, and every later process would hang. Wait while
+    the lock is younger than ``stale_s`` (another process may be building), then remove it. Returns a note when
+    a stale lock was removed."""
+    lock = build_dir / "lock"
+    warned = False
+    while True:
+        try:
+            age = time.time() - lock.stat().st_mtime
+        except FileNotFoundError:
+            return None
+        if age >= stale_s:
+            try:
+                lock.unlink()
+            except FileNotFoundError:
+                return None
+            return f"removed a stale build lock ({age:.0f} s old, left by an interrupted build): {lock}"
+        if not warned:
+            log.warning("nsverify.kernels: waiting for another process's build of the C++ kernel (lock %s, "
+                        "treated as stale after %.0f s)", lock, stale_s)
+            warned = True
+        time.sleep(min(poll_s, stale_s - age))
+
+
 def _load() -> BuildState:
     from torch.utils.cpp_extension import load
 
     name = extension_name()
     build_dir = cache_root()
+    note = clear_stale_lock(build_dir)
+    if note:
+        log.warning("nsverify.kernels: %s", note)
     before = {p: p.stat().st_mtime_ns for p in build_dir.glob("*.so")}
     t0 = time.perf_counter()
     try:
