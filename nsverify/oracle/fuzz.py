@@ -719,11 +719,15 @@ def check_program(expr: Expr, w0, rng: random.Random, samples: int = 8, time_lim
 
 
 def run_fuzz(count: int, seed: int = 0, depth: int = 3, samples: int = 6, smooth: bool = True,
-             time_limit: float = 30.0) -> list[FuzzRecord]:
-    """``count`` random programs (seeded) through :func:`check_program`."""
+             time_limit: float = 30.0, progress=None) -> list[FuzzRecord]:
+    """``count`` random programs (seeded) through :func:`check_program`; ``progress(message, i, count)`` after
+    each program when given."""
     rng = random.Random(seed)
     out = []
-    for _ in range(count):
+    for i in range(count):
+        if progress is not None and out:
+            bad = sum(len(r.disagreements) for r in out)
+            progress(f"fuzz: {len(out)} programs, {bad} disagreements", i, count)
         n = rng.randint(1, 3)
         w0 = [F(rng.randint(-4, 4), 2) for _ in range(n)]
         expr = random_expr(rng, n, w0, depth, smooth)

@@ -38,7 +38,7 @@ def oracle_section(ctx) -> dict:
     n_fuzz = int(ctx.options.get("oracle_fuzz", 20 if ctx.quick else 150))
     ctx.progress(f"fuzzing {n_fuzz} random programs against the independent reference")
     fz = summarize(run_fuzz(n_fuzz, seed=2026, depth=3 if ctx.quick else 4, samples=6,
-                            time_limit=5.0 if ctx.quick else 30.0))
+                            time_limit=5.0 if ctx.quick else 30.0, progress=ctx.progress))
     metrics.append({"key": "fuzz|disagreements", "kind": "counterexample", "value": fz["disagreements"]})
     metrics.append({"key": "fuzz|unknown", "kind": "info", "value": fz["unknown"]})
     ctx.progress("pruning on the kink network (k = 8, 12)")

@@ -200,7 +200,7 @@ def _zones(ctx) -> dict:
     metrics.append({"key": "fig3.6|batch|kendall_tau", "kind": "info", "value": f36["kendall"]["value"]})
 
     ctx.progress("Bertoin dichotomy: MLP at init, ReLU'(0)=0 vs 1, 16-bit affine layers emulated")
-    dich = repro.bertoin_dichotomy(memo=ctx.checkpoint, **size["dich"])
+    dich = repro.bertoin_dichotomy(memo=ctx.checkpoint, progress=ctx.progress, **size["dich"])
     claims += dich["claims"]
     drows = []
     for label, res in (("", dich["result"]), (" (fused CPU kernel)", dich.get("fused") or {})):
