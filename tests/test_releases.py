@@ -302,3 +302,12 @@ def test_release_claims_on_both_sides():
     assert [c["held"] for c in missed] == [False, False]
     none = release_claims(["2.13.0"], [])
     assert [c["held"] for c in none] == [None, None] and all(c["reason"] for c in none)
+
+
+def test_python_m_conventions_bad_input_is_one_line(capsys):
+    """``python -m nsverify.conventions`` answers bad input like the nsverify command: one line, exit 2."""
+    from nsverify.conventions.cli import main_conventions
+
+    assert main_conventions(["--ops", "nope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "unknown op 'nope'" in err

@@ -2,7 +2,6 @@
 releases`` (the matrix across torch releases)."""
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -122,9 +121,15 @@ def _cli(args) -> int:
 
 def main_conventions(argv: list[str] | None = None) -> int:
     """``python -m nsverify.conventions``: the conventions command without the rest of the CLI."""
-    p = argparse.ArgumentParser(prog="python -m nsverify.conventions", description=__doc__.split("\n")[0])
+    from nsverify.cli import Parser, UsageError
+
+    p = Parser(prog="python -m nsverify.conventions", description=__doc__.split("\n")[0])
     _add_conventions_args(p)
-    args = p.parse_args(argv)
+    try:
+        args = p.parse_args(argv)
+    except UsageError as exc:  # one line, exit 2, as the nsverify command does
+        print(f"{exc.prog}: error: {exc}", file=sys.stderr)
+        return 2
     args.command_line = ["python", "-m", "nsverify.conventions", *(sys.argv[1:] if argv is None else argv)]
     try:
         return _cli(args)
