@@ -162,6 +162,22 @@ def _order(xs: list, descending: bool, stable_first=True) -> list:
     return sorted(range(len(xs)), key=functools.cmp_to_key(c))
 
 
+def _at_rank(xs: list, rank: int) -> int:
+    """The index a stable ascending sort puts at ``rank``; a tie *at that rank's value* only between identical
+    local functions (ties among the other entries do not matter)."""
+    def key(i):
+        v = xs[i].v
+        return v if isinstance(v, Fraction) else mpmath.mpf(v)
+
+    order = sorted(range(len(xs)), key=key)
+    top = xs[order[rank]].v
+    near = [i for i in range(len(xs)) if xs[i].v == top or (
+        not isinstance(top - xs[i].v, Fraction) and abs(top - xs[i].v) < _TINY)]
+    for i in near:
+        _cmp(xs[i], xs[order[rank]])  # raises NonGeneric unless identical
+    return order[rank]
+
+
 def _argbest(xs: list, larger: bool) -> int:
     """The first index of the best value; a tie *for the best* only between identical local functions (ties
     among the other entries do not matter)."""
@@ -424,9 +440,9 @@ class Select(Expr):
         if kind in ("max", "amax", "max_dim", "argmax"):
             return _scaled(xs[_argbest(xs, True)], c[0])
         if kind in ("median", "median_dim"):
-            return _scaled(xs[_order(xs, False)[(n - 1) // 2]], c[0])
+            return _scaled(xs[_at_rank(xs, (n - 1) // 2)], c[0])
         if kind == "kthvalue":
-            return _scaled(xs[_order(xs, False)[o["k"] - 1]], c[0])
+            return _scaled(xs[_at_rank(xs, o["k"] - 1)], c[0])
         if kind == "sort":
             order = _order(xs, o["descending"])
             return _dot([xs[i] for i in order], c)
@@ -710,7 +726,11 @@ def check_program(expr: Expr, w0, rng: random.Random, samples: int = 8, time_lim
             bad.append(f"member: the tested vector is {dist:.3g} (L1) from the hull of the realised gradients")
     if v.status == "not_member" and sampled:
         dist = _hull_distance(tested, sampled)
-        if dist is None or 1e-12 < dist <= 1e-7:
+        if v.distance is not None and v.distance < 1e-9:
+            # a certified separation below this float test's resolution (e.g. PyTorch's backward formula with a
+            # float constant such as hardsigmoid's 1/6, evaluated exactly): the test cannot contradict it
+            rec.undecided += 1
+        elif dist is None or 1e-12 < dist <= 1e-7:
             rec.undecided += 1
         elif dist <= 1e-12:
             bad.append("not_member: the tested vector lies in the hull of gradients sampled near w")
