@@ -162,34 +162,29 @@ def _order(xs: list, descending: bool, stable_first=True) -> list:
     return sorted(range(len(xs)), key=functools.cmp_to_key(c))
 
 
-def _at_rank(xs: list, rank: int) -> int:
-    """The index a stable ascending sort puts at ``rank``; a tie *at that rank's value* only between identical
-    local functions (ties among the other entries do not matter)."""
-    def key(i):
-        v = xs[i].v
-        return v if isinstance(v, Fraction) else mpmath.mpf(v)
+def _untied(xs: list, i: int) -> int:
+    """``i``, after checking that every entry with ``xs[i]``'s value is the same local function (raises
+    NonGeneric otherwise): a tie matters only at the selected value, not among the other entries."""
+    top = xs[i].v
+    for r in xs:
+        if r.v == top or (not isinstance(top - r.v, Fraction) and abs(top - r.v) < _TINY):
+            _cmp(r, xs[i])
+    return i
 
-    order = sorted(range(len(xs)), key=key)
-    top = xs[order[rank]].v
-    near = [i for i in range(len(xs)) if xs[i].v == top or (
-        not isinstance(top - xs[i].v, Fraction) and abs(top - xs[i].v) < _TINY)]
-    for i in near:
-        _cmp(xs[i], xs[order[rank]])  # raises NonGeneric unless identical
-    return order[rank]
+
+def _num_key(v):
+    return v if isinstance(v, Fraction) else mpmath.mpf(v)
+
+
+def _at_rank(xs: list, rank: int) -> int:
+    """The index a stable ascending sort puts at ``rank`` (see :func:`_untied` for ties)."""
+    return _untied(xs, sorted(range(len(xs)), key=lambda i: _num_key(xs[i].v))[rank])
 
 
 def _argbest(xs: list, larger: bool) -> int:
-    """The first index of the best value; a tie *for the best* only between identical local functions (ties
-    among the other entries do not matter)."""
-    def key(r):
-        return r.v if larger else -r.v
-
-    top = max(key(r) for r in xs)
-    near = [i for i, r in enumerate(xs) if key(r) == top or (
-        not isinstance(top - key(r), Fraction) and abs(top - key(r)) < _TINY)]
-    for i in near[1:]:
-        _cmp(xs[i], xs[near[0]])  # raises NonGeneric unless identical
-    return near[0]
+    """The first index of the largest (``larger``) or smallest value (see :func:`_untied` for ties)."""
+    pick = max if larger else min
+    return _untied(xs, pick(range(len(xs)), key=lambda i: _num_key(xs[i].v)))
 
 
 # ----------------------------------------------------------------------------------------------------------
