@@ -543,7 +543,7 @@ def _verify(verdict, fn, samples: int, seed: int) -> Check:
             return Check(False, "a listed vertex is the gradient of no enumerated piece")
         checked.append("tree replay")
     if isinstance(c, SeparatingDirection):
-        why = _sample(fn, w, c, t, V, samples, seed)
+        why = _sample(fn, w, c.h, t, V, samples, seed)
         if why:
             return Check(False, why)
         checked.append(f"{samples} samples")
@@ -708,26 +708,26 @@ def _replay_tree(fn, w, leaves, V) -> str | None:
     return None
 
 
-def _sample(fn, w, c: SeparatingDirection, t, V, samples: int, seed: int) -> str | None:
-    """Exact gradients at random rational points near w must not contradict the separation."""
+def _sample(fn, w, h, t, V, samples: int, seed: int, coords=None) -> str | None:
+    """Exact gradients at random rational points near w must not contradict the separation of ``t`` from the
+    vectors ``V`` along ``h``; ``coords``: the coordinates ``t``, ``V`` and ``h`` live on (default: all of w's)."""
     rng = random.Random(seed)
-    n = len(t)
     base = [F(x) for x in w.double().reshape(-1).tolist()]
-    m = margin(list(c.h), t, V)
-    top = bounds(sum((a * b for a, b in zip(c.h, t)), F(0)))[0] - m / 2
+    m = margin(list(h), t, V)
+    top = bounds(sum((a * b for a, b in zip(h, t)), F(0)))[0] - m / 2
     for _ in range(samples):
-        d = {i: F(rng.randint(-1000, 1000), 1000) for i in range(n)}
+        d = {i: F(rng.randint(-1000, 1000), 1000) for i in range(len(base))}
         for k in _SCALES:
             p = [b + F(1, 2**k) * d[i] for i, b in enumerate(base)]
             r = Evaluation(fn, w, values=p).forward()
             if _genuine_sites(r.sites):
                 continue  # not a generic point: try closer
-            g = r.gradient
+            g = r.gradient if coords is None else tuple(r.gradient[i] for i in coords)
             if r.lin and not any(isinstance(x, Ival) for x in g):
                 if not any(all(_same(a, b) for a, b in zip(g, v)) for v in V):
                     return f"a gradient sampled at w + 2^-{k} d is none of the listed vectors: the enumeration is " \
                            "incomplete"
-            elif bounds(sum((a * b for a, b in zip(c.h, g)), F(0)))[1] > top:
+            elif bounds(sum((a * b for a, b in zip(h, g)), F(0)))[1] > top:
                 return "a gradient sampled near w comes within half the margin of the tested vector along h"
             break
     return None
@@ -898,30 +898,10 @@ def _replay_blocks(fn, w, c: BlockProduct, t, samples: int, seed: int) -> str | 
     if c.status != "not_member" or not c.separating or c.separating[0] != "block":
         return None
     coords, verts, _, _ = c.blocks[c.separating[1]]
-    h = list(c.separating[2])
-    tb = tuple(t[k] for k in coords)
-    m = margin(h, tb, list(verts))
-    if m is None:
+    h, tb = list(c.separating[2]), tuple(t[k] for k in coords)
+    if margin(h, tb, list(verts)) is None:
         return "the separating direction does not separate"
-    top = sum((a * b for a, b in zip(h, tb)), F(0)) - m / 2
-    rng = random.Random(seed)
-    base = [F(x) for x in w.double().reshape(-1).tolist()]
-    for _ in range(samples):
-        d = {i: F(rng.randint(-1000, 1000), 1000) for i in range(len(base))}
-        for k in _SCALES:
-            p = [b + F(1, 2**k) * d[i] for i, b in enumerate(base)]
-            r = Evaluation(fn, w, values=p).forward()
-            if _genuine_sites(r.sites):
-                continue
-            g = tuple(r.gradient[k] for k in coords)
-            if r.lin and not any(isinstance(x, Ival) for x in g):
-                if g not in set(map(tuple, verts)):
-                    return "a gradient sampled near w is none of the separating block's vertices: the block's " \
-                           "enumeration is incomplete"
-            elif bounds(sum((a * b for a, b in zip(h, g)), F(0)))[1] > top:
-                return "a gradient sampled near w comes within half the margin of the tested vector along h"
-            break
-    return None
+    return _sample(fn, w, h, tb, list(verts), samples, seed, coords=coords)
 
 
 # ------------------------------------------------------------------------------------------------------------
