@@ -59,6 +59,19 @@ inline void each_in_window(const Geom& G, int64_t h0, int64_t w0, F&& f) {
   }
 }
 
+// The size of a window's tie set A_j (entries equal to its max m, compared in op_t) and its first index.
+template <typename scalar_t, typename op_t>
+inline int64_t tie_set(const Geom& G, int64_t h0, int64_t w0, const scalar_t* x, op_t m, int64_t& first) {
+  int64_t count = 0;
+  first = -1;
+  each_in_window(G, h0, w0, [&](int64_t q) {
+    const bool hit = static_cast<op_t>(x[q]) == m;
+    if (hit && count == 0) first = q;
+    count += hit;
+  });
+  return count;
+}
+
 // The value a window's tie set receives, and the first-index (native) part, under the chosen Jacobian.
 template <typename scalar_t, typename op_t>
 inline void window_values(scalar_t gj, int64_t count, bool hybrid, bool beta_is_one, op_t beta, op_t omb, scalar_t& r,
@@ -104,12 +117,8 @@ void plane_disjoint(const scalar_t* x, const scalar_t* out, const int64_t* idx, 
         add_to(gx[idx[j]], g[j]);
         continue;
       }
-      int64_t count = 0, first = -1;
-      each_in_window(G, h0, w0, [&](int64_t q) {
-        const bool hit = static_cast<op_t>(x[q]) == m;
-        if (hit && count == 0) first = q;
-        count += hit;
-      });
+      int64_t first = -1;
+      const int64_t count = tie_set(G, h0, w0, x, m, first);
       scalar_t r, native;
       window_values<scalar_t, op_t>(g[j], count, hybrid, beta_is_one, beta, omb, r, native);
       each_in_window(G, h0, w0, [&](int64_t q) {
@@ -214,12 +223,8 @@ void plane_overlap(const scalar_t* x, const scalar_t* out, const int64_t* idx, c
         native_buf[j] = g[j];
         continue;
       }
-      int64_t count = 0, first = -1;
-      each_in_window(G, h0, w0, [&](int64_t q) {
-        const bool hit = static_cast<op_t>(x[q]) == m;
-        if (hit && count == 0) first = q;
-        count += hit;
-      });
+      int64_t first = -1;
+      const int64_t count = tie_set(G, h0, w0, x, m, first);
       window_values<scalar_t, op_t>(g[j], count, hybrid, beta_is_one, beta, omb, r_buf[j], native_buf[j]);
       first_buf[j] = hybrid ? first : -1;
     }
