@@ -20,7 +20,6 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 import torch
 
@@ -47,16 +46,16 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     from nsverify.errors import NsverifyError
+    from nsverify.files import make_output_dir
     from nsverify.papers.park.experiments import overhead, scenario2_data
     from nsverify.papers.provenance import provenance
     from nsverify.papers.zones.pairs import PairConfig, measure_pairs
     from nsverify.workloads.models import ResNet18, plain_layers
 
-    out = Path(a.out)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        print(f"claims.py: cannot create --out {out}: {exc}; choose a writable directory", file=sys.stderr)
+        out = make_output_dir(a.out, "--out")
+    except NsverifyError as exc:
+        print(f"claims.py: {exc}", file=sys.stderr)
         return 2
     z = sizes(a.dry_run)
     if not a.dry_run:

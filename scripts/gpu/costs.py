@@ -14,7 +14,6 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 import torch
 
@@ -27,13 +26,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from nsverify.errors import NsverifyError
+    from nsverify.files import make_output_dir
     from nsverify.papers.costs.measure import flop_ratio, mlp, vgg11, wall_ratio
 
-    out = Path(args.out)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        print(f"costs.py: cannot create --out {out}: {exc}; choose a writable directory", file=sys.stderr)
+        out = make_output_dir(args.out, "--out")
+    except NsverifyError as exc:
+        print(f"costs.py: {exc}", file=sys.stderr)
         return 2
     t0 = time.monotonic()
     if args.smoke:
