@@ -240,3 +240,30 @@ def in_hull(point: Sequence, vertices: Sequence[Sequence]) -> bool:
     if not check_weights([Fraction(x) for x in point], verts, dict(enumerate(w))):  # pragma: no cover
         raise ArithmeticError("in_hull: the phase-1 weights fail the exact check (a bug in nonneg_feasible)")
     return True
+
+
+def pivots_mod_p(m, p: int, limit: int | None = None) -> list[int]:
+    """Pivot columns of Gauss-Jordan elimination of the integer matrix ``m`` (a numpy int64 array, entries in
+    [0, p)) modulo the prime ``p``, stopping after ``limit`` pivots (default: the number of rows). ``m`` is not
+    modified. r pivots modulo p prove rank >= r over the integers, hence over Q."""
+    import numpy as np
+
+    m = m.copy()
+    rows, cols = m.shape
+    limit = rows if limit is None else min(limit, rows)
+    pivots: list[int] = []
+    for c in range(cols):
+        r = len(pivots)
+        if r == limit:
+            break
+        nz = np.nonzero(m[r:, c])[0]
+        if nz.size == 0:
+            continue
+        piv = r + int(nz[0])
+        m[[r, piv]] = m[[piv, r]]
+        m[r] = (m[r] * pow(int(m[r, c]), p - 2, p)) % p
+        f = m[:, c].copy()
+        f[r] = 0
+        m = (m - (f[:, None] * m[r][None, :]) % p) % p
+        pivots.append(c)
+    return pivots

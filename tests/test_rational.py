@@ -76,3 +76,26 @@ def test_hull_weights_and_check_weights_agree():
     assert in_hull((0, 0), square) and not in_hull((1, 1), square)
     with pytest.raises(ValueError, match="same length"):
         in_hull((0, 0, 0), square)
+
+
+def test_pivots_mod_p_rank_equals_the_exact_rank():
+    """Modular elimination (shared by Park's rank test and the layered oracle shortcut) against the exact
+    Fraction rank, on small integer matrices with deliberate dependencies; ``limit`` stops early."""
+    import random
+
+    import numpy as np
+
+    from nsverify.rational import pivots_mod_p, rank
+
+    p = 2147483629
+    rng = random.Random(3)
+    for _ in range(40):
+        r, c = rng.randint(1, 5), rng.randint(1, 6)
+        rows = [[rng.randint(-3, 3) for _ in range(c)] for _ in range(r)]
+        if r > 1 and rng.random() < 0.5:  # a dependent row
+            rows[-1] = [a + 2 * b for a, b in zip(rows[0], rows[1])]
+        m = np.array(rows, dtype=np.int64) % p
+        piv = pivots_mod_p(m, p)
+        assert len(piv) == rank(rows) and piv == sorted(piv)
+        assert len(pivots_mod_p(m, p, limit=1)) == min(1, rank(rows))
+        assert (m == np.array(rows, dtype=np.int64) % p).all()  # not modified

@@ -41,6 +41,7 @@ import torch
 
 from nsverify.oracle.cones import ConeStats, feasible, holds, primitive
 from nsverify.oracle.context import Site
+from nsverify.rational import pivots_mod_p
 
 F = Fraction
 
@@ -439,24 +440,8 @@ def independent_columns(Z: np.ndarray) -> list[int] | None:
     B = Z.shape[0]
     if B > Z.shape[1]:
         return None
-    M = _modp(Z)
-    pivots, r = [], 0
-    for c in range(M.shape[1]):
-        nz = np.nonzero(M[r:, c])[0]
-        if nz.size == 0:
-            continue
-        p = r + int(nz[0])
-        M[[r, p]] = M[[p, r]]
-        inv = pow(int(M[r, c]), PRIME - 2, PRIME)
-        M[r] = (M[r] * inv) % PRIME
-        f = M[:, c].copy()
-        f[r] = 0
-        M = (M - (f[:, None] * M[r][None, :]) % PRIME) % PRIME
-        pivots.append(c)
-        r += 1
-        if r == B:
-            return pivots
-    return None
+    pivots = pivots_mod_p(_modp(Z), PRIME, B)
+    return pivots if len(pivots) == B else None
 
 
 def _modp(Z: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from nsverify.rational import pivots_mod_p
 from nsverify.rational import rank as rational_rank
 
 
@@ -34,27 +35,6 @@ def _modp_matrix(a: np.ndarray, p: int) -> np.ndarray:
     return ((np.mod(m, p) % p) * pw_arr) % p
 
 
-def _rank_modp(a: np.ndarray, p: int) -> int:
-    m = a.copy()
-    rows, cols = m.shape
-    rank = 0
-    for c in range(cols):
-        nz = np.nonzero(m[rank:, c])[0]
-        if nz.size == 0:
-            continue
-        piv = rank + nz[0]
-        m[[rank, piv]] = m[[piv, rank]]
-        inv = pow(int(m[rank, c]), p - 2, p)
-        m[rank] = (m[rank] * inv) % p
-        f = m[:, c].copy()
-        f[rank] = 0
-        m = (m - (f[:, None] * m[rank][None, :]) % p) % p
-        rank += 1
-        if rank == rows:
-            break
-    return rank
-
-
 def full_column_rank(z) -> bool:
     """Theorem 5's premise: are the columns of z (N x B: one column per sample) linearly independent over Q?
 
@@ -70,6 +50,6 @@ def full_column_rank(z) -> bool:
         return False
     at = a.T  # B x N: full column rank of z <=> full row rank of z^T
     for p in _PRIMES:
-        if _rank_modp(_modp_matrix(at, p), p) == b:
+        if len(pivots_mod_p(_modp_matrix(at, p), p)) == b:
             return True
     return exact_rank(at.tolist()) == b
