@@ -217,6 +217,12 @@ def test_bertoin_dichotomy_flips():
     assert verdicts(4, 0, 0, 4) == [None, None, None]
 
 
+def _dyadic(shape, den: int, bound: int) -> torch.Tensor:
+    """Random multiples of 1/den in [-bound, bound], each with at most 8 significant bits (exact in bfloat16)."""
+    g = torch.Generator().manual_seed(sum(shape) + den)
+    return torch.randint(-min(bound * den, 255), min(bound * den, 255) + 1, shape, generator=g).double() / den
+
+
 def test_split_bias_emulation_creates_16bit_kinks_the_fused_kernel_misses():
     """CPU bf16 addmm adds the bias in float32 and rounds once: exact ReLU zeros only with the split bias."""
     from torch import nn
@@ -234,10 +240,37 @@ def test_split_bias_emulation_creates_16bit_kinks_the_fused_kernel_misses():
     with torch.no_grad():
         zf = int((fused(x.bfloat16()) == 0).sum())
         zs = int((split(x.bfloat16()) == 0).sum())
-        # the emulation is exactly "round the product, then add the bias in bf16"
-        ref = (x.bfloat16() @ lin.weight.bfloat16().T) + lin.bias.bfloat16()
-        assert torch.equal(split(x.bfloat16()), ref)
+        # the emulation is "round the product once, then add the bias in bf16". On a dyadic grid every partial
+        # sum is exact in float32 and float64, so the reference (float64 product, one rounding) is independent of
+        # the summation order and the products need more than bf16's 8 bits (the rounding is not trivial)
+        xg, wg = _dyadic((128, 64), 16, 2), _dyadic((256, 64), 256, 1)
+        split[0].weight.copy_(wg.bfloat16())
+        prod = (xg.double() @ wg.double().T)
+        assert not torch.equal(prod.bfloat16().double(), prod)
+        ref = prod.bfloat16() + split[0].bias
+        assert torch.equal(split(xg.bfloat16()), ref)
     assert path == SPLIT and kernel_path(fused, torch.bfloat16) == FUSED and zs > zf
+
+
+def test_split_bias_linear_backward_rounds_each_product_once():
+    """The emulated 16-bit Linear's backward products are float32 accumulations rounded once to the dtype (checked
+    against float64 products on a dyadic grid, where every partial sum is exact)."""
+    from torch import nn
+
+    from nsverify.papers.zones.emulate import prepare
+
+    torch.manual_seed(1)
+    model, _ = prepare(nn.Sequential(nn.Linear(32, 48)), torch.bfloat16)
+    with torch.no_grad():
+        model[0].weight.copy_(_dyadic((48, 32), 256, 1))
+    x = _dyadic((16, 32), 16, 2).bfloat16().requires_grad_(True)
+    g = _dyadic((16, 48), 64, 2).bfloat16()
+    model(x).backward(g)
+    w = model[0].weight
+    assert x.grad.dtype == w.grad.dtype == torch.bfloat16
+    assert torch.equal(x.grad, (g.double() @ w.detach().double()).bfloat16())
+    assert torch.equal(w.grad, (g.double().T @ x.detach().double()).bfloat16())
+    assert torch.equal(model[0].bias.grad, g.double().sum(0).bfloat16())
 
 
 def test_beta_sweep_both_sides_can_fail_and_wait_for_learning():
