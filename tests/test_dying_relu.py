@@ -180,6 +180,10 @@ def test_network_experiment_runs_and_resumes_from_cache(tmp_path):
     assert len(rows) == 4 and all(0 <= r["dead_share"]["mean"] <= 1 for r in rows)
     assert len(__import__("json").loads(cache.read_text())) == 4
     assert network_experiment(cache=cache, **kw) == rows  # served from the cache
+    # two worker processes give the runs computed here serially, bit for bit
+    assert network_experiment(workers=2, **kw) == rows
+    with pytest.raises(NsverifyError, match="workers"):
+        network_experiment(workers=0, **kw)
     with pytest.raises(NsverifyError, match="unknown data set"):
         network_run("mnist", 1.0, "SGD", 0, 1)
     with pytest.raises(NsverifyError, match="unknown optimizer"):

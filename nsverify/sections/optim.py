@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 from nsverify.report import figure_png, section, table
@@ -204,7 +205,7 @@ def optim_section(ctx) -> dict:
         datasets = ("diabetes",)
         cache = ctx.scratch_file("dying_relu.json")
         nst = arnekvist.network_study(datasets, (0, 1) if q else (0, 1, 2), nsteps, progress=ctx.progress,
-                                      cache=cache)
+                                      cache=cache, workers=1 if q else min(4, os.cpu_count() or 1))
         net = nst["rows"]
         nrows = []
         for r in net:

@@ -317,13 +317,22 @@ def network_run(dataset: str, gamma: float, optimizer: str, seed: int, steps: in
             "dead_share": d["worst_share"], "mse_over_gamma2": mse / gamma ** 2}
 
 
+def _network_run_one_thread(args: tuple) -> dict:
+    """:func:`network_run` in a worker process, on one intra-op thread (as in the parent's optim section)."""
+    torch.set_num_threads(1)
+    return network_run(*args)
+
+
 def network_experiment(datasets=("diabetes", "friedman"), gammas=(1.0, 1e-2, 1e-4),
                        optimizers=tuple(NETWORK_OPTIMIZERS), seeds=(0, 1, 2), steps: int = 50000,
-                       progress=None, cache=None) -> list[dict]:
-    """Dead shares over datasets x gammas x optimizers with seeds (mean and 95% CI).
+                       progress=None, cache=None, combos=None, workers: int = 1) -> list[dict]:
+    """Dead shares over datasets x gammas x optimizers (or the explicit ``combos`` of (dataset, gamma,
+    optimizer)) with seeds (mean and 95% CI).
 
     ``cache``: optional JSON file path; finished runs are stored there and reused, so an interrupted long run
     (Arnekvist et al. train 250000 steps; units start dying after ~1e4 steps here) resumes where it stopped.
+    ``workers`` > 1 runs the missing runs in that many worker processes (each run is seeded by its own
+    generators, so the results do not depend on where it ran).
     """
     import json
     from pathlib import Path
@@ -331,24 +340,44 @@ def network_experiment(datasets=("diabetes", "friedman"), gammas=(1.0, 1e-2, 1e-
     from nsverify.files import atomic_write_text
     from nsverify.papers.stats import mean_ci
 
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise NsverifyError(f"workers={workers!r}: give an integer >= 1")
+    combos = list(combos) if combos is not None else [(d, g, o) for d in datasets for g in gammas for o in optimizers]
+    for _d, _g, o in combos:
+        if o not in NETWORK_OPTIMIZERS:
+            raise NsverifyError(f"unknown optimizer {o!r}; choose from {', '.join(NETWORK_OPTIMIZERS)}.")
     done = {}
     if cache is not None and Path(cache).exists():
         done = json.loads(Path(cache).read_text())
+    key = lambda d, g, o, s: f"{d}|{g!r}|{o}|{s}|{steps}"  # noqa: E731
+    todo = [(d, g, o, s, steps) for d, g, o in combos for s in seeds if key(d, g, o, s) not in done]
 
-    def one(d, g, o, s):
-        key = f"{d}|{g!r}|{o}|{s}|{steps}"
-        if key not in done:
-            done[key] = network_run(d, g, o, s, steps)
-            if cache is not None:
-                atomic_write_text(Path(cache), json.dumps(done))
-        return done[key]
+    def finished(args, result):
+        done[key(*args[:4])] = result
+        if cache is not None:
+            atomic_write_text(Path(cache), json.dumps(done))
+        if progress:
+            progress(f"dying ReLU {args[0]} gamma={args[1]:g} {args[2]} seed {args[3]}: dead share "
+                     f"{result['dead_share']:.3f}", len(todo) - len(pending), len(todo))
+
+    pending = list(todo)
+    if workers == 1 or len(todo) < 2:
+        while pending:
+            args = pending.pop(0)
+            finished(args, network_run(*args))
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(min(workers, len(todo)), mp_context=multiprocessing.get_context("spawn")) as ex:
+            futures = {ex.submit(_network_run_one_thread, args): args for args in todo}
+            for fut in as_completed(futures):
+                pending.remove(futures[fut])
+                finished(futures[fut], fut.result())
 
     rows = []
-    combos = [(d, g, o) for d in datasets for g in gammas for o in optimizers]
-    for i, (d, g, o) in enumerate(combos):
-        if progress:
-            progress(f"dying ReLU {d} gamma={g:g} {o}", i, len(combos))
-        runs = [one(d, g, o, s) for s in seeds]
+    for d, g, o in combos:
+        runs = [done[key(d, g, o, s)] for s in seeds]
         rows.append({"dataset": d, "gamma": g, "optimizer": o,
                      "dead_share": mean_ci([r["dead_share"] for r in runs]),
                      "mse_over_gamma2": mean_ci([r["mse_over_gamma2"] for r in runs]),

@@ -155,11 +155,10 @@ NETWORK_CELLS = ((1.0, "Adam"), (1e-4, "Adam"), (1e-4, "Adam(beta1=0)"), (1e-4, 
                  (1.0, "SGD"))
 
 
-def network_study(datasets, seeds, steps: int, progress=None, cache=None, cells=NETWORK_CELLS) -> dict:
+def network_study(datasets, seeds, steps: int, progress=None, cache=None, cells=NETWORK_CELLS,
+                  workers: int = 1) -> dict:
     """:func:`network_experiment` on ``cells`` with its claims: ``{"rows", "claims"}``; ``cache`` resumes
-    finished runs."""
-    rows = []
-    for gamma, opt in cells:
-        rows += network_experiment(datasets=datasets, gammas=(gamma,), optimizers=(opt,), seeds=seeds, steps=steps,
-                                   progress=progress, cache=cache)
+    finished runs; ``workers`` processes run them."""
+    rows = network_experiment(datasets=datasets, seeds=seeds, steps=steps, progress=progress, cache=cache,
+                              combos=[(d, g, o) for d in datasets for g, o in cells], workers=workers)
     return {"rows": rows, "claims": _network_claims(rows, datasets, steps)}
