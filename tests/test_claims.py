@@ -90,7 +90,8 @@ def test_ratio_vs_flips():
     # an effect claim ("at least 2x worse"): an interval around 1.03 rules the paper's effect out
     near_one = [math.log(1.03) + g.gauss(0, 0.01) for _ in range(5)]
     assert decide.ratio_vs(near_one, 1.0, below=False, margin=2.0).held is True  # as a bound: significantly > 1
-    assert decide.ratio_vs(near_one, 1.0, below=False, margin=2.0, effect=True).held is False
+    d = decide.ratio_vs(near_one, 1.0, below=False, margin=2.0, effect=True)
+    assert d.held is False and "short of the claimed effect 2 (2x above 1)" in d.reason and "below 1" not in d.reason
     big = [math.log(3.0) + g.gauss(0, 0.01) for _ in range(5)]
     assert decide.ratio_vs(big, 1.0, below=False, margin=2.0, effect=True).held is True
 

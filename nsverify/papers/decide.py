@@ -378,16 +378,25 @@ def ratio_vs(log_ratios: Sequence[float], threshold: float, below: bool = True, 
                                                                         f"{threshold:g}"), **base)
     claimed = hi < lt if below else lo > lt
     opposite = lo > lt if below else hi < lt
+    measured = f"ratio {math.exp(mean):.3g} [{math.exp(lo):.3g}, {math.exp(hi):.3g}]"
+    short = ""  # why an effect claim failed although the interval is on the claimed side of the threshold
     if effect:  # the claimed side must also reach the effect's size, and an interval short of it rules it out
         lm = lt - math.log(margin) if below else lt + math.log(margin)
-        claimed = claimed and (mean <= lm if below else mean >= lm)
-        opposite = opposite or (lo > lm if below else hi < lm)
+        size = f"the claimed effect {math.exp(lm):.3g} ({margin:g}x {side} {threshold:g})"
+        reached = mean <= lm if below else mean >= lm
+        ruled_out = lo > lm if below else hi < lm
+        if claimed and not reached:
+            short = f"{measured} {side} {threshold:g} but short of {size}"
+        if not opposite and ruled_out:
+            short = f"{measured}: the interval stays short of {size}"
+        claimed = claimed and reached
+        opposite = opposite or ruled_out
     if claimed:
-        return Decision(held=True, reason=f"ratio {math.exp(mean):.3g} [{math.exp(lo):.3g}, {math.exp(hi):.3g}] "
-                                          f"{side} {threshold:g}", **base)
+        return Decision(held=True, reason=f"{measured} {side} {threshold:g}", **base)
     if opposite:
-        return Decision(held=False, reason=f"ratio {math.exp(mean):.3g} [{math.exp(lo):.3g}, {math.exp(hi):.3g}] "
-                                           f"{other} {threshold:g}", **base)
+        return Decision(held=False, reason=short or f"{measured} {other} {threshold:g}", **base)
+    if short:
+        return Decision(held=None, reason=short, **base)
     return Decision(held=None, reason=f"the interval [{math.exp(lo):.3g}, {math.exp(hi):.3g}] holds {threshold:g}",
                     **base)
 

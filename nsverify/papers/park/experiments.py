@@ -189,7 +189,8 @@ def scenario2(steps: int = 12, batch: int = 64, seed: int = 0, progress=None, ti
         out["overhead"][name] = overhead_fn(make, X, y, batch, timing_steps, seed)
         if progress:
             o = out["overhead"][name]
-            progress(f"scenario 2 {name}: overhead x{o['ratio']:.2f} over {len(o['per_step'])} steps")
+            progress(f"scenario 2 {name}: overhead x{o['ratio']:.2f} (median monitored / median plain) over "
+                     f"{len(o['per_step'])} steps")
     return out
 
 
