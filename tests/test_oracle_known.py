@@ -142,6 +142,13 @@ def test_park_f2_f3_with_a_custom_autograd_function():
         assert v.status == "not_member" and v.exact_ad == (F(ad),) and v.ad == (float(ad),)
         assert v.bouligand == [(F(0),)]
         assert verify_certificate(v.to_json())
+    # a vector given by the caller is what is tested: no warning naming the reverse-mode value, same record
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        v = nsverify.check_gradient(lambda w: torch.relu(w[0]) - h(w[0]), z, ad=[0.0])
+    assert v.status == "member" and v.tested_is == "ad" and v.tested == (F(0),) and v.exact_ad == (F(-1),)
 
 
 def _numbers(x, f):

@@ -140,7 +140,7 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
         fw = ev.forward()
     except InexactError as e:
         return _undecided(f"the exact AD could not be evaluated: {e}", float_ad, ad)
-    exact_ad, how = ev.exact_ad()
+    exact_ad, how = ev.exact_ad(warn=ad is None)
     if ad is None:
         tested, tested_is = exact_ad, "exact_ad"
     declined = None
