@@ -218,17 +218,17 @@ def load_cached(release: str, data_dir: Path = DATA_DIR) -> Run:
 
 
 def compare_with_baseline(results: Sequence[Result], baseline: Run, installed: str | None = None,
-                          data_dir: Path = DATA_DIR) -> tuple[list[Change], int]:
-    """(changes of this run against ``baseline``, number of cells the baseline does not hold). Each change names
-    the first recorded release showing it, or the installed release when no recorded one does."""
+                          data_dir: Path = DATA_DIR) -> tuple[list[Change], list[tuple]]:
+    """(changes of this run against ``baseline``, the keys of this run's cells the baseline does not hold, in run
+    order). Each change names the first recorded release showing it, or the installed release when no recorded
+    one does."""
     installed = installed or installed_release()
     now = Run(installed, {cell_key(r): r for r in results}, {})
     chs = changes(baseline, now)
     for c in chs:
         since = first_release(c.key, cell_value(c.after), baseline, installed, data_dir)
         c.since = since or installed
-    missing = sum(1 for k in now.results if k not in baseline.results)
-    return chs, missing
+    return chs, [k for k in now.results if k not in baseline.results]
 
 
 def format_changes(chs: Sequence[Change], baseline: Run, missing: int = 0) -> str:

@@ -113,7 +113,7 @@ def _cli(args) -> int:
         for (op, mode, err), r in sorted(errors.items()):  # the 'error' cells of the table: say why
             print(f"error: {op} in mode {mode} ({r.dtype}, {r.device}, and possibly others): {err}")
         if baseline is not None:
-            print("\n" + format_changes(chs, baseline, missing))
+            print("\n" + format_changes(chs, baseline, len(missing)))
         elif args.baseline in ("auto", None):
             print("\nNo recorded baseline at or below this torch release.")
     return 0
