@@ -184,6 +184,10 @@ def test_network_experiment_runs_and_resumes_from_cache(tmp_path):
     assert network_experiment(workers=2, **kw) == rows
     with pytest.raises(NsverifyError, match="workers"):
         network_experiment(workers=0, **kw)
+    ran = []
+    with pytest.raises(NsverifyError, match="unknown optimizer 'Lion'"):
+        network_experiment(**{**kw, "optimizers": ("SGD", "Lion")}, progress=lambda *a: ran.append(a))
+    assert ran == []  # checked before any run
     with pytest.raises(NsverifyError, match="unknown data set"):
         network_run("mnist", 1.0, "SGD", 0, 1)
     with pytest.raises(NsverifyError, match="unknown optimizer"):

@@ -292,9 +292,13 @@ def regression_mlp(n_in: int, hidden: int = 200, seed: int = 0) -> torch.nn.Sequ
     return model
 
 
+def _check_optimizer(name: str) -> None:
+    if name not in NETWORK_OPTIMIZERS:
+        raise NsverifyError(f"unknown optimizer {name!r}; choose from {', '.join(NETWORK_OPTIMIZERS)}.")
+
+
 def network_run(dataset: str, gamma: float, optimizer: str, seed: int, steps: int, batch: int = 64) -> dict:
-    if optimizer not in NETWORK_OPTIMIZERS:
-        raise NsverifyError(f"unknown optimizer {optimizer!r}; choose from {', '.join(NETWORK_OPTIMIZERS)}.")
+    _check_optimizer(optimizer)
     X, y = _dataset(dataset, seed)
     y = gamma * y
     model = regression_mlp(X.shape[1], seed=seed)
@@ -343,37 +347,33 @@ def network_experiment(datasets=("diabetes", "friedman"), gammas=(1.0, 1e-2, 1e-
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise NsverifyError(f"workers={workers!r}: give an integer >= 1")
     combos = list(combos) if combos is not None else [(d, g, o) for d in datasets for g in gammas for o in optimizers]
-    for _d, _g, o in combos:
-        if o not in NETWORK_OPTIMIZERS:
-            raise NsverifyError(f"unknown optimizer {o!r}; choose from {', '.join(NETWORK_OPTIMIZERS)}.")
+    for _d, _g, o in combos:  # before any run: a long study must not fail hours in
+        _check_optimizer(o)
     done = {}
     if cache is not None and Path(cache).exists():
         done = json.loads(Path(cache).read_text())
     key = lambda d, g, o, s: f"{d}|{g!r}|{o}|{s}|{steps}"  # noqa: E731
     todo = [(d, g, o, s, steps) for d, g, o in combos for s in seeds if key(d, g, o, s) not in done]
 
-    def finished(args, result):
-        done[key(*args[:4])] = result
-        if cache is not None:
-            atomic_write_text(Path(cache), json.dumps(done))
-        if progress:
-            progress(f"dying ReLU {args[0]} gamma={args[1]:g} {args[2]} seed {args[3]}: dead share "
-                     f"{result['dead_share']:.3f}", len(todo) - len(pending), len(todo))
+    def record(finished):
+        """Store each (args, result) of ``finished`` (and the cache file) as it arrives."""
+        for i, (args, result) in enumerate(finished, 1):
+            done[key(*args[:4])] = result
+            if cache is not None:
+                atomic_write_text(Path(cache), json.dumps(done))
+            if progress:
+                progress(f"dying ReLU {args[0]} gamma={args[1]:g} {args[2]} seed {args[3]}: dead share "
+                         f"{result['dead_share']:.3f}", i, len(todo))
 
-    pending = list(todo)
     if workers == 1 or len(todo) < 2:
-        while pending:
-            args = pending.pop(0)
-            finished(args, network_run(*args))
+        record((args, network_run(*args)) for args in todo)
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(min(workers, len(todo)), mp_context=multiprocessing.get_context("spawn")) as ex:
             futures = {ex.submit(_network_run_one_thread, args): args for args in todo}
-            for fut in as_completed(futures):
-                pending.remove(futures[fut])
-                finished(futures[fut], fut.result())
+            record((futures[fut], fut.result()) for fut in as_completed(futures))
 
     rows = []
     for d, g, o in combos:
