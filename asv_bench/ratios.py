@@ -128,9 +128,10 @@ def oracle_cases(dtype, device, small) -> Iterator[Case]:
 
     for k in (2, 4) if small else (4, 8):
         fn, w = common.kink_net(k)
-        rows = common.naive_cone_rows(fn, w)
+        rows = nsverify.oracle.kink_rows(fn, w)
+        naive = nsverify.oracle.naive_enumeration_lps
         lps = nsverify.check_gradient(fn, w).stats["lps"]
-        yield Case(f"kink net, k={k} kink sites", {"naive": lambda rows=rows: common.naive_lps(rows),
+        yield Case(f"kink net, k={k} kink sites", {"naive": lambda rows=rows: naive(rows),
                                                     "pruned": lambda fn=fn, w=w: nsverify.check_gradient(fn, w)},
                    [Pair("naive", "pruned")], info={"pruned_lps": lps, "naive_lps": 2**k})
     k = 4 if small else 10

@@ -1,7 +1,7 @@
 """Every option of every command gets bad values, generated from the argparse parsers themselves.
 
 The suite walks ``nsverify.cli.build_parser()``: every subcommand, every option that takes a value. Each
-option's ``type`` is one of the validating types of :mod:`nsverify.cli`; from it the suite derives the bad
+option's ``type`` is one of the validating types of :mod:`nsverify.argtypes`; from it the suite derives the bad
 values (numbers at 0, negative, NaN, inf, beyond their bound, not a number; unknown and empty names; output
 paths that are unwritable, under a file, a directory, or under a parent that cannot be created; input files
 that are missing, a directory, corrupted or of the wrong kind). An option without such a type fails the suite,
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from nsverify import cli
-from nsverify.cli import (
+from nsverify.argtypes import (
     Checked,
     Choice,
     CsvList,
@@ -33,9 +33,10 @@ from nsverify.cli import (
     Number,
     OutputDir,
     OutputFile,
-    ReportPath,
-    build_parser,
+    Parser,
 )
+from nsverify.cli import build_parser
+from nsverify.report.cli import ReportPath
 from nsverify.report.nightly import write_report
 from tests.report_fakes import FAKE_MACHINE, standard_metrics
 
@@ -319,7 +320,7 @@ def test_combinations_and_file_contents_fail_before_work(argv, expect, paths, no
     bad_draws = tmp / "resume-bad.json"
     from nsverify.papers.zones.cli import _config, register_cli  # the key of the default configuration
 
-    parser = cli.Parser(prog="t")
+    parser = Parser(prog="t")
     register_cli(parser.add_subparsers(dest="command"))
     key = _config(parser.parse_args(["zones", "volume"])).key()
     bad_draws.write_text(json.dumps({"schema": PARTIAL_SCHEMA, "key": key, "draws": {"zero": [1, 2]}}))

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from nsverify.oracle import exact_backprop, exact_gradient, exact_module_backprop, exact_module_gradient
-from nsverify.oracle.cases import CASES, point
-from nsverify.oracle.fuzz import random_program
+from nsverify.papers.cases import CASES, point
+from nsverify.reference.fuzz import random_program
 
 F = Fraction
 

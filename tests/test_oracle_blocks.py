@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import nsverify
-from nsverify.oracle.fuzz import random_program
+from nsverify.reference.fuzz import random_program
 
 F = Fraction
 

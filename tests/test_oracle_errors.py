@@ -124,7 +124,7 @@ def test_time_limit_gives_unknown_or_raises():
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_point_and_constants():
-    from nsverify.oracle.cases import park_lemma7
+    from nsverify.papers.cases import park_lemma7
 
     v = nsverify.check_gradient(park_lemma7, torch.zeros(2, dtype=torch.float32, device="cuda"))
     assert v.status == "not_member" and v.ad == (2.0, 0.0)

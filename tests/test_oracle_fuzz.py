@@ -1,4 +1,4 @@
-"""The oracle against an independent reference: random programs at exact ties (nsverify.oracle.fuzz).
+"""The oracle against an independent reference: random programs at exact ties (nsverify.reference.fuzz).
 
 The reference evaluates each program with its own dual numbers (exact Fractions, or mpmath at 60 digits when a
 smooth op appears) and never touches the exact interpreter; the first test keeps it that way.  The default run
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 import nsverify
-from nsverify.oracle import fuzz
-from nsverify.oracle.fuzz import Kink, Leaf, check_program, run_fuzz, summarize
+from nsverify.reference import fuzz
+from nsverify.reference.fuzz import Kink, Leaf, check_program, run_fuzz, summarize
 
 #: modules of the exact interpreter and its arithmetic, which the reference must not import
-INTERPRETER = ("nsverify.oracle.", "nsverify.rational", "nsverify.registry", "nsverify.ad")
+INTERPRETER = ("nsverify.oracle", "nsverify.rational", "nsverify.registry", "nsverify.ad")
 
 
 def _imports(path: Path) -> set[str]:
@@ -87,7 +87,7 @@ def test_reference_ignores_ties_that_do_not_reach_the_selected_rank():
     """kthvalue / median / argmax: a tie between two *other* entries (different functions, equal along the
     direction) does not make a point non-generic; a tie at the selected value does.  (The reference used to
     skip such points, and then missed vertices the oracle had realised: false alarms in the full-mode fuzz.)"""
-    from nsverify.oracle.fuzz import Select, _grad_at
+    from nsverify.reference.fuzz import Select, _grad_at
 
     kids = [Leaf((1, 0), -1), Leaf((0, 1), 0), Leaf((0, 2), 0)]  # w0 - 1, w1, 2 w1
     p = [F(1, 2**24), F(0)]  # w1 = 2 w1 = 0 tie, far above the minimum w0 - 1

@@ -10,7 +10,7 @@ import torch
 
 import nsverify
 from nsverify.oracle import verify_certificate
-from nsverify.oracle.cases import CASES, abs_sin, point
+from nsverify.papers.cases import CASES, abs_sin, point
 from nsverify.oracle.membership import margin
 from nsverify.rational import check_weights
 
@@ -92,7 +92,7 @@ def test_interval_path_irrational_clarke():
 @pytest.mark.parametrize("t", [-1.0, -0.5, -0.01, 0.0, 0.01, 0.5, 1.0])
 def test_despres_tables_full(t):
     """Després Tables 2 and 3: PyTorch's derivative is 0 except -1.5 / -3 at t = 0; the Clarke set is {0}."""
-    from nsverify.oracle.cases import despres_table2, despres_table3
+    from nsverify.papers.cases import despres_table2, despres_table3
 
     w = torch.tensor([t], dtype=torch.float64)
     for fn, at0 in ((despres_table2, -1.5), (despres_table3, -3.0)):

@@ -134,7 +134,7 @@ def test_pieces_trace_reuses_a_kink_free_ad_trace():
 def test_skipped_follow_trace_could_not_have_certified():
     """The follow trace is skipped when the enumeration is exact and every vector rational: on random programs
     at exact ties, wherever that holds and the convex weights fail, AD's own piece indeed certifies nothing."""
-    from nsverify.oracle.fuzz import random_program
+    from nsverify.reference.fuzz import random_program
     from nsverify.oracle.membership import distinct, member_weights
 
     checked = 0
@@ -197,7 +197,7 @@ def test_tampered_certificates_fail():
 
 def test_every_certificate_kind_the_oracle_writes_is_defined_once():
     """Each kind the oracle writes is one dataclass whose JSON reproduces itself."""
-    from nsverify.oracle.cases import CASES, point
+    from nsverify.papers.cases import CASES, point
 
     seen = set()
     for case in CASES:

@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from nsverify.report import RunContext, load_sections
+from nsverify.report import RunContext
+from nsverify.sections import load_sections
 
 
 @pytest.mark.slow

@@ -31,7 +31,7 @@ def test_dtype_fixture_is_parametrized(nsverify_dtype, nsverify_device):
 def test_explain_failure_is_the_verdict_account_with_its_context():
     """One account of a verdict: the plugin adds the title, the network and the point to Verdict.explain()."""
     import nsverify
-    from nsverify.oracle.cases import CASES, point
+    from nsverify.papers.cases import CASES, point
     from nsverify.pytest_plugin import explain_failure
 
     class Spec:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import itertools
 
 import torch
 import torch.nn.functional as F
@@ -42,7 +41,7 @@ import torch.nn.functional as F
 from nsverify import ad, devices, kernels
 from nsverify.devices import parse_device, parse_dtype
 from nsverify.errors import DeviceUnavailableError
-from nsverify.oracle.cases import kink_net  # noqa: F401 - the oracle's pruning program, also the report's
+from nsverify.papers.cases import kink_net  # noqa: F401 - the oracle's pruning program, also the report's
 
 # ---------------------------------------------------------------------------------------------------------------
 # Axes and synchronisation
@@ -182,24 +181,6 @@ def costs_vgg11(width_mult: float, dtype, device):
 
 # ---------------------------------------------------------------------------------------------------------------
 # The exact oracle (oracle)
-
-
-def naive_cone_rows(fn, w) -> list[dict]:
-    """The kink sites' gradient rows at ``w`` (one per site), which naive enumeration signs in every way."""
-    from nsverify.oracle.interp import run
-
-    r = run(fn, w, mode="ad")
-    return [s.slopes[0] for s in r.sites if s.slopes and s.slopes[0]]
-
-
-def naive_lps(rows: list[dict]) -> int:
-    """Naive enumeration: one exactly certified LP per sign pattern of the kink sites (2^k LPs); their count."""
-    from nsverify.oracle.cones import ConeStats, feasible
-
-    stats = ConeStats()
-    for signs in itertools.product((1, -1), repeat=len(rows)):
-        feasible([{i: s * c for i, c in g.items()} for s, g in zip(signs, rows)], stats)
-    return stats.lps
 
 
 def separable_program(k: int = 10):

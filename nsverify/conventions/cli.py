@@ -26,7 +26,7 @@ def _baseline_spec(text: str) -> str:
 
 def _add_conventions_args(p) -> None:
     from nsverify import registry
-    from nsverify.cli import Checked, Choice, CsvList, OutputFile
+    from nsverify.argtypes import Checked, Choice, CsvList, OutputFile
     from nsverify.conventions.matrix import MODES
     from nsverify.devices import parse_device, parse_dtype
 
@@ -121,7 +121,7 @@ def _cli(args) -> int:
 
 def main_conventions(argv: list[str] | None = None) -> int:
     """``python -m nsverify.conventions``: the conventions command without the rest of the CLI."""
-    from nsverify.cli import Parser, UsageError
+    from nsverify.argtypes import Parser, UsageError
 
     p = Parser(prog="python -m nsverify.conventions", description=__doc__.split("\n")[0])
     _add_conventions_args(p)
@@ -142,7 +142,7 @@ def main_conventions(argv: list[str] | None = None) -> int:
 # nsverify releases (issue 14): parser and validation kept in this block
 # ----------------------------------------------------------------------------------------------------------
 def register_releases_cli(sub) -> None:
-    from nsverify.cli import Checked, Choice, CsvList, Number, OutputDir
+    from nsverify.argtypes import Checked, Choice, CsvList, Number, OutputDir
     from nsverify.conventions.matrix import MODES
     from nsverify.devices import parse_dtype
 

@@ -9,9 +9,10 @@ Below the path: ``numbers`` (exact scalars, intervals, affine forms), ``jsonio``
 (evaluation context and kink/tie sites), ``tensor`` (the ExactTensor subclass, op dispatch, float shadow), the
 exact ATen ops ``ops_linear`` / ``ops_smooth`` / ``ops_kinks`` / ``ops_select`` / ``ops_backward`` (forward ops
 and PyTorch's backward ops; the kink and tie rules come from :mod:`nsverify.registry`), ``cones`` (open-cone LPs
-with exact certificates), ``membership`` (convex-hull membership and separation).  Beside it: ``cases`` (known
-answers from the papers, and the pruning program ``kink_net``), ``fuzz`` (random piecewise-affine programs).
-Exact linear algebra is :mod:`nsverify.rational`.
+with exact certificates), ``membership`` (convex-hull membership and separation).  Exact linear algebra is
+:mod:`nsverify.rational`.  Outside the package: the papers' known answers and the pruning program ``kink_net``
+(:mod:`nsverify.papers.cases`), and the independent reference the tests compare the oracle with
+(:mod:`nsverify.reference.fuzz`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from nsverify.oracle.interp import (
     float_autograd,
     module_function,
 )
+from nsverify.oracle.pieces import kink_rows, naive_enumeration_lps
 from nsverify.oracle.verdict import Verdict
 
 __all__ = [
@@ -41,6 +43,8 @@ __all__ = [
     "exact_forward",
     "module_function",
     "float_autograd",
+    "kink_rows",
+    "naive_enumeration_lps",
     "Verdict",
     "verify_certificate",
 ]

@@ -161,6 +161,25 @@ def enumerate_pieces(
     return en
 
 
+def kink_rows(fn, w) -> list[dict]:
+    """The gradient rows of the kink sites of ``fn`` at ``w`` met on the AD trace (one sparse row of Fractions
+    per site with a non-zero slope): the cone constraints whose sign patterns the pieces are."""
+    r = Evaluation(fn, w, shadow=False).trace("ad")
+    return [s.slopes[0] for s in r.sites if s.slopes and s.slopes[0]]
+
+
+def naive_enumeration_lps(rows: list[dict]) -> int:
+    """Naive enumeration, the baseline of the pruned one (:func:`enumerate_pieces`): one exactly certified
+    open-cone test per sign pattern of the kink ``rows`` (2^k of them, none pruned, no witness reused). Returns
+    the LPs it solved (the benchmarks time it against :func:`nsverify.check_gradient`)."""
+    import itertools
+
+    stats = ConeStats()
+    for signs in itertools.product((1, -1), repeat=len(rows)):
+        feasible([{i: s * c for i, c in g.items()} for s, g in zip(signs, rows)], stats)
+    return stats.lps
+
+
 def limit_message(what: str, nsites: int, limit: int, time_limit: float | None) -> str:
     """The TooManyPieces / "unknown" message: what stopped, why it is hard, and how to raise each limit."""
     wait = "time_limit=None (no limit)" if time_limit is None else (

@@ -1,6 +1,6 @@
 """The papers' worked examples through the exact oracle (Park et al., Després, Boustany), with their claims.
 
-:func:`known_answers` runs every case of :data:`nsverify.oracle.cases.CASES` through
+:func:`known_answers` runs every case of :data:`nsverify.papers.cases.CASES` through
 :func:`nsverify.check_gradient`, re-checks each certificate from its JSON, and judges the papers' claims that
 AD leaves the Clarke set (every case whose expected verdict is not_member).
 """
@@ -35,7 +35,7 @@ def known_answers(progress=None) -> dict:
     matches)."""
     import nsverify
     from nsverify.oracle import verify_certificate
-    from nsverify.oracle.cases import CASES, point
+    from nsverify.papers.cases import CASES, point
 
     out, claims = [], []
     for i, case in enumerate(CASES):

@@ -1,8 +1,9 @@
 """Report sections: the registration mechanism the nightly job reads.
 
-A section is a function ``fn(ctx: RunContext) -> dict`` registered with :func:`section`. Modules in the
-package :mod:`nsverify.sections` are imported by :func:`load_sections`, so adding a section means adding one
-module there.
+A section is a function ``fn(ctx: RunContext) -> dict`` registered with :func:`section`. The sections sit one
+layer above the report: the modules of the package :mod:`nsverify.sections` register themselves when
+:func:`nsverify.sections.load_sections` imports them, so adding a section means adding one module there; the
+nightly runner (:func:`nsverify.report.nightly.run_nightly`) runs the sections it is given.
 
 The returned dict is JSON-able and may hold:
 
@@ -24,9 +25,7 @@ are the lower-level pair. Scratch of a section is deleted once a run completes w
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
-import pkgutil
 import re
 import sys
 import time
@@ -63,12 +62,8 @@ def section(name: str, title: str, order: int = 100,
     return deco
 
 
-def load_sections() -> list[Section]:
-    """Import every module of :mod:`nsverify.sections` and return the sections in report order."""
-    import nsverify.sections as pkg
-
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        importlib.import_module(f"{pkg.__name__}.{mod.name}")
+def registered_sections() -> list[Section]:
+    """The sections registered so far (by the modules imported so far), in report order."""
     return sorted(SECTIONS.values(), key=lambda s: (s.order, s.name))
 
 

@@ -1,21 +1,50 @@
-"""``nsverify nightly``: run every report section and write the HTML + JSON report (or merge runs)."""
+"""The report's command-line pieces: :class:`ReportPath` (the type of every option naming a report) and the
+``nsverify nightly`` options (:func:`register_nightly`: run the report's sections and write the HTML + JSON
+report, or merge runs).
+
+The report sits below its sections, so the sections are passed in: :mod:`nsverify.sections.cli` registers
+``nightly`` with :func:`nsverify.sections.load_sections`.
+"""
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Callable, Sequence
 
-from nsverify.cli import Choice, OutputDir, ReportPath
+from nsverify.argtypes import ArgType, Choice, OutputDir
 from nsverify.errors import BadArgumentError
+from nsverify.report import Section
 from nsverify.report.compare import DEFAULT_BENCH_FACTOR, bench_factor_type
 
-
-def section_names() -> list[str]:
-    from nsverify.report import load_sections
-
-    return [s.name for s in load_sections()]
+SectionLoader = Callable[[], Sequence[Section]]
 
 
-def register_cli(sub) -> None:
+class ReportPath(ArgType):
+    """A report written by ``nsverify nightly``: a run directory, its report.json, or a reports root (its
+    ``latest``); read and validated (:func:`nsverify.report.schema.load_report`). Returns the text."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def convert(self, text: str):
+        from nsverify.report.schema import load_report
+
+        if not text:
+            raise BadArgumentError(f"{self.what}: give a run directory or its report.json.")
+        load_report(text)
+        return text
+
+
+def register_nightly(sub, load_sections: SectionLoader) -> None:
+    """Add the ``nightly`` subcommand to ``sub``; ``load_sections()`` returns the sections it runs (and whose
+    names ``--only`` accepts), called only when the command runs or ``--only`` is given."""
+
+    def section_names() -> list[str]:
+        return [s.name for s in load_sections()]
+
+    def cmd_nightly(args) -> int:
+        return _cmd_nightly(args, load_sections)
+
     p = sub.add_parser("nightly", help="run every report section; write DIR/<UTC>/report.json + index.html",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--out", default="reports", type=OutputDir("--out"),
@@ -35,7 +64,7 @@ def register_cli(sub) -> None:
     p.add_argument("--merge", nargs="+", metavar="DIR", type=ReportPath("--merge"),
                    help="run nothing: merge these runs (one per machine, e.g. CPU box and GPU box) into one "
                         "report under --out, with a column per machine")
-    p.set_defaults(func=_cmd_nightly, check=_check_nightly)
+    p.set_defaults(func=cmd_nightly, check=_check_nightly)
 
 
 def _check_nightly(args) -> None:
@@ -54,7 +83,7 @@ def _check_nightly(args) -> None:
         require_run(load_report(args.baseline), "--baseline")
 
 
-def _cmd_nightly(args) -> int:
+def _cmd_nightly(args, load_sections: SectionLoader) -> int:
     from nsverify.report.nightly import is_red, merge_nightly, run_nightly
     from nsverify.report.schema import load_report
 
@@ -62,7 +91,7 @@ def _cmd_nightly(args) -> int:
         run_dir = merge_nightly(args.out, args.merge)
     else:
         run_dir = run_nightly(args.out, quick=args.quick, only=args.only, baseline=args.baseline,
-                              bench_factor=args.bench_factor)
+                              bench_factor=args.bench_factor, sections=load_sections())
     report = load_report(run_dir)
     red = is_red(report)
     print(f"report written: {run_dir / 'index.html'} ({'RED' if red else 'GREEN'}, "

@@ -268,7 +268,7 @@ def format_comparison(cmp: dict) -> str:
 
 def bench_factor_type():
     """The ``--bench-factor`` option's type (nightly and compare): the minimum effect size, 1 to 10."""
-    from nsverify.cli import Number
+    from nsverify.argtypes import Number
 
     return Number(lo=1.0, hi=BENCH_FACTOR_MAX, hint="the smallest slow-down factor that is flagged, e.g. 1.5")
 
@@ -280,7 +280,7 @@ def check_bench_factor(factor: float) -> float:
 
 
 def register_cli(sub) -> None:
-    from nsverify.cli import ReportPath
+    from nsverify.report.cli import ReportPath
 
     p = sub.add_parser("compare", help="print the differences between two nightly reports (A = baseline)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)

@@ -1,4 +1,4 @@
-"""The nightly job: run every registered report section, compare with the previous run, write atomically.
+"""The nightly job: run the report sections it is given, compare with the previous run, write atomically.
 
 Layout under ``--out DIR``::
 
@@ -25,10 +25,11 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Sequence
 
 from nsverify.errors import NsverifyError
 from nsverify.files import atomic_write_text, default_mode, json_default, make_output_dir
-from nsverify.report import RunContext, load_sections
+from nsverify.report import RunContext, Section, registered_sections
 from nsverify.report.compare import (
     BENCH_POOL_RUNS,
     DEFAULT_BENCH_FACTOR,
@@ -41,7 +42,7 @@ from nsverify.report.html import render_report
 from nsverify.report.machine import machine_info
 from nsverify.report.schema import SCHEMA, load_report, resolve_report_path, validate_metrics
 
-__all__ = ["SCHEMA", "atomic_write_text", "build_report", "ensure_writable_dir", "run_nightly",
+__all__ = ["SCHEMA", "atomic_write_text", "build_report", "ensure_writable_dir", "given_sections", "run_nightly",
            "run_sections", "write_report", "merge_nightly", "attach_comparison", "is_red"]
 
 
@@ -66,15 +67,26 @@ def run_key(quick: bool, only: list[str] | None, options: dict | None, machine: 
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def given_sections(sections: Sequence[Section] | None) -> list[Section]:
+    """``sections``, or (``None``) the sections registered so far; an empty choice is an error, not an empty
+    report (pass :func:`nsverify.sections.load_sections`'s list to run the report's sections)."""
+    chosen = list(sections) if sections is not None else registered_sections()
+    if not chosen:
+        raise NsverifyError("no report section to run: pass sections=nsverify.sections.load_sections() "
+                            "(the nightly command does).")
+    return chosen
+
+
 def run_sections(quick: bool, only: list[str] | None = None, scratch: Path | None = None,
-                 options: dict | None = None, stream=None) -> dict:
-    """Run the registered sections; a section that raises is recorded as failed with its traceback.
+                 options: dict | None = None, stream=None, sections: Sequence[Section] | None = None) -> dict:
+    """Run ``sections`` (default: the sections registered so far, see :func:`given_sections`); a section that
+    raises is recorded as failed with its traceback.
 
     A section whose ``data["metrics"]`` breaks the metric schema is recorded as failed too, with the reason.
     Exceptions that are not ``Exception`` (KeyboardInterrupt, SystemExit) stop the whole run.
     """
     stream = stream or sys.stderr
-    sections = load_sections()
+    sections = given_sections(sections)
     if only:
         known = {s.name for s in sections}
         unknown = [n for n in only if n not in known]
@@ -206,18 +218,21 @@ def write_report(out: Path, report: dict, stamp: str | None = None) -> Path:
 
 def run_nightly(out: Path | str = "reports", quick: bool = False, only: list[str] | None = None,
                 options: dict | None = None, stream=None, baseline: Path | str | None = None,
-                bench_factor: float = DEFAULT_BENCH_FACTOR) -> Path:
-    """Run every registered section, compare, and write the report; returns the run directory."""
+                bench_factor: float = DEFAULT_BENCH_FACTOR, sections: Sequence[Section] | None = None) -> Path:
+    """Run ``sections`` (``nsverify nightly`` passes :func:`nsverify.sections.load_sections`'s; default: the
+    sections registered so far), compare, and write the report; returns the run directory."""
     check_bench_factor(bench_factor)
+    sections = given_sections(sections)
     out = ensure_writable_dir(Path(out))
     if baseline is not None:  # a bad baseline fails before hours of work
         require_run(load_report(baseline), "--baseline")
     machine = machine_info()
     scratch = out / ".scratch" / run_key(quick, only, options, machine)
-    sections = run_sections(quick=quick, only=only, scratch=scratch, options=options, stream=stream)
-    report = attach_comparison(build_report(sections, quick, machine), out, baseline, bench_factor, stream)
+    results = run_sections(quick=quick, only=only, scratch=scratch, options=options, stream=stream,
+                           sections=sections)
+    report = attach_comparison(build_report(results, quick, machine), out, baseline, bench_factor, stream)
     run_dir = write_report(out, report)
-    for sec in sections.values():  # completed sections need no partial results any more
+    for sec in results.values():  # completed sections need no partial results any more
         if sec.get("status") == "ok":
             shutil.rmtree(scratch / sec["_scratch"], ignore_errors=True)
     if scratch.is_dir() and not any(scratch.iterdir()):

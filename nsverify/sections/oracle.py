@@ -14,8 +14,8 @@ from nsverify.report import section, table
 )
 def oracle_section(ctx) -> dict:
     import nsverify
-    from nsverify.oracle.cases import CASES, kink_net
-    from nsverify.oracle.fuzz import run_fuzz, summarize
+    from nsverify.papers.cases import CASES, kink_net
+    from nsverify.reference.fuzz import run_fuzz, summarize
     from nsverify.papers.known_answers import format_clarke, format_vector, known_answers
 
     ka = known_answers(progress=ctx.progress)

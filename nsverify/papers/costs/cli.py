@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from nsverify.cli import Checked, Number
+from nsverify.argtypes import Checked, Number
 from nsverify.devices import parse_device, parse_dtype
 
 #: the brute-force SAT check tries 2^vars assignments: 2^20 (about a million) is seconds, 2^30 would be hours

@@ -4,7 +4,17 @@ from __future__ import annotations
 import json
 import sys
 
-from nsverify.cli import Checked, Choice, CsvList, InputDir, InputFile, KeyValue, Number, OutputFile, inf_or_number
+from nsverify.argtypes import (
+    Checked,
+    Choice,
+    CsvList,
+    InputDir,
+    InputFile,
+    KeyValue,
+    Number,
+    OutputFile,
+    inf_or_number,
+)
 from nsverify.devices import parse_device, parse_dtype
 from nsverify.errors import BadArgumentError
 

@@ -12,9 +12,13 @@ PyTorch program *and* its own reference semantics.
 
 **Reference.**  :meth:`Expr.ref` evaluates the expression with its own dual numbers: exact Fractions when the
 program has no smooth op, mpmath at 60 digits otherwise; at a sample point a kink argument or a tie between
-entries with different local functions makes the point non-generic (it is skipped).  Nothing here imports the
-exact interpreter (``nsverify.oracle.interp``, ``tensor``, ``ops_*``, ``numbers``, ``membership``, ``rational``);
-``tests/test_oracle_fuzz.py`` checks that.
+entries with different local functions makes the point non-generic (it is skipped).
+
+**What it shares with the oracle: nothing but the public API.**  It calls :func:`nsverify.check_gradient` as a
+user would and reads the returned verdict (status, tested vector, certificate); it imports nothing from
+:mod:`nsverify.oracle` (not the interpreter, ``tensor``, ``ops_*``, ``numbers``, ``membership``), nor
+:mod:`nsverify.rational`, :mod:`nsverify.registry` or :mod:`nsverify.ad`, which is why it lives in its own
+package above the oracle; ``tests/test_oracle_fuzz.py`` checks that.
 
 **Comparison** (:func:`check_program`), with the verdict's vertex set V, tested vector t and status:
 
