@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import ClassVar
 
+from nsverify.oracle.callenv import user_environment
 from nsverify.oracle.cones import ConeStats, feasible, holds, primitive
 from nsverify.oracle.interp import Evaluation
 from nsverify.oracle.jsonio import enc
@@ -479,7 +480,8 @@ def verify_certificate(verdict, fn=None, *, samples: int = 12, seed: int = 0) ->
     Returns a :class:`Check` (truthy iff valid, with the reason otherwise); never raises on bad input.
     """
     try:
-        return _verify(verdict, fn, samples, seed)
+        with user_environment():  # replays call fn as check_gradient did: grad mode on, the same random state
+            return _verify(verdict, fn, samples, seed)
     except Malformed as e:
         return Check(False, f"malformed record: {e}")
     except RecursionError:
