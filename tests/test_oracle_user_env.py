@@ -12,8 +12,7 @@ import pytest
 import torch
 
 import nsverify
-from nsverify.errors import NsverifyError, OracleInputError
-from nsverify.oracle.callenv import NondeterministicError
+from nsverify.errors import NondeterministicError, NsverifyError, OracleInputError
 from nsverify.oracle.numbers import decimal_str
 from nsverify.oracle.verdict import EXPLAIN_LINES, EXPLAIN_WIDTH
 

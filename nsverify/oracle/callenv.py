@@ -29,11 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from nsverify.errors import NsverifyError
-
-
-class NondeterministicError(NsverifyError):
-    """``fn`` returned different values in two calls at the same point, from the same random state."""
+from nsverify.errors import NondeterministicError
 
 
 @dataclass
