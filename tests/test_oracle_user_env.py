@@ -198,3 +198,42 @@ def test_explain_is_short_by_default_and_complete_on_request():
     assert f"{n} entries" in short
     full = v.explain(full=True)
     assert full.count(",") >= n - 1 and len(full) > len(short)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# certificates replayed against another program: every separation and the tested vector are re-derived
+# ---------------------------------------------------------------------------------------------------------
+def test_a_block_product_separated_on_a_fixed_coordinate_is_replayed():
+    a = lambda w: torch.relu(w[0]) + torch.relu(w[1]) + 2 * w[2]
+    b = lambda w: torch.relu(w[0]) + torch.relu(w[1]) + 3 * w[2]  # its Clarke set contains (0, 0, 3)
+    w = torch.tensor([0.0, 0.0, 1.0], dtype=D)
+    v = nsverify.check_gradient(a, w, ad=[0.0, 0.0, 3.0], progress=False)
+    assert v.status == "not_member" and v.certificate["separating"] == {"fixed": 2}
+    assert nsverify.oracle.verify_certificate(v.to_json(), a)
+    assert nsverify.check_gradient(b, w, ad=[0.0, 0.0, 3.0], progress=False).status == "member"
+    check = nsverify.oracle.verify_certificate(v.to_json(), b)
+    assert not check and "fixed" in check.reason
+
+
+def test_a_replay_rederives_the_tested_exact_ad():
+    a = lambda w: torch.relu(w[0])
+    # the same function, another program: PyTorch's AD at 0 is 0 + (0 - 0 - 1) = -1, outside [0, 1]
+    b = lambda w: torch.relu(w[0]) + (torch.relu(w[0]) - torch.relu(-w[0]) - w[0])
+    v = nsverify.check_gradient(a, torch.zeros(1, dtype=D), progress=False)
+    assert v.status == "member" and v.certificate["kind"] == "convex_weights"
+    ok = nsverify.oracle.verify_certificate(v.to_json(), a)
+    assert ok and "exact AD replay" in ok.checked
+    check = nsverify.oracle.verify_certificate(v.to_json(), b)
+    assert not check and "exact AD" in check.reason
+
+
+def test_interval_cone_rows_round_trip_and_replay():
+    # the kink's cone row has the irrational coefficient e = d/dw0 (w0 exp(w2)) at w2 = 1
+    c = lambda w: torch.relu(w[0] * torch.exp(w[2]) + w[1])
+    c2 = lambda w: torch.relu(w[0] * torch.exp(1.5 * w[2]) + w[1])
+    v = nsverify.check_gradient(c, torch.tensor([0.0, 0.0, 1.0], dtype=D), progress=False)
+    assert v.status == "member" and v.certificate["kind"] == "adjacent_piece"
+    assert any(isinstance(x, dict) for row in v.certificate["rows"] for x in row.values())  # an interval entry
+    assert nsverify.oracle.verify_certificate(v.to_json())
+    assert nsverify.oracle.verify_certificate(v.to_json(), c)
+    assert not nsverify.oracle.verify_certificate(v.to_json(), c2)
