@@ -41,6 +41,10 @@ class DataDependentControlFlowError(NsverifyError):
     """A branch on tensor values that the analysis cannot resolve."""
 
 
+class NondeterministicError(NsverifyError):
+    """The oracle's calls of ``fn`` at one point returned different values, from the same random state."""
+
+
 class TooManyPieces(NsverifyError):
     """Exact enumeration would exceed its limit; the message gives the number of kink sites and advice."""
 

@@ -23,6 +23,7 @@ import torch
 from nsverify.errors import InexactError, OracleInputError, TooManyPieces
 from nsverify.oracle import boundary, layered
 from nsverify.oracle.blocks import Blocks, block_decision, candidate_groups, decompose
+from nsverify.oracle.callenv import user_environment
 from nsverify.oracle.certificates import (
     PARK_PROXIES,
     BlockProduct,
@@ -88,10 +89,11 @@ def _check(fn, w, ad, *, conventions, max_pieces, on_limit, time_limit, progress
     structure the layered shortcut reads."""
     boundary.check_limits(max_pieces, on_limit, time_limit)
     report = reporter(progress)
+    boundary.check_program(fn)
     boundary.check_point(w)
     tracker = Tracker(report, time_limit=time_limit, max_pieces=max_pieces)
     # a hard stop slightly after time_limit, for single evaluations too large to finish (huge forward mode)
-    with deadline(None if time_limit is None else time_limit * 1.1 + 1), tracking(tracker):
+    with deadline(None if time_limit is None else time_limit * 1.1 + 1), tracking(tracker), user_environment():
         ev = Evaluation(fn, w, conventions, shadow=True)
         try:
             with boundary.translated(ev):
@@ -111,7 +113,7 @@ def check_module(
     """:func:`check_gradient` for ``loss_fn(model(inputs), targets)`` w.r.t. all trainable parameters
     (flattened in ``named_parameters()`` order) or the inputs.  Keyword arguments go to
     :func:`check_gradient` (``max_pieces``, ``time_limit``, ``on_limit``, ``conventions``, ``progress``)."""
-    boundary.check_module_args(model, inputs)
+    boundary.check_module_args(model, inputs, loss_fn)
     fn, w = module_function(model, loss_fn, inputs, targets, wrt)
     opts = dict(ad=None, conventions=None, max_pieces=10_000, on_limit="raise", time_limit=DEFAULT_TIME_LIMIT,
                 progress=None, shortcuts=True)

@@ -6,6 +6,7 @@ calls these checks first, so a bad argument costs nothing and names its fix:
 ==========================================  ===========================  =====================================
 input                                       error                        fix named in the message
 ==========================================  ===========================  =====================================
+``fn`` / ``loss_fn`` not callable          :class:`OracleInputError`    a function of w
 ``w`` not a tensor, empty, on ``meta``      :class:`OracleInputError`    a non-empty tensor with values
 ``w`` integer / complex                     :class:`UnsupportedDtypeError`  ``w.double()``
 ``w`` or a constant with NaN/inf            :class:`NonFiniteError`      finite values
@@ -32,6 +33,7 @@ from fractions import Fraction
 import torch
 
 from nsverify.errors import NonFiniteError, NsverifyError, OracleInputError, UnsupportedDtypeError, UnsupportedOpError
+from nsverify.oracle import callenv
 
 
 def check_limits(max_pieces, on_limit, time_limit) -> None:
@@ -44,6 +46,14 @@ def check_limits(max_pieces, on_limit, time_limit) -> None:
         if not ok or math.isnan(time_limit) or time_limit < 0:
             raise OracleInputError(
                 f"time_limit={time_limit!r} is invalid: give seconds >= 0 (default 60), or None for no limit")
+
+
+def check_program(fn, name: str = "fn") -> None:
+    """``fn`` can be called (a function, lambda or module of w)."""
+    if not callable(fn):
+        raise OracleInputError(
+            f"{name} must be callable (a function of w returning a scalar tensor), got {type(fn).__name__} "
+            f"{fn!r:.60}; e.g. check_gradient(lambda w: torch.relu(w).sum(), w)")
 
 
 def check_point(w) -> None:
@@ -64,9 +74,10 @@ def check_point(w) -> None:
             "at which to check the gradient (at least one entry)")
 
 
-def check_module_args(model, inputs) -> None:
+def check_module_args(model, inputs, loss_fn=None) -> None:
     if not isinstance(model, torch.nn.Module):
         raise OracleInputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    check_program(loss_fn, "loss_fn")
     metas = [n for n, p in model.named_parameters() if p.device.type == "meta"]
     if metas or (isinstance(inputs, torch.Tensor) and inputs.device.type == "meta"):
         what = f"parameter {metas[0]!r}" if metas else "the inputs"
@@ -117,18 +128,23 @@ def translated(ev):
         yield
     except NsverifyError:
         raise
-    except OverflowError as e:
-        raise NonFiniteError(
-            f"a value at w is beyond the float range ({e}): the exact evaluation is fine, but the oracle's "
-            "linear programs work in floats. Rescale fn (e.g. divide the loss by a constant) so that its values "
-            "and gradient stay below about 1e300") from e
-    except ZeroDivisionError as e:
-        raise NonFiniteError(
-            "fn divides by an exact zero at w, so its value (or derivative) there is not finite; move w off the "
-            "pole or guard the division (e.g. x / (y + eps))") from e
     except Exception as e:
-        if not ev.ran("float_ad"):  # fn failed in plain PyTorch: the program's own error
+        if not ev.ran("float_ad"):  # fn failed in plain PyTorch at w: the program's own error, unchanged
             raise
+        if callenv.raised_by_user_code(e):
+            raise NsverifyError(
+                f"fn raised {type(e).__name__} ({e}) in the oracle's exact evaluation at w, although its plain "
+                "float run at w succeeded; it was raised in fn's own code (see the cause above), e.g. Python "
+                "arithmetic on a value that fn read with .item() or float()") from e
+        if isinstance(e, OverflowError):
+            raise NonFiniteError(
+                f"a value at w is beyond the float range ({e}): the exact evaluation is fine, but the oracle's "
+                "linear programs work in floats. Rescale fn (e.g. divide the loss by a constant) so that its "
+                "values and gradient stay below about 1e300") from e
+        if isinstance(e, ZeroDivisionError):
+            raise NonFiniteError(
+                "fn divides by an exact zero at w, so its value (or derivative) there is not finite; move w off "
+                "the pole or guard the division (e.g. x / (y + eps))") from e
         op, call = context.last_failure()
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         if not op:  # not inside a trace of fn: the oracle's own bug
@@ -142,3 +158,4 @@ def translated(ev):
                 "it: fn runs in plain PyTorch at w, so this is a limit of the exact interpreter")
         raise UnsupportedOpError(f"the exact evaluation of fn failed in {where}: {type(e).__name__}: {msg}. "
                                  f"{hint}") from e
+

@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import ClassVar
 
+from nsverify.oracle.callenv import user_environment
 from nsverify.oracle.cones import ConeStats, feasible, holds, primitive
 from nsverify.oracle.interp import Evaluation
 from nsverify.oracle.jsonio import enc
@@ -138,14 +139,15 @@ def _index(x, size: int) -> int:
     return i
 
 
-def _sparse(x, n: int | None = None) -> dict:
-    """A sparse vector {"coordinate": "p/q"} of exact numbers."""
+def _sparse(x, n: int | None = None, *, intervals: bool = False) -> dict:
+    """A sparse vector {"coordinate": "p/q"} of exact numbers (``intervals``: entries may also be enclosures
+    {"lo", "hi"} of irrational numbers, as cone rows through smooth ops such as LayerNorm's 1/sigma are)."""
     if not isinstance(x, dict):
         raise Malformed(f"a sparse vector must be an object, got {type(x).__name__}")
     out = {}
     for k, v in x.items():
         i = _index(k, n if n is not None else 1 << 62)
-        out[i] = _num(v)
+        out[i] = _value(v) if intervals else _num(v)
     return out
 
 
@@ -338,7 +340,7 @@ class AdjacentPiece:
         rows = d.get("rows")
         if not isinstance(dec, list) or not isinstance(rows, list):
             raise Malformed("adjacent_piece needs lists of decisions and rows")
-        return cls(tuple(_index(c, 1 << 30) for c in dec), tuple(_sparse(r) for r in rows),
+        return cls(tuple(_index(c, 1 << 30) for c in dec), tuple(_sparse(r, intervals=True) for r in rows),
                    _sparse(d.get("witness")), _vector(d.get("gradient")))
 
     def check(self, record: dict) -> str | None:
@@ -421,7 +423,9 @@ class SeparatingDirection:
 
 
 def _rkey(row: dict) -> tuple:
-    return tuple(sorted((k, F(v)) for k, v in row.items()))
+    """A cone row as a comparable key: exact coefficients by value, interval ones by their exact endpoints."""
+    return tuple(sorted((k, ("iv", v.lo, v.hi) if isinstance(v, Ival) else ("exact", F(v)))
+                        for k, v in row.items()))
 
 
 def _vkey(v) -> tuple:
@@ -479,7 +483,8 @@ def verify_certificate(verdict, fn=None, *, samples: int = 12, seed: int = 0) ->
     Returns a :class:`Check` (truthy iff valid, with the reason otherwise); never raises on bad input.
     """
     try:
-        return _verify(verdict, fn, samples, seed)
+        with user_environment():  # replays call fn as check_gradient did: grad mode on, the same random state
+            return _verify(verdict, fn, samples, seed)
     except Malformed as e:
         return Check(False, f"malformed record: {e}")
     except RecursionError:
@@ -508,21 +513,26 @@ def _verify(verdict, fn, samples: int, seed: int) -> Check:
     t = _tested(d)
     if len(t) != w.numel():
         return Check(False, "the tested vector and the point differ in length")
+    if _tests_exact_ad(d):
+        got = tuple(Evaluation(fn, w).exact_ad(warn=False)[0])
+        if len(got) != len(t) or not all(_same(a, b) for a, b in zip(got, t)):
+            return Check(False, "the record says the tested vector is the program's exact AD, but replaying the "
+                                "program at the point gives another one")
+        checked.append("exact AD replay")
     if isinstance(c, AdjacentPiece):
         why = _replay_adjacent(fn, w, c)
         if why:
             return Check(False, why)
-        return Check(True, "", ("json", "witness replay"))
+        return Check(True, "", (*checked, "witness replay"))
     if isinstance(c, BlockProduct):
         why = _replay_blocks(fn, w, c, t, samples, seed)
         if why:
             return Check(False, why)
-        return Check(True, "", ("json", "witness replay", f"{samples} samples"))
+        return Check(True, "", (*checked, "witness replay", f"{samples} samples"))
     if isinstance(c, (ParkTheorem5, ParkTheorem8)):
-        got = tuple(Evaluation(fn, w).exact_ad()[0])
-        if len(got) != len(t) or not all(_same(a, b) for a, b in zip(got, t)):
+        if "exact AD replay" not in checked:
             return Check(False, "the tested vector is not the program's exact AD at the point")
-        return Check(True, "", ("json", "exact AD replay"))
+        return Check(True, "", tuple(checked))
     V = c.vertices(d) if isinstance(c, SeparatingDirection) else _vectors(d.get("bouligand"), len(t))
     for i, wit in c.used().items():
         if i >= len(V):
@@ -548,6 +558,14 @@ def _verify(verdict, fn, samples: int, seed: int) -> Check:
             return Check(False, why)
         checked.append(f"{samples} samples")
     return Check(True, "", tuple(checked))
+
+
+def _tests_exact_ad(d: dict) -> bool:
+    """Whether the record's tested vector is the program's own exact AD, so a replay must re-derive it.  Not
+    when the record names another vector (``tested_is="ad"``), or when the exact AD applied the caller's
+    rules at kinks (``conventions=``), which the record does not carry."""
+    how = (d.get("stats") or {}).get("exact_ad_from", "") if isinstance(d.get("stats"), dict) else ""
+    return d.get("tested_is") == "exact_ad" and not str(how).startswith("forward (conventions")
 
 
 def _point(d: dict):
@@ -875,6 +893,18 @@ def _replay_blocks(fn, w, c: BlockProduct, t, samples: int, seed: int) -> str | 
             todo += [(i, j) for j, lam in (weights or {}).items() if lam != 0]
         elif c.separating and c.separating[0] == "block" and c.separating[1] == i:
             todo += [(i, j) for j in range(len(verts))]
+    if not todo:  # not_member through a fixed coordinate: replay one piece (any choice in every block)
+        d: dict = {}
+        for i2, (coords2, _, _, wits2) in enumerate(c.blocks):
+            wit = next((x for x in wits2 if x), None)
+            if wit is None or any(k not in coords2 for k in wit):
+                return f"block {i2} has no witness inside its coordinates"
+            d.update(wit)
+        r, dec = _follow_direction(fn, w, d)
+        if r is None:
+            return f"the piece the blocks' witnesses select: {dec}"
+        if any(r.gradient[k] != v for k, v in fixed.items()):
+            return "the replayed gradient off the blocks is not the certificate's fixed part"
     for i, j in todo:
         coords, verts, _, wits = c.blocks[i]
         if j >= len(verts) or j >= len(wits) or not wits[j]:
@@ -895,8 +925,13 @@ def _replay_blocks(fn, w, c: BlockProduct, t, samples: int, seed: int) -> str | 
             return f"block {i}, vertex {j}: the piece the witness selects has another gradient"
         if any(g[k] != v for k, v in fixed.items()):
             return f"block {i}, vertex {j}: the gradient off the blocks is not the certificate's fixed part"
-    if c.status != "not_member" or not c.separating or c.separating[0] != "block":
+    if c.status != "not_member" or not c.separating:
         return None
+    if c.separating[0] == "fixed":  # nearby gradients keep the fixed coordinate's value
+        k = c.separating[1]
+        if k not in fixed or t[k] == fixed[k]:
+            return "the fixed coordinate does not separate"
+        return _sample(fn, w, [1 if t[k] > fixed[k] else -1], (t[k],), [(fixed[k],)], samples, seed, coords=(k,))
     coords, verts, _, _ = c.blocks[c.separating[1]]
     h, tb = list(c.separating[2]), tuple(t[k] for k in coords)
     if margin(h, tb, list(verts)) is None:

@@ -35,6 +35,7 @@ import torch
 
 from nsverify.errors import InexactError, NonFiniteError, NsverifyError, UnsupportedDtypeError, UnsupportedOpError
 from nsverify.oracle import (  # noqa: F401  (import registers the op implementations)
+    callenv,
     ops_backward,
     ops_kinks,
     ops_linear,
@@ -82,8 +83,13 @@ def exact_input(values: list, shape, dtype) -> ExactTensor:
 
 def float_autograd(fn, w: torch.Tensor) -> tuple:
     """What PyTorch's autograd returns for fn at w, in w's dtype (as Python floats)."""
-    wf = w.detach().clone().requires_grad_(True)
-    y = fn(wf)
+    with callenv.user_environment():  # grad mode on even inside the caller's torch.no_grad()
+        wf = w.detach().clone().requires_grad_(True)
+        y = fn(wf)
+        return _float_grad(y, wf, w)
+
+
+def _float_grad(y, wf, w) -> tuple:
     if not isinstance(y, torch.Tensor) or y.numel() != 1:
         raise NsverifyError("fn must return a scalar tensor")
     if not y.requires_grad:
@@ -123,6 +129,7 @@ class Evaluation:
         self.conventions = dict(conventions or {})
         self.shadow = shadow
         self.calls = 0  # how many times fn has run (float and exact traces)
+        self.record = callenv.CallRecord()  # every call's output, checked against the first (determinism)
         self._float_ad: tuple | None = None
         self._forward: RunResult | None = None
         self._reverse: tuple | None = None
@@ -136,9 +143,21 @@ class Evaluation:
         return _new_context(self.n if n is None else n, self.w.dtype, mode=mode, conventions=self.conventions,
                             decide=decide, shadow=shadow)
 
-    def _call(self, x):
+    def _call(self, x, mode: str | None = None):
+        """Run fn once (:func:`callenv.call`: the entry random state, grad mode on) and check that its output
+        agrees with every earlier call at this point (``mode="ad"``: the exact value too, which traces that
+        follow AD's own choices share)."""
         self.calls += 1
-        return self.fn(x)
+        out = callenv.call(self.fn, x)
+        if isinstance(out, ExactTensor):
+            sh = getattr(out, "shadow", None)
+            if isinstance(sh, torch.Tensor):
+                self.record.float_output(sh, self.calls)
+            if mode == "ad" and out.arr.size == 1:
+                self.record.exact_value(val(out.arr.reshape(-1)[0]), self.calls)
+        elif isinstance(out, torch.Tensor):
+            self.record.float_output(out, self.calls)
+        return out
 
     # ------------------------------------------------------------------------------------------------- traces
     def trace(self, mode: str = "ad", decide=None, *, shadow: bool = False) -> RunResult:
@@ -148,7 +167,7 @@ class Evaluation:
             x = exact_input(self.values, self.w.shape, self.w.dtype)
             if shadow:
                 x.shadow = self.w.detach().clone()
-            out = self._call(x)
+            out = self._call(x, mode)
         y = _scalar_output(out)
         g = grad(y)
         dense = tuple(g.get(i, F(0)) for i in range(self.n))
@@ -176,7 +195,7 @@ class Evaluation:
                 x = ExactTensor(a.reshape(tuple(self.w.shape)), dtype=self.w.dtype, requires_grad=True)
                 if self.shadow:  # selections read the indices PyTorch returns in w's dtype (ops_select)
                     x.shadow = self.w.detach().clone()
-                out = self._call(x)
+                out = self._call(x, "ad")
                 y = _scalar_output(out)
                 if not (isinstance(out, torch.Tensor) and out.requires_grad):
                     g = zero

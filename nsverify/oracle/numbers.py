@@ -155,7 +155,31 @@ class Ival:
         return float((self.lo + self.hi) / 2)
 
     def __repr__(self):
-        return f"Ival[{float(self.lo):.17g}, {float(self.hi):.17g}]"
+        return f"Ival[{decimal_str(self.lo)}, {decimal_str(self.hi)}]"
+
+
+def decimal_str(q, digits: int = 17) -> str:
+    """``q`` (a Fraction or int) as a decimal with at most ``digits`` significant digits; never raises, also
+    beyond the float range (``float(q)`` would overflow) or for integers longer than Python prints."""
+    q = Fraction(q)
+    if q == 0:
+        return "0"
+    if Fraction(1, 10**300) < abs(q) < 10**300:
+        return f"{float(q):.{digits}g}"
+    sign, n, d = ("-" if q < 0 else ""), abs(q.numerator), q.denominator
+    e = int((n.bit_length() - d.bit_length()) * math.log10(2))  # within 1 of floor(log10 |q|)
+    while True:
+        k = digits - 1 - e
+        m = n * 10**k // d if k >= 0 else n // (d * 10**-k)
+        if m >= 10**digits:
+            e += 1
+        elif m < 10 ** (digits - 1):
+            e -= 1
+        else:
+            break
+    mant = str(m)
+    frac = mant[1:].rstrip("0")
+    return f"{sign}{mant[0]}{'.' + frac if frac else ''}e{e:+d}"
 
 
 def to_iv(x):

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from nsverify.errors import DataDependentControlFlowError, NonFiniteError, UnsupportedOpError
-from nsverify.oracle import context
+from nsverify.oracle import callenv, context
 from nsverify.oracle.numbers import Aff
 
 OPS: dict[str, Callable] = {}
@@ -150,10 +150,13 @@ def dispatch(func, args, kwargs):
     context.check_deadline()
     a = unwrap(args)
     kw = {k: unwrap(v) for k, v in kwargs.items()}
-    fout = _shadow_run(ctx, func, base, args, kwargs)
-    ctx.shadow_out = fout
     try:
+        fout = _shadow_run(ctx, func, base, args, kwargs)
+        ctx.shadow_out = fout
         out = impl(*a, **kw)
+    except Exception as e:
+        callenv.mark(e, "op")  # raised by the exact interpreter, not by fn's own code
+        raise
     finally:
         ctx.shadow_args = ctx.shadow_in = ctx.shadow_out = None
     if base == "_local_scalar_dense":

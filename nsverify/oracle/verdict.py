@@ -10,6 +10,7 @@ from fractions import Fraction
 
 from nsverify.oracle.certificates import describe
 from nsverify.oracle.jsonio import enc
+from nsverify.oracle.numbers import decimal_str
 
 
 @dataclass
@@ -43,8 +44,11 @@ class Verdict:
         key = lambda x: float(x)
         return (min(vals, key=key), max(vals, key=key))
 
-    def explain(self) -> str:
-        fmt = lambda v: "(" + ", ".join(_s(x) for x in v) + ")"
+    def explain(self, full: bool = False) -> str:
+        """A readable account: at most :data:`EXPLAIN_LINES` lines of at most :data:`EXPLAIN_WIDTH` characters
+        (counts, the first entries of each vector, the certificate's kind); ``full=True`` prints every vector
+        and the whole certificate."""
+        fmt = lambda v: _vec(v, full)
         lines = [f"status: {self.status}" + (f" -- {self.reason}" if self.reason else "")]
         lines.append(f"tested vector ({self.tested_is}): {fmt(self.tested)}")
         if self.tested_is != "exact_ad" and self.exact_ad is not None:
@@ -77,7 +81,11 @@ class Verdict:
         if self.certificate:
             lines.append(f"certificate: {describe(self.certificate)}")
         lines.append(f"distance of the tested vector to the Clarke set: {_f(self.distance)}")
-        return "\n".join(lines)
+        if full:
+            return "\n".join(lines)
+        cut = [ln if len(ln) <= EXPLAIN_WIDTH else ln[: EXPLAIN_WIDTH - 30] + " ... (explain(full=True))"
+               for ln in lines]
+        return "\n".join(cut[:EXPLAIN_LINES])
 
     def to_dict(self) -> dict:
         return {
@@ -112,8 +120,25 @@ class Verdict:
         )
 
 
+#: explain()'s bounds without full=True
+EXPLAIN_LINES, EXPLAIN_WIDTH = 40, 240
+
+
+def _vec(v, full: bool) -> str:
+    if full or len(v) <= 8:
+        return "(" + ", ".join(_s(x) for x in v) + ")"
+    nonzero = sum(1 for x in v if not (isinstance(x, (Fraction, int, float)) and x == 0))
+    return f"({', '.join(_s(x) for x in v[:6])}, ...: {len(v)} entries, {nonzero} nonzero)"
+
+
 def _s(x):
-    return str(x) if isinstance(x, Fraction) else repr(x)
+    """A number for people: an exact Fraction as itself while short, else (and for intervals) bounded decimals;
+    never raises (huge values included)."""
+    if isinstance(x, Fraction):
+        if x.numerator.bit_length() < 100 and x.denominator.bit_length() < 100:
+            return str(x)
+        return "~" + decimal_str(x)
+    return repr(x)
 
 
 def _f(x):
