@@ -2,11 +2,12 @@
 of the theorems in their Table 1.
 
 :func:`detect` reads a ``torch.nn.Module`` (through the engine's torch.fx walk,
-:mod:`nsverify.oracle.park.walk`) or a :class:`~nsverify.strategies.netspec.NetSpec` and returns, per nonsmooth layer, the bias kind (distinct /
-shared / none), the pooling (none / trivial / non-trivial), the activation and its common lambda (from the
-registry, :func:`nsverify.oracle.park.kinks.common_lambda`), and which theorems' structural premises hold
-(:meth:`ModelConditions.theorems`). The data-dependent premises live in the engine (:mod:`nsverify.oracle.park`:
-``rank`` for Theorem 5, ``algorithm1`` for Theorem 8) and :mod:`.premises` (all of them at a NetSpec's point).
+:mod:`nsverify.oracle.park.walk`) or a :class:`~nsverify.strategies.netspec.NetSpec` and returns, per nonsmooth
+layer, the bias kind (distinct / shared / none), the pooling (none / trivial / non-trivial), the activation and
+its common lambda (from the registry, :func:`nsverify.oracle.park.kinks.common_lambda`), and which theorems'
+structural premises hold (:meth:`ModelConditions.theorems`). The data-dependent premises live in the engine
+(:mod:`nsverify.oracle.park`: ``rank`` for Theorem 5, ``algorithm1`` for Theorem 8) and :mod:`.premises` (all of
+them at a NetSpec's point).
 """
 
 from __future__ import annotations

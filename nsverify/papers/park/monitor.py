@@ -24,8 +24,8 @@ line 7): a tie whose maximum is a *saturated* value of the activation -- ``max <
 D^AD ReLU(0) = 0, and likewise the flat ends of ReLU6, HardTanh and clamp-like activations -- is left out, because
 every entry of such a window has AD derivative 0 (T_j = S_j, no constraint). Only those windows are checked. The
 exact checks (Algorithm 1 with :func:`nsverify.oracle.park.algorithm1.algorithm1_layer`: T_j, constraints,
-the exact P_l test, the rank test) run only for the layers and steps whose detection found kink touches or counted ties; all counts
-reach the host in one transfer per step.
+the exact P_l test, the rank test) run only for the layers and steps whose detection found kink touches or
+counted ties; all counts reach the host in one transfer per step.
 """
 
 from __future__ import annotations
