@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from nsverify.errors import UnsupportedOpError
-from nsverify.papers.park import algorithm1, kinks, lp, premises, rank
+from nsverify.oracle.park import algorithm1, cone, kinks, rank
+from nsverify.papers.park import premises
 from nsverify.papers.park import table1 as park
 from nsverify.papers.park.conditions import detect
 from nsverify.strategies.netspec import Activation, Pool
@@ -101,15 +102,15 @@ def test_exact_rank_and_full_column_rank():
 
 
 def test_p_nonempty_point_and_farkas():
-    r = lp.p_nonempty([[1, 0], [0, 1], [1, 1]])
+    r = cone.p_nonempty([[1, 0], [0, 1], [1, 1]])
     assert r.status == "nonempty"
     assert all(sum(F(a) * x for a, x in zip(row, r.point)) > 0 for row in ([1, 0], [0, 1], [1, 1]))
-    e = lp.p_nonempty([[1, -1, 0], [-1, 1, 0]])
+    e = cone.p_nonempty([[1, -1, 0], [-1, 1, 0]])
     assert e.status == "empty" and e.farkas == [F(1, 2), F(1, 2)]
-    assert lp.p_nonempty([]).status == "trivial"
-    assert lp.p_nonempty([[0, 0]]).status == "empty"  # 0 > 0 is infeasible
+    assert cone.p_nonempty([]).status == "trivial"
+    assert cone.p_nonempty([[0, 0]]).status == "empty"  # 0 > 0 is infeasible
     # strictly positive margin needed: {x1 > 0, -x1 > 0, x2 > 0}
-    assert lp.p_nonempty([[1, 0], [-1, 0], [0, 1]]).status == "empty"
+    assert cone.p_nonempty([[1, 0], [-1, 0], [0, 1]]).status == "empty"
 
 
 def test_algorithm1_on_paper_lemma7_and_its_twin():
@@ -160,7 +161,7 @@ def test_algorithm1_layer_counts_kinks_with_sides():
 
 def test_one_walker_for_detect_and_monitor():
     from nsverify.papers.park.monitor import Monitor
-    from nsverify.papers.park.walker import walk
+    from nsverify.oracle.park.walk import walk
 
     class Net(nn.Module):
         def __init__(self):

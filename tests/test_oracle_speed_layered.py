@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import nsverify
-from nsverify.oracle.layered import independent_columns, nonsingular
+from nsverify.oracle.park.rank import independent_columns, nonsingular
 
 F = Fraction
 ROOT = Path(__file__).resolve().parents[1]

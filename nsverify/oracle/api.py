@@ -21,7 +21,7 @@ from fractions import Fraction
 import torch
 
 from nsverify.errors import InexactError, OracleInputError, TooManyPieces
-from nsverify.oracle import boundary, layered
+from nsverify.oracle import boundary
 from nsverify.oracle.blocks import Blocks, block_decision, candidate_groups, decompose
 from nsverify.oracle.callenv import user_environment
 from nsverify.oracle.certificates import (
@@ -45,6 +45,7 @@ from nsverify.oracle.membership import (
     separating_direction,
 )
 from nsverify.oracle.numbers import is_exact
+from nsverify.oracle.park import exact as layered
 from nsverify.oracle.pieces import Enumeration, enumerate_pieces
 from nsverify.oracle.progress import Tracker, reporter
 from nsverify.oracle.verdict import Verdict
@@ -265,10 +266,10 @@ def _layered_verdict(ev, got, float_ad) -> Verdict:
     vertex is known (``exact`` is False: the inner set is the AD itself); no piece was enumerated."""
     layers = got.layers
     if got.theorem == "park_theorem5":
-        cert = ParkTheorem5(tuple((c.name, c.kinks, c.rank_columns, c.rank_minor) for c in layers),
+        cert = ParkTheorem5(tuple((c.name, c.kink_touches, c.rank_columns, c.rank_minor) for c in layers),
                             dict(PARK_PROXIES))
     else:
-        cert = ParkTheorem8(tuple((c.name, tuple(c.rows), c.witness, c.kinks, c.tied_windows) for c in layers),
+        cert = ParkTheorem8(tuple((c.name, tuple(c.rows), c.witness, c.kink_touches, c.tied_windows) for c in layers),
                             dict(PARK_PROXIES))
     stats = {
         "pieces": 0,
@@ -278,7 +279,7 @@ def _layered_verdict(ev, got, float_ad) -> Verdict:
         "uncertain": got.stats.uncertain,
         "lp_seconds": got.stats.lp_seconds,
         "shortcut": got.theorem,
-        "layers": [{"layer": c.name, "kinks": c.kinks, "tied_windows": c.tied_windows,
+        "layers": [{"layer": c.name, "kinks": c.kink_touches, "tied_windows": c.tied_windows,
                     "nontrivial_windows": c.nontrivial_windows, "rows": len(c.rows), "components": c.components}
                    for c in layers],
         "exact_ad_from": "backward",

@@ -107,7 +107,7 @@ def candidate_groups(sites) -> int:
 
 class UnionFind:
     """Groups of keys (coordinates) joined by :meth:`union_all`: the separable blocks, and in
-    :mod:`nsverify.oracle.layered` the cones on disjoint parameters."""
+    :mod:`nsverify.oracle.park.cone` the cones on disjoint parameters."""
 
     def __init__(self):
         self.parent: dict = {}

@@ -940,7 +940,7 @@ def _replay_blocks(fn, w, c: BlockProduct, t, samples: int, seed: int) -> str | 
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Layered network certificates (nsverify.oracle.layered): Park, Chun and Lee's sufficient conditions, exactly
+# Layered network certificates (nsverify.oracle.park.exact): Park, Chun and Lee's sufficient conditions, exactly
 # ------------------------------------------------------------------------------------------------------------
 #: activations whose AD derivative at the kink is a one-sided derivative (the Bouligand proxies of Theorem 8)
 PARK_PROXIES = {"relu": "left", "leaky_relu": "left"}
@@ -1024,7 +1024,7 @@ class ParkTheorem5:
             return cls((), {"malformed": "malformed"})
 
     def check(self, record: dict) -> str | None:
-        from nsverify.oracle.layered import nonsingular
+        from nsverify.oracle.park.rank import nonsingular
 
         if not _park_premises(record, self.layers, self.proxies):
             return "Theorem 5's premises do not hold (tested is not the exact AD, or a proxy is not one-sided)"

@@ -26,10 +26,10 @@ from nsverify.registry import (
     clamp_for,
     op_key,
     parse_rule,
-    pool_out_size,
     selection_rule_for,
     torch_rule,
 )
+from nsverify.registry.windows import pool_window_table
 
 F = Fraction
 
@@ -351,27 +351,12 @@ def _minimum(a, b):
 def pool_windows(name: str, shape, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     """Yield (output index, [(input index, flat spatial index)]) of a max pool, windows in row-major order."""
     nsp = 1 if "1d" in name else 3 if "3d" in name else 2
-
-    def tup(v, dflt):
-        if isinstance(v, (list, tuple)) and len(v):
-            return tuple(v) * (nsp if len(v) == 1 else 1)
-        return (v,) * nsp if isinstance(v, int) else dflt
-
-    k = tup(kernel_size, None)
-    s = tup(stride, k)
-    p = tup(padding, (0,) * nsp)
-    dl = tup(dilation, (1,) * nsp)
     lead, sp = tuple(shape[:-nsp]), tuple(shape[-nsp:])
-    out_sp = tuple(pool_out_size(sp[i], k[i], s[i], p[i], dl[i], ceil_mode) for i in range(nsp))
-    strides_in = np.cumprod((1,) + sp[::-1])[:-1][::-1]
+    out_sp, table = pool_window_table(sp, kernel_size, stride, padding, dilation, ceil_mode)
+    wins = [[(tuple(int(c) for c in np.unravel_index(f, sp)), f) for f in row if f >= 0] for row in table.tolist()]
     for L in np.ndindex(*lead):
-        for o in np.ndindex(*out_sp):
-            win = []
-            for kk in np.ndindex(*k):
-                q = [o[i] * s[i] - p[i] + kk[i] * dl[i] for i in range(nsp)]
-                if all(0 <= q[i] < sp[i] for i in range(nsp)):
-                    win.append((L + tuple(q), int(sum(q[i] * strides_in[i] for i in range(nsp)))))
-            yield L + o, win
+        for o, win in zip(np.ndindex(*out_sp), wins):
+            yield L + o, [(L + q, f) for q, f in win]
     return lead + out_sp
 
 

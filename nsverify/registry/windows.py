@@ -121,27 +121,47 @@ def pool_out_size(n: int, k: int, s: int, p: int, d: int, ceil_mode: bool = Fals
     return out
 
 
+def _ntuple(v, n: int, default):
+    """``v`` as an n-tuple: an int repeated, a one-element sequence repeated, a sequence as it is; ``default``
+    for None or an empty sequence (PyTorch's ``stride=[]`` means the kernel size)."""
+    if isinstance(v, (list, tuple)):
+        return default if not len(v) else tuple(int(x) for x in v) * (n if len(v) == 1 else 1)
+    return default if v is None else (int(v),) * n
+
+
+def pool_window_table(spatial, kernel, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """The one max-pool window geometry: ``(out_shape, table)`` for a pool over a plane of shape ``spatial``
+    (1, 2 or 3 dims). ``table[j, t]`` is the flat (row-major) index in the plane of offset ``t`` of output j's
+    window, or -1 where that offset falls on padding; outputs j in row-major order, offsets in row-major window
+    order -- the order in which PyTorch's "first index" rule scans them. Arguments as the torch modules take
+    them (ints or per-dim sequences; ``stride`` None or empty means the kernel size)."""
+    import numpy as np
+
+    sp = tuple(int(v) for v in spatial)
+    n = len(sp)
+    k = _ntuple(kernel, n, None)
+    s = _ntuple(stride, n, k)
+    p = _ntuple(padding, n, (0,) * n)
+    d = _ntuple(dilation, n, (1,) * n)
+    out = tuple(pool_out_size(sp[i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(n))
+    flat = np.zeros(out + k, dtype=np.int64)
+    valid = np.ones(out + k, dtype=bool)
+    for i in range(n):
+        o = np.arange(out[i]).reshape([-1 if a == i else 1 for a in range(n)] + [1] * n)
+        t = np.arange(k[i]).reshape([1] * n + [-1 if a == i else 1 for a in range(n)])
+        q = o * s[i] - p[i] + t * d[i]  # input coordinate along dim i
+        valid &= (q >= 0) & (q < sp[i])
+        flat = flat * sp[i] + q
+    table = np.where(valid, flat, -1).reshape(int(np.prod(out)), int(np.prod(k)))
+    return out, table
+
+
 def pool2d_windows(h: int, w: int, kernel, stride=None, padding=0, dilation=1, ceil_mode=False):
     """Windows of a 2-d max pool over an (h, w) plane: ``(out_shape, windows)`` where ``windows[j]`` lists the
     flat indices ``r * w + c`` of the real (non-padding) entries of output j's window, in row-major window
-    order -- the order in which PyTorch's "first index" rule scans them."""
-    pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
-    k, p, d = pair(kernel), pair(padding), pair(dilation)
-    s = k if stride is None else pair(stride)
-    ho = pool_out_size(h, k[0], s[0], p[0], d[0], ceil_mode)
-    wo = pool_out_size(w, k[1], s[1], p[1], d[1], ceil_mode)
-    windows = []
-    for i in range(ho):
-        for j in range(wo):
-            win = []
-            for a in range(k[0]):
-                r = i * s[0] - p[0] + a * d[0]
-                for b in range(k[1]):
-                    c = j * s[1] - p[1] + b * d[1]
-                    if 0 <= r < h and 0 <= c < w:
-                        win.append(r * w + c)
-            windows.append(win)
-    return (ho, wo), windows
+    order (:func:`pool_window_table` without the padding)."""
+    out, table = pool_window_table((h, w), kernel, stride, padding, dilation, ceil_mode)
+    return out, [[int(i) for i in row if i >= 0] for row in table]
 
 
 def adaptive_windows(n: int, out: int) -> list[range]:

@@ -516,19 +516,14 @@ def pool_windows(layer: Layer, pre_shape: tuple):
     """Yield (output index (without batch), list of pre-pool indices (without batch)) in row-major order."""
     if layer.pool is None:
         return
-    k, s = layer.pool.kernel, layer.pool.stride
-    if layer.kind == "linear":
-        for j in range((pre_shape[0] - k) // s + 1):
-            yield (j,), [(j * s + t,) for t in range(k)]
-    elif layer.kind == "conv1d":
-        for c in range(pre_shape[0]):
-            for j in range((pre_shape[1] - k) // s + 1):
-                yield (c, j), [(c, j * s + t) for t in range(k)]
-    else:
-        for c in range(pre_shape[0]):
-            for i in range((pre_shape[1] - k) // s + 1):
-                for j in range((pre_shape[2] - k) // s + 1):
-                    yield (c, i, j), [(c, i * s + u, j * s + v) for u in range(k) for v in range(k)]
+    from nsverify.registry.windows import pool_window_table
+
+    lead, sp = ((), tuple(pre_shape)) if layer.kind == "linear" else ((pre_shape[0],), tuple(pre_shape[1:]))
+    out, table = pool_window_table(sp, layer.pool.kernel, layer.pool.stride)
+    wins = [[tuple(int(c) for c in np.unravel_index(f, sp)) for f in row] for row in table.tolist()]
+    for c in np.ndindex(*lead):
+        for o, win in zip(np.ndindex(*out), wins):
+            yield c + o, [c + q for q in win]
 
 
 def _exact_pool(L: Layer, a: np.ndarray, li: int, sites: list) -> np.ndarray:

@@ -1,12 +1,13 @@
 """Park, Chun and Lee's Conditions 1 and 2 (Sec. 2.2): the structure of a model, and the structural premises
 of the theorems in their Table 1.
 
-:func:`detect` reads a ``torch.nn.Module`` (through the shared torch.fx walk of :mod:`.walker`) or a
-:class:`~nsverify.strategies.netspec.NetSpec` and returns, per nonsmooth layer, the bias kind (distinct /
-shared / none), the pooling (none / trivial / non-trivial), the activation and its common lambda (from the
-registry, :func:`~.kinks.common_lambda`), and which theorems' structural premises hold
-(:meth:`ModelConditions.theorems`). The data-dependent premises live in :mod:`.rank` (Theorem 5),
-:mod:`.algorithm1` (Theorem 8) and :mod:`.premises` (all of them at a NetSpec's point).
+:func:`detect` reads a ``torch.nn.Module`` (through the engine's torch.fx walk,
+:mod:`nsverify.oracle.park.walk`) or a :class:`~nsverify.strategies.netspec.NetSpec` and returns, per nonsmooth
+layer, the bias kind (distinct / shared / none), the pooling (none / trivial / non-trivial), the activation and
+its common lambda (from the registry, :func:`nsverify.oracle.park.kinks.common_lambda`), and which theorems'
+structural premises hold (:meth:`ModelConditions.theorems`). The data-dependent premises live in the engine
+(:mod:`nsverify.oracle.park`: ``rank`` for Theorem 5, ``algorithm1`` for Theorem 8) and :mod:`.premises` (all of
+them at a NetSpec's point).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from fractions import Fraction
 import torch
 
 from nsverify.errors import NsverifyError, UnsupportedOpError
-from nsverify.papers.park.kinks import common_lambda, proxy_in_clarke, proxy_is_bouligand
-from nsverify.papers.park.walker import unsupported, walk
+from nsverify.oracle.park.kinks import common_lambda, proxy_in_clarke, proxy_is_bouligand
+from nsverify.oracle.park.walk import unsupported, walk
 from nsverify.strategies.netspec import Activation, NetSpec
 
 

@@ -18,8 +18,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from nsverify.devices import time_call
+from nsverify.oracle.park.rank import full_column_rank
 from nsverify.papers.park.monitor import Monitor
-from nsverify.papers.park.rank import full_column_rank
 from nsverify.workloads.datasets import digits64, digits_upsampled, natural_crops
 
 ACTS = {"ReLU6": nn.ReLU6, "HardTanh": nn.Hardtanh, "HardSigmoid": nn.Hardsigmoid}

@@ -11,8 +11,8 @@ Usage::
 
 Per step and per nonsmooth layer (an activation module, and the max pool that follows it) the monitor records
 kink touches (pre-activations exactly at a kink of the activation), max-pool windows with ties (|S_j| >= 2),
-non-trivial ties (S_j \\ T_j non-empty, Algorithm 1 line 14) and their size, Algorithm 1's P_l (bounded LP
-with an exact check, :func:`nsverify.papers.park.lp.p_nonempty`), and Theorem 5's exact rank test for
+non-trivial ties (S_j \\ T_j non-empty, Algorithm 1 line 14) and their size, Algorithm 1's P_l (decided
+exactly by the engine's :func:`nsverify.oracle.park.cone.p_nonempty`), and Theorem 5's exact rank test for
 fully connected layers whose activation touched a kink. Kernel sizes, strides, padding and dilation are read
 from the modules (``nn.MaxPool1d/2d``, ``nn.ReLU`` and the other activations, and nsverify.ad's variants).
 
@@ -23,9 +23,9 @@ counts every window with |S_j| >= 2; ``tied_positive`` counts them as Park et al
 line 7): a tie whose maximum is a *saturated* value of the activation -- ``max <= 0`` after a ReLU with
 D^AD ReLU(0) = 0, and likewise the flat ends of ReLU6, HardTanh and clamp-like activations -- is left out, because
 every entry of such a window has AD derivative 0 (T_j = S_j, no constraint). Only those windows are checked. The
-exact checks (Algorithm 1 with :func:`~.algorithm1.algorithm1_layer`: T_j, constraints, the LP,
-the rank test) run only for the layers and steps whose detection found kink touches or counted ties; all counts
-reach the host in one transfer per step.
+exact checks (Algorithm 1 with :func:`nsverify.oracle.park.algorithm1.algorithm1_layer`: T_j, constraints,
+the exact P_l test, the rank test) run only for the layers and steps whose detection found kink touches or
+counted ties; all counts reach the host in one transfer per step.
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ from torch import nn
 
 from nsverify.errors import UnsupportedOpError
 from nsverify.kernels import count_equal, tie_scan
-from nsverify.papers.park.algorithm1 import LayerCheck, algorithm1_layer
-from nsverify.papers.park.rank import full_column_rank
-from nsverify.papers.park.walker import unsupported, walk
+from nsverify.oracle.park.algorithm1 import algorithm1_layer
+from nsverify.oracle.park.cone import LayerCheck
+from nsverify.oracle.park.rank import full_column_rank
+from nsverify.oracle.park.walk import unsupported, walk
 from nsverify.strategies.netspec import Activation
 
 
@@ -79,15 +80,16 @@ def receptive_fields(model: nn.Module) -> dict:
     ``start + oh * jump ... + rf - 1`` (and likewise columns) and on nothing else. Empty for other models."""
     if not isinstance(model, nn.Sequential):
         return {}
-    from nsverify.papers.park.walker import MODULE_ACTIVATIONS, VARIANT_MODULES
+    from nsverify.oracle.park.walk import VARIANT_MODULES, activation_modules
 
+    acts = activation_modules() | VARIANT_MODULES
     pair = lambda v: (v, v) if isinstance(v, int) else tuple(v)  # noqa: E731
     state = [[1, 1, 0], [1, 1, 0]]  # per dim: rf, jump, start
     out = {}
     for m in model.children():
         cls = type(m).__name__
         pool = isinstance(m, nn.MaxPool2d) or cls == "MaxPool2dVariant"
-        if cls in MODULE_ACTIVATIONS or cls in VARIANT_MODULES:
+        if cls in acts:
             out[id(m)] = tuple(tuple(d) for d in state)
         if (isinstance(m, nn.Conv2d) and not isinstance(m.padding, str)) or (pool and not m.ceil_mode):
             stride = m.kernel_size if m.stride in (None, []) else m.stride
@@ -95,7 +97,7 @@ def receptive_fields(model: nn.Module) -> dict:
                                                       pair(m.dilation))):
                 rf, jump, start = state[dim]
                 state[dim] = [rf + (k - 1) * d_ * jump, jump * s_, start - p_ * jump]
-        elif not (isinstance(m, (nn.BatchNorm2d, nn.Identity)) or cls in MODULE_ACTIVATIONS or cls in VARIANT_MODULES):
+        elif not (isinstance(m, (nn.BatchNorm2d, nn.Identity)) or cls in acts):
             break  # anything else (dropout, linear, ...) ends the chain
     return out
 

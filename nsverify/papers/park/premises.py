@@ -1,8 +1,9 @@
 """Every premise of Park, Chun and Lee's theorems at a NetSpec's exact point (Table 1's theorem rows).
 
 :func:`spec_premises` combines the structure (:func:`~.conditions.detect`), Theorem 5's exact rank test at the
-layers whose pre-activations touch a kink (:func:`~.rank.full_column_rank`) and Algorithm 1 per layer
-(:func:`~.algorithm1.algorithm1_layer`), all on the float64 forward pass, which is checked to be exact first.
+layers whose pre-activations touch a kink (:func:`nsverify.oracle.park.rank.full_column_rank`) and Algorithm 1
+per layer (:func:`nsverify.oracle.park.algorithm1.algorithm1_layer`), all on the float64 forward pass, which is
+checked to be exact first.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from dataclasses import dataclass
 import torch
 
 from nsverify.errors import NsverifyError
-from nsverify.papers.park.algorithm1 import algorithm1_layer
+from nsverify.oracle.park.algorithm1 import algorithm1_layer
+from nsverify.oracle.park.rank import full_column_rank
 from nsverify.papers.park.conditions import ModelConditions, detect
-from nsverify.papers.park.rank import full_column_rank
 from nsverify.strategies.netspec import NetSpec
 
 

@@ -39,18 +39,22 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from nsverify.oracle.cones import ConeStats, feasible, holds, primitive
+from nsverify.errors import UnsupportedOpError
+from nsverify.oracle.cones import ConeStats, primitive
 from nsverify.oracle.context import Site
-from nsverify.rational import pivots_mod_p
+from nsverify.oracle.park.algorithm1 import pool_index_windows
+from nsverify.oracle.park.cone import LayerCheck, p_nonempty
+from nsverify.oracle.park.rank import independent_columns
+from nsverify.oracle.park.walk import activation_of, chain
 
 F = Fraction
 
 AFFINE = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d)
 POOLS = (torch.nn.MaxPool1d, torch.nn.MaxPool2d)
 TRANSPARENT = (torch.nn.Flatten, torch.nn.Identity)
-#: activation class -> (registry name, AD's side at the kink 0 (Bouligand proxy), slope on the left)
-ACTIVATIONS = {torch.nn.ReLU: ("relu", "-"), torch.nn.LeakyReLU: ("leaky_relu", "-")}
-PRIME = 2147483629  # < 2^31: products of two residues fit in int64
+#: the activations (registry names) of the exact decision: kink at 0, AD's derivative there the left one
+#: (0 for ReLU, the module's slope for LeakyReLU), linear pieces
+ACTIVATIONS = ("relu", "leaky_relu")
 
 
 class Declined(Exception):
@@ -62,23 +66,9 @@ class Layer:
     name: str
     affine: torch.nn.Module | None = None
     act: torch.nn.Module | None = None
+    act_name: str | None = None  # the activation's registry name
     pool: torch.nn.Module | None = None
     seen: dict = field(default_factory=dict)  # exact arrays captured by the hooks
-
-
-@dataclass
-class LayerCheck:
-    """What the layered analysis found in one layer."""
-
-    name: str
-    kinks: int = 0  # pre-activations exactly at the kink
-    tied_windows: int = 0  # max-pool windows with two or more maximal entries
-    nontrivial_windows: int = 0  # tied windows with an entry outside T_j (a constraint)
-    rows: list = field(default_factory=list)  # the cone P_l (primitive integer rows, deduplicated)
-    witness: dict = field(default_factory=dict)  # exact direction strictly inside every row
-    components: int = 0  # coordinate-disjoint groups of rows, each decided alone
-    rank_columns: list | None = None  # Theorem 5: the B independent columns of z_{l-1}
-    rank_minor: list | None = None  # Theorem 5: that B x B minor (exact)
 
 
 @dataclass
@@ -86,7 +76,7 @@ class Layered:
     """A layered certificate: which theorem, the per-layer data, the sites found, the exact AD."""
 
     theorem: str  # "park_theorem5" | "park_theorem8"
-    layers: list  # LayerCheck
+    layers: list  # LayerCheck (:mod:`.cone`)
     sites: list  # Site records (kink touches and tied windows)
     exact_ad: tuple
     value: object
@@ -95,20 +85,15 @@ class Layered:
 
 # ---------------------------------------------------------------------------------------------------- structure
 def network_layers(model) -> list[Layer]:
-    """Park et al.'s layers of a Sequential model: each affine module opens a layer, which may end with an
-    activation and then a max pool.  Raises :class:`Declined` for any other structure."""
+    """Park et al.'s layers of a Sequential model (its modules as one chain, :func:`.walk.chain`): each affine
+    module opens a layer, which may end with an activation and then a max pool.  Raises :class:`Declined` for
+    any other structure."""
     if not isinstance(model, torch.nn.Sequential):
         raise Declined("the model is not a torch.nn.Sequential")
-    mods = []
-
-    def flat(m):
-        for name, c in m.named_children():
-            if isinstance(c, torch.nn.Sequential):
-                flat(c)
-            else:
-                mods.append((name, c))
-
-    flat(model)
+    try:
+        mods = chain(model)
+    except UnsupportedOpError as e:
+        raise Declined(f"the model is not a chain of modules: {e}") from None
     layers: list[Layer] = []
     for name, m in mods:
         if isinstance(m, TRANSPARENT):
@@ -120,10 +105,11 @@ def network_layers(model) -> list[Layer]:
                     m.groups != 1 or m.padding_mode != "zeros" or isinstance(m.padding, str)):
                 raise Declined(f"layer {name}: grouped, string-padded or non-zero-padded convolutions")
             layers.append(Layer(name, affine=m))
-        elif type(m) in ACTIVATIONS:
+        elif _torch_class(m) and activation_of("call_module", type(m).__name__) in ACTIVATIONS:
             if not layers or layers[-1].act is not None or layers[-1].pool is not None:
                 layers.append(Layer(name))
             layers[-1].act = m
+            layers[-1].act_name = activation_of("call_module", type(m).__name__)
         elif isinstance(m, POOLS):
             if m.return_indices:
                 raise Declined(f"layer {name}: a max pool that returns its indices")
@@ -136,6 +122,11 @@ def network_layers(model) -> list[Layer]:
     if not layers:
         raise Declined("the model has no layer")
     return layers
+
+
+def _torch_class(m) -> bool:
+    """Is ``m`` an instance of torch.nn's own class of its name (not a subclass or a namesake)?"""
+    return type(m) is getattr(torch.nn, type(m).__name__, None)
 
 
 def _exact(x) -> np.ndarray:
@@ -302,37 +293,28 @@ def _minus(a: dict, b: dict) -> dict:
     return {k: v for k, v in out.items() if v != 0}
 
 
-def _pool_geometry(m):
-    nsp = 1 if isinstance(m, torch.nn.MaxPool1d) else 2
-
-    def tup(v):
-        return tuple(v) if isinstance(v, (tuple, list)) else (v,) * nsp
-
-    return (tup(m.kernel_size), tup(m.stride if m.stride is not None else m.kernel_size), tup(m.padding),
-            tup(m.dilation))
+def _pool_dims(m) -> int:
+    return 1 if isinstance(m, torch.nn.MaxPool1d) else 2
 
 
 def _tied_windows(L: Layer):
     """Yield (sample, window position in the pool's output, [flat input index of each tied maximal entry]) for
-    every window of the layer's max pool with two or more maximal entries.
+    every window of the layer's max pool with two or more maximal entries (windows from the registry's one
+    geometry, :func:`nsverify.registry.windows.pool_window_table`).
 
     Exact: the pool's input is replaced by the ranks of its exact values (equal values, equal ranks; order kept),
     so a float max over ranks (integers far below 2^53) finds exactly the exact ties."""
-    from nsverify.papers.park.algorithm1 import pool_index_windows
-
     m = L.pool
     a = L.seen["pool_in"]
     if m.ceil_mode:
         raise Declined(f"layer {L.name}: a ceil_mode max pool")
-    k, s, p, d = _pool_geometry(m)
-    nsp = len(k)
+    nsp = _pool_dims(m)
     batched = a.ndim == nsp + 2
     ab = a if batched else a[None]
     values = sorted(set(ab.reshape(-1).tolist()))
     rank = {v: r + 1 for r, v in enumerate(values)}
     codes = torch.tensor([rank[v] for v in ab.reshape(-1).tolist()], dtype=torch.float64).reshape(ab.shape)
-    wins = pool_index_windows(tuple(ab.shape[1:]), k if nsp == 2 else k[0], s if nsp == 2 else s[0],
-                              p if nsp == 2 else p[0], d if nsp == 2 else d[0])  # (windows, K), -1 = padding
+    wins = _channel_windows(tuple(ab.shape[1:]), m)  # (windows, K), -1 = padding
     valid = wins >= 0
     oshape = L.seen["pool_out"].shape[1:] if batched else L.seen["pool_out"].shape
     for b in range(ab.shape[0]):
@@ -345,6 +327,13 @@ def _tied_windows(L: Layer):
             yield b, tuple(int(x) for x in pos), [int(wins[wi, c]) for c in torch.nonzero(tied[wi]).reshape(-1)]
 
 
+def _channel_windows(per_sample: tuple, m) -> torch.Tensor:
+    """(C * windows, K) flat indices into one sample (C, *spatial) of every window of max pool ``m``, channel
+    by channel; -1 for padding."""
+    return pool_index_windows(per_sample, m.kernel_size, m.stride if m.stride is not None else m.kernel_size,
+                              m.padding, m.dilation)
+
+
 # ------------------------------------------------------------------------------------------------------- checks
 def _algorithm1(L: Layer, ev, offsets: dict, earlier_params: bool, sites: list) -> LayerCheck:
     """Park et al.'s Algorithm 1 for one layer, exactly: the rows of P_l (see the module docstring)."""
@@ -354,13 +343,13 @@ def _algorithm1(L: Layer, ev, offsets: dict, earlier_params: bool, sites: list) 
     if L.act is not None:
         y = L.seen["act_in"]
         for idx in zip(*np.nonzero(np.vectorize(lambda v: v == 0, otypes=[bool])(y))):
-            chk.kinks += 1
-            sites.append(Site(ACTIVATIONS[type(L.act)][0], -1, tuple(int(i) for i in idx), F(0),
+            chk.kink_touches += 1
+            sites.append(Site(L.act_name, -1, tuple(int(i) for i in idx), F(0),
                               extra={"layer": L.name}))
             rows.append({k: -v for k, v in pi(idx, y.shape).items()})  # AD's left derivative: the piece y < 0
     if L.pool is not None:
         a = L.seen["pool_in"]
-        batched = a.ndim == len(_pool_geometry(L.pool)[0]) + 2
+        batched = a.ndim == _pool_dims(L.pool) + 2
         ab = a if batched else a[None]
         yb = L.seen.get("act_in", a).reshape(ab.shape)
         plane = int(np.prod(ab.shape[2:]))  # AD's indices are flat within one channel's plane
@@ -405,66 +394,19 @@ def _algorithm1(L: Layer, ev, offsets: dict, earlier_params: bool, sites: list) 
 
 
 def _decide_cone(chk: LayerCheck, stats: ConeStats) -> None:
-    """An exact witness for the layer's cone, component by component (rows on disjoint parameters)."""
+    """An exact witness for the layer's cone (:func:`.cone.p_nonempty`, component by component: rows on disjoint
+    parameters), or :class:`Declined`."""
     if not chk.rows:
         return
     if any(not r for r in chk.rows):
         raise Declined(f"layer {chk.name}: a tie or kink whose row is zero in the layer's parameters "
                        "(P_l is empty: Algorithm 1 cannot certify it)")
-    from nsverify.oracle.blocks import UnionFind
-
-    uf = UnionFind()
-    for r in chk.rows:
-        uf.union_all(r)
-    comps: dict = {}
-    for r in chk.rows:
-        comps.setdefault(uf.find(next(iter(r))), []).append(r)
-    chk.components = len(comps)
-    witness: dict = {}
-    for rows in comps.values():
-        res, cert = feasible(rows, stats)
-        if res == "empty":
-            raise Declined(f"layer {chk.name}: P_l is empty (exact Gordan certificate): Algorithm 1's "
-                           "sufficient condition fails")
-        if res != "open":
-            raise Declined(f"layer {chk.name}: the LP could not decide P_l exactly")
-        witness.update(cert)
-    if not holds(chk.rows, witness):  # the components' witnesses live on disjoint coordinates
-        raise Declined(f"layer {chk.name}: the combined witness failed its exact check")
-    chk.witness = witness
-
-
-def independent_columns(Z: np.ndarray) -> list[int] | None:
-    """Indices of B columns of the B x N exact matrix Z forming a nonsingular minor (decided modulo PRIME, which
-    proves it over Q), or None when none is found."""
-    B = Z.shape[0]
-    if B > Z.shape[1]:
-        return None
-    pivots = pivots_mod_p(_modp(Z), PRIME, B)
-    return pivots if len(pivots) == B else None
-
-
-def _modp(Z: np.ndarray) -> np.ndarray:
-    """An exact rational matrix scaled by its common denominator, modulo PRIME (int64)."""
-    import math
-
-    flat = [F(x) for x in Z.reshape(-1).tolist()]
-    d = 1
-    for x in flat:
-        d = d * x.denominator // math.gcd(d, x.denominator)
-    return np.array([(x.numerator * (d // x.denominator)) % PRIME for x in flat], dtype=np.int64).reshape(Z.shape)
-
-
-def nonsingular(minor) -> bool:
-    """Is the square exact matrix ``minor`` nonsingular?  Decided modulo PRIME: a nonzero determinant modulo a
-    prime is nonzero over the integers (after scaling by the common denominator), so over Q."""
-    Z = np.empty((len(minor), len(minor)), dtype=object)
-    for i, row in enumerate(minor):
-        if len(row) != len(minor):
-            return False
-        for j, x in enumerate(row):
-            Z[i, j] = F(x)
-    return independent_columns(Z) == list(range(len(minor)))
+    chk.p = p_nonempty(chk.rows, stats)
+    if chk.p.status == "empty":
+        raise Declined(f"layer {chk.name}: P_l is empty (exact Gordan certificate): Algorithm 1's "
+                       "sufficient condition fails")
+    if chk.p.status != "nonempty":
+        raise Declined(f"layer {chk.name}: the LP could not decide P_l exactly")
 
 
 # ---------------------------------------------------------------------------------------------------- decision
@@ -528,11 +470,11 @@ def _theorem5(layers, offsets, sites) -> list | None:
         if L.act is not None:
             y = L.seen["act_in"]
             zero = [idx for idx in np.ndindex(*y.shape) if y[idx] == 0]
-            chk.kinks = len(zero)
+            chk.kink_touches = len(zero)
             for idx in zero:
-                sites.append(Site(ACTIVATIONS[type(L.act)][0], -1, tuple(int(i) for i in idx), F(0),
+                sites.append(Site(L.act_name, -1, tuple(int(i) for i in idx), F(0),
                                   extra={"layer": L.name}))
-        if chk.kinks:
+        if chk.kink_touches:
             m = L.affine
             if m is None or id(m.weight) not in offsets:
                 return None  # the theorem varies the layer's weight matrix A_l

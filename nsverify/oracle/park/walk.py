@@ -15,6 +15,7 @@ Consumers: :func:`nsverify.papers.park.conditions.detect` (accepts functional ac
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch.fx as fx
@@ -22,31 +23,44 @@ from torch import nn
 
 from nsverify.errors import UnsupportedOpError
 
-#: torch module classes -> registry activation names (PyTorch's own AD convention)
-MODULE_ACTIVATIONS = {
-    "ReLU": "relu",
-    "ReLU6": "relu6",
-    "Hardtanh": "hardtanh",
-    "Hardsigmoid": "hardsigmoid",
-    "LeakyReLU": "leaky_relu",
-    "Hardswish": "hardswish",
-    "ELU": "elu",
-    "SELU": "selu",
-}
-#: torch functions -> registry activation names
-FUNCTION_ACTIVATIONS = {
-    "relu": "relu",
-    "relu_": "relu",
-    "relu6": "relu6",
-    "hardtanh": "hardtanh",
-    "hardsigmoid": "hardsigmoid",
-    "leaky_relu": "leaky_relu",
-    "hardswish": "hardswish",
-    "elu": "elu",
-    "selu": "selu",
-}
-#: tensor methods -> registry activation names
-METHOD_ACTIVATIONS = {"relu": "relu", "relu_": "relu"}
+@functools.lru_cache(maxsize=1)
+def _activation_table() -> dict:
+    """``{(fx op, name): registry name}`` for the elementwise registry entries with kinks that torch spells as an
+    ``nn`` module class: the class (``call_module``), the functional and its in-place form (``call_function``),
+    and the tensor methods (``call_method``)."""
+    import torch
+    import torch.nn.functional as tF
+
+    from nsverify.registry.table import PRIMITIVES
+    from nsverify.registry.types import Elementwise
+
+    classes = {c.lower(): c for c in dir(nn) if isinstance(getattr(nn, c), type)}
+    out = {}
+    for key, e in PRIMITIVES.items():
+        cls = classes.get(key.replace("_", ""))
+        if not isinstance(e, Elementwise) or not e.breakpoints or cls is None:
+            continue
+        out["call_module", cls] = key
+        for f in {getattr(e.torch_fn, "__name__", key), *e.aten}:
+            if f in (key, key + "_") and hasattr(tF, f):
+                out["call_function", f] = key
+            if f in (key, key + "_") and hasattr(torch.Tensor, f):
+                out["call_method", f] = key
+    return out
+
+
+def activation_of(op: str, what: str) -> str | None:
+    """The registry name of the activation that the fx node ``op`` (``call_module``, ``call_function`` or
+    ``call_method``) with class / function / method name ``what`` computes, or None when it is not one.  The
+    engine's one activation map, read from :mod:`nsverify.registry`."""
+    return _activation_table().get((op, what))
+
+
+def activation_modules() -> set:
+    """The ``nn`` module class names of :func:`activation_of`."""
+    return {w for (op, w) in _activation_table() if op == "call_module"}
+
+
 SMOOTH_MODULES = {
     "Tanh",
     "Sigmoid",
@@ -103,7 +117,7 @@ def unsupported(where: str, what: str) -> str:
     """The error text for a layer outside the checks' model, with the supported layers and the fix."""
     return (
         f"layer {where!r} ({what}) is not supported by nsverify's Park-condition checks. Supported: "
-        f"{', '.join(sorted(AFFINE_MODULES | POOL_MODULES | set(MODULE_ACTIVATIONS) | SMOOTH_MODULES))}, "
+        f"{', '.join(sorted(AFFINE_MODULES | POOL_MODULES | activation_modules() | SMOOTH_MODULES))}, "
         f"residual additions and flatten. Replace it by supported layers, or check that part separately "
         f"with nsverify.check_gradient."
     )
@@ -179,9 +193,9 @@ def walk(model: nn.Module, hint: str = "") -> list[Node]:
             elif cls == "MaxPool2dVariant":
                 _check_variant_pool(node.target, m)
                 kind, act = "pool", None
-            elif cls in MODULE_ACTIVATIONS:
+            elif activation_of(node.op, cls):
                 _check_kwargs(node.target, m)
-                kind, act = "activation", MODULE_ACTIVATIONS[cls]
+                kind, act = "activation", activation_of(node.op, cls)
             elif cls in POOL_MODULES:
                 kind, act = "pool", None
             elif cls in SMOOTH_MODULES or isinstance(m, nn.Sequential):
@@ -191,15 +205,48 @@ def walk(model: nn.Module, hint: str = "") -> list[Node]:
             out.append(Node(kind, node.target, cls, node.op, m, act, reads_input))
         elif node.op == "call_function":
             fname = getattr(node.target, "__name__", str(node.target))
-            if fname in FUNCTION_ACTIVATIONS:
-                out.append(Node("activation", node.name, fname, node.op, None, FUNCTION_ACTIVATIONS[fname]))
+            if activation_of(node.op, fname):
+                out.append(Node("activation", node.name, fname, node.op, None, activation_of(node.op, fname)))
             elif fname in POOL_FUNCTIONS:
                 out.append(Node("pool", node.name, fname, node.op))
             elif fname in NONSMOOTH_FUNCTIONS:
                 out.append(Node("nonsmooth", node.name, fname, node.op))
         elif node.op == "call_method":
-            if node.target in METHOD_ACTIVATIONS:
-                out.append(Node("activation", node.name, node.target, node.op, None, METHOD_ACTIVATIONS[node.target]))
+            if activation_of(node.op, node.target):
+                out.append(Node("activation", node.name, node.target, node.op, None,
+                                activation_of(node.op, node.target)))
             elif node.target in NONSMOOTH_METHODS:
                 out.append(Node("nonsmooth", node.name, node.target, node.op))
+    return out
+
+
+def chain(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The modules of ``model`` as one chain, in execution order: ``(module path, module)`` for a forward that
+    (traced with torch.fx) calls modules only, each on the previous one's output and once.  The exact layered
+    decision (:mod:`.exact`) reads Park et al.'s layers from it.  Raises :class:`UnsupportedOpError` for a
+    function or method call, a branch, a module called twice, or a forward that does not trace."""
+    try:
+        gm = fx.GraphModule(model, _Tracer().trace(model))
+    except Exception as exc:  # noqa: BLE001 -- fx raises many types
+        raise UnsupportedOpError(f"cannot trace {type(model).__name__} with torch.fx ({type(exc).__name__})") from exc
+    mods = dict(gm.named_modules())
+    out: list = []
+    prev, seen = None, set()
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            if prev is not None:
+                raise UnsupportedOpError("the model's forward takes more than one input")
+            prev = node
+        elif node.op == "call_module":
+            if node.args != (prev,) or node.kwargs or node.target in seen:
+                raise UnsupportedOpError(f"module {node.target} is not called once on the previous layer's output")
+            seen.add(node.target)
+            out.append((node.target, mods[node.target]))
+            prev = node
+        elif node.op == "output":
+            if node.args != (prev,):
+                raise UnsupportedOpError("the model's output is not its last module's output")
+        else:
+            raise UnsupportedOpError(f"{node.op} {getattr(node.target, '__name__', node.target)} between the "
+                                     "model's modules")
     return out

@@ -2,80 +2,46 @@
 
 :func:`algorithm1_layer` collects the constraints of P_l: one per kink touch (the sign of AD's one-sided choice
 times the gradient of the pre-activation in the layer's parameters, lines 3-9) and one per member of S_j \\ T_j
-in a tied max-pool window (lines 10-17), and decides whether P_l is empty with :func:`~.lp.p_nonempty`.
-Used by the training monitor (:mod:`.monitor`) and by :func:`~.premises.spec_premises`.
+in a tied max-pool window (lines 10-17), and decides whether P_l is empty with the engine's one P_l test
+(:func:`~.cone.p_nonempty`).  Used by the training monitor (:mod:`nsverify.papers.park.monitor`) and by Table 1's
+premises (:mod:`nsverify.papers.park.premises`).  The exact form for the oracle, from exact traces, is
+:mod:`.exact`.
 """
 
 from __future__ import annotations
 
 import functools
-import math
-from dataclasses import dataclass
 from fractions import Fraction
 
 import torch
 
-from nsverify.papers.park.kinks import ad_side
-from nsverify.papers.park.lp import PResult, p_nonempty
+from nsverify.oracle.park.cone import LayerCheck, p_nonempty
+from nsverify.oracle.park.kinks import ad_side
+from nsverify.registry.windows import pool_window_table
 from nsverify.strategies.netspec import Activation
 
 
-def pool_index_windows(per_sample_shape: tuple, kernel, stride, padding=0, dilation=1) -> torch.Tensor:
-    """(n_windows, K) flat indices (per sample) of every max-pool window, row-major within a window; padding
-    positions are -1. ``per_sample_shape``: (C, L) for 1-D pools, (C, H, W) for 2-D. Cached per geometry (the
-    training monitor asks at every step with ties); do not modify the result."""
+def pool_index_windows(per_sample_shape: tuple, kernel, stride=None, padding=0, dilation=1,
+                       ceil_mode=False) -> torch.Tensor:
+    """(n_windows, K) flat indices (per sample) of every max-pool window, channel by channel, row-major within a
+    window (:func:`nsverify.registry.windows.pool_window_table`); padding positions are -1.
+    ``per_sample_shape``: (C, L) for 1-D pools, (C, H, W) for 2-D. Cached per geometry (the training monitor
+    asks at every step with ties); do not modify the result."""
     key = tuple(tuple(v) if isinstance(v, (tuple, list)) else v
-                for v in (tuple(per_sample_shape), kernel, stride, padding, dilation))
+                for v in (tuple(per_sample_shape), kernel, stride, padding, dilation, ceil_mode))
     return _pool_index_windows(*key)
 
 
 @functools.lru_cache(maxsize=64)
-def _pool_index_windows(per_sample_shape, kernel, stride, padding, dilation) -> torch.Tensor:
-    import torch.nn.functional as F
-
-    dims = len(per_sample_shape) - 1
-    ks, st_, pd, dl = (_ntuple(v, dims) for v in (kernel, stride, padding, dilation))
-    idx = torch.arange(math.prod(per_sample_shape), dtype=torch.float64).reshape(1, *per_sample_shape)
-    if dims == 1:
-        idx = idx.unsqueeze(2)
-        ks, st_, pd, dl = (1, ks[0]), (1, st_[0]), (0, pd[0]), (1, dl[0])
-    padded = F.pad(idx, (pd[1], pd[1], pd[0], pd[0]), value=-1.0)
-    cols = F.unfold(padded, ks, dilation=dl, stride=st_)  # (1, C*K, L)
-    C, K = per_sample_shape[0], ks[0] * ks[1]
-    cols = cols.reshape(C, K, -1).permute(0, 2, 1).reshape(-1, K)
-    return cols.round().long()
-
-
-def _ntuple(v, n):
-    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
-
-
-@dataclass
-class LayerCheck:
-    """Algorithm 1 statistics and result for one layer at one point."""
-
-    name: str
-    kink_touches: int = 0
-    windows: int = 0
-    tied_windows: int = 0  # |S_j| >= 2
-    tied_positive: int = 0  # |S_j| >= 2 and max > 0: the ties Algorithm 2 (Park et al., App. F) counts
-    nontrivial_windows: int = 0  # S_j \ T_j non-empty
-    sum_nontrivial: int = 0  # sum of |S_j \ T_j| over those windows
-    unchecked: int = 0  # tied windows / kinks skipped because of the cap
-    not_bouligand: int = 0  # kinks where AD's derivative is neither one-sided derivative
-    p: PResult | None = None
-
-    @property
-    def avg_nontrivial(self) -> float | None:
-        return self.sum_nontrivial / self.nontrivial_windows if self.nontrivial_windows else None
-
-    @property
-    def status(self) -> str:
-        if self.not_bouligand:
-            return "not_applicable"
-        if self.unchecked:
-            return "unknown"
-        return "trivial" if self.p is None else self.p.status
+def _pool_index_windows(per_sample_shape, kernel, stride, padding, dilation, ceil_mode) -> torch.Tensor:
+    C, sp = per_sample_shape[0], tuple(per_sample_shape[1:])
+    _, table = pool_window_table(sp, kernel, stride, padding, dilation, ceil_mode)
+    t = torch.from_numpy(table)
+    plane = 1
+    for v in sp:
+        plane *= v
+    offs = torch.arange(C, dtype=torch.long).reshape(C, 1, 1) * plane
+    return torch.where(t >= 0, t + offs, torch.full((), -1, dtype=torch.long)).reshape(-1, t.shape[1])
 
 
 def algorithm1_layer(
