@@ -45,7 +45,7 @@ class Pair:
 
 
 @dataclass
-class Case:
+class RatioCase:
     """Callables timed together (interleaved) and the ratios read from them; ``info`` values may be callables,
     read after the timing (e.g. what the timed steps saw)."""
 
@@ -59,7 +59,7 @@ class Case:
 
 @dataclass(frozen=True)
 class Area:
-    cases: Callable[[torch.dtype, torch.device, bool], Iterator[Case]]
+    cases: Callable[[torch.dtype, torch.device, bool], Iterator[RatioCase]]
     dtypes: tuple[str, ...] | None  # default dtypes; None: independent of dtype (exact rationals)
     cpu_only: bool = False
     default: bool = True
@@ -69,7 +69,7 @@ class Area:
 # Cases per area
 
 
-def ad_ops_cases(dtype, device, small) -> Iterator[Case]:
+def ad_ops_cases(dtype, device, small) -> Iterator[RatioCase]:
     shape = common.SMALL_AD_SHAPE if small else common.AD_SHAPE
     gpu = device.type == "cuda"
     pool_target = ("<=", 1.2 if gpu else 1.5)  # issue 15: fused minimal/hybrid max pool
@@ -83,11 +83,11 @@ def ad_ops_cases(dtype, device, small) -> Iterator[Case]:
     for ties in (False, True):
         x = common.pool_input(dtype, shape, ties, device)
         fns = {o: (lambda o=o, x=x: common.fwd_bwd(o, x)) for o in ops}
-        yield Case(f"{'plateaus (ties)' if ties else 'randn'} {'x'.join(map(str, shape))}", fns, pairs,
+        yield RatioCase(f"{'plateaus (ties)' if ties else 'randn'} {'x'.join(map(str, shape))}", fns, pairs,
                    info={"minimal/hybrid backward": backend})
 
 
-def monitor_cases(dtype, device, small) -> Iterator[Case]:
+def monitor_cases(dtype, device, small) -> Iterator[RatioCase]:
     """Park's monitor: monitored / plain training step, reduced-width VGG11 / ResNet18 on natural crops."""
     for name in ("vgg11",) if small else common.MONITOR_MODELS:
         run = common.monitor_steps(name, dtype, device, small, steps=4 if small else 12)
@@ -100,7 +100,7 @@ def monitor_cases(dtype, device, small) -> Iterator[Case]:
             per = [sum(c.tied_positive for c in r.layers) for r in records]
             return f"{min(per)}-{max(per)}" if per else "-"
 
-        yield Case(f"{name} (width {_width(name, small)}), batch "
+        yield RatioCase(f"{name} (width {_width(name, small)}), batch "
                    f"{len(run.batches[0][0])}, natural crops: training step",
                    {"plain": run.plain, "monitored": run.monitored}, [Pair("monitored", "plain", ("<=", 1.2))],
                    info={"tied windows per step": tied_per_step}, warmup=0)
@@ -113,17 +113,17 @@ def _width(name: str, small: bool) -> str:
     return "1/16" if small else f"{OVERHEAD_MODELS[name][0]:g}"
 
 
-def optim_cases(dtype, device, small) -> Iterator[Case]:
+def optim_cases(dtype, device, small) -> Iterator[RatioCase]:
     """INNAprop's foreach step against AdamW's (nsverify.papers.innaprop.checks.bench_optimizer)."""
     from nsverify.papers.innaprop.checks import bench_optimizer
 
     for n in (10_000,) if small else (10_000, 1_000_000, 10_000_000):
         opts = {kind: bench_optimizer(kind, n, dtype, device) for kind in ("adamw", "innaprop")}
-        yield Case(f"{n:,} parameters: optimizer step", {k: o.step for k, o in opts.items()},
+        yield RatioCase(f"{n:,} parameters: optimizer step", {k: o.step for k, o in opts.items()},
                    [Pair("innaprop", "adamw", ("<=", 1.15))])
 
 
-def oracle_cases(dtype, device, small) -> Iterator[Case]:
+def oracle_cases(dtype, device, small) -> Iterator[RatioCase]:
     import nsverify
 
     for k in (2, 4) if small else (4, 8):
@@ -131,13 +131,13 @@ def oracle_cases(dtype, device, small) -> Iterator[Case]:
         rows = nsverify.oracle.kink_rows(fn, w)
         naive = nsverify.oracle.naive_enumeration_lps
         lps = nsverify.check_gradient(fn, w).stats["lps"]
-        yield Case(f"kink net, k={k} kink sites", {"naive": lambda rows=rows: naive(rows),
+        yield RatioCase(f"kink net, k={k} kink sites", {"naive": lambda rows=rows, naive=naive: naive(rows),
                                                     "pruned": lambda fn=fn, w=w: nsverify.check_gradient(fn, w)},
                    [Pair("naive", "pruned")], info={"pruned_lps": lps, "naive_lps": 2**k})
     k = 4 if small else 10
     fn, w = common.separable_program(k)
     v = nsverify.check_gradient(fn, w, progress=False)
-    yield Case(f"separable, k={k} kinks ({2**k} pieces): plain enumeration vs separable blocks",
+    yield RatioCase(f"separable, k={k} kinks ({2**k} pieces): plain enumeration vs separable blocks",
                {"plain": lambda fn=fn, w=w: nsverify.check_gradient(fn, w, progress=False, shortcuts=False),
                 "blocks": lambda fn=fn, w=w: nsverify.check_gradient(fn, w, progress=False)},
                [Pair("plain", "blocks", None if small else (">=", 9.0))],
@@ -150,7 +150,7 @@ def oracle_cases(dtype, device, small) -> Iterator[Case]:
             net.zero_grad()
             loss(net(x), y).backward()
 
-        yield Case("LeNet-5 size, parameter ties (61,706 parameters, batch 2): check_module vs one float backward",
+        yield RatioCase("LeNet-5 size, parameter ties (61,706 parameters, batch 2): check_module vs one float backward",
                    {"check_module": lambda: nsverify.check_module(net, loss, x, y, progress=False),
                     "float_backward": float_step},
                    [Pair("check_module", "float_backward")],
@@ -158,11 +158,11 @@ def oracle_cases(dtype, device, small) -> Iterator[Case]:
                    repeat=3, warmup=1)
 
 
-def zones_cases(dtype, device, small) -> Iterator[Case]:
+def zones_cases(dtype, device, small) -> Iterator[RatioCase]:
     for name in ("lenet5",) if small else tuple(common.ZONE_WORKLOADS):
         model, x, y = common.zone_workload(name, dtype, device, batch=8 if small else None)
         models = common.two_models(model)
-        yield Case(f"{name}, batch {len(x)}: D(native, minimal)",
+        yield RatioCase(f"{name}, batch {len(x)}: D(native, minimal)",
                    {"one_forward": lambda m=model, x=x, y=y: common.d_one_forward(m, x, y),
                     "two_models": lambda ms=models, x=x, y=y: common.d_two_models(ms, x, y)},
                    [Pair("two_models", "one_forward", (">=", 1.3))])
@@ -174,7 +174,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def zones_dist_cases(dtype, device, small) -> Iterator[Case]:
+def zones_dist_cases(dtype, device, small) -> Iterator[RatioCase]:
     """The zone volume estimator on 2 cores: 2 torchrun ranks x 1 thread against 1 rank x 2 threads."""
     draws = 2 if small else 8
     args = ["-m", "nsverify", "zones", "volume", "--model", "lenet5", "--draws", str(draws), "--batches", "2",
@@ -188,7 +188,7 @@ def zones_dist_cases(dtype, device, small) -> Iterator[Case]:
             subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True)
         return run
 
-    yield Case(f"zones volume, lenet5, {draws} draws (wall clock incl. start-up)",
+    yield RatioCase(f"zones volume, lenet5, {draws} draws (wall clock incl. start-up)",
                {"1rank_2threads": launcher(1, 2), "2ranks_1thread": launcher(2, 1)},
                [Pair("1rank_2threads", "2ranks_1thread")], repeat=1, warmup=0)
 
@@ -214,7 +214,7 @@ def _met(ratio: float, target) -> bool | None:
     return ratio >= bound if op == ">=" else ratio <= bound
 
 
-def measure(case: Case, *, repeat: int, warmup: int, device) -> dict:
+def measure(case: RatioCase, *, repeat: int, warmup: int, device) -> dict:
     t = devices.time_side_by_side(case.fns, repeat=case.repeat or repeat,
                                   warmup=warmup if case.warmup is None else case.warmup, device=device)
     ratios = []

@@ -160,8 +160,8 @@ def test_algorithm1_layer_counts_kinks_with_sides():
 
 
 def test_one_walker_for_detect_and_monitor():
-    from nsverify.papers.park.monitor import Monitor
     from nsverify.oracle.park.walk import walk
+    from nsverify.papers.park.monitor import Monitor
 
     class Net(nn.Module):
         def __init__(self):

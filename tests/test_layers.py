@@ -141,7 +141,7 @@ def collect_imports(package: str, files: dict[str, Path], public: dict[str, tupl
         is_pkg = path.name == "__init__.py"
         aliases: set[str] = set()  # local names bound to the package itself
 
-        def add(target: str | None, node: ast.AST) -> None:
+        def add(target: str | None, node: ast.AST, mod=mod, path=path) -> None:
             if target and (target == package or target.startswith(package + ".")):
                 edges.append(Edge(mod, target, path, node.lineno))
 

@@ -16,7 +16,7 @@ import pytest
 
 import nsverify
 from nsverify.reference import fuzz
-from nsverify.reference.fuzz import Kink, Leaf, check_program, run_fuzz, summarize
+from nsverify.reference.fuzz import ExprLeaf, Kink, check_program, run_fuzz, summarize
 
 #: modules of the exact interpreter and its arithmetic, which the reference must not import
 INTERPRETER = ("nsverify.oracle", "nsverify.rational", "nsverify.registry", "nsverify.ad")
@@ -56,7 +56,7 @@ def test_programs_with_smooth_ops_agree_with_the_reference(seed):
 
 def _abs_program():
     """|w0| built by the fuzz generator's own nodes: two Bouligand vertices, -1 and 1."""
-    return Kink("abs", Leaf((1,), 0))
+    return Kink("abs", ExprLeaf((1,), 0))
 
 
 @pytest.mark.parametrize("tamper", ["drop_vertex", "flip_status"])
@@ -89,16 +89,16 @@ def test_reference_ignores_ties_that_do_not_reach_the_selected_rank():
     skip such points, and then missed vertices the oracle had realised: false alarms in the full-mode fuzz.)"""
     from nsverify.reference.fuzz import Select, _grad_at
 
-    kids = [Leaf((1, 0), -1), Leaf((0, 1), 0), Leaf((0, 2), 0)]  # w0 - 1, w1, 2 w1
+    kids = [ExprLeaf((1, 0), -1), ExprLeaf((0, 1), 0), ExprLeaf((0, 2), 0)]  # w0 - 1, w1, 2 w1
     p = [F(1, 2**24), F(0)]  # w1 = 2 w1 = 0 tie, far above the minimum w0 - 1
     r = _grad_at(Select("kthvalue", kids, [1], k=1), p, True)
     assert r is not None and tuple(r.g) == (F(1), F(0))
     # median of 5 (rank 2): w0 - 2 < w0 - 1 < w0 + 1 < 5 + w1 = 5 + 2 w1 (tied above the median)
-    med = Select("median", [Leaf((1, 0), -1), Leaf((1, 0), -2), Leaf((1, 0), 1), Leaf((0, 1), 5), Leaf((0, 2), 5)],
-                 [1])
+    med = Select("median", [ExprLeaf((1, 0), -1), ExprLeaf((1, 0), -2), ExprLeaf((1, 0), 1), ExprLeaf((0, 1), 5),
+                            ExprLeaf((0, 2), 5)], [1])
     r = _grad_at(med, p, True)
     assert r is not None and tuple(r.g) == (F(1), F(0))
-    tied = Select("kthvalue", [Leaf((0, 1), 0), Leaf((0, 2), 0), Leaf((1, 0), 1)], [1], k=1)
+    tied = Select("kthvalue", [ExprLeaf((0, 1), 0), ExprLeaf((0, 2), 0), ExprLeaf((1, 0), 1)], [1], k=1)
     assert _grad_at(tied, p, True) is None  # the minimum itself is tied between w1 and 2 w1: non-generic
 
 
@@ -114,5 +114,5 @@ def test_a_separation_below_float_resolution_is_undecided(monkeypatch, distance,
         return dataclasses.replace(v, status="not_member", distance=distance)
 
     monkeypatch.setattr(nsverify, "check_gradient", claims_not_member)
-    rec = check_program(Leaf((1,), 0), [F(0)], random.Random(0), samples=4)  # f = w0: the gradient is 1
+    rec = check_program(ExprLeaf((1,), 0), [F(0)], random.Random(0), samples=4)  # f = w0: the gradient is 1
     assert bool(rec.disagreements) is flagged and (rec.undecided > 0) is (not flagged)

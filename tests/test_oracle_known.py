@@ -10,8 +10,8 @@ import torch
 
 import nsverify
 from nsverify.oracle import verify_certificate
-from nsverify.papers.cases import CASES, abs_sin, point
 from nsverify.oracle.membership import margin
+from nsverify.papers.cases import CASES, abs_sin, point
 from nsverify.rational import check_weights
 
 F = Fraction

@@ -134,8 +134,8 @@ def test_pieces_trace_reuses_a_kink_free_ad_trace():
 def test_skipped_follow_trace_could_not_have_certified():
     """The follow trace is skipped when the enumeration is exact and every vector rational: on random programs
     at exact ties, wherever that holds and the convex weights fail, AD's own piece indeed certifies nothing."""
-    from nsverify.reference.fuzz import random_program
     from nsverify.oracle.membership import distinct, member_weights
+    from nsverify.reference.fuzz import random_program
 
     checked = 0
     for seed in range(60):

@@ -27,7 +27,7 @@ def _load(name, path):
 
 
 axes = _load("nsverify_bench_common", BENCH / "benchmarks" / "common.py")
-machine = _load("nsverify_bench_machine", BENCH / "machine.py")
+machine = _load("nsverify_bench_machine", BENCH / "asv_machine.py")
 
 
 def test_asv_conf_for_real_use():
@@ -97,7 +97,7 @@ def test_machine_name_carries_cpu_and_gpu(tmp_path, monkeypatch):
 def test_asv_discovers_benchmarks(tmp_path):
     """`asv check` in the existing environment imports every benchmark file (no build, no network)."""
     env = dict(os.environ, HOME=str(tmp_path), ASV_PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "machine.py", "asv", "check", "-E", "existing:same"], cwd=BENCH,
+    out = subprocess.run([sys.executable, "asv_machine.py", "asv", "check", "-E", "existing:same"], cwd=BENCH,
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "No problems found" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
 

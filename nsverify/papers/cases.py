@@ -19,7 +19,7 @@ F = Fraction
 
 
 @dataclass(frozen=True)
-class Case:
+class PaperCase:
     name: str
     source: str
     fn: object
@@ -137,20 +137,21 @@ def abs_sin(w):
     return w[0].abs() + torch.sin(w[0])
 
 
-CASES: list[Case] = [
-    Case("Park Lemma 2", "Park et al., Lemma 2", park_lemma2, (0,), "not_member", ((F(1),),), (F(0),)),
-    Case("Park Lemma 2, distinct biases", "Park et al., Theorem 1", park_lemma2_twin, (0, 0, 0), "member"),
-    Case("Park Lemma 3", "Park et al., Lemma 3", park_lemma3, (0,), "not_member", ((F(1, 6),),), (F(0),)),
-    Case("Park Lemma 3, batch 1", "Park et al., Theorem 1", park_lemma3_twin, (0,), "member", ((F(0),), (F(1, 6),))),
-    Case("Park Lemma 7", "Park et al., Lemma 7", park_lemma7, (0, 0), "not_member", ((F(1), F(0)),), (F(2), F(0))),
-    Case("Park Lemma 7, distinct biases", "Park et al., Theorem 8", park_lemma7_twin, (0, 0, 0, 0, 0), "member"),
-    Case("Park App. H f1", "Park et al., App. H", park_f1, (0,), "not_member", ((F(1),),), (F(0),)),
-    Case("Park App. H f2", "Park et al., App. H", park_f2, (0,), "not_member", ((F(0),),), (F(-1),)),
-    Case("Park App. H f3", "Park et al., App. H", park_f3, (0,), "not_member", ((F(0),),), (F(-1),)),
-    Case("Park App. H f1, distinct biases", "Park et al., Theorem 1", park_f1_twin, (0, 0, 0), "member"),
-    Case("Park App. H f2, distinct biases", "Park et al., Theorem 1", park_f2_twin, (0, 0, 0), "member"),
-    Case("Park App. H f3, distinct biases", "Park et al., Theorem 1", park_f3_twin, (0, 0, 0), "member"),
-    Case(
+CASES: list[PaperCase] = [
+    PaperCase("Park Lemma 2", "Park et al., Lemma 2", park_lemma2, (0,), "not_member", ((F(1),),), (F(0),)),
+    PaperCase("Park Lemma 2, distinct biases", "Park et al., Theorem 1", park_lemma2_twin, (0, 0, 0), "member"),
+    PaperCase("Park Lemma 3", "Park et al., Lemma 3", park_lemma3, (0,), "not_member", ((F(1, 6),),), (F(0),)),
+    PaperCase("Park Lemma 3, batch 1", "Park et al., Theorem 1", park_lemma3_twin, (0,), "member",
+              ((F(0),), (F(1, 6),))),
+    PaperCase("Park Lemma 7", "Park et al., Lemma 7", park_lemma7, (0, 0), "not_member", ((F(1), F(0)),), (F(2), F(0))),
+    PaperCase("Park Lemma 7, distinct biases", "Park et al., Theorem 8", park_lemma7_twin, (0, 0, 0, 0, 0), "member"),
+    PaperCase("Park App. H f1", "Park et al., App. H", park_f1, (0,), "not_member", ((F(1),),), (F(0),)),
+    PaperCase("Park App. H f2", "Park et al., App. H", park_f2, (0,), "not_member", ((F(0),),), (F(-1),)),
+    PaperCase("Park App. H f3", "Park et al., App. H", park_f3, (0,), "not_member", ((F(0),),), (F(-1),)),
+    PaperCase("Park App. H f1, distinct biases", "Park et al., Theorem 1", park_f1_twin, (0, 0, 0), "member"),
+    PaperCase("Park App. H f2, distinct biases", "Park et al., Theorem 1", park_f2_twin, (0, 0, 0), "member"),
+    PaperCase("Park App. H f3, distinct biases", "Park et al., Theorem 1", park_f3_twin, (0, 0, 0), "member"),
+    PaperCase(
         "Despres Table 2 (max1 loop), t=0",
         "Després, Table 2",
         despres_table2,
@@ -159,7 +160,7 @@ CASES: list[Case] = [
         ((F(0),),),
         (F(-3, 2),),
     ),
-    Case(
+    PaperCase(
         "Despres Table 2 (max1 loop), t=0.5",
         "Després, Table 2",
         despres_table2,
@@ -168,7 +169,7 @@ CASES: list[Case] = [
         ((F(0),),),
         (F(0),),
     ),
-    Case(
+    PaperCase(
         "Despres Table 2 (max1 loop), t=-0.01",
         "Després, Table 2",
         despres_table2,
@@ -177,7 +178,7 @@ CASES: list[Case] = [
         ((F(0),),),
         (F(0),),
     ),
-    Case(
+    PaperCase(
         "Despres Table 3 (maxpool pair), t=0",
         "Després, Table 3",
         despres_table3,
@@ -186,7 +187,7 @@ CASES: list[Case] = [
         ((F(0),),),
         (F(-3),),
     ),
-    Case(
+    PaperCase(
         "Despres Table 3 (maxpool pair), t=1",
         "Després, Table 3",
         despres_table3,
@@ -195,8 +196,9 @@ CASES: list[Case] = [
         ((F(0),),),
         (F(0),),
     ),
-    Case("relu(t) at 0", "Boustany, Sec. 1.2.3", lambda w: relu(w[0]), (0,), "member", ((F(0),), (F(1),)), (F(0),)),
-    Case(
+    PaperCase("relu(t) at 0", "Boustany, Sec. 1.2.3", lambda w: relu(w[0]), (0,), "member", ((F(0),), (F(1),)),
+              (F(0),)),
+    PaperCase(
         "relu(-t)+t at 0",
         "Boustany, Sec. 1.2.3",
         lambda w: relu(-w[0]) + w[0],
@@ -205,7 +207,7 @@ CASES: list[Case] = [
         ((F(0),), (F(1),)),
         (F(1),),
     ),
-    Case(
+    PaperCase(
         "(relu(t)+relu(-t)+t)/2 at 0",
         "Boustany, Sec. 1.2.3",
         lambda w: (relu(w[0]) + relu(-w[0]) + w[0]) / 2,
@@ -214,11 +216,11 @@ CASES: list[Case] = [
         ((F(0),), (F(1),)),
         (F(1, 2),),
     ),
-    Case("|x|+sin(x) at 0 (interval path)", "constructed", abs_sin, (0,), "member", ((F(0),), (F(2),)), (F(1),)),
+    PaperCase("|x|+sin(x) at 0 (interval path)", "constructed", abs_sin, (0,), "member", ((F(0),), (F(2),)), (F(1),)),
 ]
 
 
-def point(case: Case) -> torch.Tensor:
+def point(case: PaperCase) -> torch.Tensor:
     return _w(*case.w)
 
 

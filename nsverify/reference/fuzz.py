@@ -217,7 +217,7 @@ def _any(kids, attr) -> bool:
     return any(getattr(k, attr) for k in kids)
 
 
-class Leaf(Expr):
+class ExprLeaf(Expr):
     def __init__(self, a, c):
         self.a, self.c = tuple(a), F(c)
 
@@ -515,7 +515,7 @@ def random_expr(rng: random.Random, n: int, w0, depth: int = 3, smooth: bool = T
             a[rng.randrange(n)] = 1
         base = sum(F(x) * y for x, y in zip(a, w0))
         c = -base if rng.random() < 0.75 else -base + F(rng.randint(-4, 4), 2)
-        return Leaf(a, c)
+        return ExprLeaf(a, c)
     sub = lambda: random_expr(rng, n, w0, depth - 1, smooth)  # noqa: E731
     if kind == "kink":
         return Kink(rng.choice(list(_KINKS)), sub())

@@ -15,8 +15,8 @@ from nsverify.report import section, table
 def oracle_section(ctx) -> dict:
     import nsverify
     from nsverify.papers.cases import CASES, kink_net
-    from nsverify.reference.fuzz import run_fuzz, summarize
     from nsverify.papers.known_answers import format_clarke, format_vector, known_answers
+    from nsverify.reference.fuzz import run_fuzz, summarize
 
     ka = known_answers(progress=ctx.progress)
     rows, metrics, claims = [], [], ka["claims"]

@@ -62,7 +62,7 @@ class Declined(Exception):
 
 
 @dataclass
-class Layer:
+class ExactLayer:
     name: str
     affine: torch.nn.Module | None = None
     act: torch.nn.Module | None = None
@@ -84,7 +84,7 @@ class Layered:
 
 
 # ---------------------------------------------------------------------------------------------------- structure
-def network_layers(model) -> list[Layer]:
+def network_layers(model) -> list[ExactLayer]:
     """Park et al.'s layers of a Sequential model (its modules as one chain, :func:`.walk.chain`): each affine
     module opens a layer, which may end with an activation and then a max pool.  Raises :class:`Declined` for
     any other structure."""
@@ -94,7 +94,7 @@ def network_layers(model) -> list[Layer]:
         mods = chain(model)
     except UnsupportedOpError as e:
         raise Declined(f"the model is not a chain of modules: {e}") from None
-    layers: list[Layer] = []
+    layers: list[ExactLayer] = []
     for name, m in mods:
         if isinstance(m, TRANSPARENT):
             continue
@@ -104,17 +104,17 @@ def network_layers(model) -> list[Layer]:
             if isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d)) and (
                     m.groups != 1 or m.padding_mode != "zeros" or isinstance(m.padding, str)):
                 raise Declined(f"layer {name}: grouped, string-padded or non-zero-padded convolutions")
-            layers.append(Layer(name, affine=m))
+            layers.append(ExactLayer(name, affine=m))
         elif _torch_class(m) and activation_of("call_module", type(m).__name__) in ACTIVATIONS:
             if not layers or layers[-1].act is not None or layers[-1].pool is not None:
-                layers.append(Layer(name))
+                layers.append(ExactLayer(name))
             layers[-1].act = m
             layers[-1].act_name = activation_of("call_module", type(m).__name__)
         elif isinstance(m, POOLS):
             if m.return_indices:
                 raise Declined(f"layer {name}: a max pool that returns its indices")
             if not layers or layers[-1].pool is not None:
-                layers.append(Layer(name))
+                layers.append(ExactLayer(name))
             layers[-1].pool = m
         else:
             raise Declined(f"module {name} ({type(m).__name__}) is outside the layered shortcut's layer model "
@@ -217,7 +217,7 @@ def _param_offsets(model) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ local slopes
-def _pi_rows(L: Layer, offsets: dict):
+def _pi_rows(L: ExactLayer, offsets: dict):
     """A function ``pi(index of the pre-activation) -> sparse row``: the gradient of one pre-activation entry in
     the layer's own trainable parameters (the affine map is linear in them: the input patch and a 1), scaled by
     the positive common denominator of the layer's input: integer rows, the same open half-spaces (a cone row
@@ -271,7 +271,7 @@ def _pi_rows(L: Layer, offsets: dict):
     return pi_conv
 
 
-def _act_derivative(L: Layer, y) -> Fraction:
+def _act_derivative(L: ExactLayer, y) -> Fraction:
     """AD's derivative of the layer's activation at the exact pre-activation y (identity when none)."""
     if L.act is None:
         return F(1)
@@ -297,7 +297,7 @@ def _pool_dims(m) -> int:
     return 1 if isinstance(m, torch.nn.MaxPool1d) else 2
 
 
-def _tied_windows(L: Layer):
+def _tied_windows(L: ExactLayer):
     """Yield (sample, window position in the pool's output, [flat input index of each tied maximal entry]) for
     every window of the layer's max pool with two or more maximal entries (windows from the registry's one
     geometry, :func:`nsverify.registry.windows.pool_window_table`).
@@ -335,7 +335,7 @@ def _channel_windows(per_sample: tuple, m) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------------------------------- checks
-def _algorithm1(L: Layer, ev, offsets: dict, earlier_params: bool, sites: list) -> LayerCheck:
+def _algorithm1(L: ExactLayer, ev, offsets: dict, earlier_params: bool, sites: list) -> LayerCheck:
     """Park et al.'s Algorithm 1 for one layer, exactly: the rows of P_l (see the module docstring)."""
     chk = LayerCheck(L.name)
     pi = _pi_rows(L, offsets)

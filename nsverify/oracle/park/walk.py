@@ -23,6 +23,7 @@ from torch import nn
 
 from nsverify.errors import UnsupportedOpError
 
+
 @functools.lru_cache(maxsize=1)
 def _activation_table() -> dict:
     """``{(fx op, name): registry name}`` for the elementwise registry entries with kinks that torch spells as an
@@ -89,7 +90,7 @@ DEFAULT_KWARGS = {"LeakyReLU": {"negative_slope": 0.01}, "Hardtanh": {"min_val":
 
 
 @dataclass(frozen=True)
-class Node:
+class LayerNode:
     """One layer-level node of a traced model."""
 
     kind: str  # "affine" | "activation" | "pool" | "nonsmooth"
@@ -166,7 +167,7 @@ class _Tracer(fx.Tracer):
         return type(m).__name__ in VARIANT_MODULES or super().is_leaf_module(m, qualname)
 
 
-def walk(model: nn.Module, hint: str = "") -> list[Node]:
+def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
     """The layer-level nodes of ``model`` in execution order (see the module docstring).
 
     ``hint`` completes the error message when torch.fx cannot trace the model (e.g. ", or check a NetSpec
@@ -180,7 +181,7 @@ def walk(model: nn.Module, hint: str = "") -> list[Node]:
         ) from exc
     mods = dict(gm.named_modules())
     inputs = {n.name for n in gm.graph.nodes if n.op == "placeholder"}
-    out: list[Node] = []
+    out: list[LayerNode] = []
     for node in gm.graph.nodes:
         reads_input = bool(node.args) and getattr(node.args[0], "name", None) in inputs
         if node.op == "call_module":
@@ -202,21 +203,21 @@ def walk(model: nn.Module, hint: str = "") -> list[Node]:
                 continue
             else:
                 raise UnsupportedOpError(unsupported(node.target, cls))
-            out.append(Node(kind, node.target, cls, node.op, m, act, reads_input))
+            out.append(LayerNode(kind, node.target, cls, node.op, m, act, reads_input))
         elif node.op == "call_function":
             fname = getattr(node.target, "__name__", str(node.target))
             if activation_of(node.op, fname):
-                out.append(Node("activation", node.name, fname, node.op, None, activation_of(node.op, fname)))
+                out.append(LayerNode("activation", node.name, fname, node.op, None, activation_of(node.op, fname)))
             elif fname in POOL_FUNCTIONS:
-                out.append(Node("pool", node.name, fname, node.op))
+                out.append(LayerNode("pool", node.name, fname, node.op))
             elif fname in NONSMOOTH_FUNCTIONS:
-                out.append(Node("nonsmooth", node.name, fname, node.op))
+                out.append(LayerNode("nonsmooth", node.name, fname, node.op))
         elif node.op == "call_method":
             if activation_of(node.op, node.target):
-                out.append(Node("activation", node.name, node.target, node.op, None,
+                out.append(LayerNode("activation", node.name, node.target, node.op, None,
                                 activation_of(node.op, node.target)))
             elif node.target in NONSMOOTH_METHODS:
-                out.append(Node("nonsmooth", node.name, node.target, node.op))
+                out.append(LayerNode("nonsmooth", node.name, node.target, node.op))
     return out
 
 

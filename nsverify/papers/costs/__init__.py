@@ -17,6 +17,6 @@ Submodules (import what you need; heavy ones import torch lazily):
 
 from nsverify.papers.costs.ad import backprop, evaluate, forprop
 from nsverify.papers.costs.counting import UNIT, CostModel, OpCounter
-from nsverify.papers.costs.program import Node, Program
+from nsverify.papers.costs.program import OpNode, Program
 
-__all__ = ["CostModel", "UNIT", "OpCounter", "Node", "Program", "evaluate", "backprop", "forprop"]
+__all__ = ["CostModel", "UNIT", "OpCounter", "OpNode", "Program", "evaluate", "backprop", "forprop"]

@@ -16,7 +16,7 @@ from nsverify.papers.costs.ops import get_op
 
 
 @dataclass(frozen=True)
-class Node:
+class OpNode:
     op: str
     pr: tuple[int, ...]
     param: Any = None
@@ -25,7 +25,7 @@ class Node:
 @dataclass
 class Program:
     p: int
-    nodes: list[Node] = field(default_factory=list)
+    nodes: list[OpNode] = field(default_factory=list)
 
     def __post_init__(self):
         if not isinstance(self.p, int) or self.p < 1:
@@ -71,7 +71,7 @@ class Program:
 
     def add(self, op: str, *pr: int, param: Any = None) -> int:
         """Append a node; return its memory index."""
-        self.nodes.append(Node(op, tuple(pr), param))
+        self.nodes.append(OpNode(op, tuple(pr), param))
         try:
             self._validate_node(len(self.nodes) - 1)
         except NsverifyError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from fractions import Fraction
 
-from nsverify.papers.costs.program import Node, Program
+from nsverify.papers.costs.program import OpNode, Program
 
 SMOOTH_ARGS = ("add", "mul", "addc", "mulc", "inv", "exp", "log", "relu")
 ALL_OPS = SMOOTH_ARGS + ("mulrelu", "abs", "elu", "maxpool3x3", "l1", "linf")
@@ -92,5 +92,5 @@ def mlp_program(widths: list[int], seed: int = 0) -> Program:
 
 
 def _append(prog: Program, op: str, pr: tuple, param=None) -> int:
-    prog.nodes.append(Node(op, pr, param))
+    prog.nodes.append(OpNode(op, pr, param))
     return prog.m - 1

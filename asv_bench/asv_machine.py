@@ -1,8 +1,8 @@
 """Register this machine with asv under a name that carries its CPU and GPU model, then run asv with it.
 
-    python asv_bench/machine.py                      # print the name; write it to ~/.asv-machine.json
-    python asv_bench/machine.py asv run --quick ...   # same, then run `asv run --machine NAME --quick ...`
-    python asv_bench/machine.py asv continuous -E virtualenv main HEAD
+    python asv_bench/asv_machine.py                      # print the name; write it to ~/.asv-machine.json
+    python asv_bench/asv_machine.py asv run --quick ...   # same, then run `asv run --machine NAME --quick ...`
+    python asv_bench/asv_machine.py asv continuous -E virtualenv main HEAD
 
 asv's own machine name is the hostname, which says nothing about the GPU; results of a CPU box and a GPU box
 must not share a name. The entry also records ``gpu``, ``torch`` and ``cuda`` (asv keeps extra fields).
@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
         print(name)
         return 0
     if len(argv) < 2 or "--machine" in argv:
-        print("usage: machine.py [asv SUBCOMMAND ARGS...]  (--machine is added for you)", file=sys.stderr)
+        print("usage: asv_machine.py [asv SUBCOMMAND ARGS...]  (--machine is added for you)", file=sys.stderr)
         return 2
     cmd = [*argv[:2], "--machine", name, *argv[2:]] if argv[1] in MACHINE_COMMANDS else list(argv)
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
