@@ -265,14 +265,16 @@ def test_committed_measurement_files_carry_their_provenance():
 def test_claim_spec_judges_with_its_declared_rule_only():
     from nsverify.claims.record import ClaimSpec
 
-    spec = ClaimSpec("test/x", "Test (2025)", "Table {t}", "{dtype}: a statement", "pairs, {dtype}", "never",
+    spec = ClaimSpec("test/x", "Test ({year})", "Table {t}", "{dtype}: a statement", "pairs, {dtype}", "never",
                      "n: pairs", paper_value="0%")
-    c = spec.judge("0 of 40 pairs", decide.never(0, 40), key="float32", fields={"t": 2, "dtype": "float32"})
+    c = spec.judge("0 of 40 pairs", decide.never(0, 40), key="float32",
+                   fields={"t": 2, "dtype": "float32", "year": 2025})
     assert c["id"] == "test/x|float32" and c["claim"] == "float32: a statement"
+    assert c["source"]["paper"] == "Test (2025)"
     assert c["source"]["where"] == "Table 2" and c["metric"] == "pairs, float32" and c["paper_value"] == "0%"
     assert c["held"] is True and list(c)[:2] == ["id", "claim"]
     with pytest.raises(ClaimError, match="declared rule 'never'"):
-        spec.judge("x", decide.exact(True), fields={"t": 2, "dtype": "f"})
+        spec.judge("x", decide.exact(True), fields={"t": 2, "dtype": "f", "year": 1})
     with pytest.raises(ClaimError, match="not a decision rule"):
         ClaimSpec("test/y", "P", "W", "S", "M", "no_such_rule", "b")
     with pytest.raises(ClaimError, match="without spaces"):

@@ -252,6 +252,11 @@ def test_claims_without_id_are_matched_by_their_text():
     old = {"claim": "a statement", "held": True}
     cmp = compare_reports(claim_report([old]), claim_report([dict(old, held=False)]))
     assert [r["key"] for r in cmp["regressions"]] == ["a statement"]
+    # a baseline written before claims had ids: its claims match the new ones by text
+    cmp = compare_reports(claim_report([old, {"claim": "other", "held": None}]),
+                          claim_report([dict(old, id="p/a", held=False), {"id": "p/b", "claim": "other", "held": None}]))
+    assert [(r["key"], r["old"], r["new"]) for r in cmp["regressions"]] == [("p/a", "reproduced", "not reproduced")]
+    assert cmp["changes"] == []
 
 
 def test_claim_changes_come_first_and_fail_the_cli(tmp_path, capsys):

@@ -155,7 +155,7 @@ class ClaimSpec:
     ``where`` and the one-line ``statement``), the ``metric`` that measures it, the decision ``rule`` of
     :mod:`nsverify.claims.decide` that judges it, and the ``budget``: what sets the sample the rule decides on.
 
-    ``where``, ``statement``, ``metric`` and ``paper_value`` may hold ``{name}`` fields, filled by
+    ``paper``, ``where``, ``statement``, ``metric`` and ``paper_value`` may hold ``{name}`` fields, filled by
     :meth:`judge` (one declaration for a claim made per dtype, per Table 1 row, ...). Each package keeps its
     declarations in one table, a tuple ``CLAIMS`` of its ``repro`` module (:func:`spec_table` indexes it)."""
 
@@ -193,7 +193,7 @@ class ClaimSpec:
         statement = self.statement.format(**f)
         cid = self.id + (f"|{key}" if key else "")
         kw.setdefault("paper_value", self.paper_value.format(**f))
-        return Claim(Source(self.paper, self.where.format(**f), statement), self.metric.format(**f), measured,
+        return Claim(Source(self.paper.format(**f), self.where.format(**f), statement), self.metric.format(**f), measured,
                      decision, by=self.by, id=cid, **kw).to_json()
 
 

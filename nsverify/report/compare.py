@@ -14,7 +14,8 @@ Metrics are matched by (section, key). One rule per kind decides whether a diffe
 ``info``           never compared
 =================  =====================================================================================
 
-Claims (``sections.<name>.claims``) are matched by their ``id`` (the claim's text for records without one). A
+Claims (``sections.<name>.claims``) are matched by their ``id`` (by the claim's text for baseline records written
+without one). A
 claim whose verdict changed is a change of kind ``claim``; from reproduced to not reproduced it is a regression,
 from not reproduced to reproduced an improvement. A claim absent from the baseline is reported as new (never a
 regression), one absent from the new run as no longer reported; unchanged verdicts are not reported. The text
@@ -220,9 +221,13 @@ def claim_changes(name: str, sa: dict | None, sb: dict) -> list[tuple[str, dict]
     section ``sa`` and the new one ``sb`` (new and vanished claims included)."""
     old = {claim_key(c): c for c in (sa or {}).get("claims") or [] if isinstance(c, dict)}
     new = {claim_key(c): c for c in sb.get("claims") or [] if isinstance(c, dict)}
+    # a baseline written before claims had ids is matched by the claim's text
+    by_text = {c.get("claim"): k for k, c in old.items() if not c.get("id")}
+    matched = {k: k if k in old else by_text.get(c.get("claim")) for k, c in new.items()}
+    seen = set(matched.values())
     out = []
-    for key in list(new) + [k for k in old if k not in new]:
-        a, b = old.get(key), new.get(key)
+    for key in list(new) + [k for k in old if k not in seen]:
+        a, b = old.get(matched.get(key, key)), new.get(key)
         verdict, rule = judge_claim(a, b)
         if verdict == "same":
             continue
