@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from nsverify.papers.decide import POWER
+from nsverify.claims.decide import POWER
 
 
 def _held(claims, start):
@@ -31,8 +31,8 @@ def test_theorem4_is_an_illustration_never_a_verdict(monkeypatch):
 
 
 def test_costs_read_gpu_figures_only_with_provenance(tmp_path):
+    from nsverify.claims.provenance import ProvenanceError
     from nsverify.papers.costs.repro import gpu_rows
-    from nsverify.papers.provenance import ProvenanceError
 
     bare = tmp_path / "costs.json"
     bare.write_text(json.dumps({"device": "NVIDIA H200", "rows": [{"model": "mlp", "wall_ratio": 2.9}]}))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nsverify.papers import decide
-from nsverify.papers.claims import Claim, ClaimError, Source, Threshold, judged, summary_counts
+from nsverify.claims import decide
+from nsverify.claims.record import Claim, ClaimError, Source, Threshold, judged, summary_counts
 from nsverify.report.claims_table import claims_table, summary_line
 
 SRC = Source("Test (2025)", "Table 1", "a statement")
@@ -205,7 +205,7 @@ def literal_problems(source: str, name: str = "<src>") -> list[str]:
         if isinstance(node, ast.Dict):
             keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
             if "held" in keys:
-                out.append(f"line {node.lineno}: a claim dict built by hand (use nsverify.papers.claims.judged)")
+                out.append(f"line {node.lineno}: a claim dict built by hand (use nsverify.claims.record.judged)")
         if id(node) in specs:
             continue
         if isinstance(node, ast.JoinedStr):
@@ -251,11 +251,89 @@ def test_sections_have_no_literal_verdicts_or_figures():
 
 def test_committed_measurement_files_carry_their_provenance():
     """The GPU figures the report reads come from data files that say device, torch version, date and command."""
+    from nsverify.claims.provenance import REQUIRED, load_measurement
     from nsverify.papers.costs.repro import GPU_JSON as COSTS
-    from nsverify.papers.provenance import REQUIRED, load_measurement
     from nsverify.papers.zones.repro import GPU_JSON as ZONES
 
     for path in (COSTS, ZONES):
         data = load_measurement(path)
         assert data is not None and all(data["provenance"][k] for k in REQUIRED), path
         assert "claims" not in data  # verdicts are judged from the raw numbers, never stored
+
+
+# ------------------------------------------------------------------------------------------------ declarations
+def test_claim_spec_judges_with_its_declared_rule_only():
+    from nsverify.claims.record import ClaimSpec
+
+    spec = ClaimSpec("test/x", "Test ({year})", "Table {t}", "{dtype}: a statement", "pairs, {dtype}", "never",
+                     "n: pairs", paper_value="0%")
+    c = spec.judge("0 of 40 pairs", decide.never(0, 40), key="float32",
+                   fields={"t": 2, "dtype": "float32", "year": 2025})
+    assert c["id"] == "test/x|float32" and c["claim"] == "float32: a statement"
+    assert c["source"]["paper"] == "Test (2025)"
+    assert c["source"]["where"] == "Table 2" and c["metric"] == "pairs, float32" and c["paper_value"] == "0%"
+    assert c["held"] is True and list(c)[:2] == ["id", "claim"]
+    with pytest.raises(ClaimError, match="declared rule 'never'"):
+        spec.judge("x", decide.exact(True), fields={"t": 2, "dtype": "f", "year": 1})
+    with pytest.raises(ClaimError, match="not a decision rule"):
+        ClaimSpec("test/y", "P", "W", "S", "M", "no_such_rule", "b")
+    with pytest.raises(ClaimError, match="without spaces"):
+        ClaimSpec("test y", "P", "W", "S", "M", "exact", "b")
+
+
+def test_every_paper_declares_its_claims_once():
+    import importlib
+
+    from nsverify.claims.decide import RULES
+    from nsverify.claims.record import ClaimSpec, spec_table
+
+    ids = []
+    for mod in ("nsverify.papers.park.repro", "nsverify.papers.zones.repro", "nsverify.papers.innaprop.repro",
+                "nsverify.papers.arnekvist.repro", "nsverify.papers.costs.repro", "nsverify.papers.known_answers",
+                "nsverify.sections.conventions"):
+        m = importlib.import_module(mod)
+        assert m.CLAIMS and all(isinstance(s, ClaimSpec) and s.rule in RULES and s.budget for s in m.CLAIMS), mod
+        assert m.SPEC == spec_table(m.CLAIMS)
+        ids += [s.id for s in m.CLAIMS]
+    assert len(ids) == len(set(ids))
+    with pytest.raises(ClaimError, match="declared twice"):
+        spec_table([m.CLAIMS[0], m.CLAIMS[0]])
+
+
+def test_claims_judged_on_a_stored_run_keep_their_own_ids():
+    from nsverify.claims.record import on_stored_run
+
+    c = judged(SRC, "m", "x", decide.exact(True), id="p/a|k")
+    (g,) = on_stored_run([c], "gpu-zones")
+    assert g["id"] == "gpu-zones/p/a|k" and g["claim"] == "[GPU] a statement" and c["id"] == "p/a|k"
+
+
+def test_claims_package_imports_only_plumbing():
+    """nsverify.claims sits below the papers, the report, the sections, the conventions and the oracle: it imports
+    none of them, not even inside a function."""
+    root = Path(__file__).resolve().parents[1] / "nsverify" / "claims"
+    allowed = ("nsverify.claims", "nsverify.errors", "nsverify.files", "nsverify.devices")
+    bad = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            bad += [f"{path.name}: {n}" for n in names
+                    if (n == "nsverify" or n.startswith("nsverify.")) and not n.startswith(allowed)]
+    assert not bad, bad
+
+
+def test_the_one_reader_of_stored_gpu_runs(tmp_path):
+    from nsverify.claims.provenance import DATA_DIR, ProvenanceError, gpu_file, load_measurement
+
+    assert gpu_file("zones") == DATA_DIR / "zones.json"
+    assert load_measurement(tmp_path / "missing.json") is None
+    bare = tmp_path / "bare.json"
+    bare.write_text('{"meta": {"device_name": "GPU"}, "results": []}')
+    with pytest.raises(ProvenanceError, match="no provenance"):
+        load_measurement(bare)
+    assert load_measurement(bare, require_provenance=False)["results"] == []
+    for text in ("{not json", "[1, 2]"):
+        bare.write_text(text)
+        with pytest.raises(ProvenanceError):
+            load_measurement(bare, require_provenance=False)

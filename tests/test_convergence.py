@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
+from nsverify.claims.stats import mean_ci
 from nsverify.devices import torch_threads
 from nsverify.errors import NsverifyError
 from nsverify.papers.innaprop import compare, make_problem, run_one, steps_to_match, steps_to_target
-from nsverify.papers.stats import mean_ci
 
 
 @pytest.fixture(autouse=True)

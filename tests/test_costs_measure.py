@@ -94,5 +94,6 @@ def test_section_quick_runs():
     out = costs_section(RunContext(quick=True, section="costs"))
     keys = [m["key"] for m in out["data"]["metrics"]]
     assert len(keys) == len(set(keys))
-    assert {c["claim"][:9] for c in out["claims"]} >= {"Table 2.1", "Theorem 6"}
+    assert {c["source"]["where"] for c in out["claims"]} >= {"Table 2.1", "Theorem 6"}
+    assert {c["id"] for c in out["claims"]} >= {"costs/table2.1-omega", "costs/theorem6"}
     json.dumps(out)

@@ -80,9 +80,6 @@ SAME_RANK_ALLOWED: dict[tuple[str, str], str] = {
 #: Upward imports that another change of the same redesign (issue 21) removes; each entry is exactly one
 #: (importer module, imported module) edge. An entry that no longer occurs fails the test: delete it then.
 KNOWN_PENDING: dict[tuple[str, str], str] = {
-    # being removed: the claim record and the decision rules move from papers/ to the base package claims/
-    ("nsverify.conventions.releases", "nsverify.papers.decide"): "papers/decide.py moves to nsverify.claims",
-    ("nsverify.conventions.releases", "nsverify.papers.claims"): "papers/claims.py moves to nsverify.claims",
 }
 
 #: attributes of the package itself that load nothing (the __init__ imports only nsverify.errors)

@@ -202,3 +202,79 @@ def test_compare_cli_bad_bench_factor(tmp_path, capsys):
     a = write_report(tmp_path, run_report(standard_metrics()), stamp="a")
     assert main(["compare", str(a), str(a), "--bench-factor", "0.5"]) == 2
     assert "--bench-factor" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ claim verdicts
+def claim_report(claims, **kw):
+    rep = run_report(standard_metrics(), **kw)
+    rep["sections"]["s"]["claims"] = claims
+    return rep
+
+
+def claim(cid, held, text=None):
+    return {"id": cid, "claim": text or f"statement {cid}", "held": held,
+            "verdict": {True: "reproduced", False: "not reproduced", None: "undecided"}[held]}
+
+
+def test_claim_reproduced_to_not_reproduced_is_a_regression():
+    cmp = compare_reports(claim_report([claim("a", True), claim("b", True)]),
+                          claim_report([claim("a", False), claim("b", True)]))
+    assert [(r["kind"], r["key"], r["old"], r["new"]) for r in cmp["regressions"]] == [
+        ("claim", "a", "reproduced", "not reproduced")]
+    assert cmp["changes"] == []
+
+
+def test_claim_verdict_changes_that_are_not_regressions():
+    cmp = compare_reports(claim_report([claim("a", False), claim("b", True), claim("c", None)]),
+                          claim_report([claim("a", True), claim("b", None), claim("c", False)]))
+    assert cmp["regressions"] == []
+    got = {c["key"]: (c["verdict"], c["old"], c["new"]) for c in cmp["changes"]}
+    assert got == {"a": ("improvement", "not reproduced", "reproduced"),
+                   "b": ("changed", "reproduced", "undecided"), "c": ("changed", "undecided", "not reproduced")}
+
+
+def test_unchanged_claim_verdicts_are_not_reported():
+    claims = [claim("a", True), claim("b", False), claim("c", None)]
+    cmp = compare_reports(claim_report(claims), claim_report([dict(c, measured="other numbers") for c in claims]))
+    assert cmp["regressions"] == [] and cmp["changes"] == []
+
+
+def test_new_claim_is_new_not_a_regression():
+    cmp = compare_reports(claim_report([claim("a", True)]), claim_report([claim("a", True), claim("n", False)]))
+    assert cmp["regressions"] == []
+    assert [(c["key"], c["rule"], c["old"], c["new"]) for c in cmp["changes"]] == [
+        ("n", "new claim", "absent", "not reproduced")]
+    gone = compare_reports(claim_report([claim("a", True), claim("n", False)]), claim_report([claim("a", True)]))
+    assert gone["regressions"] == [] and [c["rule"] for c in gone["changes"]] == ["claim no longer reported"]
+
+
+def test_claims_without_id_are_matched_by_their_text():
+    old = {"claim": "a statement", "held": True}
+    cmp = compare_reports(claim_report([old]), claim_report([dict(old, held=False)]))
+    assert [r["key"] for r in cmp["regressions"]] == ["a statement"]
+    # a baseline written before claims had ids: its claims match the new ones by text
+    new = [dict(old, id="p/a", held=False), {"id": "p/b", "claim": "other", "held": None}]
+    cmp = compare_reports(claim_report([old, {"claim": "other", "held": None}]), claim_report(new))
+    assert [(r["key"], r["old"], r["new"]) for r in cmp["regressions"]] == [("p/a", "reproduced", "not reproduced")]
+    assert cmp["changes"] == []
+
+
+def test_claim_changes_come_first_and_fail_the_cli(tmp_path, capsys):
+    from nsverify.report.html import render_summary
+
+    a = write_report(tmp_path, claim_report([claim("a", True), claim("b", None)]), stamp="a")
+    b = write_report(tmp_path, claim_report([claim("a", False), claim("b", True)], ), stamp="b")
+    assert main(["compare", str(a), str(b)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "2 claim verdict change(s):"
+    assert lines[2].startswith("  REGRESSION [s] claim 'statement a': reproduced -> not reproduced")
+    assert lines[3].startswith("  CHANGED [s] claim 'statement b': undecided -> reproduced")
+    assert main(["compare", str(a), str(b), "--fail-on-regression"]) == 1
+    capsys.readouterr()
+    assert main(["compare", str(a), str(a), "--fail-on-regression"]) == 0
+    rep = claim_report([claim("a", False), claim("b", True)])
+    rep["comparison"] = compare_reports(claim_report([claim("a", True), claim("b", None)]), rep)
+    rep["regressions"] = rep["comparison"]["regressions"]
+    html = render_summary(rep)
+    assert 'id="claim-changes"' in html and html.index('id="claim-changes"') < html.index('id="unreproduced-claims"')
+    assert "statement a" in html.split('id="claim-changes"')[1].split("</ul>")[0]

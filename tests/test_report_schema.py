@@ -130,3 +130,18 @@ def test_report_content_is_escaped_never_executed(tmp_path):
     page = render_report(rep)
     assert "<script" not in page and "<img src=x" not in page and "<b>t</b>" not in page
     assert "&lt;script&gt;alert(3)&lt;/script&gt;" in page
+
+
+def test_claims_need_text_and_unique_ids(tmp_path):
+    from nsverify.report.schema import validate_report
+
+    def rep(claims):
+        r = run_report([metric("a", "convention", 0.0)])
+        r["sections"]["s"]["claims"] = claims
+        return r
+
+    validate_report(rep([{"id": "p/a", "claim": "x", "held": True}, {"claim": "y", "held": None}]))
+    with pytest.raises(ReportFormatError, match=r"claims\[1\]\.id.*unique"):
+        validate_report(rep([{"id": "p/a", "claim": "x", "held": True}, {"id": "p/a", "claim": "y", "held": True}]))
+    with pytest.raises(ReportFormatError, match=r"claims\[0\].*claim record"):
+        validate_report(rep(["not a claim"]))

@@ -1,9 +1,9 @@
-"""nsverify.papers.stats (intervals shared by the paper reproductions); the claim record: tests/test_claims.py."""
+"""nsverify.claims.stats (intervals shared by the paper reproductions); the claim record: tests/test_claims.py."""
 from __future__ import annotations
 
 import pytest
 
-from nsverify.papers.stats import clopper_pearson, wilson
+from nsverify.claims.stats import clopper_pearson, wilson
 
 
 @pytest.mark.parametrize("k, n", [(5, 10), (0, 7), (3, 200), (200, 200), (1, 1)])

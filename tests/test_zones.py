@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from nsverify import ad
+from nsverify.claims.stats import clopper_pearson, hoeffding_margin, mcdiarmid_margin, share_intervals
 from nsverify.errors import NsverifyError, UnsupportedDtypeError
-from nsverify.papers.stats import clopper_pearson, hoeffding_margin, mcdiarmid_margin, share_intervals
 from nsverify.papers.zones import repro as repro
 from nsverify.papers.zones.measure import (
     MissingThresholdError,

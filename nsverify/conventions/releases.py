@@ -313,9 +313,9 @@ def all_changes(rows: Sequence[dict]) -> list[Change]:
 def release_claims(recorded: Sequence[str], changes: Sequence[Change]) -> list[dict]:
     """The claims the release data decides (our own findings, not a paper's): the matrix sees torch 2.14's clamp
     change and names its first release; no release change moves a convention out of the Clarke set."""
+    from nsverify.claims import decide
+    from nsverify.claims.record import Source, judged
     from nsverify.conventions.baselines import release_key
-    from nsverify.papers import decide
-    from nsverify.papers.claims import Source, judged
 
     src = Source("nsverify", "conventions matrix across torch releases",
                  "the matrix detects torch 2.14's change of clamp's gradient at its bounds and names its first "

@@ -11,8 +11,9 @@
 - :mod:`.innaprop` -- Boustany's thesis, Ch.4: the INNAprop family's convergence and precision studies (the
   optimizers themselves are :mod:`nsverify.optim`).
 
-Every package with report claims has a ``repro`` module: functions that run its experiments at a budget the
-caller chooses and return the results with their judged claims (records of :func:`.claims.claim`). The report
-sections (:mod:`nsverify.sections`) only choose budgets and render. Shared statistics: :mod:`.stats`; the
-papers' worked examples through the oracle: :mod:`.known_answers`.
+Every package with report claims has a ``repro`` module: its claims declared once (``CLAIMS``, a table of
+:class:`nsverify.claims.ClaimSpec`) and functions that run its experiments at a budget the caller chooses and
+return the results with their judged claims. The report sections (:mod:`nsverify.sections`) only choose budgets
+and render. The claim record, decision rules, statistics and provenance: :mod:`nsverify.claims`; the papers'
+worked examples through the oracle: :mod:`.known_answers`; the stored GPU runs judged: :mod:`.gpu_claims`.
 """

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nsverify.papers.provenance import DATA_DIR, describe, load_measurement
+from nsverify.claims.provenance import describe, gpu_file, load_measurement
+from nsverify.claims.record import on_stored_run
 
-CLAIMS_JSON = DATA_DIR / "claims.json"
-
-
-def _gpu(claims: list[dict]) -> list[dict]:
-    return [{**c, "claim": "[GPU] " + c["claim"]} for c in claims]
+CLAIMS_JSON = gpu_file("claims")
 
 
 def load(path: Path | str = CLAIMS_JSON) -> dict | None:
@@ -39,8 +36,9 @@ def load(path: Path | str = CLAIMS_JSON) -> dict | None:
             claims.append(bn_claim(s["noBN"], s["BN"], label))
     bertoin = {k: setting_summary(v) for k, v in raw.get("bertoin", {}).items()}
     for key, s in bertoin.items():
-        claims += bertoin_claims(s, f"MLP width {sizes.get('mlp_width')} x 2048, {key} kernels, {prov['device']}")
+        claims += bertoin_claims(s, f"MLP width {sizes.get('mlp_width')} x 2048, {key} kernels, {prov['device']}",
+                                 setting=key)
     park = overhead_claims(raw["park_overhead"], "natural") if raw.get("park_overhead") else []
     return {"provenance": describe(prov), "dry_run": bool(raw.get("dry_run")),
-            "zones": {"settings": settings, "bertoin": bertoin, "claims": _gpu(claims)},
-            "park": {"overhead": raw.get("park_overhead", {}), "claims": _gpu(park)}}
+            "zones": {"settings": settings, "bertoin": bertoin, "claims": on_stored_run(claims, "gpu-claims")},
+            "park": {"overhead": raw.get("park_overhead", {}), "claims": on_stored_run(park, "gpu-claims")}}

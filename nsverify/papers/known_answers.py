@@ -7,8 +7,17 @@ AD leaves the Clarke set (every case whose expected verdict is not_member).
 
 from __future__ import annotations
 
-from nsverify.papers import decide
-from nsverify.papers.claims import Source, judged
+from nsverify.claims import decide
+from nsverify.claims.record import ClaimSpec, spec_table
+
+#: the claims of the papers' worked examples (Park et al., Despres, Boustany), declared once: one instance per
+#: case of nsverify.oracle.cases whose expected verdict is not_member (its source is the case's)
+CLAIMS = (
+    ClaimSpec("known/outside-clarke", "{paper}", "{where}", "{case}: AD {ad} is outside the Clarke set {clarke}",
+              "the exact oracle's verdict (certificate re-checked from JSON)", "exact",
+              "one exact verdict per case", paper_value="outside the Clarke set"),
+)
+SPEC = spec_table(CLAIMS)
 
 
 def format_vector(v) -> str:
@@ -45,13 +54,11 @@ def known_answers(progress=None) -> dict:
         out.append({"case": case, "verdict": v, "rechecked": verify_certificate(v.to_json())})
         if case.expected == "not_member":
             paper, _, where = case.source.partition(", ")
-            claims.append(judged(
-                Source(paper, where or case.source, f"{case.name}: AD {format_vector(case.exact_ad)} is outside the "
-                                                    f"Clarke set {format_clarke(v)}"),
-                "the exact oracle's verdict (certificate re-checked from JSON)",
+            claims.append(SPEC["known/outside-clarke"].judge(
                 f"{v.status}; PyTorch autograd returned {format_vector(v.ad)}",
                 decide.exact(v.status == "not_member"
                              and (case.exact_ad is None or tuple(v.exact_ad) == case.exact_ad)),
-                paper_value="outside the Clarke set",
+                key=case.name, fields={"paper": paper, "where": where or case.source, "case": case.name,
+                                       "ad": format_vector(case.exact_ad), "clarke": format_clarke(v)},
             ))
     return {"cases": out, "claims": claims}

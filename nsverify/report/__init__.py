@@ -11,7 +11,7 @@ The returned dict is JSON-able and may hold:
 ``tables``   list of ``{"title", "columns", "rows"}`` (rows are lists of JSON scalars);
 ``figures``  list of ``{"title", "png"}`` with ``png`` a base64 string (see :func:`figure_png`);
 ``data``     any JSON-able payload kept in report.json for comparison between runs;
-``claims``   list of claim records (:mod:`nsverify.papers.claims`, docs/report.md "Claims"): judged claims.
+``claims``   list of claim records (:mod:`nsverify.claims.record`, docs/report.md "Claims"): judged claims.
 
 ``data["metrics"]`` is the list of comparable metrics the nightly job compares between runs (kinds and rules
 in :mod:`nsverify.report.compare` and docs/report.md).

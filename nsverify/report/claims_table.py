@@ -1,12 +1,18 @@
-"""The claims table of a report section: one row per claim (:meth:`nsverify.papers.claims.Claim.to_json` dicts)
-and the summary line above it.
+"""The one renderer of a report section's claims: the claims table (one row per claim,
+:meth:`nsverify.claims.record.Claim.to_json` dicts), the summary line above it, and the section dict built
+around them (:func:`render_section`), with the metric helpers the sections share.
 
-Sections call :func:`claims_table` and :func:`summary_line`; the page renders the table like any other.
-Rows are ordered not reproduced, undecided, reproduced (then in the section's order).
+Sections choose budgets, call the paper's ``repro`` functions and hand the claims, tables, figures and metrics
+to :func:`render_section`; the page renders the claims table like any other. Rows are ordered not reproduced,
+undecided, reproduced (then in the section's order).
 """
 from __future__ import annotations
 
-from nsverify.papers.claims import VERDICTS, summary_counts
+import math
+from dataclasses import dataclass, field
+
+from nsverify.claims.record import VERDICTS, summary_counts
+from nsverify.claims.stats import clopper_pearson
 
 COLUMNS = ["verdict", "source", "claim", "paper value", "measured [interval]", "n (needed)", "power", "rule",
            "why"]
@@ -58,3 +64,48 @@ def claims_table(claims: list[dict], title: str = "Claims") -> dict:
     ordered = sorted(enumerate(claims), key=lambda ic: (_ORDER.get(ic[1].get("held"), 1), ic[0]))
     return {"title": f"{title}: {summary_line(claims)}", "columns": list(COLUMNS),
             "rows": [claim_row(c) for _, c in ordered]}
+
+
+def render_section(claims: list[dict], summary: str, tables=(), figures=(), metrics=(), data: dict | None = None,
+                   claims_title: str | None = None) -> dict:
+    """A section's result dict: with ``claims_title``, the claims table first (:func:`claims_table`) and the
+    summary led by ``"Claims: <summary line>. "``; then ``tables`` and ``figures``; ``data`` with the
+    comparable ``metrics`` under ``data["metrics"]`` (docs/report.md)."""
+    out = {"summary": f"Claims: {summary_line(claims)}. {summary}" if claims_title is not None else summary,
+           "tables": ([claims_table(claims, claims_title)] if claims_title is not None else []) + list(tables)}
+    if figures:
+        out["figures"] = list(figures)
+    out["claims"] = claims
+    out["data"] = {"metrics": list(metrics), **(data or {})}
+    return out
+
+
+@dataclass
+class Parts:
+    """What a section collects while it runs its experiments, in order: claims, tables, figures and metrics;
+    :meth:`render` hands them to :func:`render_section`."""
+
+    claims: list = field(default_factory=list)
+    tables: list = field(default_factory=list)
+    figures: list = field(default_factory=list)
+    metrics: list = field(default_factory=list)
+
+    def judged(self, result: dict) -> dict:
+        """Collect the claims of a repro function's ``result`` (its ``"claims"``) and return the result."""
+        self.claims += result["claims"]
+        return result
+
+    def render(self, summary: str, data: dict | None = None, claims_title: str | None = None) -> dict:
+        return render_section(self.claims, summary, self.tables, self.figures, self.metrics, data, claims_title)
+
+
+def share_metric(key: str, k: int, n: int) -> dict:
+    """A ``share`` metric: k of n with its Clopper-Pearson 95% interval."""
+    lo, hi = clopper_pearson(k, n)
+    return {"key": key, "kind": "share", "value": k / n if n else 0.0, "lo": lo, "hi": hi}
+
+
+def finite_metrics(metrics) -> list[dict]:
+    """The metrics whose value is recorded (not None, not NaN)."""
+    return [m for m in metrics
+            if m["value"] is not None and not (isinstance(m["value"], float) and math.isnan(m["value"]))]

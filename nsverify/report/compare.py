@@ -14,6 +14,13 @@ Metrics are matched by (section, key). One rule per kind decides whether a diffe
 ``info``           never compared
 =================  =====================================================================================
 
+Claims (``sections.<name>.claims``) are matched by their ``id`` (by the claim's text for baseline records written
+without one). A
+claim whose verdict changed is a change of kind ``claim``; from reproduced to not reproduced it is a regression,
+from not reproduced to reproduced an improvement. A claim absent from the baseline is reported as new (never a
+regression), one absent from the new run as no longer reported; unchanged verdicts are not reported. The text
+form and the HTML page list claim changes first.
+
 A section that failed in the new run (and not in the baseline) is a regression too. Reports from different
 machines are still compared, but the comparison is labelled cross-machine and every regression carries
 ``"cross_machine": true``; environment differences (torch, CUDA, cuDNN, TF32, determinism) are listed.
@@ -179,6 +186,59 @@ def judge(old: dict | None, new: dict | None, bench_factor: float = DEFAULT_BENC
     return "same", ""  # pragma: no cover  (kinds are validated)
 
 
+VERDICT_WORDS = {True: "reproduced", False: "not reproduced", None: "undecided"}
+
+
+def claim_key(c: dict) -> str:
+    """How a claim is matched between two runs: its ``id``, or its text for records written without one."""
+    return c.get("id") or c.get("claim", "")
+
+
+def _verdict(c: dict) -> str:
+    return VERDICT_WORDS.get(c.get("held"), "undecided")
+
+
+def judge_claim(old: dict | None, new: dict | None) -> tuple[str, str]:
+    """``(verdict, rule)`` for one claim in two runs: regression (reproduced -> not reproduced), improvement (not
+    reproduced -> reproduced), changed (any other verdict change, a new claim, a claim no longer reported) or
+    same."""
+    if old is None:
+        return ("changed", "new claim") if new is not None else ("same", "")
+    if new is None:
+        return "changed", "claim no longer reported"
+    a, b = old.get("held"), new.get("held")
+    if a == b:
+        return "same", ""
+    if a is True and b is False:
+        return "regression", "claim no longer reproduced"
+    if a is False and b is True:
+        return "improvement", "claim now reproduced"
+    return "changed", "claim verdict changed"
+
+
+def claim_changes(name: str, sa: dict | None, sb: dict) -> list[tuple[str, dict]]:
+    """``[(verdict, entry)]`` for the claims of section ``name`` whose verdict differs between the baseline
+    section ``sa`` and the new one ``sb`` (new and vanished claims included)."""
+    old = {claim_key(c): c for c in (sa or {}).get("claims") or [] if isinstance(c, dict)}
+    new = {claim_key(c): c for c in sb.get("claims") or [] if isinstance(c, dict)}
+    # a baseline written before claims had ids is matched by the claim's text
+    by_text = {c.get("claim"): k for k, c in old.items() if not c.get("id")}
+    matched = {k: k if k in old else by_text.get(c.get("claim")) for k, c in new.items()}
+    seen = set(matched.values())
+    out = []
+    for key in list(new) + [k for k in old if k not in seen]:
+        a, b = old.get(matched.get(key, key)), new.get(key)
+        verdict, rule = judge_claim(a, b)
+        if verdict == "same":
+            continue
+        was = _verdict(a) if a is not None else "absent"
+        now = _verdict(b) if b is not None else "absent"
+        text = (b or a).get("claim", key)
+        out.append((verdict, {"section": name, "key": key, "kind": "claim", "rule": rule, "old": was, "new": now,
+                              "message": f"claim {text!r}: {was} -> {now} ({rule})"}))
+    return out
+
+
 def _env_changes(ma: dict, mb: dict) -> list[str]:
     return [f"{k}: {ma.get(k)!r} -> {mb.get(k)!r}" for k in ENV_KEYS if not _same(ma.get(k), mb.get(k))]
 
@@ -225,6 +285,8 @@ def compare_reports(base: dict, new: dict, bench_factor: float = DEFAULT_BENCH_F
             regressions.append({"section": name, "key": None, "kind": "section", "rule": "section failed",
                                 "old": None if sa is None else sa.get("status"), "new": "failed",
                                 "message": f"section {name} failed (see its traceback)"})
+        for verdict, entry in claim_changes(name, sa, sb):
+            _file(entry, verdict, same_machine, regressions, changes)
         ma, mb = section_metrics(sa or {}), section_metrics(sb)
         for key in list(mb) + [k for k in ma if k not in mb]:
             old, cur = ma.get(key), mb.get(key)
@@ -239,24 +301,40 @@ def compare_reports(base: dict, new: dict, bench_factor: float = DEFAULT_BENCH_F
             now = format_metric(cur) if cur else "absent"
             entry = {"section": name, "key": key, "kind": kind, "rule": rule, "old": was, "new": now,
                      "message": f"{key}: {was} -> {now} ({rule})"}
-            if verdict == "regression":
-                if not same_machine:
-                    entry["cross_machine"] = True
-                    entry["message"] = "[cross-machine] " + entry["message"]
-                regressions.append(entry)
-            else:
-                entry["verdict"] = verdict
-                changes.append(entry)
+            _file(entry, verdict, same_machine, regressions, changes)
     return {"baseline": {"created": base.get("created"), "machine_id": ida, "path": base_path},
             "same_machine": same_machine, "label": label, "environment_changes": env,
             "bench_factor": bench_factor, "bench_alpha": bench_alpha, "regressions": regressions,
             "changes": changes}
 
 
+def _file(entry: dict, verdict: str, same_machine: bool, regressions: list, changes: list) -> None:
+    """Add ``entry`` to the regressions (marked cross-machine when the runs' machines differ) or, with its
+    ``verdict``, to the other changes."""
+    if verdict == "regression":
+        if not same_machine:
+            entry["cross_machine"] = True
+            entry["message"] = "[cross-machine] " + entry["message"]
+        regressions.append(entry)
+    else:
+        entry["verdict"] = verdict
+        changes.append(entry)
+
+
+def claim_entries(cmp: dict) -> list[dict]:
+    """The comparison's claim entries (regressions first, then the other verdict changes)."""
+    return [e for e in list(cmp.get("regressions", [])) + list(cmp.get("changes", [])) if e.get("kind") == "claim"]
+
+
 def format_comparison(cmp: dict) -> str:
     lines = [cmp["label"]]
     if cmp["environment_changes"]:
         lines.append("Environment changes: " + "; ".join(cmp["environment_changes"]))
+    claims = claim_entries(cmp)
+    if claims:
+        lines.append(f"{len(claims)} claim verdict change(s):")
+        lines += [f"  {'REGRESSION' if 'verdict' not in c else c['verdict'].upper()} [{c['section']}] "
+                  f"{c['message']}" for c in claims]
     regs = cmp["regressions"]
     lines.append(f"{len(regs)} regression(s)" + (":" if regs else "."))
     lines += [f"  REGRESSION [{r['section']}] {r['message']}" for r in regs]

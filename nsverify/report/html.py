@@ -1,12 +1,12 @@
 """Render a report dict to one self-contained HTML page (inline CSS, inline SVG trend plots, no scripts).
 
-Layout, most important first: the summary (``id="summary"``: the GREEN/RED badge of regressions and failed
-sections with the count of unreproduced paper claims next to it; the regressions, each linking to its
-section; the claims that did not hold; the convention changes since the baseline), the machine/environment
-header, then one ``<section id="sec-NAME">`` per report section with its changes, claims, tables, figures,
-and -- collapsed in ``<details>`` -- its raw metrics, long tables and trend plots. The complete data is
-``report.json`` beside the page (linked at the top). A merged report (several machines) shows a metrics table
-with one column per machine.
+Layout, most important first: the summary (``id="summary"``: the GREEN/RED badge of regressions and failed sections
+with the count of unreproduced paper claims next to it; the claim verdicts changed since the baseline; the other
+regressions, each linking to its section; the claims that did not hold; the convention changes since the baseline),
+the machine/environment header, then one ``<section id="sec-NAME">`` per report section with its changes, claims,
+tables, figures, and -- collapsed in ``<details>`` -- its raw metrics, long tables and trend plots. The complete
+data is ``report.json`` beside the page (linked at the top). A merged report (several machines) shows a metrics
+table with one column per machine.
 """
 from __future__ import annotations
 
@@ -319,7 +319,14 @@ def render_summary(report: dict) -> str:
     if failed:
         out.append("<p>Failed sections: " + ", ".join(
             f'<a href="#sec-{esc(n)}">{esc(n)}</a>' for n in failed) + "</p>")
-    others = [r for r in regressions if r.get("kind") != "convention"]
+    claim_changes = [e for e in list(regressions) + list((cmp or {}).get("changes", [])) if e.get("kind") == "claim"]
+    if claim_changes:
+        n_reg = sum(1 for e in claim_changes if "verdict" not in e)
+        out.append(f'<h3 id="claim-changes-title">Claim verdicts changed since the baseline ({len(claim_changes)}, '
+                   f'{n_reg} of them regressions)</h3>'
+                   + _short_list("claim-changes", [_change_item(e, "regression" if "verdict" not in e else "change")
+                                                   for e in claim_changes]))
+    others = [r for r in regressions if r.get("kind") not in ("convention", "claim")]
     if others:
         out.append(f'<h3 id="regressions-title">Regressions ({len(others)})</h3>'
                    + _short_list("regressions", [_change_item(r, "regression") for r in others]))

@@ -96,6 +96,14 @@ def _validate_section(name: str, sec, source: str, where: str) -> None:
     for i, fig in enumerate(sec.get("figures", [])):
         if not isinstance(fig, dict) or not isinstance(fig.get("png"), str):
             raise _fail(f"{where}.figures[{i}]", "a figure is {title, png: base64 string}", source)
+    ids = set()
+    for i, c in enumerate(sec.get("claims", [])):
+        if not isinstance(c, dict) or not isinstance(c.get("claim"), str):
+            raise _fail(f"{where}.claims[{i}]", "a claim is a claim record {id?, claim: str, held, ...}", source)
+        cid = c.get("id")
+        if cid is not None and (not isinstance(cid, str) or cid in ids):
+            raise _fail(f"{where}.claims[{i}].id", f"{cid!r}: a claim id is a string, unique in its section", source)
+        ids.add(cid)
     data = sec.get("data", {})
     if "metrics" in data:
         validate_metrics(data["metrics"], f"{where}.data.metrics", source)

@@ -2,17 +2,31 @@
 classified as a rule of the one vocabulary and compared with the rule the registry records."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from nsverify.papers import decide
-from nsverify.papers.claims import Source, judged
+from nsverify.claims import decide
+from nsverify.claims.provenance import ProvenanceError, gpu_file, load_measurement
+from nsverify.claims.record import ClaimSpec, spec_table
 from nsverify.report import section, table
 
 OURS = "nsverify (ours)"
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
-GPU_DATA = Path(__file__).resolve().parents[1] / "data" / "gpu" / "conventions.json"
+GPU_DATA = gpu_file("conventions")
+#: our own claims about the conventions matrix, declared once (id, source, metric, rule, budget)
+CLAIMS = (
+    ClaimSpec("conventions/registry-rules", OURS, "registry",
+              "The registry's kink/tie rules hold on torch CPU, fp16/bf16/fp32/fp64, eager/func/jvp",
+              "evaluations whose rule differs from the registry's", "exact",
+              "every registry kink and tie x dtypes x modes", by="ours"),
+    ClaimSpec("conventions/compile-matches-eager", OURS, "conventions matrix",
+              "torch.compile matches eager at every kink and tie", "cases whose compiled rule differs from eager",
+              "exact", "every registry kink and tie x the compiled dtypes (float32 only in quick mode)", by="ours"),
+    ClaimSpec("conventions/gpu-readable", OURS, "conventions matrix", "GPU conventions readable",
+              "the GPU data file", "exact", "the stored GPU run (nsverify/data/gpu/conventions.json)", by="ours"),
+    ClaimSpec("conventions/cuda-equals-cpu", OURS, "conventions matrix", "CUDA conventions equal CPU conventions",
+              "GPU evaluations whose rule differs from the CPU's", "exact",
+              "the stored GPU run's evaluations (nsverify/data/gpu/conventions.json)", by="ours"),
+)
+SPEC = spec_table(CLAIMS)
 
 
 def _rule_summary(rs) -> str:
@@ -53,14 +67,12 @@ def conventions_section(ctx) -> dict:
                             [[d["op"], d["case"], "; ".join(f"{k}: {v}" for k, v in d["rules"].items())]
                              for d in diffs]))
     claims = [
-        judged(Source(OURS, "registry", "The registry's kink/tie rules hold on torch CPU, fp16/bf16/fp32/fp64, "
-                                        "eager/func/jvp"), "evaluations whose rule differs from the registry's",
-               f"{len(unexpected)} of {len(results)} evaluations differ from the expected rule",
-               decide.exact(not unexpected), by="ours"),
-        judged(Source(OURS, "conventions matrix", "torch.compile matches eager at every kink and tie"),
-               "cases whose compiled rule differs from eager",
-               f"{len(compile_vs_eager)} cases differ (compiled dtypes: {', '.join(compile_dtypes)})",
-               decide.exact(not compile_vs_eager), by="ours"),
+        SPEC["conventions/registry-rules"].judge(
+            f"{len(unexpected)} of {len(results)} evaluations differ from the expected rule",
+            decide.exact(not unexpected)),
+        SPEC["conventions/compile-matches-eager"].judge(
+            f"{len(compile_vs_eager)} cases differ (compiled dtypes: {', '.join(compile_dtypes)})",
+            decide.exact(not compile_vs_eager)),
     ]
     outside = sorted({(r.op, r.case) for r in results if r.in_clarke == "no"})
     gpu = _gpu_part(cv, results)
@@ -88,16 +100,15 @@ def conventions_section(ctx) -> dict:
 
 def _gpu_part(cv, cpu_results) -> dict | None:
     """Compare with the GPU run committed under nsverify/data/gpu/conventions.json, if present."""
-    if not GPU_DATA.exists():
-        return None
     try:
-        data = json.loads(GPU_DATA.read_text())
+        data = load_measurement(GPU_DATA, require_provenance=False)
+        if data is None:
+            return None
         gpu = [cv.Result(**{k: v for k, v in r.items() if k in cv.Result.__dataclass_fields__})
                for r in data["results"]]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (ProvenanceError, KeyError, TypeError) as exc:
         return {"table": table("GPU data", ["problem"], [[f"unreadable {GPU_DATA.name}: {exc}"]]),
-                "claim": judged(Source(OURS, "conventions matrix", "GPU conventions readable"), "the GPU data file",
-                                str(exc), decide.exact(False), by="ours")}
+                "claim": SPEC["conventions/gpu-readable"].judge(str(exc), decide.exact(False))}
     cpu = {(r.op, r.case, r.dtype, r.mode): r.rule for r in cpu_results}
     rows, differ = [], 0
     for r in gpu:
@@ -109,8 +120,6 @@ def _gpu_part(cv, cpu_results) -> dict | None:
     title = (f"CUDA vs CPU ({meta.get('device_name', 'GPU')}, torch {data.get('torch')}): "
              f"{differ} differing evaluations")
     return {"results": gpu, "table": table(title, ["op", "case", "dtype", "mode", "cpu", "cuda"], rows),
-            "claim": judged(Source(OURS, "conventions matrix", "CUDA conventions equal CPU conventions"),
-                            "GPU evaluations whose rule differs from the CPU's",
-                            f"{differ} of {len(gpu)} GPU evaluations differ from CPU "
-                            f"({meta.get('device_name', 'GPU')}, torch {data.get('torch')})",
-                            decide.exact(differ == 0), by="ours")}
+            "claim": SPEC["conventions/cuda-equals-cpu"].judge(
+                f"{differ} of {len(gpu)} GPU evaluations differ from CPU ({meta.get('device_name', 'GPU')}, torch "
+                f"{data.get('torch')})", decide.exact(differ == 0))}

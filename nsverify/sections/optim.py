@@ -4,17 +4,14 @@ this module picks the budgets and renders."""
 
 from __future__ import annotations
 
-import json
-import math
 import os
-from pathlib import Path
 
+from nsverify.claims.provenance import gpu_file, load_measurement
 from nsverify.report import figure_png, section, table
-from nsverify.report.claims_table import claims_table, summary_line
+from nsverify.report.claims_table import Parts, finite_metrics
 
 CONVEX = ("lasso", "hinge_svm", "lad", "max_affine")
 COMPARED = ("AdamW", "SGD", "heavy-ball", "INNA", "INNAprop(0.1,0.9)", "INNAprop(1,1)", "INNAprop(2,2)")
-GPU_JSON = Path(__file__).resolve().parent.parent / "data" / "gpu" / "optim.json"
 
 
 def _fmt(s: dict | None, digits: int = 3) -> str:
@@ -84,204 +81,152 @@ def _region_figure(rmap: dict):
     description="INNAprop family on problems with known optima, precision study, dying-ReLU region map",
 )
 def optim_section(ctx) -> dict:
-    from nsverify.papers.arnekvist import repro as arnekvist
     from nsverify.papers.innaprop import repro as innaprop
-    from nsverify.papers.innaprop.checks import step_time_ratio
     from nsverify.papers.innaprop.harness import torch_threads
 
     q = ctx.quick
-    metrics, claims, tables, figures = [], [], [], []
+    p = Parts()
+    seeds = (0, 1) if q else (0, 1, 2, 3, 4)
     with torch_threads(1):
-        # -- identities ------------------------------------------------------------------------------------
         ctx.progress("INNAprop identities")
         idr = innaprop.identities()
         ident = idr["runs"]
         for k, v in ident.items():
-            metrics.append({"key": f"innaprop_vs_adamw_bitwise|{k}|cpu", "kind": "counterexample",
-                            "value": v["mismatched_steps"]})
-        claims += idr["claims"]
-
-        # -- convergence -----------------------------------------------------------------------------------
-        seeds = (0, 1) if q else (0, 1, 2, 3, 4)
-        steps = 300 if q else 2000
-        problems = CONVEX + ("teacher_student",) + (() if q else ("digits_mlp",))
-        conv = ctx.checkpoint(f"convergence-{q}", lambda: innaprop.convergence(problems, COMPARED, seeds=seeds,
-                                                                                steps=steps, progress=ctx.progress))
-        results = conv["results"]
-        rows = []
-        for prob, res in results.items():
-            for o, s in res["summary"].items():
-                rows.append(
-                    [
-                        prob,
-                        o,
-                        _fmt(s["final"]),
-                        _fmt(s.get("speedup_vs_baseline")),
-                        f"{s.get('matched_baseline', '-')}/{len(seeds)}" if o != "AdamW" else "-",
-                        _fmt(s.get("accuracy")),
-                    ]
-                )
-                metrics.append(_conv_metric(f"{prob}|{o}|final", s["final"]))
-        tables.append(
-            table(
-                f"Final f - f* (mean [95% CI] over {len(seeds)} seeds, {steps} steps, cosine schedule; "
-                "digits: final train loss); speed-up = AdamW's best step / first step reaching "
-                "AdamW's best (Table 4.4 metric)",
-                ["problem", "optimizer", "final gap", "speed-up vs AdamW", "matched AdamW", "test acc"],
-                rows,
-            )
-        )
-        figures.append({"title": "Convergence curves (mean over seeds)", "png": _curves_figure(results)})
-        claims += conv["claims"]
-
-        # -- precision -------------------------------------------------------------------------------------
-        ctx.progress("precision study")
-        pr = ctx.checkpoint(f"precision-{q}", lambda: innaprop.precision(seeds, steps=400 if q else 3000))
-        prec = pr["results"]
-        prows = []
-        for k, v in prec.items():
-            o, dt = k.split("|")
-            prows.append(
-                [o, dt, _fmt(v["final_gap"]), _fmt(v["max_dev_from_float64"]), _fmt(v["late_progress"])]
-            )
-            metrics.append(_conv_metric(f"precision|{k}|final", v["final_gap"]))
-        tables.append(
-            table(
-                "Precision study (hinge SVM, lr 1e-3 cosine to 0, alpha=0.1, beta=0.9)",
-                ["optimizer", "dtype", "final gap", "max |f - f_float64|", "late progress"],
-                prows,
-            )
-        )
-        claims += pr["claims"]
-
-        # -- region map ------------------------------------------------------------------------------------
-        ctx.progress("dying ReLU region map")
-        rmap = ctx.checkpoint(f"region-{q}", lambda: arnekvist.region_study(
-            grid=11 if q else 31, max_steps=3000 if q else 20000, extents=(2.0,) if q else (2.0, 1.0, 4.0)))
-        region_claims = rmap.pop("claims")
-        rrows = [
-            [
-                c["gamma"],
-                c["beta"],
-                round(c["optimum"], 3),
-                round(c["dead"], 3),
-                round(c["other"], 3),
-                round(c["unconverged"], 3),
-            ]
-            for c in rmap["cells"]
-        ]
-        for c in rmap["cells"]:
-            metrics.append(
-                {
-                    "key": f"region|gamma={c['gamma']:g}|beta={c['beta']:g}|dead",
-                    "kind": "share",
-                    "value": c["dead"],
-                    "lo": c["dead"],
-                    "hi": c["dead"],
-                }
-            )
-        tables.append(
-            table(
-                f"Single-ReLU region map: heavy-ball eta={rmap['eta']}, {rmap['cells'][0]['n_inits']} "
-                f"initial (w_L, b) per cell over [-{rmap['extent']:g}, {rmap['extent']:g}]^2, optimum tolerance: "
-                f"{rmap['tolerances'][0]}",
-                ["gamma", "beta", "optimum", "dead cone", "other", "unconverged"],
-                rrows,
-            )
-        )
-        tables.append(
-            table(
-                "Region map at beta = 0: optimum / dead shares per grid extent and optimum tolerance",
-                ["extent", "gamma"] + [f"{t}: optimum / dead" for t in rmap["tolerances"]],
-                [[e, c["gamma"]] + [f"{c[t]['optimum']:.2f} / {c[t]['dead']:.2f}" for t in rmap["tolerances"]]
-                 for e, cells in rmap["beta0_by_extent"].items() for c in cells],
-            )
-        )
-        figures.append({"title": "Dead-cone share over gamma x beta", "png": _region_figure(rmap)})
-        claims += region_claims
-
-        # -- network experiment ----------------------------------------------------------------------------
-        nsteps = 500 if q else 50000
-        datasets = ("diabetes",)
-        cache = ctx.scratch_file("dying_relu.json")
-        nst = arnekvist.network_study(datasets, (0, 1) if q else (0, 1, 2), nsteps, progress=ctx.progress,
-                                      cache=cache, workers=1 if q else min(4, os.cpu_count() or 1))
-        net = nst["rows"]
-        nrows = []
-        for r in net:
-            s = r["dead_share"]
-            nrows.append([r["dataset"], r["gamma"], r["optimizer"], _fmt(s), r["per_seed"],
-                          _fmt(r["mse_over_gamma2"])])
-            metrics.append({"key": f"dead|{r['dataset']}|gamma={r['gamma']:g}|{r['optimizer']}|{nsteps}",
-                            "kind": "share", "value": s["mean"], "lo": max(0.0, s["lo"]),
-                            "hi": min(1.0, s["hi"])})
-        tables.append(table(f"Dead-unit share (worst layer, 200 hidden units, {nsteps} steps, batch 64; "
-                            "Arnekvist et al. trained 250000 steps)",
-                            ["data", "gamma", "optimizer", "dead share", "per seed", "MSE / gamma^2"], nrows))
-        claims += nst["claims"]
-        # -- speed -----------------------------------------------------------------------------------------
-        ctx.progress("step time ratio")
-        sp = step_time_ratio(1_000_000 if q else 10_000_000, reps=5, rounds=5)
-        metrics.append(
-            {
-                "key": f"innaprop_over_adamw_step|{sp['n_params']}|float32|cpu",
-                "kind": "bench_ratio",
-                "value": sp["ratio"],
-                "samples": sp["ratio_samples"],
-            }
-        )
-        metrics.append(
-            {
-                "key": "state_bytes_per_param|innaprop_minus_adamw",
-                "kind": "counterexample",
-                "value": int(sp["state_bytes_per_param"]["innaprop"] != sp["state_bytes_per_param"]["adamw"]),
-            }
-        )
-    gpu = None
-    if GPU_JSON.exists():
-        gpu = json.loads(GPU_JSON.read_text())
-        tables.append(
-            table(
-                "GPU step time (scripts/gpu/optim.py)",
-                ["n params", "dtype", "AdamW ms", "INNAprop ms", "ratio"],
-                [
-                    [
-                        r["n_params"],
-                        r["dtype"],
-                        round(r["adamw_s"] * 1e3, 3),
-                        round(r["innaprop_s"] * 1e3, 3),
-                        round(r["ratio"], 3),
-                    ]
-                    for r in gpu.get("results", [])
-                ],
-            )
-        )
-    tables.insert(0, claims_table(claims, "Claims (Boustany, Ch.4; Arnekvist et al.)"))
+            p.metrics.append({"key": f"innaprop_vs_adamw_bitwise|{k}|cpu", "kind": "counterexample",
+                              "value": v["mismatched_steps"]})
+        p.claims += idr["claims"]
+        results = _convergence(ctx, seeds, p)
+        prec = _precision(ctx, seeds, p)
+        rmap = _region_map(ctx, p)
+        net = _network(ctx, p)
+        sp = _speed(ctx, p)
+    gpu = _gpu_step_time(p)
     summary = (
-        f"Claims: {summary_line(claims)}. INNAprop, INNA, DINAdam and the momentum variant on {len(results)} "
+        f"INNAprop, INNA, DINAdam and the momentum variant on {len(results)} "
         f"problems x {len(seeds)} seeds. INNAprop/AdamW step time {sp['ratio']:.2f}x at {sp['n_params']:.0e} "
         f"parameters (CPU, 1 thread; target <= {innaprop.STEP_TIME_TARGET}x)."
     )
-    return {
-        "summary": summary,
-        "tables": tables,
-        "figures": figures,
-        "claims": claims,
-        "data": {
-            "metrics": [
-                m
-                for m in metrics
-                if m["value"] is not None and not (isinstance(m["value"], float) and math.isnan(m["value"]))
-            ],
-            "identities": ident,
-            "precision": prec,
-            "region_map": rmap,
-            "network": net,
-            "speed": sp,
-            "gpu": gpu,
-            "convergence": {
-                p: {"summary": r["summary"], "steps": r["steps"], "seeds": r["seeds"]}
-                for p, r in results.items()
-            },
-        },
-    }
+    p.metrics = finite_metrics(p.metrics)
+    return p.render(summary, {
+        "identities": ident, "precision": prec, "region_map": rmap, "network": net, "speed": sp, "gpu": gpu,
+        "convergence": {k: {"summary": r["summary"], "steps": r["steps"], "seeds": r["seeds"]}
+                        for k, r in results.items()},
+    }, claims_title="Claims (Boustany, Ch.4; Arnekvist et al.)")
+
+
+def _convergence(ctx, seeds, p: Parts) -> dict:
+    from nsverify.papers.innaprop import repro as innaprop
+
+    q = ctx.quick
+    steps = 300 if q else 2000
+    problems = CONVEX + ("teacher_student",) + (() if q else ("digits_mlp",))
+    conv = ctx.checkpoint(f"convergence-{q}", lambda: innaprop.convergence(problems, COMPARED, seeds=seeds,
+                                                                            steps=steps, progress=ctx.progress))
+    results = conv["results"]
+    rows = []
+    for prob, res in results.items():
+        for o, s in res["summary"].items():
+            rows.append([prob, o, _fmt(s["final"]), _fmt(s.get("speedup_vs_baseline")),
+                         f"{s.get('matched_baseline', '-')}/{len(seeds)}" if o != "AdamW" else "-",
+                         _fmt(s.get("accuracy"))])
+            p.metrics.append(_conv_metric(f"{prob}|{o}|final", s["final"]))
+    p.tables.append(table(
+        f"Final f - f* (mean [95% CI] over {len(seeds)} seeds, {steps} steps, cosine schedule; "
+        "digits: final train loss); speed-up = AdamW's best step / first step reaching "
+        "AdamW's best (Table 4.4 metric)",
+        ["problem", "optimizer", "final gap", "speed-up vs AdamW", "matched AdamW", "test acc"], rows))
+    p.figures.append({"title": "Convergence curves (mean over seeds)", "png": _curves_figure(results)})
+    p.claims += conv["claims"]
+    return results
+
+
+def _precision(ctx, seeds, p: Parts) -> dict:
+    from nsverify.papers.innaprop import repro as innaprop
+
+    ctx.progress("precision study")
+    q = ctx.quick
+    pr = ctx.checkpoint(f"precision-{q}", lambda: innaprop.precision(seeds, steps=400 if q else 3000))
+    prec = pr["results"]
+    prows = []
+    for k, v in prec.items():
+        o, dt = k.split("|")
+        prows.append([o, dt, _fmt(v["final_gap"]), _fmt(v["max_dev_from_float64"]), _fmt(v["late_progress"])])
+        p.metrics.append(_conv_metric(f"precision|{k}|final", v["final_gap"]))
+    p.tables.append(table("Precision study (hinge SVM, lr 1e-3 cosine to 0, alpha=0.1, beta=0.9)",
+                          ["optimizer", "dtype", "final gap", "max |f - f_float64|", "late progress"], prows))
+    p.claims += pr["claims"]
+    return prec
+
+
+def _region_map(ctx, p: Parts) -> dict:
+    from nsverify.papers.arnekvist import repro as arnekvist
+
+    ctx.progress("dying ReLU region map")
+    q = ctx.quick
+    rmap = ctx.checkpoint(f"region-{q}", lambda: arnekvist.region_study(
+        grid=11 if q else 31, max_steps=3000 if q else 20000, extents=(2.0,) if q else (2.0, 1.0, 4.0)))
+    region_claims = rmap.pop("claims")
+    rrows = [[c["gamma"], c["beta"], round(c["optimum"], 3), round(c["dead"], 3), round(c["other"], 3),
+              round(c["unconverged"], 3)] for c in rmap["cells"]]
+    for c in rmap["cells"]:
+        p.metrics.append({"key": f"region|gamma={c['gamma']:g}|beta={c['beta']:g}|dead", "kind": "share",
+                          "value": c["dead"], "lo": c["dead"], "hi": c["dead"]})
+    p.tables.append(table(
+        f"Single-ReLU region map: heavy-ball eta={rmap['eta']}, {rmap['cells'][0]['n_inits']} "
+        f"initial (w_L, b) per cell over [-{rmap['extent']:g}, {rmap['extent']:g}]^2, optimum tolerance: "
+        f"{rmap['tolerances'][0]}",
+        ["gamma", "beta", "optimum", "dead cone", "other", "unconverged"], rrows))
+    p.tables.append(table(
+        "Region map at beta = 0: optimum / dead shares per grid extent and optimum tolerance",
+        ["extent", "gamma"] + [f"{t}: optimum / dead" for t in rmap["tolerances"]],
+        [[e, c["gamma"]] + [f"{c[t]['optimum']:.2f} / {c[t]['dead']:.2f}" for t in rmap["tolerances"]]
+         for e, cells in rmap["beta0_by_extent"].items() for c in cells]))
+    p.figures.append({"title": "Dead-cone share over gamma x beta", "png": _region_figure(rmap)})
+    p.claims += region_claims
+    return rmap
+
+
+def _network(ctx, p: Parts) -> list:
+    from nsverify.papers.arnekvist import repro as arnekvist
+
+    q = ctx.quick
+    nsteps = 500 if q else 50000
+    datasets = ("diabetes",)
+    cache = ctx.scratch_file("dying_relu.json")
+    nst = arnekvist.network_study(datasets, (0, 1) if q else (0, 1, 2), nsteps, progress=ctx.progress,
+                                  cache=cache, workers=1 if q else min(4, os.cpu_count() or 1))
+    net = nst["rows"]
+    nrows = []
+    for r in net:
+        s = r["dead_share"]
+        nrows.append([r["dataset"], r["gamma"], r["optimizer"], _fmt(s), r["per_seed"], _fmt(r["mse_over_gamma2"])])
+        p.metrics.append({"key": f"dead|{r['dataset']}|gamma={r['gamma']:g}|{r['optimizer']}|{nsteps}",
+                          "kind": "share", "value": s["mean"], "lo": max(0.0, s["lo"]), "hi": min(1.0, s["hi"])})
+    p.tables.append(table(f"Dead-unit share (worst layer, 200 hidden units, {nsteps} steps, batch 64; "
+                          "Arnekvist et al. trained 250000 steps)",
+                          ["data", "gamma", "optimizer", "dead share", "per seed", "MSE / gamma^2"], nrows))
+    p.claims += nst["claims"]
+    return net
+
+
+def _speed(ctx, p: Parts) -> dict:
+    from nsverify.papers.innaprop.checks import step_time_ratio
+
+    ctx.progress("step time ratio")
+    sp = step_time_ratio(1_000_000 if ctx.quick else 10_000_000, reps=5, rounds=5)
+    p.metrics.append({"key": f"innaprop_over_adamw_step|{sp['n_params']}|float32|cpu", "kind": "bench_ratio",
+                      "value": sp["ratio"], "samples": sp["ratio_samples"]})
+    p.metrics.append({"key": "state_bytes_per_param|innaprop_minus_adamw", "kind": "counterexample",
+                      "value": int(sp["state_bytes_per_param"]["innaprop"] != sp["state_bytes_per_param"]["adamw"])})
+    return sp
+
+
+def _gpu_step_time(p: Parts) -> dict | None:
+    """The stored GPU run of scripts/gpu/optim.py (None without it) and its table."""
+    gpu = load_measurement(gpu_file("optim"), require_provenance=False)
+    if gpu is not None:
+        p.tables.append(table(
+            "GPU step time (scripts/gpu/optim.py)", ["n params", "dtype", "AdamW ms", "INNAprop ms", "ratio"],
+            [[r["n_params"], r["dtype"], round(r["adamw_s"] * 1e3, 3), round(r["innaprop_s"] * 1e3, 3),
+              round(r["ratio"], 3)] for r in gpu.get("results", [])]))
+    return gpu

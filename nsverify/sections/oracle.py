@@ -65,32 +65,19 @@ def oracle_section(ctx) -> dict:
         f"exact ties against an independent reference ({fz['nearby_points']} generic nearby points): "
         f"{fz['disagreements']} disagreements, {fz['unknown']} unknown."
     )
-    return {
-        "summary": summary,
-        "tables": [
-            table(
-                "Known answers",
-                [
-                    "case",
-                    "source",
-                    "expected",
-                    "verdict",
-                    "AD (PyTorch, float)",
-                    "Clarke set",
-                    "certificate",
-                    "re-checked",
-                ],
-                rows,
-            ),
-            table("Fuzzing", list(fz.keys()), [[v if not isinstance(v, dict) else
-                                                 ", ".join(f"{k}: {n}" for k, n in v.items()) or "-"
-                                                 for v in fz.values()]]),
-            table(
-                "Pruning (one-hidden-layer ReLU net, first-layer parameters, k kinks)",
-                ["k", "pieces", "LPs", "naive LPs (2^k)", "ratio", "seconds"],
-                prune,
-            ),
-        ],
-        "claims": claims,
-        "data": {"metrics": metrics, "fuzz": fz},
-    }
+    return {"summary": summary, "tables": _tables(rows, fz, prune), "claims": claims,
+            "data": {"metrics": metrics, "fuzz": fz}}
+
+
+def _tables(rows: list, fz: dict, prune: list) -> list:
+    """The known-answer, fuzzing and pruning tables."""
+    return [
+        table("Known answers",
+              ["case", "source", "expected", "verdict", "AD (PyTorch, float)", "Clarke set", "certificate",
+               "re-checked"], rows),
+        table("Fuzzing", list(fz.keys()), [[v if not isinstance(v, dict) else
+                                             ", ".join(f"{k}: {n}" for k, n in v.items()) or "-"
+                                             for v in fz.values()]]),
+        table("Pruning (one-hidden-layer ReLU net, first-layer parameters, k kinks)",
+              ["k", "pieces", "LPs", "naive LPs (2^k)", "ratio", "seconds"], prune),
+    ]

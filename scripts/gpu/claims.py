@@ -45,10 +45,10 @@ def main(argv=None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="tiny sizes on CPU, to check that the script runs")
     a = ap.parse_args(argv)
 
+    from nsverify.claims.provenance import provenance
     from nsverify.errors import NsverifyError
     from nsverify.files import make_output_dir
     from nsverify.papers.park.experiments import overhead, scenario2_data
-    from nsverify.papers.provenance import provenance
     from nsverify.papers.zones.pairs import PairConfig, measure_pairs
     from nsverify.workloads.models import ResNet18, plain_layers
 

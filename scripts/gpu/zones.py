@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from nsverify.papers.provenance import provenance
+from nsverify.claims.provenance import provenance
 from nsverify.papers.zones.measure import PAPER_THRESHOLDS, thresholds
 from nsverify.papers.zones.volume import VolumeConfig, _Data, _draw_seed, estimate_volume
 

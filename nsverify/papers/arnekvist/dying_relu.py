@@ -341,8 +341,8 @@ def network_experiment(datasets=("diabetes", "friedman"), gammas=(1.0, 1e-2, 1e-
     import json
     from pathlib import Path
 
+    from nsverify.claims.stats import mean_ci
     from nsverify.files import atomic_write_text
-    from nsverify.papers.stats import mean_ci
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise NsverifyError(f"workers={workers!r}: give an integer >= 1")

@@ -11,9 +11,9 @@ Budgets (grid, steps, seeds, data sets) are the caller's: the report section cho
 
 from __future__ import annotations
 
-from nsverify.papers import decide
+from nsverify.claims import decide
+from nsverify.claims.record import ClaimSpec, Threshold, spec_table
 from nsverify.papers.arnekvist.dying_relu import network_experiment, region_map, stopping_reach
-from nsverify.papers.claims import Source, Threshold, judged
 
 PAPER = "Arnekvist et al."
 #: the largest spread of dead shares over beta in {0, 0.5, 0.7} still read as "behaves like beta = 0" (ours).
@@ -21,6 +21,38 @@ LIKE_BETA0_SPREAD = 0.05
 #: the difference in dead share (worst layer, mean over seeds) a network claim must be able to detect (ours:
 #: Arnekvist et al.'s Fig. 1 shows differences of tens of percent; no number is printed)
 NETWORK_EFFECT = 0.2
+
+#: Arnekvist et al.'s claims, declared once (id, source, metric, rule, budget); the studies below judge them
+CLAIMS = (
+    ClaimSpec("arnekvist/fig4-majority-converges", PAPER, "Fig. 4",
+              "without momentum (beta = 0) the majority of initializations still converges at the ground truth, "
+              "for every target scale gamma",
+              "share of initial (w_L, b) ending within the tolerance of the optimum, beta = 0", "robust",
+              "grid: initializations per cell; extents x tolerances: the settings the verdict must agree over",
+              paper_value="a majority (> 50%)"),
+    ClaimSpec("arnekvist/figs4-5-small-gamma-dies", PAPER, "Figs. 4-5",
+              "smaller target scale gamma sends more initializations into the dead cone",
+              "dead share at gamma={small:g} vs gamma={big:g}, beta = 0 and 0.9", "robust",
+              "grid: initializations per cell; tolerances: the settings the verdict must agree over",
+              paper_value="more dying for small gamma"),
+    ClaimSpec("arnekvist/fig5-momentum", PAPER, "Fig. 5",
+              "gamma={small:g}: beta <= 0.7 behaves like beta = 0, larger momentum kills more",
+              "dead share over beta", "robust",
+              "grid: initializations per cell; tolerances: the settings the verdict must agree over",
+              paper_value="same for beta <= 0.7, worse above"),
+    ClaimSpec("arnekvist/fig1-adam-small-gamma", PAPER, "Fig. 1",
+              "smaller target variance gamma gives more dead ReLUs with Adam",
+              "dead share (worst layer) per seed, Adam, gamma = 1e-4 vs 1", "greater",
+              "seeds x data sets (pooled) per cell; steps per run"),
+    ClaimSpec("arnekvist/fig1-needs-momentum", PAPER, "Fig. 1",
+              "the small-gamma dying needs momentum ('only with momentum')",
+              "dead share per seed at gamma = 1e-4: Adam vs Adam(beta1=0), heavy-ball vs SGD", "all_of",
+              "seeds x data sets (pooled) per cell; steps per run"),
+    ClaimSpec("arnekvist/sec6-sgd-flat", PAPER, "Sec. 6", "SGD does not produce more dead ReLUs at small gamma",
+              "dead share per seed, SGD, gamma = 1e-4 vs 1", "no_increase",
+              "seeds x data sets (pooled) per cell; steps per run"),
+)
+SPEC = spec_table(CLAIMS)
 
 
 def _tolerances(tol: float = 1e-6, eta: float = 0.1) -> dict:
@@ -58,29 +90,22 @@ def region_claims(settings: dict, strict: dict, dead: dict, n: int, notes: str =
     t0 = next(iter(dead))
     d0 = dead[t0]
     return [
-        judged(
-            Source(PAPER, "Fig. 4", "without momentum (beta = 0) the majority of initializations still converges at "
-                                    "the ground truth, for every target scale gamma"),
-            "share of initial (w_L, b) ending within the tolerance of the optimum, beta = 0",
+        SPEC["arnekvist/fig4-majority-converges"].judge(
             "optimum share per gamma over extents x tolerances: " + "; ".join(
                 f"gamma={g:g}: {fmt(opt[g])} (dead {fmt(dd[g])})" for g in gammas)
             + "; with the previous tolerance 1e-2*max(gamma,1e-3): " + ", ".join(f"{strict[g]:.2f}" for g in gammas),
             decide.robust(majority, n, what="grid extent and tolerance"),
-            paper_value="a majority (> 50%)", threshold=Threshold(0.5, "paper", "majority"), notes=notes,
+            threshold=Threshold(0.5, "paper", "majority"), notes=notes,
         ),
-        judged(
-            Source(PAPER, "Figs. 4-5", "smaller target scale gamma sends more initializations into the dead cone"),
-            f"dead share at gamma={small:g} vs gamma={big:g}, beta = 0 and 0.9",
+        SPEC["arnekvist/figs4-5-small-gamma-dies"].judge(
             f"beta=0: {d0[(big, 0.0)]:.2f} vs {d0[(small, 0.0)]:.2f}; beta=0.9: {d0[(big, 0.9)]:.2f} vs "
             f"{d0[(small, 0.9)]:.2f}",
-            decide.robust(more_dead, n, what="tolerance"), paper_value="more dying for small gamma",
+            decide.robust(more_dead, n, what="tolerance"), fields={"small": small, "big": big},
         ),
-        judged(
-            Source(PAPER, "Fig. 5", f"gamma={small:g}: beta <= 0.7 behaves like beta = 0, larger momentum kills more"),
-            "dead share over beta",
+        SPEC["arnekvist/fig5-momentum"].judge(
             f"dead share at beta 0/0.5/0.7: {', '.join(f'{v:.2f}' for v in low[t0])}; at 0.9/0.99: "
             f"{', '.join(f'{v:.2f}' for v in hi[t0])}",
-            decide.robust(like0, n, what="tolerance"), paper_value="same for beta <= 0.7, worse above",
+            decide.robust(like0, n, what="tolerance"), fields={"small": small},
             threshold=Threshold(LIKE_BETA0_SPREAD, "ours", "largest spread read as 'the same'"),
         ),
     ]
@@ -136,16 +161,13 @@ def _network_claims(net: list[dict], datasets, nsteps: int) -> list[dict]:
     th = Threshold(NETWORK_EFFECT, "ours", "difference in dead share the test must detect")
     note = f"{nsteps} steps (Arnekvist et al. trained 250000); seeds pooled over {', '.join(datasets)}"
     return [
-        judged(Source(PAPER, "Fig. 1", "smaller target variance gamma gives more dead ReLUs with Adam"),
-               "dead share (worst layer) per seed, Adam, gamma = 1e-4 vs 1",
+        SPEC["arnekvist/fig1-adam-small-gamma"].judge(
                f"gamma=1e-4: {fmt('Adam', 1e-4)}; gamma=1: {fmt('Adam', 1.0)}", small_more, threshold=th,
                notes=note),
-        judged(Source(PAPER, "Fig. 1", "the small-gamma dying needs momentum ('only with momentum')"),
-               "dead share per seed at gamma = 1e-4: Adam vs Adam(beta1=0), heavy-ball vs SGD",
+        SPEC["arnekvist/fig1-needs-momentum"].judge(
                f"Adam(beta1=0) {fmt('Adam(beta1=0)', 1e-4)} vs Adam {fmt('Adam', 1e-4)}; heavy-ball "
                f"{fmt('heavy-ball', 1e-4)} vs SGD {fmt('SGD', 1e-4)}", momentum, threshold=th, notes=note),
-        judged(Source(PAPER, "Sec. 6", "SGD does not produce more dead ReLUs at small gamma"),
-               "dead share per seed, SGD, gamma = 1e-4 vs 1",
+        SPEC["arnekvist/sec6-sgd-flat"].judge(
                f"gamma=1e-4: {fmt('SGD', 1e-4)}; gamma=1: {fmt('SGD', 1.0)}", sgd_flat, threshold=th, notes=note),
     ]
 

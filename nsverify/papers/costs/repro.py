@@ -16,16 +16,52 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from nsverify.papers import decide
-from nsverify.papers.claims import Source, Threshold, judged
-from nsverify.papers.provenance import DATA_DIR, describe, load_measurement
+from nsverify.claims import decide
+from nsverify.claims.provenance import describe, gpu_file, load_measurement
+from nsverify.claims.record import ClaimSpec, Threshold, spec_table
 
 PAPER = "Boustany (2025)"
 #: Corollary 2: cost(backprop(P)) <= 5 cost(P) for ReLU programs under unit costs.
 COROLLARY2_BOUND = 5
 #: Fig. 2.1: omega_b "flat" in depth and width; our tolerance on the spread of the counted omega.
 FIG21_FLAT_SPREAD = 0.5
-GPU_JSON = DATA_DIR / "costs.json"
+GPU_JSON = gpu_file("costs")
+
+#: Boustany Ch.2's claims (and one of ours), declared once (id, source, metric, rule, budget)
+CLAIMS = (
+    ClaimSpec("costs/table2.1-omega", PAPER, "Table 2.1",
+              "omega = 5, 3, 4, 3, 5, 3 for (+,x), (+c,xc), log, exp, inv, ReLU",
+              "omega counted by the interpreter (unit costs)", "exact", "the fixed grid of Table 2.1",
+              paper_value="5, 3, 4, 3, 5, 3"),
+    ClaimSpec("costs/tables2.2-2.3-bounds", PAPER, "Tables 2.2-2.3",
+              "every published omega bound holds for c_nonlin >= 1, c_ReLU >= 0",
+              "grid points whose counted omega exceeds the published bound", "exact",
+              "the fixed grid of Tables 2.2-2.3", paper_value="0 failures (bounds stated for all costs)"),
+    ClaimSpec("costs/corollary2", PAPER, "Corollary 2",
+              f"cost(backprop(P)) <= {COROLLARY2_BOUND} cost(P) for ReLU programs (unit costs)",
+              "random D_ReLU programs whose counted ratio exceeds the bound", "never",
+              "n: random programs", paper_value=f"<= {COROLLARY2_BOUND}"),
+    ClaimSpec("costs/theorem4", PAPER, "Theorem 4",
+              "p directional derivatives at a kink cost p^(omega-2) times a function evaluation",
+              "fitted exponent of the cost ratio in p (FLOPs and wall-clock)", "illustration",
+              "ps x reps: timed points of the fit", paper_value="exponent omega - 2 (1 for the classical product)"),
+    ClaimSpec("costs/theorem6", PAPER, "Theorem 6", "Clarke(F)(0) != {{0}} iff the 3-CNF formula is satisfiable",
+              "instances where the exact Clarke set at 0 disagrees with brute-force SAT", "never",
+              "theorem6_instances random formulas plus the table's sizes", paper_value="equivalence (a theorem)"),
+    ClaimSpec("costs/proposition4", PAPER, "Proposition 4",
+              "two elements of D^a(x) by graph reachability in polynomial time",
+              "random networks where Proposition 4's answer disagrees with brute-force enumeration of D^a", "never",
+              "prop4_networks: random networks", paper_value="exact (a proposition)"),
+    ClaimSpec("costs/fig2.1-flat", PAPER, "Fig. 2.1",
+              f"omega_b of ReLU MLPs is flat in depth and width (and <= {COROLLARY2_BOUND})",
+              "spread of the interpreter's counted omega over depth 1-20 and width 2-32", "exact",
+              "the fixed depths and widths of the op-count sweep", paper_value="flat, <= 5"),
+    ClaimSpec("costs/wall-clock-bound", "nsverify", "costs section",
+              f"wall-clock (fwd+bwd)/fwd stays within {COROLLARY2_BOUND}x on this CPU, as the op-count model "
+              f"bounds it", "(fwd+bwd)/fwd wall-clock per configuration, per interleaved round", "all_of",
+              "grid: depths x widths x dtypes configurations, reps interleaved rounds each", by="ours"),
+)
+SPEC = spec_table(CLAIMS)
 
 
 def _quiet(*_a, **_k):
@@ -44,16 +80,13 @@ def tables_2() -> dict:
     t21 = [r for r in rows if r["table"] == "2.1"]
     graded = sum(r["bound"] is not None for r in rows)
     claims = [
-        judged(Source(PAPER, "Table 2.1", "omega = 5, 3, 4, 3, 5, 3 for (+,x), (+c,xc), log, exp, inv, ReLU"),
-               "omega counted by the interpreter (unit costs)",
+        SPEC["costs/table2.1-omega"].judge(
                ", ".join(f"{r['column']}={r['omega']:g}" for r in t21),
-               decide.exact(all(r["holds"] and r["omega"] == r["bound"] for r in t21)),
-               paper_value="5, 3, 4, 3, 5, 3"),
-        judged(Source(PAPER, "Tables 2.2-2.3", "every published omega bound holds for c_nonlin >= 1, c_ReLU >= 0"),
-               "grid points whose counted omega exceeds the published bound",
+               decide.exact(all(r["holds"] and r["omega"] == r["bound"] for r in t21))),
+        SPEC["costs/tables2.2-2.3-bounds"].judge(
                f"{len(bad)} of {graded} grid points fail"
                + (f", all in {sorted({r['column'] for r in bad})}" if bad else ""),
-               decide.exact(not bad), paper_value="0 failures (bounds stated for all costs)"),
+               decide.exact(not bad)),
     ]
     return {"rows": rows, "failures": bad, "claims": claims}
 
@@ -64,14 +97,11 @@ def interpreter_properties(n: int) -> dict:
     from nsverify.papers.costs.checks import interpreter_counterexamples
 
     ce = interpreter_counterexamples(n)
-    c = judged(
-        Source(PAPER, "Corollary 2", f"cost(backprop(P)) <= {COROLLARY2_BOUND} cost(P) for ReLU programs (unit "
-                                     f"costs)"),
-        "random D_ReLU programs whose counted ratio exceeds the bound",
+    c = SPEC["costs/corollary2"].judge(
         f"max counted ratio {ce['max_relu_ratio']:.3f} over {ce['programs']} random programs; "
         f"{ce['five_relu']} violations",
         decide.never(ce["five_relu"], ce["programs"], what="program"),
-        paper_value=f"<= {COROLLARY2_BOUND}", threshold=Threshold(COROLLARY2_BOUND, "paper"),
+        threshold=Threshold(COROLLARY2_BOUND, "paper"),
     )
     return {**ce, "claims": [c]}
 
@@ -83,16 +113,12 @@ def theorem4(ps, reps: int) -> dict:
     from nsverify.papers.costs.hadamard import measure_scaling
 
     th4 = measure_scaling(ps=ps, reps=reps)
-    c = judged(
-        Source(PAPER, "Theorem 4", "p directional derivatives at a kink cost p^(omega-2) times a function "
-                                   "evaluation"),
-        "fitted exponent of the cost ratio in p (FLOPs and wall-clock)",
+    c = SPEC["costs/theorem4"].judge(
         f"p = {th4['fit_range'][0]}-{th4['fit_range'][1]}: FLOP exponent {th4['exponent_flops']:.2f}, wall-clock "
         f"exponent {th4['exponent_wall']:.2f}",
         decide.illustration("an illustration, not a test: with the classical matrix product (omega = 3) the FLOP "
                             "exponent is 1 by construction of the Hadamard program; the wall-clock exponent "
                             "reflects BLAS and caches"),
-        paper_value="exponent omega - 2 (1 for the classical product)",
     )
     return {**th4, "claims": [c]}
 
@@ -110,20 +136,14 @@ def hardness(sizes, time_budget: float, prop4_networks: int, theorem6_instances:
     t6 = theorem6_sample(theorem6_instances)
     p4 = prop4_counterexamples(prop4_networks)
     claims = [
-        judged(
-            Source(PAPER, "Theorem 6", "Clarke(F)(0) != {0} iff the 3-CNF formula is satisfiable"),
-            "instances where the exact Clarke set at 0 disagrees with brute-force SAT",
+        SPEC["costs/theorem6"].judge(
             f"{t6['mismatches']} mismatches over {t6['decided']} random formulas ({t6['sat']} satisfiable); "
             f"{mism} over the {decided_rows} table instances",
             decide.never(t6["mismatches"] + mism, t6["decided"] + decided_rows, what="formula"),
-            paper_value="equivalence (a theorem)",
         ),
-        judged(
-            Source(PAPER, "Proposition 4", "two elements of D^a(x) by graph reachability in polynomial time"),
-            "random networks where Proposition 4's answer disagrees with brute-force enumeration of D^a",
+        SPEC["costs/proposition4"].judge(
             f"{p4['counterexamples']} disagreements over {p4['networks']} random networks",
             decide.never(p4["counterexamples"], p4["networks"], what="network"),
-            paper_value="exact (a proposition)",
         ),
     ]
     disagree = sum(r.get("oracle_agrees") is False for r in rows)
@@ -167,22 +187,17 @@ def measured_ratios(grid: dict, progress=None) -> dict:
     above = [k for k, d in per_config.items() if d.held is False]
     undecided = [k for k, d in per_config.items() if d.held is None]
     claims = [
-        judged(
-            Source(PAPER, "Fig. 2.1", f"omega_b of ReLU MLPs is flat in depth and width (and <= {COROLLARY2_BOUND})"),
-            "spread of the interpreter's counted omega over depth 1-20 and width 2-32",
+        SPEC["costs/fig2.1-flat"].judge(
             f"op-count omega {min(om):.2f}-{max(om):.2f}; FLOP ratio {min(fl):.2f}-{max(fl):.2f}",
             decide.exact(max(om) <= COROLLARY2_BOUND and max(om) - min(om) < FIG21_FLAT_SPREAD),
-            paper_value="flat, <= 5", threshold=Threshold(FIG21_FLAT_SPREAD, "ours", "largest spread read as flat"),
+            threshold=Threshold(FIG21_FLAT_SPREAD, "ours", "largest spread read as flat"),
         ),
-        judged(
-            Source("nsverify", "costs section", f"wall-clock (fwd+bwd)/fwd stays within {COROLLARY2_BOUND}x on this "
-                                                f"CPU, as the op-count model bounds it"),
-            "(fwd+bwd)/fwd wall-clock per configuration, per interleaved round",
+        SPEC["costs/wall-clock-bound"].judge(
             f"{len(above)} of {len(rows)} configurations significantly above {COROLLARY2_BOUND}x"
             + (f" ({', '.join(above[:4])}{', ...' if len(above) > 4 else ''})" if above else "")
             + f"; {len(undecided)} undecided; min-over-rounds ratios {min(r['wall_ratio'] for r in rows):.2f}-"
               f"{max(r['wall_ratio'] for r in rows):.2f}",
-            wall, by="ours", threshold=Threshold(COROLLARY2_BOUND, "paper", "Corollary 2's op-count bound"),
+            wall, threshold=Threshold(COROLLARY2_BOUND, "paper", "Corollary 2's op-count bound"),
         ),
     ]
     return {"rows": rows, "omega_depth": omega_depth, "omega_width": omega_width, "claims": claims}

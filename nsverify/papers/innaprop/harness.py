@@ -5,12 +5,12 @@ import math
 
 import torch
 
+from nsverify.claims.stats import mean_ci
 from nsverify.devices import parse_dtype, torch_threads  # noqa: F401 (re-exported)
 from nsverify.errors import NsverifyError
 from nsverify.optim import INNA, INNAprop, INNApropMomentum
 from nsverify.papers.innaprop.metrics import steps_to_match, steps_to_target
 from nsverify.papers.innaprop.problems import Problem, make_problem
-from nsverify.papers.stats import mean_ci
 
 
 def _sgd(ps, lr, momentum=0.0):

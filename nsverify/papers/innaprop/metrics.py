@@ -1,4 +1,4 @@
-"""Convergence metrics (seed statistics: :func:`nsverify.papers.stats.mean_ci`).
+"""Convergence metrics (seed statistics: :func:`nsverify.claims.stats.mean_ci`).
 
 - ``gap``: f(theta_k) - f* along a run;
 - ``steps_to_target``: first step with gap <= target (None if never);

@@ -16,8 +16,8 @@ import math
 
 import torch
 
-from nsverify.papers import decide
-from nsverify.papers.claims import Source, Threshold, judged
+from nsverify.claims import decide
+from nsverify.claims.record import ClaimSpec, Threshold, spec_table
 
 PAPER = "Boustany (2025)"
 #: Table 4.4: INNAprop(0.1, 0.9) needed 1.2x-1.96x fewer steps than AdamW to reach AdamW's loss (GPT-2)
@@ -38,6 +38,32 @@ IDENTITY_CASES = {
 }
 #: nsverify issue 6's target for INNAprop's step time against AdamW's (both foreach).
 STEP_TIME_TARGET = 1.15
+
+
+#: Boustany Ch.4's claims, declared once (id, source, metric, rule, budget); the experiments below judge them
+CLAIMS = (
+    ClaimSpec("innaprop/remark13-adamw", PAPER, "Ch.4, Remark 13",
+              "INNAprop with alpha = beta = 1 is AdamW with beta1 = 0",
+              "steps whose parameters differ bitwise from AdamW(beta1 = 0)", "exact",
+              "steps: one deterministic run per dtype", paper_value="identical"),
+    ClaimSpec("innaprop/sec4.3-rescaling", PAPER, "Ch.4, Sec. 4.3",
+              "alpha = 1/beta gives AdamW(lr*beta, beta1=0), exactly for beta a power of 2",
+              "steps whose parameters differ bitwise from AdamW(lr*beta, beta1 = 0)", "exact",
+              "steps: one deterministic run per case", paper_value="identical"),
+    ClaimSpec("innaprop/alg6-dinadam", PAPER, "Ch.4, Algorithm 6",
+              "DINAdam Algorithm 6 (memory-saving form) is the recursion (4.28)-(4.29)",
+              "largest distance from the recursion (4.28)-(4.29) over 150 float64 steps", "exact",
+              "one deterministic run of 150 float64 steps", paper_value="the same iterates"),
+    ClaimSpec("innaprop/table4.4-speedup", PAPER, "Table 4.4",
+              "INNAprop(0.1,0.9) reaches AdamW's best loss in {lo}x-{hi}x fewer steps (GPT-2)",
+              "speed-up = AdamW's best step / INNAprop's first step reaching it, per (problem, seed)", "ratio_vs",
+              "problems x seeds: the (problem, seed) runs; steps per run", paper_value="{lo}x-{hi}x"),
+    ClaimSpec("innaprop/sec4.6.2-momentum-precision", PAPER, "Ch.4, Sec. 4.6.2",
+              "the momentum variant (4.21)-(4.23) is poorly scaled (gamma^2) at 32 bits or less",
+              "float32 deviation from float64 of the momentum variant / of INNAprop, per seed", "ratio_vs",
+              "seeds; steps per run", paper_value="worse than INNAprop at <= 32 bits"),
+)
+SPEC = spec_table(CLAIMS)
 
 
 def _dinadam_sign_distances(steps: int = 150) -> tuple[float, float]:
@@ -85,28 +111,20 @@ def identity_claims(ident: dict, printed: float, corrected: float) -> list[dict]
     recursion (4.28)-(4.29)."""
     bad = {k: v["mismatched_steps"] for k, v in ident.items()}
     claims = [
-        judged(
-            Source(PAPER, "Ch.4, Remark 13", "INNAprop with alpha = beta = 1 is AdamW with beta1 = 0"),
-            "steps whose parameters differ bitwise from AdamW(beta1 = 0)",
+        SPEC["innaprop/remark13-adamw"].judge(
             f"single-tensor paths, {ident['1,1|float32']['steps']} steps: mismatched steps float32 "
             f"{bad['1,1|float32']}, float64 {bad['1,1|float64']}; psi stayed 0: {ident['1,1|float32']['psi_zero']}",
-            decide.exact(bad["1,1|float32"] == 0 == bad["1,1|float64"]), paper_value="identical",
+            decide.exact(bad["1,1|float32"] == 0 == bad["1,1|float64"]),
         ),
-        judged(
-            Source(PAPER, "Ch.4, Sec. 4.3", "alpha = 1/beta gives AdamW(lr*beta, beta1=0), exactly for beta a power "
-                                            "of 2"),
-            "steps whose parameters differ bitwise from AdamW(lr*beta, beta1 = 0)",
+        SPEC["innaprop/sec4.3-rescaling"].judge(
             f"mismatched steps: beta=2 float32 {bad['0.5,2|float32']}, beta=4 float64 {bad['0.25,4|float64']}; "
             f"beta=0.09 (fl(fl(1/beta)*beta) != 1, so psi_0 != 0) float64 {bad['1/0.09,0.09|float64']}",
-            decide.exact(bad["0.5,2|float32"] == 0 == bad["0.25,4|float64"]), paper_value="identical",
+            decide.exact(bad["0.5,2|float32"] == 0 == bad["0.25,4|float64"]),
         ),
-        judged(
-            Source(PAPER, "Ch.4, Algorithm 6", "DINAdam Algorithm 6 (memory-saving form) is the recursion "
-                                               "(4.28)-(4.29)"),
-            "largest distance from the recursion (4.28)-(4.29) over 150 float64 steps",
+        SPEC["innaprop/alg6-dinadam"].judge(
             f"{printed:.2g} with the printed minus sign (4.31, 4.34, Alg. 6); {corrected:.2g} with theta <- theta "
             f"- lr (m~ + alpha beta g)/... (nsverify.optim.DINAdam)",
-            decide.exact(printed <= DINADAM_TOL), paper_value="the same iterates",
+            decide.exact(printed <= DINADAM_TOL),
             threshold=Threshold(DINADAM_TOL, "ours", "a few hundred float64 ulps"),
         ),
     ]
@@ -131,12 +149,10 @@ def convergence(problems, optimizers, seeds, steps: int, progress=None) -> dict:
         samples += [math.log(max(x, 1e-6)) for x in xs]
     faster = [p for p, xs in per_problem.items() if xs and sum(xs) / len(xs) > 1]
     lo, hi = TABLE44_SPEEDUP
-    c = judged(
-        Source(PAPER, "Table 4.4", f"INNAprop(0.1,0.9) reaches AdamW's best loss in {lo}x-{hi}x fewer steps (GPT-2)"),
-        "speed-up = AdamW's best step / INNAprop's first step reaching it, per (problem, seed)",
+    c = SPEC["innaprop/table4.4-speedup"].judge(
         f"mean speed-up > 1 on {len(faster)}/{len(results)} small nonsmooth problems ({', '.join(faster) or 'none'})",
         decide.ratio_vs(samples, 1.0, below=False, margin=lo, what="run", effect=True),
-        paper_value=f"{lo}x-{hi}x", threshold=Threshold(1.0, "paper", "faster than AdamW"),
+        fields={"lo": lo, "hi": hi}, threshold=Threshold(1.0, "paper", "faster than AdamW"),
         notes="small convex and teacher-student problems on CPU, not GPT-2",
     )
     return {"results": results, "claims": [c]}
@@ -154,12 +170,9 @@ def precision(seeds, steps: int) -> dict:
     ratios = [math.log(max(a, 1e-300) / max(b, 1e-300)) for a, b in
               zip(prec["INNApropMomentum(0.1,0.9)|float32"]["max_dev_samples"],
                   prec["INNAprop(0.1,0.9)|float32"]["max_dev_samples"])]
-    c = judged(
-        Source(PAPER, "Ch.4, Sec. 4.6.2", "the momentum variant (4.21)-(4.23) is poorly scaled (gamma^2) at 32 bits "
-                                          "or less"),
-        "float32 deviation from float64 of the momentum variant / of INNAprop, per seed",
+    c = SPEC["innaprop/sec4.6.2-momentum-precision"].judge(
         f"float32 deviation from float64: momentum {m32:.2g} vs INNAprop {i32:.2g}; bfloat16: {mbf:.2g} vs {ibf:.2g}",
         decide.ratio_vs(ratios, 1.0, below=False, margin=PRECISION_MARGIN, what="seed", effect=True),
-        paper_value="worse than INNAprop at <= 32 bits", threshold=Threshold(1.0, "ours", "ratio of deviations"),
+        threshold=Threshold(1.0, "ours", "ratio of deviations"),
     )
     return {"results": prec, "claims": [c]}

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 
-from nsverify.papers import decide
-from nsverify.papers.claims import Source, Threshold, judged
+from nsverify.claims import decide
+from nsverify.claims.record import ClaimSpec, Threshold, spec_table
+from nsverify.claims.stats import wilson
 from nsverify.papers.park import table1
-from nsverify.papers.stats import wilson
 
 PAPER = "Park, Chun, Lee (ICLR 2024)"
 #: Park et al., App. J.2: with Algorithm 2 an epoch of ResNet18 on CIFAR-10 took 419 s against 237 s without
@@ -28,6 +28,41 @@ PAPER_OVERHEAD = round(419 / 237, 2)
 PAPER_NONTRIVIAL_RATE = 1435.8 / 7820
 #: how far from Park's 1.77x a true overhead must be for the timing test to need power 0.8 (ours)
 OVERHEAD_MARGIN = 1.25
+
+#: Park et al.'s claims, declared once (id, source, metric, rule, budget); the experiments below judge them
+CLAIMS = (
+    ClaimSpec("park/table1-theorem", PAPER, "Table 1, {where}",
+              "{statement}: AD is in the Clarke set whenever the premise holds",
+              "oracle verdicts on generated networks at exact ties that meet the premise", "never",
+              "theorem_examples: generated networks per row (premise cases among them)",
+              paper_value="never (a theorem)"),
+    ClaimSpec("park/table1-lemma", PAPER, "Table 1, {where}", "{statement}: AD can leave the Clarke set",
+              "the exact oracle's verdict on the paper's own counterexample", "exact",
+              "one exact verdict; lemma_examples bound the counterexample search shown beside it",
+              paper_value="not_member"),
+    ClaimSpec("park/monitor-overhead", "nsverify (ours)", "park section",
+              f"the training monitor's overhead stays within Park et al.'s {PAPER_OVERHEAD}x (App. J.2)",
+              "monitored / plain step time per step (geometric mean, interleaved, same batches)", "all_of",
+              "timing_steps: interleaved steps per network", by="ours",
+              paper_value=f"{PAPER_OVERHEAD}x (ResNet18, CIFAR-10, GPU)"),
+    ClaimSpec("park/scenario1-theorem5", PAPER, "Sec. 4, Scenario 1",
+              "Theorem 5's sufficient condition held at every training step where a kink was touched (fully "
+              "connected ReLU6/HardTanh/HardSigmoid nets)",
+              "touched steps whose touched layers fail the exact rank test", "never",
+              "s1_steps: training steps per net (the touched steps among them)",
+              paper_value="held at every step (0, 9.8, 13.8 touches per 9380 steps)"),
+    ClaimSpec("park/scenario2-theorem8", PAPER, "Sec. 4, Scenario 2",
+              "Theorem 8's sufficient condition (Algorithm 2: P_l non-empty) held at every training step (VGG11, "
+              "VGG11-BN, ResNet18)",
+              "steps with non-trivial ties (S_j \\ T_j non-empty) where P_l was empty", "never",
+              "s2_steps x batch: training steps (those with non-trivial ties)", paper_value="held at every step"),
+    ClaimSpec("park/table2-nontrivial-ties", PAPER, "Table 2",
+              "non-trivial ties (S_j \\ T_j non-empty) occur during training: VGG11's first pooling layer at 1435.8 "
+              "of 7820 steps",
+              "mini-VGG steps whose first pooling layer has a non-trivial tie", "occurs",
+              "s2_steps: mini-VGG training steps", paper_value=f"{PAPER_NONTRIVIAL_RATE:.1%} of steps"),
+)
+SPEC = spec_table(CLAIMS)
 
 
 def _quiet(*_a, **_k):
@@ -47,13 +82,11 @@ def table1_theorem_rows(max_examples: int, progress=None) -> dict:
         progress(f"{name}: {c}")
         rows.append({"row": name, "paper": row.paper, **c})
         where, _, statement = row.paper.partition(": ")
-        claims.append(judged(
-            Source(PAPER, f"Table 1, {where}", f"{statement}: AD is in the Clarke set whenever the premise holds"),
-            "oracle verdicts on generated networks at exact ties that meet the premise",
+        claims.append(SPEC["park/table1-theorem"].judge(
             f"{c['not_member']} not_member, {c['member']} member in {c['premise']} premise cases of {c['drawn']} drawn "
             f"({c['unknown']} unknown, not counted)",
             decide.never(c["not_member"], c["member"] + c["not_member"], what="premise case"),
-            paper_value="never (a theorem)",
+            key=name, fields={"where": where, "statement": statement},
         ))
     return {"rows": rows, "claims": claims}
 
@@ -87,11 +120,9 @@ def table1_lemma_rows(max_examples: int = 200, progress=None) -> dict:
         where, _, statement = row.paper.partition(": ")
         search = (f"the search found one after {r.examples} generated examples (paper's shape after reduction: "
                   f"{r.paper_shape})" if r.found else f"the search found none in {r.examples} examples")
-        claims.append(judged(
-            Source(PAPER, f"Table 1, {where}", f"{statement}: AD can leave the Clarke set"),
-            "the exact oracle's verdict on the paper's own counterexample",
+        claims.append(SPEC["park/table1-lemma"].judge(
             f"paper's counterexample: {paper_case}; {search}",
-            decide.exact(paper_case == "not_member"), paper_value="not_member",
+            decide.exact(paper_case == "not_member"), key=name, fields={"where": where, "statement": statement},
         ))
     return {"rows": rows, "claims": claims}
 
@@ -110,11 +141,8 @@ def overhead_claims(overhead: dict, data: str) -> list[dict]:
         ties = [r["tied_positive"] for r in steps]
         texts.append(f"{name}: x{parts[name].value:.2f} over {len(logs)} steps (plain steps "
                      f"{plain_ms[0]:.0f}-{plain_ms[-1]:.0f} ms, {min(ties)}-{max(ties)} tied windows/step)")
-    return [judged(
-        Source("nsverify (ours)", "park section", f"the training monitor's overhead stays within Park et al.'s "
-                                                   f"{PAPER_OVERHEAD}x (App. J.2)"),
-        "monitored / plain step time per step (geometric mean, interleaved, same batches)",
-        "; ".join(texts), decide.all_of(parts), by="ours", paper_value=f"{PAPER_OVERHEAD}x (ResNet18, CIFAR-10, GPU)",
+    return [SPEC["park/monitor-overhead"].judge(
+        "; ".join(texts), decide.all_of(parts),
         threshold=Threshold(PAPER_OVERHEAD, "paper", "419 s / 237 s per epoch"),
         notes=f"mini networks on {data} inputs on this CPU; the monitor is ours, not Park et al.'s Algorithm 2 code",
     )]
@@ -147,32 +175,22 @@ def table2(s1_steps: int, s2_steps: int, batch: int, timing_steps: int, progress
     first = [st for st in s2["steps"] if st["network"] == "mini-VGG"]
     first_nt = sum(st["first_pool_nontrivial"] for st in first)
     claims = [
-        judged(
-            Source(PAPER, "Sec. 4, Scenario 1", "Theorem 5's sufficient condition held at every training step where "
-                                                "a kink was touched (fully connected ReLU6/HardTanh/HardSigmoid nets)"),
-            "touched steps whose touched layers fail the exact rank test",
+        SPEC["park/scenario1-theorem5"].judge(
             f"{touches} kink touches at {touched} steps over {', '.join(str(r['steps']) for r in s1[:1])} steps x "
             f"{len(s1)} nets; rank test failed at {rank_fail}",
             decide.never(rank_fail, touched, what="touched step"),
-            paper_value="held at every step (0, 9.8, 13.8 touches per 9380 steps)",
             notes="scikit-learn digits (64 features, values k/16), hidden 64-32, batch 32",
         ),
-        judged(
-            Source(PAPER, "Sec. 4, Scenario 2", "Theorem 8's sufficient condition (Algorithm 2: P_l non-empty) held "
-                                                "at every training step (VGG11, VGG11-BN, ResNet18)"),
-            "steps with non-trivial ties (S_j \\ T_j non-empty) where P_l was empty",
+        SPEC["park/scenario2-theorem8"].judge(
             f"{not_cert} not certified among {len(exercised)} steps with non-trivial ties ({unknown} steps unknown: "
             f"check cap, not counted) of {len(s2['steps'])}",
             decide.never(not_cert, len(exercised), what="step with non-trivial ties"),
-            paper_value="held at every step", notes=f"mini networks on {s2['data']} inputs",
+            notes=f"mini networks on {s2['data']} inputs",
         ),
-        judged(
-            Source(PAPER, "Table 2", "non-trivial ties (S_j \\ T_j non-empty) occur during training: VGG11's first "
-                                     "pooling layer at 1435.8 of 7820 steps"),
-            "mini-VGG steps whose first pooling layer has a non-trivial tie",
+        SPEC["park/table2-nontrivial-ties"].judge(
             f"{first_nt} of {len(first)} steps",
             decide.occurs(first_nt, len(first), PAPER_NONTRIVIAL_RATE, what="step"),
-            paper_value=f"{PAPER_NONTRIVIAL_RATE:.1%} of steps", notes=f"mini-VGG on {s2['data']} inputs",
+            notes=f"mini-VGG on {s2['data']} inputs",
         ),
     ] + overhead_claims(s2["overhead"], s2["data"])
     return {"scenario1": s1, "scenario2": s2, "tie_shares": shares, "claims": claims}

@@ -1,7 +1,7 @@
 """Scaled-down reproductions of Boustany Ch.3 and Bertoin et al., each experiment with its judged claims.
 
-Every experiment returns its results and a ``"claims"`` list (:func:`nsverify.papers.claims.judged` records,
-decided by the rules of :mod:`nsverify.papers.decide`). The ``*_claims`` functions take measurements and return
+Every experiment returns its results and a ``"claims"`` list (records of the declarations in :data:`CLAIMS`,
+decided by the rules of :mod:`nsverify.claims.decide`). The ``*_claims`` functions take measurements and return
 claims, so results computed elsewhere (the GPU scripts) are judged by the same rules. Thresholds tau are measured
 per network and setting from reruns of the same program (:mod:`.pairs`), never borrowed. Every function is
 deterministic (seeded) and sized by its arguments (the report section chooses the budget); nothing here is tuned
@@ -16,9 +16,9 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from nsverify.papers import decide
-from nsverify.papers.claims import Source, Threshold, judged
-from nsverify.papers.provenance import DATA_DIR, describe, load_measurement
+from nsverify.claims import decide
+from nsverify.claims.provenance import describe, gpu_file, load_measurement
+from nsverify.claims.record import ClaimSpec, Threshold, spec_table
 from nsverify.papers.zones.emulate import prepare
 from nsverify.papers.zones.pairs import PairConfig, impacted, measure_pairs, tau1
 from nsverify.papers.zones.rules import as_program, hybrid_program, program_label, program_params, use_rule
@@ -57,6 +57,82 @@ LEARNED_FRACTION = 0.5
 #: the paper's "instability" read as 9 runs in 10 at 16 bits (it ran ten seeds), "may" as 1 in 2 at 32 bits
 SWEEP_P_ALT, SWEEP_P_UNSTABLE_16, SWEEP_P_UNSTABLE_32 = 0.5, 0.9, 0.5
 
+_FIG33 = "Fig. 3.3 (LeNet-5, fp32)"
+_PAIRS = "draws x batches: (draw, batch) pairs"
+#: Boustany Ch.3's and Bertoin et al.'s claims, declared once (id, source, metric, rule, budget); the
+#: experiments below judge them (claims made per dtype carry the dtype as their key)
+CLAIMS = (
+    ClaimSpec("zones/table3.1", BOUSTANY, "Table 3.1",
+              "zero'(t) = -1.5 at t=0 and 0 elsewhere for x1 = (1,2,3,4); ~1e-7 at every t for x2 = 1.4*(1,1,1,1) "
+              "(fp32)", "zero'(t) by PyTorch autograd in float32 at the table's t values", "exact",
+              "the table's fixed t values", paper_value="-1.5 / ~1e-7"),
+    ClaimSpec("zones/table3.3", BOUSTANY, "Table 3.3",
+              "zero2'(0) = +1.5 for x=(1,2,3,4), 0 elsewhere; ~1e-7 at every t for x = 1.4*(1,1,1,1) (fp32, Fig 3.9 "
+              "code)", "zero2'(t) by PyTorch autograd in float32 at the table's t values", "exact",
+              "the table's fixed t values", paper_value="+1.5 / ~1e-7"),
+    ClaimSpec("zones/sec3.5.3-example", BOUSTANY, "Sec. 3.5.3",
+              "backprop[P](W) = E11 (native), backprop[Q](W) = (E11+E13)/2 (minimal); W is in the bifurcation zone",
+              "the two programs' gradients in W (first row)", "exact", "one exact example",
+              paper_value="E11 vs (E11+E13)/2"),
+    ClaimSpec("zones/fig3.3-rerun-zero", BOUSTANY, _FIG33,
+              "the same program run twice gives D(P, P~) = 0 (deterministic computation)",
+              "pairs with D(P, P~) != 0, P~ = P rerun unchanged", "never", _PAIRS, paper_value="0 on every pair"),
+    ClaimSpec("zones/fig3.3-positive", BOUSTANY, _FIG33, "D(P, Q) > 0 for all (m, q) (native vs minimal max pool)",
+              "pairs with D(P, Q) = 0", "never", _PAIRS, paper_value="> 0 on every pair"),
+    ClaimSpec("zones/fig3.3-bulk", BOUSTANY, _FIG33, "most variations are minor, at machine precision (98.78%)",
+              "pairs with 0 < D(P, Q) <= the machine-precision cut", "share_above", _PAIRS,
+              paper_value=f"{FIG33_BULK:.2%}"),
+    ClaimSpec("zones/fig3.3-tail", BOUSTANY, _FIG33,
+              "a heavy tail of major variations (1.22% of the pairs, peaking near 1e-3)",
+              "pairs with D(P, Q) above the machine-precision cut", "occurs", _PAIRS,
+              paper_value=f"{FIG33_TAIL:.2%}"),
+    ClaimSpec("zones/table3.2-64bit", BOUSTANY, "Table 3.2", "64 bits: 0% of minibatches impacted",
+              "pairs with D(P, Q) > tau1, float64, {label}", "never", _PAIRS, paper_value="0%"),
+    ClaimSpec("zones/table3.2-32bit", BOUSTANY, "Table 3.2",
+              "32 bits: strictly between 0% and 100% of minibatches impacted (46.67%)",
+              "pairs with D(P, Q) > tau1, float32, {label}", "between", _PAIRS, paper_value="46.67%"),
+    ClaimSpec("zones/table3.2-16bit", BOUSTANY, "Table 3.2", "16 bits ({name}): 100% of minibatches impacted",
+              "pairs with D(P, Q) <= tau1, {name}, {label}", "never", _PAIRS, paper_value="100%"),
+    ClaimSpec("zones/fig3.6-batch-norm", BOUSTANY, "Fig. 3.6",
+              "batch normalization markedly increases the share of impacted minibatches at 32 bits",
+              "(fp32 share with BN - without) - (fp64 share with BN - without), {label}", "diff_in_diff",
+              _PAIRS + " per setting (fp32, fp64; with and without BN)", paper_value="markedly increased"),
+    ClaimSpec("zones/fig3.6-batch-size", BOUSTANY, "Fig. 3.6",
+              "larger minibatches give a larger share of impacted minibatches at 32 bits",
+              "Kendall tau_b of D(P, Q) (sum reduction) against the batch size, fp32", "trend",
+              "batch_sizes x draws x batches: pairs over the batch sizes", paper_value="increasing"),
+    ClaimSpec("bertoin/appD-16bit-often", BERTOIN, "App. D (Figs. 7, 12)",
+              "16 bits ({name}): the bifurcation zone is met very often (backprop_0 != backprop_1 on most "
+              "minibatches)", "minibatches with D(R0, R1) > 0, {name}, {label}", "share_above", _PAIRS,
+              paper_value="very often"),
+    ClaimSpec("bertoin/fig1-32bit-some", BERTOIN, "Fig. 1",
+              "32 bits: backprop_0 and backprop_1 differ on some minibatches, not all (once in 100 iterations)",
+              "minibatches with D(R0, R1) > 0, float32, {label}", "between", _PAIRS, paper_value="some minibatches"),
+    ClaimSpec("bertoin/appB-64bit-never", BERTOIN, "App. B (Fig. 6)",
+              "64 bits: the bifurcation does not occur (backprop_0 = backprop_1)",
+              "minibatches with D(R0, R1) > 0, float64, {label}", "never", _PAIRS, paper_value="never"),
+    ClaimSpec("bertoin/appB-64bit-sgd-together", BERTOIN, "App. B (Fig. 6)",
+              "64 bits: the ReLU'(0) = 0 and 1 SGD trajectories do not separate",
+              "SGD steps until the two trajectories differ bitwise, float64", "never_in_time", "steps: SGD steps",
+              paper_value="identical over 100 iterations"),
+    ClaimSpec("bertoin/fig1-32bit-sgd-separate", BERTOIN, "Fig. 1",
+              "32 bits: the ReLU'(0) = 0 and 1 SGD trajectories separate (at iteration 65 of 100)",
+              "SGD steps until the two trajectories differ bitwise, float32", "occurs_in_time", "steps: SGD steps",
+              paper_value="separate within 100 iterations"),
+    ClaimSpec("bertoin/appD-16bit-sgd-separate", BERTOIN, "App. D",
+              "16 bits ({name}): the two trajectories separate (bifurcations are frequent)",
+              "SGD steps until the two trajectories differ bitwise, {name}", "occurs_in_time", "steps: SGD steps",
+              paper_value="separate"),
+    ClaimSpec("zones/sec3.4.2-stable", BOUSTANY, "{where}",
+              "{bits} bits: training stays stable for beta <= {stable_max:g}",
+              "unstable runs (non-finite, or final loss >= initial) among beta <= {stable_max:g} x seeds, {name}",
+              "never", "seeds x betas: runs (judged once beta = 0 learns in steps)", paper_value="stable"),
+    ClaimSpec("zones/sec3.4.2-unstable", BOUSTANY, "{where}", "{bits} bits: beta > 1e3 {verb} training (no BN)",
+              "unstable runs among beta > 1e3 x seeds, {name}", "occurs",
+              "seeds x betas: runs (judged once beta = 0 learns in steps)", paper_value="unstable"),
+)
+SPEC = spec_table(CLAIMS)
+
 
 def _dzero(fn, t: float, x, dtype):
     tt = torch.tensor(t, dtype=dtype, requires_grad=True)
@@ -73,11 +149,8 @@ def table_3_1(dtype=torch.float32) -> dict:
     r1, r2 = rows["x1=(1,2,3,4)"], rows["x2=1.4*(1,1,1,1)"]
     held = (r1[3] == -1.5 and all(v == 0.0 for i, v in enumerate(r1) if i != 3)
             and all(v != 0 and abs(v) < TABLE31_SMALL for v in r2))
-    return {"t": list(T_VALUES), "rows": rows, "claims": [judged(
-        Source(BOUSTANY, "Table 3.1", "zero'(t) = -1.5 at t=0 and 0 elsewhere for x1 = (1,2,3,4); ~1e-7 at every t "
-                                      "for x2 = 1.4*(1,1,1,1) (fp32)"),
-        "zero'(t) by PyTorch autograd in float32 at the table's t values",
-        f"x1: {r1}; x2: {[f'{v:.3g}' for v in r2]}", decide.exact(bool(held)), paper_value="-1.5 / ~1e-7",
+    return {"t": list(T_VALUES), "rows": rows, "claims": [SPEC["zones/table3.1"].judge(
+        f"x1: {r1}; x2: {[f'{v:.3g}' for v in r2]}", decide.exact(bool(held)),
         threshold=Threshold(TABLE31_SMALL, "ours", "'~1e-7' read as nonzero and below this"))]}
 
 
@@ -112,13 +185,10 @@ def table_3_3(dtype=torch.float32) -> dict:
     r1, r2 = rows["x=(1,2,3,4)"], rows["x=1.4*(1,1,1,1)"]
     held_1 = r1[3] == 1.5 and all(v == 0.0 for i, v in enumerate(r1) if i != 3)
     held_2 = all(v != 0 and abs(v) < TABLE31_SMALL for v in r2)
-    return {"t": list(T_VALUES), "rows": rows, "held_x1": bool(held_1), "held_x2": bool(held_2), "claims": [judged(
-        Source(BOUSTANY, "Table 3.3", "zero2'(0) = +1.5 for x=(1,2,3,4), 0 elsewhere; ~1e-7 at every t for "
-                                      "x = 1.4*(1,1,1,1) (fp32, Fig 3.9 code)"),
-        "zero2'(t) by PyTorch autograd in float32 at the table's t values",
+    claim = SPEC["zones/table3.3"].judge(
         f"x=(1,2,3,4): {r1}; x=1.4*1: {[f'{v:.3g}' for v in r2]}", decide.exact(bool(held_1 and held_2)),
-        paper_value="+1.5 / ~1e-7", threshold=Threshold(TABLE31_SMALL, "ours", "'~1e-7' read as nonzero and below "
-                                                                               "this"))]}
+        threshold=Threshold(TABLE31_SMALL, "ours", "'~1e-7' read as nonzero and below this"))
+    return {"t": list(T_VALUES), "rows": rows, "held_x1": bool(held_1), "held_x2": bool(held_2), "claims": [claim]}
 
 
 def example_353(k: float = 1.0, dtype=torch.float32) -> dict:
@@ -144,14 +214,10 @@ def example_353(k: float = 1.0, dtype=torch.float32) -> dict:
     expect_p = [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
     expect_q = [[0.5, 0.0, 0.5], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
     d = sum(abs(a - b) for ra, rb in zip(grads["native"], grads["minimal"]) for a, b in zip(ra, rb))
-    return {"native": grads["native"], "minimal": grads["minimal"], "D_L1": d, "claims": [judged(
-        Source(BOUSTANY, "Sec. 3.5.3", "backprop[P](W) = E11 (native), backprop[Q](W) = (E11+E13)/2 (minimal); W is in "
-                                       "the bifurcation zone"),
-        "the two programs' gradients in W (first row)",
+    claim = SPEC["zones/sec3.5.3-example"].judge(
         f"native {grads['native'][0]}, minimal {grads['minimal'][0]}, D = {d}",
-        decide.exact(grads["native"] == expect_p and grads["minimal"] == expect_q), paper_value="E11 vs (E11+E13)/2")]}
-
-
+        decide.exact(grads["native"] == expect_p and grads["minimal"] == expect_q))
+    return {"native": grads["native"], "minimal": grads["minimal"], "D_L1": d, "claims": [claim]}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -177,26 +243,21 @@ def fig_3_3_summary(rows: list[dict]) -> dict:
     bulk = sum(0 < v <= c for v, c in zip(d, cuts))
     rel = sorted(v / (r["u"] * r["G"]) for v, r in zip(d, rows) if r["G"] > 0)
     same = [r.get("D_same", 0.0) for r in rows]
-    where = "Fig. 3.3 (LeNet-5, fp32)"
     med = statistics.median(d) if d else None
     cut_note = f"{FIG33_TAIL_FACTOR:g} x u x ||backprop[P]||_1 per pair (ours)"
     claims = [
-        judged(Source(BOUSTANY, where, "the same program run twice gives D(P, P~) = 0 (deterministic computation)"),
-               "pairs with D(P, P~) != 0, P~ = P rerun unchanged", f"{sum(v != 0 for v in same)} of {n} pairs",
-               decide.never(sum(v != 0 for v in same), n, what="pair"), paper_value="0 on every pair"),
-        judged(Source(BOUSTANY, where, "D(P, Q) > 0 for all (m, q) (native vs minimal max pool)"),
-               "pairs with D(P, Q) = 0", f"{sum(v == 0 for v in d)} of {n} pairs",
-               decide.never(sum(v == 0 for v in d), n, what="pair"), paper_value="> 0 on every pair"),
-        judged(Source(BOUSTANY, where, "most variations are minor, at machine precision (98.78%)"),
-               "pairs with 0 < D(P, Q) <= the machine-precision cut",
+        SPEC["zones/fig3.3-rerun-zero"].judge(f"{sum(v != 0 for v in same)} of {n} pairs",
+                                             decide.never(sum(v != 0 for v in same), n, what="pair")),
+        SPEC["zones/fig3.3-positive"].judge(f"{sum(v == 0 for v in d)} of {n} pairs",
+                                           decide.never(sum(v == 0 for v in d), n, what="pair")),
+        SPEC["zones/fig3.3-bulk"].judge(
                f"{bulk} of {n} pairs; D / (u ||backprop[P]||_1): median {statistics.median(rel) if rel else 0:.3g}",
-               decide.share_above(bulk, n, 0.5, FIG33_BULK, what="pair"), paper_value=f"{FIG33_BULK:.2%}",
+               decide.share_above(bulk, n, 0.5, FIG33_BULK, what="pair"),
                threshold=Threshold(FIG33_TAIL_FACTOR, "ours", cut_note)),
-        judged(Source(BOUSTANY, where, "a heavy tail of major variations (1.22% of the pairs, peaking near 1e-3)"),
-               "pairs with D(P, Q) above the machine-precision cut",
+        SPEC["zones/fig3.3-tail"].judge(
                f"{tail} of {n} pairs; D / (u ||backprop[P]||_1) largest {rel[-1] if rel else 0:.3g}; D max "
                f"{max(d) if d else float('nan'):.3g}",
-               decide.occurs(tail, n, FIG33_TAIL, what="pair"), paper_value=f"{FIG33_TAIL:.2%}",
+               decide.occurs(tail, n, FIG33_TAIL, what="pair"),
                threshold=Threshold(FIG33_TAIL_FACTOR, "ours", cut_note)),
     ]
     return {"D_diff": d, "D_same": same, "D_order": [r.get("D_order") for r in rows], "n": n, "median": med,
@@ -236,23 +297,22 @@ def table_3_2_claims(s: dict, label: str) -> list[dict]:
     th = lambda d: Threshold(s[d]["tau1"], "measured", "tau1 = largest D(P, P~) over the pairs' reruns")  # noqa
     if "float64" in s:
         d = s["float64"]
-        out.append(judged(Source(BOUSTANY, "Table 3.2", "64 bits: 0% of minibatches impacted"),
-                          f"pairs with D(P, Q) > tau1, float64, {label}", f"{d['impacted']} of {d['n']} pairs",
-                          decide.never(d["impacted"], d["n"], what="pair"), paper_value="0%", threshold=th("float64")))
+        out.append(SPEC["zones/table3.2-64bit"].judge(
+            f"{d['impacted']} of {d['n']} pairs", decide.never(d["impacted"], d["n"], what="pair"),
+            fields={"label": label}, threshold=th("float64")))
     if "float32" in s:
         d = s["float32"]
-        out.append(judged(Source(BOUSTANY, "Table 3.2", "32 bits: strictly between 0% and 100% of minibatches "
-                                                        "impacted (46.67%)"),
-                          f"pairs with D(P, Q) > tau1, float32, {label}", f"{d['impacted']} of {d['n']} pairs",
-                          decide.between(d["impacted"], d["n"], TABLE32_FP32, what="pair"), paper_value="46.67%",
-                          threshold=th("float32")))
+        out.append(SPEC["zones/table3.2-32bit"].judge(
+            f"{d['impacted']} of {d['n']} pairs", decide.between(d["impacted"], d["n"], TABLE32_FP32, what="pair"),
+            fields={"label": label}, threshold=th("float32")))
     for name in ("float16", "bfloat16"):
         if name in s:
             d = s[name]
-            out.append(judged(Source(BOUSTANY, "Table 3.2", f"16 bits ({name}): 100% of minibatches impacted"),
-                              f"pairs with D(P, Q) <= tau1, {name}, {label}", f"{d['impacted']} of {d['n']} pairs "
-                              f"impacted", decide.never(d["n"] - d["impacted"], d["n"], what="pair"),
-                              paper_value="100%", threshold=th(name), notes=d.get("kernel_path") or ""))
+            out.append(SPEC["zones/table3.2-16bit"].judge(
+                f"{d['impacted']} of {d['n']} pairs impacted",
+                decide.never(d["n"] - d["impacted"], d["n"], what="pair"),
+                key=name, fields={"name": name, "label": label}, threshold=th(name),
+                notes=d.get("kernel_path") or ""))
     return out
 
 
@@ -261,16 +321,13 @@ def bn_claim(off: dict, on: dict, label: str) -> dict:
     of the same setting (each at its own measured tau1)."""
     a_on, a_off, b_on, b_off = (on["float32"], off["float32"], on["float64"], off["float64"])
     shift = lambda x, y: x["impacted"] / x["n"] - y["impacted"] / y["n"]  # noqa: E731
-    return judged(
-        Source(BOUSTANY, "Fig. 3.6", "batch normalization markedly increases the share of impacted minibatches at "
-                                     "32 bits"),
-        f"(fp32 share with BN - without) - (fp64 share with BN - without), {label}",
+    return SPEC["zones/fig3.6-batch-norm"].judge(
         f"fp32 {a_off['impacted']}/{a_off['n']} -> {a_on['impacted']}/{a_on['n']} (shift {shift(a_on, a_off):+.2f}); "
         f"fp64 {b_off['impacted']}/{b_off['n']} -> {b_on['impacted']}/{b_on['n']} (shift {shift(b_on, b_off):+.2f})",
         decide.diff_in_diff((a_on["impacted"], a_on["n"]), (a_off["impacted"], a_off["n"]),
                             (b_on["impacted"], b_on["n"]), (b_off["impacted"], b_off["n"]), BN_EFFECT,
                             design=(TABLE32_FP32, 0.0)),
-        paper_value="markedly increased", threshold=Threshold(BN_EFFECT, "ours", "difference of shifts to detect"),
+        fields={"label": label}, threshold=Threshold(BN_EFFECT, "ours", "difference of shifts to detect"),
     )
 
 
@@ -300,12 +357,10 @@ def batch_trend_claim(by_b: dict, label: str) -> tuple:
     dec = decide.trend(xs, ys, what="pair")
     mean_tau, mean_p = decide._kendall(xs, [y / x for x, y in zip(xs, ys)]) if len(xs) >= 3 else (0.0, 1.0)
     med = ", ".join(f"B={b}: {statistics.median(v):.3g}" for b, v in by_b.items() if v)
-    claim = judged(
-        Source(BOUSTANY, "Fig. 3.6", "larger minibatches give a larger share of impacted minibatches at 32 bits"),
-        "Kendall tau_b of D(P, Q) (sum reduction) against the batch size, fp32",
+    claim = SPEC["zones/fig3.6-batch-size"].judge(
         f"median D {med}; Kendall tau_b {dec.value:.2f}; with the mean reduction (D / B) tau_b {mean_tau:.2f} "
         f"(one-sided p = {mean_p:.2g})",
-        dec, paper_value="increasing", threshold=Threshold(decide.TREND_EFFECT, "ours", "Kendall tau the test must "
+        dec, threshold=Threshold(decide.TREND_EFFECT, "ours", "Kendall tau the test must "
                                                                                         "detect"),
         notes=f"{label}; at a fixed tau a larger D means a larger impacted share",
     )
@@ -328,37 +383,35 @@ def fig_3_6_batch(batch_sizes, width: float, draws: int, batches: int, dataset: 
 # ---------------------------------------------------------------------------------------------------------
 # Bertoin et al.: the precision dichotomy at initialization and the SGD trajectories
 # ---------------------------------------------------------------------------------------------------------
-def bertoin_claims(s: dict, label: str) -> list[dict]:
+def bertoin_claims(s: dict, label: str, setting: str = "") -> list[dict]:
     """Bertoin's dichotomy from a :func:`setting_summary` of ReLU'(0) = 0 vs 1 pairs (``D`` = D(R0, R1)): a pair
-    differs when D > 0 (Bertoin's S_01 criterion)."""
+    differs when D > 0 (Bertoin's S_01 criterion). ``setting`` tells several runs of one report apart (it joins
+    the claims' keys)."""
     out = []
+    key = lambda *parts: "|".join(p for p in (setting, *parts) if p)  # noqa: E731
     for name in ("float16", "bfloat16"):
         if name in s:
             d = s[name]
             k = sum(v > 0 for v in d["D"])
-            out.append(judged(
-                Source(BERTOIN, "App. D (Figs. 7, 12)", f"16 bits ({name}): the bifurcation zone is met very often "
-                                                        f"(backprop_0 != backprop_1 on most minibatches)"),
-                f"minibatches with D(R0, R1) > 0, {name}, {label}", f"{k} of {d['n']} minibatches; mean ReLU zeros "
+            out.append(SPEC["bertoin/appD-16bit-often"].judge(
+                f"{k} of {d['n']} minibatches; mean ReLU zeros "
                 f"{d['relu_zeros']:.1f} per batch", decide.share_above(k, d["n"], 0.5, BERTOIN_16_SHARE, what="pair"),
-                paper_value="very often", threshold=Threshold(0.5, "ours", "'very often' read as a majority"),
+                key=key(name), fields={"name": name, "label": label},
+                threshold=Threshold(0.5, "ours", "'very often' read as a majority"),
                 notes=d.get("kernel_path") or ""))
     if "float32" in s:
         d = s["float32"]
         k = sum(v > 0 for v in d["D"])
-        out.append(judged(
-            Source(BERTOIN, "Fig. 1", "32 bits: backprop_0 and backprop_1 differ on some minibatches, not all (once in "
-                                      "100 iterations)"),
-            f"minibatches with D(R0, R1) > 0, float32, {label}", f"{k} of {d['n']} minibatches; mean ReLU zeros "
+        out.append(SPEC["bertoin/fig1-32bit-some"].judge(
+            f"{k} of {d['n']} minibatches; mean ReLU zeros "
             f"{d['relu_zeros']:.2f} per batch", decide.between(k, d["n"], BERTOIN_FP32_SHARE, what="pair"),
-            paper_value="some minibatches"))
+            key=key(), fields={"label": label}))
     if "float64" in s:
         d = s["float64"]
         k = sum(v > 0 for v in d["D"])
-        out.append(judged(
-            Source(BERTOIN, "App. B (Fig. 6)", "64 bits: the bifurcation does not occur (backprop_0 = backprop_1)"),
-            f"minibatches with D(R0, R1) > 0, float64, {label}", f"{k} of {d['n']} minibatches",
-            decide.never(k, d["n"], what="pair"), paper_value="never"))
+        out.append(SPEC["bertoin/appB-64bit-never"].judge(
+            f"{k} of {d['n']} minibatches", decide.never(k, d["n"], what="pair"), key=key(),
+            fields={"label": label}))
     return out
 
 
@@ -428,30 +481,20 @@ def sgd_claims(runs: dict) -> list[dict]:
                       f"distance {r['distance'][-1]:.3g}")
     if "float64" in runs:
         r = runs["float64"]
-        out.append(judged(
-            Source(BERTOIN, "App. B (Fig. 6)", "64 bits: the ReLU'(0) = 0 and 1 SGD trajectories do not separate"),
-            "SGD steps until the two trajectories differ bitwise, float64", text(r),
-            decide.never_in_time(ev(r), len(r["distance"]), FP32_DIVERGENCE_RATE),
-            paper_value="identical over 100 iterations",
+        out.append(SPEC["bertoin/appB-64bit-sgd-together"].judge(
+            text(r), decide.never_in_time(ev(r), len(r["distance"]), FP32_DIVERGENCE_RATE),
             threshold=Threshold(FP32_DIVERGENCE_RATE, "paper", "fp32's rate per step (one bifurcation in 100 steps)")))
     if "float32" in runs:
         r = runs["float32"]
-        out.append(judged(
-            Source(BERTOIN, "Fig. 1", "32 bits: the ReLU'(0) = 0 and 1 SGD trajectories separate (at iteration 65 of "
-                                      "100)"),
-            "SGD steps until the two trajectories differ bitwise, float32", text(r),
-            decide.occurs_in_time(ev(r), len(r["distance"]), FP32_DIVERGENCE_RATE),
-            paper_value="separate within 100 iterations",
+        out.append(SPEC["bertoin/fig1-32bit-sgd-separate"].judge(
+            text(r), decide.occurs_in_time(ev(r), len(r["distance"]), FP32_DIVERGENCE_RATE),
             threshold=Threshold(FP32_DIVERGENCE_RATE, "paper", "one bifurcation per 100 steps")))
     for name in ("float16", "bfloat16"):
         if name in runs:
             r = runs[name]
-            out.append(judged(
-                Source(BERTOIN, "App. D", f"16 bits ({name}): the two trajectories separate (bifurcations are "
-                                          f"frequent)"),
-                f"SGD steps until the two trajectories differ bitwise, {name}", text(r),
-                decide.occurs_in_time(ev(r), len(r["distance"]), SIXTEEN_DIVERGENCE_RATE),
-                paper_value="separate", notes=r.get("kernel_path", ""),
+            out.append(SPEC["bertoin/appD-16bit-sgd-separate"].judge(
+                text(r), decide.occurs_in_time(ev(r), len(r["distance"]), SIXTEEN_DIVERGENCE_RATE),
+                key=name, fields={"name": name}, notes=r.get("kernel_path", ""),
                 threshold=Threshold(SIXTEEN_DIVERGENCE_RATE, "ours", "'frequent' read as one step in two")))
     return out
 
@@ -546,23 +589,18 @@ def sweep_claims(sweep: dict) -> list[dict]:
             return decide.Decision(dec.rule, None, dec.n, dec.power, dec.n_required,
                                    reason=f"premise not exercised: {gate}; stability is judged only after beta = 0 "
                                           f"learns")
-        where = "Sec. 3.4.2" if sixteen else "Sec. 3.4.2, Fig. 3.8"
-        out.append(judged(
-            Source(BOUSTANY, where, f"{'16' if sixteen else '32'} bits: training stays stable for beta <= "
-                                    f"{stable_max:g}"),
-            f"unstable runs (non-finite, or final loss >= initial) among beta <= {stable_max:g} x seeds, {name}",
+        fields = {"where": "Sec. 3.4.2" if sixteen else "Sec. 3.4.2, Fig. 3.8", "bits": "16" if sixteen else "32",
+                  "stable_max": stable_max, "name": name, "verb": "destabilizes" if sixteen else "may destabilize"}
+        out.append(SPEC["zones/sec3.4.2-stable"].judge(
             f"{k_small} of {len(small)} runs unstable; {gate}",
-            premise(decide.never(k_small, len(small), SWEEP_P_ALT, what="run")),
-            paper_value="stable", notes=(small[0].get("kernel_path", "") if small else ""),
+            premise(decide.never(k_small, len(small), SWEEP_P_ALT, what="run")), key=name, fields=fields,
+            notes=(small[0].get("kernel_path", "") if small else ""),
             threshold=Threshold(SWEEP_P_ALT, "ours", "the instability rate the test must detect")))
         p_unst = SWEEP_P_UNSTABLE_16 if sixteen else SWEEP_P_UNSTABLE_32
-        out.append(judged(
-            Source(BOUSTANY, where, f"{'16' if sixteen else '32'} bits: beta > 1e3 "
-                                    f"{'destabilizes' if sixteen else 'may destabilize'} training (no BN)"),
-            f"unstable runs among beta > 1e3 x seeds, {name}",
+        out.append(SPEC["zones/sec3.4.2-unstable"].judge(
             f"{k_big} of {len(big)} runs unstable (final losses "
             f"{', '.join(format(r['final_loss'], '.3g') for r in big)}); {gate}",
-            premise(decide.occurs(k_big, len(big), p_unst, what="run")), paper_value="unstable",
+            premise(decide.occurs(k_big, len(big), p_unst, what="run")), key=name, fields=fields,
             threshold=Threshold(p_unst, "ours", "the paper's instability read as this share of runs")))
     return out
 
@@ -599,7 +637,7 @@ def exact_vs_float_points(draws: int = 2, per_draw: int = 4, width: float = 0.5)
 # ---------------------------------------------------------------------------------------------------------
 # GPU results (data files with provenance)
 # ---------------------------------------------------------------------------------------------------------
-GPU_JSON = DATA_DIR / "zones.json"
+GPU_JSON = gpu_file("zones")
 
 
 def gpu_results(path=GPU_JSON) -> dict | None:

@@ -4,7 +4,7 @@ M parameter draws (PyTorch default init, i.e. Kaiming-uniform, one seed per draw
 dtype, each (draw, batch) pair gets D(P, Q) from ONE forward pass and two backward passes (P, Q differ only
 in the backward rule).  A pair is *impacted* when D > tau[dtype]; a draw is impacted when any of its batches
 is.  Reported: both shares with Hoeffding, McDiarmid and Clopper-Pearson intervals
-(:mod:`nsverify.papers.stats`).
+(:mod:`nsverify.claims.stats`).
 
 Resumable: every finished draw is appended to a JSON partial file (atomically); a rerun with the same
 configuration skips finished draws (the thresholds are applied at the end, so they may change between runs).
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import torch
 
+from nsverify.claims.stats import share_intervals
 from nsverify.devices import parse_device, parse_dtype
 from nsverify.errors import NsverifyError
-from nsverify.papers.stats import share_intervals
 from nsverify.papers.zones.measure import check_dtype_device, program_grads, require_nonsmooth, threshold_for, variation
 
 PARTIAL_SCHEMA = "nsverify.papers.zones.partial/1"

@@ -24,8 +24,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
+from nsverify.claims.stats import clopper_pearson
 from nsverify.errors import NsverifyError
-from nsverify.papers.stats import clopper_pearson
 
 #: significance level of every test (one-sided where the claim has a direction)
 ALPHA = 0.05
@@ -39,6 +39,9 @@ P_ALT = 0.05
 TREND_EFFECT = 0.3
 #: Monte Carlo size and seed of simulated power (deterministic)
 SIM_RUNS, SIM_SEED = 400, 20240613
+#: the names of the rules below (``Decision.rule``; a :class:`nsverify.claims.record.ClaimSpec` declares one)
+RULES = ("exact", "illustration", "never", "occurs", "occurs_in_time", "never_in_time", "between", "share_above",
+         "trend", "ratio_vs", "greater", "no_increase", "diff_in_diff", "robust", "all_of")
 
 
 class DecisionInputError(NsverifyError, ValueError):

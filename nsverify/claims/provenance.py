@@ -1,9 +1,12 @@
 """Measurements read from data files (GPU runs committed under ``nsverify/data/gpu/``) and their provenance.
 
 A measured figure in the report comes from this run or from such a file; the file must say where its numbers
-came from: ``{"provenance": {"device", "torch", "date", "command"}, ...}``. :func:`load_measurement` refuses a
-file without it, so a figure can never enter the report without its device, torch version, date and command.
-Scripts that write such files call :func:`provenance` for the block.
+came from: ``{"provenance": {"device", "torch", "date", "command"}, ...}``. :func:`load_measurement` is the one
+reader of these files (every stored GPU run is read through it, named by :func:`gpu_file`); it refuses a file
+without the block, so a figure can never enter the report without its device, torch version, date and command.
+The two older files that describe their machine in a block of their own (``conventions.json``: ``meta``,
+``optim.json``: ``info``) are read with ``require_provenance=False``. Scripts that write such files call
+:func:`provenance` for the block.
 """
 from __future__ import annotations
 
@@ -34,9 +37,15 @@ def provenance(device: str, command: list[str] | None = None) -> dict:
             "command": " ".join(shlex.quote(c) for c in cmd)}
 
 
-def load_measurement(path: str | Path) -> dict | None:
+def gpu_file(name: str) -> Path:
+    """The stored GPU run ``name`` (``"zones"``, ``"costs"``, ``"claims"``, ``"conventions"``, ``"optim"``):
+    ``nsverify/data/gpu/<name>.json``."""
+    return DATA_DIR / f"{name}.json"
+
+
+def load_measurement(path: str | Path, require_provenance: bool = True) -> dict | None:
     """The JSON measurement at ``path`` (None when the file does not exist); raises :class:`ProvenanceError` when
-    it is unreadable or lacks a complete ``provenance`` block."""
+    it is unreadable, is not a JSON object, or (``require_provenance``) lacks a complete ``provenance`` block."""
     path = Path(path)
     if not path.exists():
         return None
@@ -45,11 +54,16 @@ def load_measurement(path: str | Path) -> dict | None:
     except (OSError, ValueError) as exc:
         raise ProvenanceError(f"{path}: unreadable measurement file ({exc}); regenerate it with its scripts/gpu "
                               f"script or delete it.") from exc
-    prov = data.get("provenance") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        raise ProvenanceError(f"{path}: a measurement file holds a JSON object, not {type(data).__name__}; "
+                              f"regenerate it with its scripts/gpu script or delete it.")
+    if not require_provenance:
+        return data
+    prov = data.get("provenance")
     missing = [k for k in REQUIRED if not (isinstance(prov, dict) and prov.get(k))]
     if missing:
         raise ProvenanceError(f"{path}: no provenance for its figures (missing {', '.join(missing)}); a measurement "
-                              f"file must say {', '.join(REQUIRED)} (nsverify.papers.provenance.provenance()).")
+                              f"file must say {', '.join(REQUIRED)} (nsverify.claims.provenance.provenance()).")
     return data
 
 

@@ -1,13 +1,15 @@
 """The claim ledger's record: one judged claim, as the report shows it (the single place claims are built).
 
-Every paper package's ``repro`` module returns its experiments' results together with a ``"claims"`` list of
-:meth:`Claim.to_json` dicts; the report sections render them (:mod:`nsverify.report.claims_table`) and never
-judge. A claim's verdict always comes from a decision rule of :mod:`nsverify.papers.decide` applied to a
-measurement of the run (or of a data file with its provenance, :mod:`nsverify.papers.provenance`).
+Every paper package declares its claims once, as a table of :class:`ClaimSpec` (id, source, metric, rule,
+budget), and its ``repro`` module returns its experiments' results together with a ``"claims"`` list of
+:meth:`ClaimSpec.judge` dicts; the report sections render them (:mod:`nsverify.report.claims_table`) and never
+judge. A claim's verdict always comes from a decision rule of :mod:`nsverify.claims.decide` applied to a
+measurement of the run (or of a data file with its provenance, :mod:`nsverify.claims.provenance`).
 
 JSON form (``Claim.to_json()``; the report's ``sections.<name>.claims[i]``, documented in docs/report.md)::
 
-    {"claim": "one-line statement",            # what is claimed (the paper's words, condensed)
+    {"id": "zones/table3.2-32bit|natural",      # the declaration's id, "|key" for one of several instances
+     "claim": "one-line statement",            # what is claimed (the paper's words, condensed)
      "source": {"paper": "Boustany (2025)", "where": "Table 3.2", "statement": "..."},
      "by": "paper" | "ours",                   # "ours": nsverify's own finding, not the paper's
      "metric": "share of (draw, batch) pairs with D > tau, fp32",
@@ -18,13 +20,13 @@ JSON form (``Claim.to_json()``; the report's ``sections.<name>.claims[i]``, docu
      "threshold": {"value": 1.2e-7, "origin": "measured", "note": "tau1 = max D(P, P~)"} | null,
      "held": true | false | null,              # reproduced / not reproduced / undecided
      "verdict": "reproduced" | "not reproduced" | "undecided",
-     "rule": "between",                        # the decision rule (nsverify.papers.decide)
+     "rule": "between",                        # the decision rule (nsverify.claims.decide)
      "reason": "...",                          # why this verdict (always given; required for null)
      "witness": false,                         # the verdict rests on a counterexample / an occurrence
      "notes": "kernel path: ..."}              # how it was measured (optional)
 
 Invariants (checked when a claim is built): ``held`` is True/False/None; an undecided claim has a reason; a
-decided claim (held not None) either rests on a witness or has power >= :data:`nsverify.papers.decide.POWER`
+decided claim (held not None) either rests on a witness or has power >= :data:`nsverify.claims.decide.POWER`
 and n >= n_required.
 """
 
@@ -32,8 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nsverify.claims.decide import POWER, RULES, Decision
 from nsverify.errors import NsverifyError
-from nsverify.papers.decide import POWER, Decision
 
 ORIGINS = ("paper", "measured", "ours")
 BY = ("paper", "ours")
@@ -86,13 +88,17 @@ class Claim:
     by: str = "paper"
     notes: str = ""
     extra: dict = field(default_factory=dict)
+    #: the stable id of the claim (its :class:`ClaimSpec`'s, with ``|key`` for one of several instances)
+    id: str = ""
 
     def __post_init__(self):
+        if not isinstance(self.id, str) or "\n" in self.id:
+            raise ClaimError(f"Claim.id must be a one-line string, got {self.id!r}")
         if self.by not in BY:
             raise ClaimError(f"Claim.by must be one of {BY}, got {self.by!r}")
         d = self.decision
         if not isinstance(d, Decision):
-            raise ClaimError(f"Claim.decision must be a nsverify.papers.decide.Decision, got {type(d).__name__}")
+            raise ClaimError(f"Claim.decision must be a nsverify.claims.decide.Decision, got {type(d).__name__}")
         if d.held is None and not d.reason:
             raise ClaimError(f"undecided claim {self.source.statement!r} has no reason")
         if d.held is not None and not d.witness:
@@ -110,6 +116,7 @@ class Claim:
     def to_json(self) -> dict:
         d = self.decision
         return {
+            **({"id": self.id} if self.id else {}),
             "claim": self.source.statement,
             "source": {"paper": self.source.paper, "where": self.source.where, "statement": self.source.statement},
             "by": self.by,
@@ -140,6 +147,71 @@ def judged(source: Source, metric: str, measured: str, decision: Decision, **kw)
     """Build a :class:`Claim` (checking the invariants) and return its JSON form: the one call the repro modules
     use."""
     return Claim(source, metric, measured, decision, **kw).to_json()
+
+
+@dataclass(frozen=True)
+class ClaimSpec:
+    """One claim as a paper package declares it, before any measurement: its stable ``id``, its source (``paper``,
+    ``where`` and the one-line ``statement``), the ``metric`` that measures it, the decision ``rule`` of
+    :mod:`nsverify.claims.decide` that judges it, and the ``budget``: what sets the sample the rule decides on.
+
+    ``paper``, ``where``, ``statement``, ``metric`` and ``paper_value`` may hold ``{name}`` fields, filled by
+    :meth:`judge` (one declaration for a claim made per dtype, per Table 1 row, ...). Each package keeps its
+    declarations in one table, a tuple ``CLAIMS`` of its ``repro`` module (:func:`spec_table` indexes it)."""
+
+    id: str
+    paper: str
+    where: str
+    statement: str
+    metric: str
+    rule: str
+    budget: str
+    by: str = "paper"
+    paper_value: str = ""
+
+    def __post_init__(self):
+        if not self.id or any(ch in self.id for ch in " |\n\t"):
+            raise ClaimError(f"ClaimSpec.id must be a non-empty string without spaces or '|', got {self.id!r}")
+        if self.rule not in RULES:
+            raise ClaimError(f"ClaimSpec {self.id}: rule {self.rule!r} is not a decision rule of "
+                             f"nsverify.claims.decide ({', '.join(RULES)})")
+        if self.by not in BY:
+            raise ClaimError(f"ClaimSpec {self.id}: by must be one of {BY}, got {self.by!r}")
+        for name in ("paper", "where", "statement", "metric", "budget"):
+            if not getattr(self, name).strip():
+                raise ClaimError(f"ClaimSpec {self.id}: {name} is empty")
+
+    def judge(self, measured: str, decision: Decision, *, key: str = "", fields: dict | None = None,
+              **kw) -> dict:
+        """The judged claim (checked by :class:`Claim`) as JSON: ``decision`` must come from the declared rule.
+        ``key`` tells instances of one declaration apart (id ``"<id>|<key>"``); ``fields`` fill the ``{name}``
+        fields of the text; ``kw``: :class:`Claim`'s optional fields (``threshold``, ``notes``, ``extra``;
+        ``paper_value`` overrides the declared one)."""
+        if decision.rule != self.rule:
+            raise ClaimError(f"claim {self.id}: declared rule {self.rule!r}, decided by {decision.rule!r}")
+        f = fields or {}
+        statement = self.statement.format(**f)
+        cid = self.id + (f"|{key}" if key else "")
+        kw.setdefault("paper_value", self.paper_value.format(**f))
+        source = Source(self.paper.format(**f), self.where.format(**f), statement)
+        return Claim(source, self.metric.format(**f), measured, decision, by=self.by, id=cid, **kw).to_json()
+
+
+def spec_table(specs) -> dict[str, ClaimSpec]:
+    """``{id: spec}`` over a package's declarations; raises :class:`ClaimError` on a repeated id."""
+    out: dict[str, ClaimSpec] = {}
+    for s in specs:
+        if s.id in out:
+            raise ClaimError(f"claim id {s.id!r} declared twice")
+        out[s.id] = s
+    return out
+
+
+def on_stored_run(claims: list[dict], origin: str) -> list[dict]:
+    """``claims`` judged on a stored GPU run: the statement marked ``[GPU]`` and the id prefixed with ``origin``
+    (the run's file, e.g. ``gpu-zones``), so they stay apart from the same claims judged on this run."""
+    return [{**c, "claim": "[GPU] " + c["claim"], **({"id": f"{origin}/{c['id']}"} if c.get("id") else {})}
+            for c in claims]
 
 
 def summary_counts(claims: list[dict]) -> dict:
