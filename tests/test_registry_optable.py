@@ -1,6 +1,7 @@
 """The registry as the one op table: a new elementwise op is one entry, found by the conventions matrix, the oracle
 and the strategies; the OpInfo fields (ATen, nn module, functional names) and the families derived from the pieces;
 the oracle's exact backward of every entry against PyTorch's own."""
+import dataclasses
 from fractions import Fraction
 
 import pytest
@@ -72,6 +73,10 @@ def test_registration_is_scoped():
         assert registry.by_functional(kinky).name == "kinky"
         with pytest.raises(ValueError, match="registered twice"):
             registry.register(kinky_entry())
+        clash = dataclasses.replace(kinky_entry(), name="kinky2", backward=("leaky_relu_backward",))
+        with pytest.raises(ValueError, match="belong to 'leaky_relu'"):
+            registry.register(clash)
+        assert "kinky2" not in registry.names()
     assert "kinky" not in registry.names() and "kinky" not in supported_ops()
     assert registry.version() != before
     with pytest.raises(UnknownOpError):

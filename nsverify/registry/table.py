@@ -25,6 +25,12 @@ def register(p: Primitive) -> Primitive:
     op lists) sees it from then on."""
     if p.name in PRIMITIVES:
         raise ValueError(f"primitive {p.name!r} registered twice")
+    if isinstance(p, Elementwise):  # the oracle dispatches an ATen op to one entry: no two may claim it
+        mine = set(p.aten) | set(p.backward)
+        for q in _elementwise():
+            taken = mine & (set(q.aten) | set(q.backward))
+            if taken:
+                raise ValueError(f"primitive {p.name!r}: the ATen op(s) {sorted(taken)} belong to {q.name!r}")
     PRIMITIVES[p.name] = p
     _VERSION[0] += 1
     return p
