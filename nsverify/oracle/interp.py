@@ -276,8 +276,8 @@ def exact_gradient(fn, w: torch.Tensor, conventions: dict | None = None, *, retu
     """The AD of ``fn`` at ``w`` in exact arithmetic with PyTorch's kink conventions (or ``conventions``).
 
     ``conventions`` maps a registry op name to its AD rule at kinks/ties, in the one rule vocabulary
-    (:func:`nsverify.registry.parse_conventions`): elementwise ops ("relu", "abs", "hardtanh", "relu6",
-    "leaky_relu", "hardsigmoid", "hardswish", "clamp", "threshold") take a kink rule -- "left", "right",
+    (:func:`nsverify.registry.parse_conventions`): elementwise ops (``registry.names("elementwise")``: "relu",
+    "abs", "hardtanh", "relu6", ...; and "threshold") take a kink rule -- "left", "right",
     "inside", "mid" / "mix=<lam>", a number or "value=<d>" (``{"relu": 1}``: ReLU'(0) = 1) -- or one per kink;
     selections ("max_pool2d", "amax", "max", "maximum", "max_dim", ...) take a tie rule -- "first"/"native",
     "last", "even"/"minimal", "hybrid=<beta>" or ``("hybrid", beta)``.  Returns a tuple of Fractions (Ival

@@ -15,86 +15,31 @@ from fractions import Fraction
 
 import numpy as np
 
+from nsverify import registry
 from nsverify.oracle import context
 from nsverify.oracle.numbers import Aff, KinkZero, sign, val
-from nsverify.oracle.ops_kinks import ad_derivative
+from nsverify.oracle.ops_kinks import ad_derivative, elementwise_backward
 from nsverify.oracle.ops_linear import arr, filled, matmul, objmap
 from nsverify.oracle.ops_smooth import exp, gelu, silu
 from nsverify.oracle.tensor import op, scalar
-from nsverify.registry import clamp_for, elementwise_for
+from nsverify.registry import threshold_for
 
 F = Fraction
 
 
 # ------------------------------------------------------------------------------------------ elementwise rules
-def _derivative_map(x, rule):
-    return objmap(rule, arr(x))
-
-
-def _mask_grad(grad, x, name, ew, torch_rule):
-    ew_rule = (lambda v: ad_derivative(ew, val(v))) if context.convention(ew.name) is not None else torch_rule
-    return arr(grad) * _derivative_map(x, ew_rule)
-
-
+# The backward ops of the registry's elementwise entries (leaky_relu_backward, hardtanh_backward,
+# hardsigmoid_backward, hardswish_backward, ...) are read from the registry on dispatch
+# (nsverify.oracle.ops_kinks.RegistryOps). threshold_backward is shared by relu and the argument-only threshold.
 @op("threshold_backward")
 def _threshold_backward(grad, x, threshold):
     """relu's backward reads relu's output (kink entries are tagged KinkZero); threshold's reads its input."""
-    th = scalar(threshold)
-    torch_rule = lambda v: F(1) if sign(val(v) - th) > 0 else F(0)  # noqa: E731
-    if th == 0 and context.convention("relu") is not None:
-        ew = elementwise_for("relu", ())
-        at_kink = ad_derivative(ew, F(0))
-        return arr(grad) * objmap(lambda v: at_kink if isinstance(v, KinkZero) else torch_rule(v), arr(x))
-    ew = elementwise_for("threshold", (threshold, 0))
-    return _mask_grad(grad, x, "threshold", ew, torch_rule)
-
-
-@op("hardtanh_backward")
-def _hardtanh_backward(grad, x, min_val, max_val):
-    lo, hi = scalar(min_val), scalar(max_val)
-    ew = elementwise_for("hardtanh", (min_val, max_val))
-    return _mask_grad(
-        grad, x, ew.name, ew, lambda v: F(1) if sign(val(v) - lo) > 0 and sign(val(v) - hi) < 0 else F(0)
-    )
-
-
-@op("leaky_relu_backward")
-def _leaky_backward(grad, x, negative_slope, self_is_result=False):
-    a = scalar(negative_slope)
-    ew = elementwise_for("leaky_relu", (negative_slope,))
-    return _mask_grad(grad, x, "leaky_relu", ew, lambda v: F(1) if sign(val(v)) > 0 else a)
-
-
-@op("hardsigmoid_backward")
-def _hardsigmoid_backward(grad, x):
-    ew = elementwise_for("hardsigmoid", ())
-    return _mask_grad(
-        grad,
-        x,
-        "hardsigmoid",
-        ew,
-        lambda v: F(1, 6) if sign(val(v) + 3) > 0 and sign(val(v) - 3) < 0 else F(0),
-    )
-
-
-@op("hardswish_backward")
-def _hardswish_backward(grad, x):
-    ew = elementwise_for("hardswish", ())
-
-    def rule(v):
-        if sign(val(v) + 3) <= 0:
-            return F(0)
-        if sign(val(v) - 3) < 0:
-            return v / 3 + F(1, 2)
-        return F(1)
-
-    return _mask_grad(grad, x, "hardswish", ew, rule)
-
-
-@op("clamp_backward")
-def _clamp_backward(grad, x, lo=None, hi=None):  # pragma: no cover - PyTorch decomposes clamp's backward
-    ew = clamp_for(lo, hi)
-    return arr(grad) * objmap(lambda v: ad_derivative(ew, val(v)), arr(x))
+    ew = threshold_for(threshold, 0)
+    if scalar(threshold) == 0 and context.convention("relu") is not None:
+        at_kink = ad_derivative(registry.get("relu"), F(0))
+        return arr(grad) * objmap(lambda v: at_kink if isinstance(v, KinkZero) else
+                                  ad_derivative(ew, val(v), conventions=False), arr(x))
+    return elementwise_backward(ew, grad, x)
 
 
 @op("sigmoid_backward")

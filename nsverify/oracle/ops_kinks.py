@@ -1,6 +1,14 @@
-"""Exact implementations of the nonsmooth ATen ops with kinks (relu, abs, leaky_relu, hardtanh/relu6,
-hardsigmoid, hardswish, threshold, scalar-bound clamp), comparisons, ``where`` and ``sign``
-(selections live in :mod:`nsverify.oracle.ops_select`).
+"""Exact implementations of the nonsmooth ATen ops with kinks, comparisons, ``where`` and ``sign`` (selections
+live in :mod:`nsverify.oracle.ops_select`).
+
+The elementwise ops with kinks are not listed here: they are the registry's exact elementwise entries
+(:mod:`nsverify.registry`), read on dispatch. Each entry's ATen forward ops (``Elementwise.aten_forward``:
+relu, leaky_relu, hardtanh, hardsigmoid, hardswish, abs, ...) evaluate its pieces, and its ATen backward ops
+(``Elementwise.backward``: leaky_relu_backward, hardtanh_backward, ...) its exact derivative, for the instance
+the call's scalar arguments describe (``Elementwise.instance``). A new elementwise activation is therefore one
+registry entry. The exceptions are the argument-only op ``threshold`` (no registry entry of its own) and
+``threshold_backward``, which relu and threshold share (:mod:`nsverify.oracle.ops_backward`); scalar-bound clamp
+shares its ATen op with the tensor-bound clamp and is dispatched with it (``ops_select``).
 
 At a kink/tie the behaviour depends on the context mode (see :mod:`nsverify.oracle.context`): in ``"ad"`` mode
 PyTorch's rule (from :mod:`nsverify.registry`) or the convention given for the op gives the local derivative;
@@ -15,13 +23,14 @@ from fractions import Fraction
 
 import numpy as np
 
+from nsverify import registry
 from nsverify.errors import UnsupportedOpError
 from nsverify.oracle import context
 from nsverify.oracle.context import Site, float_pair
 from nsverify.oracle.numbers import Aff, KinkZero, grad, is_lin, mk, sign, straddle_error, val
 from nsverify.oracle.ops_linear import arr, objmap
-from nsverify.oracle.tensor import op
-from nsverify.registry import elementwise_for
+from nsverify.oracle.tensor import RESOLVERS, op
+from nsverify.registry import threshold_for
 
 F = Fraction
 
@@ -147,38 +156,84 @@ def elementwise_op(ew, a):
     return out
 
 
-def ad_derivative(ew, v):
+def ad_derivative(ew, v, *, conventions: bool = True):
     """The derivative that AD uses for elementwise op ``ew`` at the exact value ``v``: the piece's derivative
-    off the kinks, AD's rule at a kink (PyTorch's, or the user's convention).  The reverse mode's backward ops
-    use it (:mod:`nsverify.oracle.ops_backward`); the forward mode applies the same rule in
-    :func:`_apply_elementwise`."""
+    off the kinks, AD's rule at a kink (PyTorch's, or the user's convention; ``conventions=False``: PyTorch's).
+    It is the op's exact backward: the reverse mode's backward ops use it (:mod:`nsverify.oracle.ops_backward`);
+    the forward mode applies the same rule in :func:`_apply_elementwise`.  A value whose enclosure straddles a
+    breakpoint raises (the piece is unknown)."""
     for i, b in enumerate(ew.breakpoints):
         s = sign(v - b)
+        if s is None:
+            raise straddle_error(ew.name)
         if s == 0:
-            side = _ad_side(ew, i)
+            side = _ad_side(ew, i) if conventions else ew.rule_piece(i)
+            if side is None:  # PyTorch's rule is a fixed value or a mix of the sides (abs: the even split)
+                side = F(ew.kink_derivative(i))
             return side if isinstance(side, Fraction) else _dpoly(ew.pieces[side].poly, b)
-        if s is not None and s < 0:
+        if s < 0:
             return _dpoly(ew.pieces[i].poly, v)
     return _dpoly(ew.pieces[len(ew.breakpoints)].poly, v)
 
 
-for _name in ("relu", "abs", "hardsigmoid", "hardswish"):
-    op(_name)(lambda a, _n=_name: elementwise_op(elementwise_for(_n, ()), a))
+def elementwise_backward(ew, grad, x):
+    """``grad`` times AD's derivative of elementwise op ``ew`` at every entry of ``x`` (the reverse mode)."""
+    return arr(grad) * objmap(lambda v: ad_derivative(ew, val(v)), arr(x))
 
 
-@op("leaky_relu")
-def _leaky(a, negative_slope=0.01):
-    return elementwise_op(elementwise_for("leaky_relu", (negative_slope,)), a)
+class RegistryOps:
+    """The ATen ops of the registry's exact elementwise entries (:data:`nsverify.oracle.tensor.RESOLVERS`): each
+    forward op evaluates the entry's pieces and each backward op its exact derivative, for the instance of the
+    call's scalar arguments. Rebuilt from the registry whenever an entry is registered or removed."""
+
+    def __init__(self):
+        self._version = None
+        self._table: dict = {}
+
+    def table(self) -> dict:
+        v = registry.version()
+        if v != self._version:
+            table: dict = {}
+            for name in registry.names("elementwise"):
+                e = registry.get(name)
+                if not e.exact:
+                    continue
+                if e.shared_with is None:
+                    for a in e.aten_forward:
+                        table.setdefault(a, _forward_impl(e))
+                for a in e.backward:
+                    table.setdefault(a, _backward_impl(e))
+            self._table, self._version = table, v
+        return self._table
+
+    def resolve(self, name: str, base: str):
+        t = self.table()
+        return t.get(name) or t.get(base)
+
+    def names(self) -> list[str]:
+        return sorted(self.table())
 
 
-@op("hardtanh")
-def _hardtanh(a, min_val=-1.0, max_val=1.0):
-    return elementwise_op(elementwise_for("hardtanh", (min_val, max_val)), a)
+def _forward_impl(entry):
+    def forward(a, *args, **kw):
+        return elementwise_op(entry.instance(args, kw), a)
+
+    return forward
+
+
+def _backward_impl(entry):
+    def backward(grad, x, *args, **kw):
+        return elementwise_backward(entry.instance(args, kw), grad, x)
+
+    return backward
+
+
+RESOLVERS.append(RegistryOps())
 
 
 @op("threshold")
 def _threshold(a, threshold, value):
-    return elementwise_op(elementwise_for("threshold", (threshold, value)), a)
+    return elementwise_op(threshold_for(threshold, value), a)
 
 
 # ------------------------------------------------------------------------------------------------ comparisons

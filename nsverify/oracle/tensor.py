@@ -19,6 +19,9 @@ from nsverify.oracle import callenv, context
 from nsverify.oracle.numbers import Aff
 
 OPS: dict[str, Callable] = {}
+#: where :func:`dispatch` looks for an ATen op that :data:`OPS` lacks: objects with ``resolve(name, base)`` (an
+#: implementation or None) and ``names()`` -- the registry's elementwise ops (:mod:`nsverify.oracle.ops_kinks`)
+RESOLVERS: list = []
 
 
 def op(*names: str):
@@ -129,16 +132,30 @@ def wrap(x):
 
 def supported_ops() -> list[str]:
     """ATen op names the exact interpreter evaluates (backward ops included)."""
-    return sorted({k.split(".")[0] for k, f in OPS.items() if not getattr(f, "unsupported", False)})
+    names = {k.split(".")[0] for k, f in OPS.items() if not getattr(f, "unsupported", False)}
+    for r in RESOLVERS:  # in-place overloads are implied (dispatch writes the result back); OPS comes first
+        names |= {n for n in r.names() if not n.endswith("_") and n not in OPS}
+    return sorted(names)
+
+
+def find_impl(name: str, base: str):
+    """The exact implementation of ATen op ``name`` (overload, e.g. "relu.default") of packet ``base``: from
+    :data:`OPS`, else from :data:`RESOLVERS`; None when there is none."""
+    impl = OPS.get(name) or OPS.get(base)
+    for r in RESOLVERS:
+        if impl is not None:
+            break
+        impl = r.resolve(name, base)
+    return impl
 
 
 def dispatch(func, args, kwargs):
     ctx = context.current()
     name = func.__name__  # e.g. "relu.default"
     base = func.overloadpacket.__name__
-    impl = OPS.get(name) or OPS.get(base)
+    impl = find_impl(name, base)
     if impl is None and base.endswith("_"):  # in-place variant: same exact semantics, result written back
-        impl = OPS.get(name.replace("_.", ".", 1)) or OPS.get(base[:-1])
+        impl = find_impl(name.replace("_.", ".", 1), base[:-1])
     if impl is None:
         raise UnsupportedOpError(
             f"op aten.{name} is not supported by the exact oracle. Rewrite the program with supported ops "

@@ -20,17 +20,36 @@ case they describe.
 Modules: :mod:`~nsverify.registry.rules` (the rule vocabulary), :mod:`~nsverify.registry.types` (entry types),
 :mod:`~nsverify.registry.windows` (selection windows, Bouligand pieces, pooling windows),
 :mod:`~nsverify.registry.exact` (exact inputs per dtype), :mod:`~nsverify.registry.entries` (the entries),
-:mod:`~nsverify.registry.table` (lookup) and :mod:`~nsverify.registry.lookup` (rules by op, ops built from
-their ATen arguments, rule overrides, violations).
+:mod:`~nsverify.registry.table` (registration, scoped with :func:`registered`; lookup by name, ATen op
+(:func:`by_aten`), ``torch.nn`` module (:func:`by_module`, :func:`module_instance`) and functional form
+(:func:`by_functional`)) and :mod:`~nsverify.registry.lookup` (rules by op, ops built from their ATen arguments
+(:func:`elementwise_for`, :func:`elementwise_by_aten`), rule overrides, violations).
+
+Each elementwise entry is the op's one record, OpInfo-style: its ATen forward and backward ops, ``nn`` modules,
+functional forms, the instance of an ATen call's arguments, its exact forward and backward (the pieces) and the
+families derived from them (:attr:`Elementwise.exact`, :attr:`Elementwise.piecewise_linear`,
+:meth:`Elementwise.one_sided_rules`, :meth:`Elementwise.common_lambda`). The oracle dispatches the ATen ops of
+the exact entries, the conventions matrix measures every entry, the strategies draw the exact ones as
+activations: a new elementwise activation is one entry.
 """
 from __future__ import annotations
 
-from nsverify.registry.entries import MAX_POOL2D_GEOMS, SELU_ALPHA, SELU_SCALE, THRESHOLD_RULES, all_entries
+from nsverify.registry.entries import (
+    MAX_POOL2D_GEOMS,
+    SELU_ALPHA,
+    SELU_SCALE,
+    THRESHOLD_RULES,
+    all_entries,
+    clamp_for,
+    hardtanh_for,
+    leaky_relu_for,
+    threshold_for,
+)
 from nsverify.registry.exact import as_fraction_vec, exact_tensor, round_to_dtype
 from nsverify.registry.lookup import (
     ARGUMENT_OPS,
-    clamp_for,
     convention_ops,
+    elementwise_by_aten,
     elementwise_for,
     fixed_violation,
     parse_conventions,
@@ -44,7 +63,20 @@ from nsverify.registry.lookup import (
     violation_records,
 )
 from nsverify.registry.rules import Rule, RuleError, parse_rule, rule_names
-from nsverify.registry.table import PRIMITIVES, by_aten, get, names, op_key, register
+from nsverify.registry.table import (
+    PRIMITIVES,
+    by_aten,
+    by_functional,
+    by_module,
+    get,
+    module_instance,
+    names,
+    op_key,
+    register,
+    registered,
+    unregister,
+    version,
+)
 from nsverify.registry.types import (
     AD_MODES,
     Elementwise,
@@ -54,6 +86,7 @@ from nsverify.registry.types import (
     Selection,
     TieCase,
     Violation,
+    functional_name,
     installed_release,
     lin,
     release_key,
@@ -73,7 +106,9 @@ from nsverify.registry.windows import (
 __all__ = [
     "Rule", "RuleError", "parse_rule", "rule_names",
     "Elementwise", "Selection", "TieCase", "Violation", "Piece", "Primitive", "Window", "lin", "selection_case",
-    "PRIMITIVES", "register", "get", "names", "by_aten", "op_key",
+    "PRIMITIVES", "register", "unregister", "registered", "version", "get", "names", "by_aten", "op_key",
+    "by_module", "module_instance", "by_functional", "functional_name", "elementwise_by_aten", "hardtanh_for",
+    "leaky_relu_for", "threshold_for",
     "torch_rule", "elementwise_for", "clamp_for", "selection_rule_for", "parse_conventions", "parse_kink_rules",
     "parse_op_rules", "single_rule", "convention_ops", "ARGUMENT_OPS", "THRESHOLD_RULES", "violation",
     "recorded_violations", "violation_records", "fixed_violation", "RuleChange", "AD_MODES", "installed_release",

@@ -3,12 +3,22 @@
 """
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction
 from typing import Sequence
 
 import mpmath
 
-from nsverify.registry.types import Elementwise, Piece, RuleChange, Selection, Violation, lin, selection_case
+from nsverify.registry.types import (
+    Elementwise,
+    Piece,
+    RuleChange,
+    Selection,
+    Violation,
+    functional_name,
+    lin,
+    selection_case,
+)
 from nsverify.registry.windows import Window, adaptive_windows, pool2d_windows
 
 F = Fraction
@@ -41,12 +51,65 @@ def _mp_exp_piece(scale, alpha) -> Piece:
                  dmp=lambda x: scale * alpha * mpmath.exp(x))
 
 
+def _fn_names(*names: str) -> tuple[str, ...]:
+    return tuple(functional_name(n) for n in names)
+
+
+def leaky_relu_for(negative_slope=0.01, *_) -> Elementwise:
+    """leaky_relu with slope ``negative_slope`` (ATen's argument; its default is the double 0.01, whose exact
+    value is not 1/100): PyTorch's rule at 0 (the left piece's slope)."""
+    from nsverify.registry.table import get
+
+    return dataclasses.replace(get("leaky_relu"), pieces=(lin(F(negative_slope)), lin(1)), torch_fn=None)
+
+
+def hardtanh_for(min_val=-1.0, max_val=1.0, *_) -> Elementwise:
+    """hardtanh with bounds (min_val, max_val): relu6's rules (and name) for the bounds (0, 6), hardtanh's
+    otherwise."""
+    from nsverify.registry.table import get
+
+    lo, hi = F(min_val), F(max_val)
+    name = "relu6" if (lo, hi) == (0, 6) else "hardtanh"
+    return Elementwise(name, ("hardtanh",), None, (lo, hi), (lin(0, lo), lin(1), lin(0, hi)),
+                       get(name).torch_rules, backward=("hardtanh_backward",))
+
+
+def threshold_for(threshold, value=0, *_) -> Elementwise:
+    """threshold(x, th, value) = x where x > th, else value: an op that exists only through its ATen arguments,
+    with PyTorch's rule (:data:`THRESHOLD_RULES`)."""
+    th, v = F(threshold), F(value)
+    return Elementwise("threshold", ("threshold",), None, (th,), (lin(0, v), lin(1)), THRESHOLD_RULES,
+                       backward=("threshold_backward",))
+
+
+def clamp_for(lo=None, hi=None, *_) -> Elementwise:
+    """clamp(x, lo, hi) with scalar bounds, either optional, with PyTorch's rule (``inside``) at each bound."""
+    from nsverify.registry.table import get
+
+    rules = get("clamp").torch_rules
+    bps: list = []
+    pieces: list[Piece] = []
+    sides: list = []
+    if lo is not None:
+        bps.append(F(lo))
+        pieces.append(lin(0, F(lo)))
+        sides.append(rules[0])
+    pieces.append(lin(1))
+    if hi is not None:
+        bps.append(F(hi))
+        pieces.append(lin(0, F(hi)))
+        sides.append(rules[1])
+    return Elementwise("clamp", ("clamp",), None, tuple(bps), tuple(pieces), tuple(sides))
+
+
 def elementwise_entries():
     import torch
     import torch.nn.functional as tF
 
     yield Elementwise("relu", ("relu", "relu_", "threshold_backward"), torch.relu, (F(0),),
-                      (_const(0), lin(1)), ("left",), doc="max(x, 0); PyTorch: relu'(0) = 0")
+                      (_const(0), lin(1)), ("left",), doc="max(x, 0); PyTorch: relu'(0) = 0",
+                      backward=("threshold_backward",), modules=("ReLU",),
+                      functionals=_fn_names("F.relu", "F.relu_", "torch.relu", "torch.relu_", "T.relu", "T.relu_"))
     yield Elementwise("leaky_relu", ("leaky_relu", "leaky_relu_"), tF.leaky_relu, (F(0),),
                       (lin(F(1, 100)), lin(1)), ("left",), kwargs={"negative_slope": 0.01},
                       doc="slope 1/100 below 0; the real slope is not dyadic: in a float dtype the slope "
@@ -55,35 +118,52 @@ def elementwise_entries():
                       violations={F(0): (Violation(
                           "rounding", "the left derivative 0.01 (registry value: the float64 0.01) is rounded to "
                           "float32 (bfloat16 and float16 round it upward, into the Clarke interval [0.01, 1])",
-                          ("float32",)),)})
+                          ("float32",)),)},
+                      backward=("leaky_relu_backward",), modules=("LeakyReLU",),
+                      functionals=_fn_names("F.leaky_relu", "F.leaky_relu_"), from_args=leaky_relu_for)
     yield Elementwise("relu6", ("relu6",), tF.relu6, (F(0), F(6)),
-                      (_const(0), lin(1), _const(6)), ("left", "right"))
+                      (_const(0), lin(1), _const(6)), ("left", "right"), modules=("ReLU6",),
+                      functionals=_fn_names("F.relu6"),
+                      doc="min(max(x, 0), 6); PyTorch runs it as hardtanh(x, 0, 6) (aten.hardtanh, "
+                          "hardtanh_backward)")
     yield Elementwise("hardtanh", ("hardtanh", "hardtanh_"), tF.hardtanh, (F(-1), F(1)),
-                      (_const(-1), lin(1), _const(1)), ("left", "right"))
+                      (_const(-1), lin(1), _const(1)), ("left", "right"), backward=("hardtanh_backward",),
+                      modules=("Hardtanh",), functionals=_fn_names("F.hardtanh", "F.hardtanh_"),
+                      from_args=hardtanh_for)
     yield Elementwise("hardsigmoid", ("hardsigmoid",), tF.hardsigmoid, (F(-3), F(3)),
-                      (_const(0), lin(F(1, 6), F(1, 2)), _const(1)), ("left", "right"))
+                      (_const(0), lin(F(1, 6), F(1, 2)), _const(1)), ("left", "right"),
+                      backward=("hardsigmoid_backward",), modules=("Hardsigmoid",),
+                      functionals=_fn_names("F.hardsigmoid"))
     yield Elementwise("hardswish", ("hardswish",), tF.hardswish, (F(-3), F(3)),
                       (_const(0), Piece(poly=(F(0), F(1, 2), F(1, 6))), lin(1)), ("left", "right"),
                       doc="x * relu6(x + 3) / 6: derivative at -3 and 3 the inner piece's (-1/2, 3/2) up to torch "
                           "2.7, the outer pieces' (0, 1) from torch 2.8 on",
                       rule_changes=(RuleChange("2.8.0", ("right", "left"), ("left", "right"),
                                                note="hardswish's derivative at -3 and 3: -1/2 -> 0 and 3/2 -> 1 "
-                                                    "(measured by nsverify releases)"),))
+                                                    "(measured by nsverify releases)"),),
+                      backward=("hardswish_backward",), modules=("Hardswish",), functionals=_fn_names("F.hardswish"))
     yield Elementwise("elu", ("elu",), tF.elu, (F(0),), (_mp_exp_piece(1, 1), lin(1)), ("left",),
                       kwargs={"alpha": 1.0},
-                      doc="alpha = 1: both one-sided derivatives are 1 (C^1, a piece boundary, no kink)")
+                      doc="alpha = 1: both one-sided derivatives are 1 (C^1, a piece boundary, no kink)",
+                      backward=("elu_backward",), modules=("ELU",), functionals=_fn_names("F.elu", "F.elu_"))
     yield Elementwise("selu", ("selu",), tF.selu, (F(0),),
                       (_mp_exp_piece(SELU_SCALE, SELU_ALPHA), Piece(mp=lambda x: SELU_SCALE * x,
                                                                      dmp=lambda x: SELU_SCALE)),
-                      ("left",), doc="left derivative scale*alpha ~ 1.7581, right scale ~ 1.0507 (mpmath)")
+                      ("left",), doc="left derivative scale*alpha ~ 1.7581, right scale ~ 1.0507 (mpmath); PyTorch "
+                                     "runs it as aten.elu with scale arguments",
+                      modules=("SELU",), functionals=_fn_names("F.selu", "F.selu_", "torch.selu", "torch.selu_"))
     yield Elementwise("abs", ("abs", "abs_"), torch.abs, (F(0),), (lin(-1), lin(1)), ("mix=1/2",),
-                      doc="PyTorch: abs'(0) = sgn(0) = 0, the even split of -1 and 1 (the minimal-norm element)")
+                      doc="PyTorch: abs'(0) = sgn(0) = 0, the even split of -1 and 1 (the minimal-norm element); "
+                          "its backward is grad * sgn(x) (aten.sgn, no backward op of its own)",
+                      functionals=_fn_names("torch.abs", "torch.abs_", "torch.absolute", "T.abs", "T.abs_"))
     yield Elementwise("clamp", ("clamp", "clamp_", "clip"), torch.clamp, (F(0), F(1)),
                       (_const(0), lin(1), _const(1)), ("inside", "inside"), kwargs={"min": 0.0, "max": 1.0},
                       doc="clamp(x, 0, 1) with scalar bounds: derivative 1 at both bounds up to torch 2.13 (unlike "
                           "hardtanh), 0 from torch 2.14 on (like hardtanh)",
                       rule_changes=(RuleChange("2.14.0", ("inside", "inside"), ("left", "right"),
-                                               note="clamp's derivative at its scalar bounds: 1 -> 0"),))
+                                               note="clamp's derivative at its scalar bounds: 1 -> 0"),),
+                      functionals=_fn_names("torch.clamp", "torch.clip", "T.clamp", "T.clip"), from_args=clamp_for,
+                      shared_with="clamp_tensor")
 
 
 # ----------------------------------------------------------------------------------------------------

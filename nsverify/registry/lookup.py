@@ -1,27 +1,18 @@
 """Reading PyTorch's rules out of the registry: the rule of an op (:func:`torch_rule`), the ops instantiated from
-their ATen arguments (:func:`elementwise_for`, :func:`clamp_for`), the tie rule of an ATen selection
+their ATen arguments (:func:`elementwise_for`, :func:`elementwise_by_aten`), the tie rule of an ATen selection
 (:func:`selection_rule_for`), user rule overrides keyed by op (:func:`parse_conventions`), the ``op[rule,...]``
 activation syntax (:func:`parse_op_rules`) and the recorded violations (:func:`violation`)."""
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Iterator
 
-from nsverify.errors import NsverifyError, UnknownOpError
-from nsverify.registry.entries import THRESHOLD_RULES
+from nsverify.errors import NsverifyError
+from nsverify.registry.entries import THRESHOLD_RULES, threshold_for
 from nsverify.registry.rules import KINK_RULES, TIE_RULES, Rule, RuleError, parse_rule
 from nsverify.registry.table import PRIMITIVES, by_aten, get, unknown_op
-from nsverify.registry.types import (
-    Elementwise,
-    Piece,
-    Selection,
-    Violation,
-    installed_release,
-    lin,
-    release_key,
-)
+from nsverify.registry.types import Elementwise, Selection, Violation, installed_release, release_key
 
 F = Fraction
 
@@ -51,46 +42,31 @@ def torch_rule(op: str):
 # Ops instantiated from their ATen arguments (hardtanh bounds, leaky_relu slope, threshold, clamp bounds)
 # ----------------------------------------------------------------------------------------------------
 def elementwise_for(base: str, args: tuple = ()) -> Elementwise:
-    """The Elementwise description of ATen op ``base`` called with scalar ``args`` (after the tensor), with
-    PyTorch's rule at each kink: relu, abs, hardsigmoid, hardswish as registered; leaky_relu(slope),
-    hardtanh(min_val, max_val) (relu6 when the bounds are (0, 6)) and threshold(th, value) built from their
-    arguments."""
-    if base in ("relu", "relu_"):
-        return get("relu")
-    if base in ("abs", "hardsigmoid", "hardswish"):
-        return get(base)
-    if base == "leaky_relu":
-        a = F(args[0]) if args else F(1, 100)
-        return dataclasses.replace(get("leaky_relu"), pieces=(lin(a), lin(1)), torch_fn=None)
-    if base in ("hardtanh", "hardtanh_"):
-        lo, hi = (F(args[0]) if len(args) > 0 else F(-1)), (F(args[1]) if len(args) > 1 else F(1))
-        name = "relu6" if (lo, hi) == (0, 6) else "hardtanh"
-        return Elementwise(name, ("hardtanh",), None, (lo, hi), (lin(0, lo), lin(1), lin(0, hi)),
-                           get(name).torch_rules)
+    """The Elementwise description of ATen op ``base`` (a forward or backward op, bare name) called with scalar
+    ``args`` (after the tensors), with PyTorch's rule at each kink: the entry's own instance for its arguments
+    (:meth:`Elementwise.instance`: leaky_relu(slope), hardtanh(min_val, max_val) -- relu6 when the bounds are
+    (0, 6) -- and clamp(min, max) built from them, the others as registered), and the argument-only op
+    threshold(th, value)."""
     if base == "threshold":
-        th, value = F(args[0]), F(args[1])
-        return Elementwise("threshold", ("threshold",), None, (th,), (lin(0, value), lin(1)),
-                           torch_rule("threshold"))
-    raise UnknownOpError(f"{base!r} is not an elementwise op with kinks; known: relu, abs, leaky_relu, hardtanh, "
-                         "hardsigmoid, hardswish, threshold.")
+        return threshold_for(*args)
+    entry = elementwise_by_aten(base)
+    if entry is None:
+        ew = [n for n, p in PRIMITIVES.items() if isinstance(p, Elementwise)]
+        raise unknown_op(base, [*ew, "threshold"], "it is not an elementwise op with kinks")
+    return entry.instance(args)
 
 
-def clamp_for(lo, hi) -> Elementwise:
-    """clamp(x, lo, hi) with scalar bounds, either optional, with PyTorch's rule (``inside``) at each bound."""
-    rules = get("clamp").torch_rules
-    bps: list = []
-    pieces: list[Piece] = []
-    sides: list = []
-    if lo is not None:
-        bps.append(F(lo))
-        pieces.append(lin(0, F(lo)))
-        sides.append(rules[0])
-    pieces.append(lin(1))
-    if hi is not None:
-        bps.append(F(hi))
-        pieces.append(lin(0, F(hi)))
-        sides.append(rules[1])
-    return Elementwise("clamp", ("clamp",), None, tuple(bps), tuple(pieces), tuple(sides))
+def elementwise_by_aten(name: str) -> Elementwise | None:
+    """The elementwise entry whose ATen forward or backward ops include ``name`` ('aten.relu.default', 'relu_',
+    'hardtanh_backward'), or None. In-place overloads (``relu_``) find their op's entry."""
+    base = name.removeprefix("aten.").split(".")[0]
+    for cand in (base, base[:-1] if base.endswith("_") else None):
+        if cand is None:
+            continue
+        for p in PRIMITIVES.values():
+            if isinstance(p, Elementwise) and (cand in p.aten or cand in p.backward):
+                return p
+    return None
 
 
 def selection_rule_for(aten_name: str) -> Rule:

@@ -1,17 +1,60 @@
-"""The table of primitives: registration, lookup by name (the op keys used everywhere) and by ATen name."""
+"""The table of primitives: registration (:func:`register`, :func:`unregister`, the scoped :func:`registered`),
+lookup by name (the op keys used everywhere), by ATen name (:func:`by_aten`), by ``torch.nn`` module
+(:func:`by_module`, :func:`module_instance`) and by functional form (:func:`by_functional`)."""
 from __future__ import annotations
 
-from nsverify.errors import UnknownOpError
-from nsverify.registry.types import Primitive
+import contextlib
+import functools
+import inspect
+
+from nsverify.errors import UnknownOpError, UnsupportedOpError
+from nsverify.registry.types import Elementwise, Primitive, functional_name
 
 PRIMITIVES: dict[str, Primitive] = {}
+_VERSION = [0]
+
+
+def version() -> int:
+    """A counter that changes whenever an entry is registered or unregistered (readers that cache a view of the
+    table, such as the oracle's ATen dispatch, rebuild it when it changes)."""
+    return _VERSION[0]
 
 
 def register(p: Primitive) -> Primitive:
+    """Add an entry to the table: every reader (the oracle, the conventions matrix, the strategies, the docs'
+    op lists) sees it from then on."""
     if p.name in PRIMITIVES:
         raise ValueError(f"primitive {p.name!r} registered twice")
+    if isinstance(p, Elementwise):  # the oracle dispatches an ATen op to one entry: no two may claim it
+        mine = set(p.aten) | set(p.backward)
+        for q in _elementwise():
+            taken = mine & (set(q.aten) | set(q.backward))
+            if taken:
+                raise ValueError(f"primitive {p.name!r}: the ATen op(s) {sorted(taken)} belong to {q.name!r}")
     PRIMITIVES[p.name] = p
+    _VERSION[0] += 1
     return p
+
+
+def unregister(name: str) -> Primitive:
+    """Remove the entry ``name`` from the table (the inverse of :func:`register`)."""
+    p = get(name)
+    del PRIMITIVES[name]
+    _VERSION[0] += 1
+    return p
+
+
+@contextlib.contextmanager
+def registered(*entries: Primitive):
+    """Register ``entries`` for the duration of a ``with`` block, and remove them afterwards (tests, trials)."""
+    done = []
+    try:
+        for e in entries:
+            done.append(register(e))
+        yield entries[0] if len(entries) == 1 else entries
+    finally:
+        for e in reversed(done):
+            unregister(e.name)
 
 
 def unknown_op(name, valid, what: str = "it is not in the registry of nonsmooth primitives") -> UnknownOpError:
@@ -55,3 +98,69 @@ def op_key(aten_name: str) -> str:
 
 def names(kind: str | None = None) -> list[str]:
     return [n for n, p in PRIMITIVES.items() if kind is None or p.kind == kind]
+
+
+def _elementwise() -> list[Elementwise]:
+    return [p for p in PRIMITIVES.values() if isinstance(p, Elementwise)]
+
+
+def by_module(module) -> Elementwise | None:
+    """The elementwise entry of a ``torch.nn`` module class, instance or class name (``nn.ReLU``,
+    ``nn.Hardtanh(0, 6)``, ``"LeakyReLU"``), or None. The entry's kinks are the defaults' (use
+    :func:`module_instance` for a module's own arguments)."""
+    name = module if isinstance(module, str) else (module if isinstance(module, type) else type(module)).__name__
+    return next((p for p in _elementwise() if name in p.modules), None)
+
+
+def module_instance(module) -> Elementwise | None:
+    """The elementwise op a ``torch.nn`` module instance computes, with its own arguments (``nn.LeakyReLU(0.2)``:
+    slope 0.2; ``nn.Hardtanh(0., 6.)``: relu6), or None for a module class the registry does not know.
+    Raises UnsupportedOpError when the module's arguments move the entry's kinks and the entry cannot be built
+    from arguments (e.g. ``nn.ELU(alpha=2.)``)."""
+    entry = by_module(module)
+    if entry is None:
+        return None
+    if entry.from_args is not None:
+        params = [q for q in inspect.signature(entry.from_args).parameters.values()
+                  if q.kind is q.POSITIONAL_OR_KEYWORD]
+        kw = {q.name: getattr(module, q.name) for q in params if hasattr(module, q.name)}
+        return entry.from_args(**kw)
+    moved = {k: getattr(module, k) for k, v in entry.kwargs.items() if hasattr(module, k) and getattr(module, k) != v}
+    if moved:
+        raise UnsupportedOpError(f"{type(module).__name__} with {moved}: the registry's {entry.name} has "
+                                 f"{entry.kwargs}; other arguments move its kinks or pieces.")
+    return entry
+
+
+@functools.lru_cache(maxsize=None)
+def _resolve(qualname: str):
+    """The object a qualified name (``torch.nn.functional.relu``, ``torch.Tensor.relu``) names, or None."""
+    import importlib
+
+    parts = qualname.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for a in parts[i:]:
+            obj = getattr(obj, a, None)
+            if obj is None:
+                return None
+        return obj
+    return None
+
+
+def by_functional(fn) -> Elementwise | None:
+    """The elementwise entry of a functional form: a callable (``F.relu``, ``torch.relu``, ``torch.Tensor.relu``)
+    or its qualified name (``"torch.nn.functional.relu"``; ``"F.relu"`` and ``"T.relu"`` abbreviate
+    torch.nn.functional and torch.Tensor), or None."""
+    if isinstance(fn, str):
+        name = functional_name(fn)
+        return next((p for p in _elementwise() if name in p.functionals), None)
+    for p in _elementwise():
+        for q in p.functionals:
+            if _resolve(q) is fn:
+                return p
+    return None
+

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable, Sequence
@@ -197,6 +198,15 @@ class Piece:
         return self.poly is not None and all(c == 0 for c in self.poly[1:])
 
 
+def functional_name(name: str) -> str:
+    """The qualified name of a functional form: ``F.x`` abbreviates torch.nn.functional.x and ``T.x``
+    torch.Tensor.x; other names are returned as given (``torch.relu``)."""
+    for short, full in (("F.", "torch.nn.functional."), ("T.", "torch.Tensor.")):
+        if name.startswith(short):
+            return full + name[len(short):]
+    return name
+
+
 def lin(slope, intercept=0) -> Piece:
     return Piece(poly=(F(intercept), F(slope)))
 
@@ -212,6 +222,20 @@ class Elementwise:
     rule per kink on each side): the entry then resolves ``torch_rules`` for that release, and
     :meth:`rules_at` gives them for any release. ``violations`` maps a breakpoint to the recorded
     :class:`Violation` records at that kink.
+
+    The entry is the op's one record (in the style of PyTorch's OpInfo): besides its pieces and rules it names
+    the op's ATen forward ops (``aten``, bare names, in-place overloads included, e.g. ``relu_``), the ATen
+    backward ops whose formula is the entry's derivative (``backward``: ``threshold_backward`` for relu),
+    its ``torch.nn`` module classes (``modules``: class names under ``torch.nn``) and its functional forms
+    (``functionals``: qualified names such as ``torch.nn.functional.relu``, ``torch.relu``,
+    ``torch.Tensor.relu``). ``from_args`` builds the instance an ATen call's scalar arguments describe (the
+    arguments after the tensor(s), in ATen's order, which the forward and backward ops share: leaky_relu's
+    slope, hardtanh's bounds); None: the op has no such arguments and the entry is the instance. ``shared_with``
+    names the entry that shares the op's ATen op for other argument kinds (clamp's ATen op with tensor bounds is
+    ``clamp_tensor``): the oracle then dispatches that ATen op itself (``nsverify.oracle.ops_select``).
+    The exact forward and backward are the pieces (:meth:`value`, :meth:`derivative_at`) and the families the
+    op belongs to are derived from them (:attr:`exact`, :attr:`piecewise_linear`, :meth:`one_sided_rules`,
+    :meth:`common_lambda`).
     """
 
     name: str
@@ -226,6 +250,11 @@ class Elementwise:
     rule_changes: tuple[RuleChange, ...] = ()
     #: the torch release the rules are resolved for (None: the installed one)
     release: str | None = None
+    backward: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    functionals: tuple[str, ...] = ()
+    from_args: Callable[..., "Elementwise"] | None = None
+    shared_with: str | None = None
 
     kind = "elementwise"
 
@@ -249,6 +278,103 @@ class Elementwise:
     def rules_at(self, release: str) -> tuple[Rule, ...]:
         """PyTorch's rule at each kink in torch ``release`` ("2.13.0")."""
         return _chain(self.rule_changes, release, self.torch_rules)
+
+    # ------------------------------------------------------------------------------------------ OpInfo fields
+    @property
+    def aten_forward(self) -> tuple[str, ...]:
+        """The ATen forward ops (bare names) of the op: ``aten`` without its backward ops."""
+        return tuple(a for a in self.aten if a not in self.backward)
+
+    def instance(self, args: Sequence = (), kwargs: dict | None = None) -> Elementwise:
+        """The instance an ATen call with scalar ``args`` / ``kwargs`` (after the tensors) describes: built by
+        ``from_args``, or the entry itself for an op without arguments."""
+        if self.from_args is None:
+            return self
+        if not kwargs:
+            return self.from_args(*args)
+        names = set(inspect.signature(self.from_args).parameters)
+        return self.from_args(*args, **{k: v for k, v in (kwargs or {}).items() if k in names})
+
+    # ------------------------------------------------------------------------- families, derived from the pieces
+    @property
+    def exact(self) -> bool:
+        """Are all pieces polynomials with rational coefficients (the exact oracle evaluates the op)?"""
+        return all(p.exact for p in self.pieces)
+
+    @property
+    def piecewise_linear(self) -> bool:
+        """Are all pieces affine (exact polynomials of degree at most 1)?"""
+        return all(p.exact and all(c == 0 for c in p.poly[2:]) for p in self.pieces)
+
+    @property
+    def kinks(self) -> tuple[Fraction, ...]:
+        """The breakpoints where the one-sided derivatives differ (the non-differentiable points, ndf)."""
+        out = []
+        for b in self.breakpoints:
+            left, right = self.one_sided(b)
+            if left != right:
+                out.append(b)
+        return tuple(out)
+
+    def _rules(self, rules) -> tuple[Rule, ...]:
+        """``rules`` as one Rule per kink: None (PyTorch's), one rule for every kink, or one per kink."""
+        if rules is None:
+            return self.torch_rules
+        if isinstance(rules, (str, Rule)):
+            return (parse_rule(rules, kind="kink"),) * len(self.breakpoints)
+        return self._kink_rules(rules)
+
+    def one_sided_rules(self, rules=None) -> bool:
+        """Does AD under ``rules`` (default: PyTorch's; one rule per kink, or one for every kink) take a one-sided
+        derivative -- an adjacent piece's -- at every kink (a Bouligand proxy)? Derived from the pieces: the
+        derivative the rule gives equals the left or the right derivative there."""
+        rs = self._rules(rules)
+        return all(self.derivative_piece(i, r) is not None for i, r in enumerate(rs))
+
+    def kink_lambda(self, i: int, rule: Rule | None = None):
+        """Park et al.'s lambda at kink i (Sec. 3, Theorem 4): the weight of the LEFT derivative in the derivative
+        ``rule`` gives, D = lambda D^- + (1 - lambda) D^+ (the opposite direction of the rule ``mix=mu``, whose
+        weight mu is on the right). ``"any"`` where the two sides agree (no kink); None when the derivative is
+        not such a convex combination (or, for irrational sides, cannot be shown to be one exactly)."""
+        rule = self.torch_rules[i] if rule is None else parse_rule(rule, kind="kink")
+        left, right = self.one_sided(self.breakpoints[i])
+        if left == right:
+            return "any"
+        piece = self.rule_piece(i, rule)
+        if piece is not None:
+            return F(1) if piece == i else F(0)
+        if rule.name == "mix":
+            return 1 - rule.param
+        d = self.kink_derivative(i, rule)
+        if not all(isinstance(v, Fraction) for v in (d, left, right)):
+            return None
+        lam = (d - right) / (left - right)
+        return lam if 0 <= lam <= 1 else None
+
+    def common_lambda(self, rules=None):
+        """A lambda shared by every kink under ``rules`` (default: PyTorch's), as Park et al.'s Theorem 4 asks
+        (D^AD = lambda D^- + (1 - lambda) D^+ at every non-differentiable point), or None when there is none.
+        ``"any"`` when the op has no kink."""
+        lams = {self.kink_lambda(i, r) for i, r in enumerate(self._rules(rules))} - {"any"}
+        if not lams:
+            return "any"
+        return lams.pop() if len(lams) == 1 and None not in lams else None
+
+    def admits_common_lambda(self, rules=None) -> bool:
+        """Is there a common lambda under ``rules`` (default: PyTorch's)? See :meth:`common_lambda`."""
+        return self.common_lambda(rules) is not None
+
+    # ------------------------------------------------------------------------------- exact forward and backward
+    def derivative_at(self, x: Fraction, rules=None):
+        """The exact derivative AD uses at x under ``rules`` (default: PyTorch's, one per kink): the active piece's
+        derivative off the breakpoints, the rule's at a breakpoint. This is the op's exact backward formula."""
+        rs = self._rules(rules)
+        for i, b in enumerate(self.breakpoints):
+            if x == b:
+                return self.kink_derivative(i, rs[i])
+            if x < b:
+                return self.pieces[i].derivative(x)
+        return self.pieces[-1].derivative(x)
 
     def piece_index(self, x: Fraction, side: int = 0) -> int:
         """Index of the piece active at x; at a breakpoint, side=-1 gives the left piece, +1 the right."""

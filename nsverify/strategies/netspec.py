@@ -117,8 +117,7 @@ class Activation:
         p = self.primitive()
         if p is None or not p.breakpoints:
             return None
-        first = p.pieces[0]
-        if first.poly is not None and all(c == 0 for c in first.poly[1:]):
+        if p.pieces[0].constant:
             return p.breakpoints[0] - 1
         return None
 
