@@ -132,13 +132,28 @@ def supported_ops() -> list[str]:
     return sorted({k.split(".")[0] for k, f in OPS.items() if not getattr(f, "unsupported", False)})
 
 
+def lookup(func):
+    """The exact implementation of an ATen op (None when there is none); an in-place variant has the
+    out-of-place op's semantics, its result written back."""
+    name = func.__name__  # e.g. "relu.default"
+    base = func.overloadpacket.__name__
+    impl = OPS.get(name) or OPS.get(base)
+    if impl is None and base.endswith("_"):
+        impl = OPS.get(name.replace("_.", ".", 1)) or OPS.get(base[:-1])
+    return impl
+
+
+def evaluates(func) -> bool:
+    """Whether the exact interpreter evaluates this ATen op (an entry that only raises does not count)."""
+    impl = lookup(func)
+    return impl is not None and not getattr(impl, "unsupported", False)
+
+
 def dispatch(func, args, kwargs):
     ctx = context.current()
     name = func.__name__  # e.g. "relu.default"
     base = func.overloadpacket.__name__
-    impl = OPS.get(name) or OPS.get(base)
-    if impl is None and base.endswith("_"):  # in-place variant: same exact semantics, result written back
-        impl = OPS.get(name.replace("_.", ".", 1)) or OPS.get(base[:-1])
+    impl = lookup(func)
     if impl is None:
         raise UnsupportedOpError(
             f"op aten.{name} is not supported by the exact oracle. Rewrite the program with supported ops "
