@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import nsverify
-from nsverify.errors import NondeterministicError, NsverifyError, OracleInputError
+from nsverify.errors import NondeterministicError, NsverifyError, OracleInputError, TooManyPieces
 from nsverify.oracle.numbers import decimal_str
 from nsverify.oracle.verdict import EXPLAIN_LINES, EXPLAIN_WIDTH
 
@@ -237,3 +237,136 @@ def test_interval_cone_rows_round_trip_and_replay():
     assert nsverify.oracle.verify_certificate(v.to_json())
     assert nsverify.oracle.verify_certificate(v.to_json(), c)
     assert not nsverify.oracle.verify_certificate(v.to_json(), c2)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# unsupported ops: all of them named at once, before the exact run
+# ---------------------------------------------------------------------------------------------------------
+def _unsupported_net():
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(1, 2, 3).double(), torch.nn.BatchNorm2d(2).double().eval(), torch.nn.ReLU(),
+        torch.nn.Flatten(), torch.nn.LayerNorm(8).double(), torch.nn.ELU(), torch.nn.Linear(8, 1).double())
+
+
+def test_every_unsupported_op_is_named_up_front_in_one_short_message(monkeypatch):
+    from nsverify.errors import UnsupportedOpError
+    from nsverify.oracle import interp
+
+    exact_runs = []
+    monkeypatch.setattr(interp.Evaluation, "forward", lambda self: exact_runs.append(1))
+    with pytest.raises(UnsupportedOpError) as info:
+        nsverify.check_module(_unsupported_net(), lambda o, t: o.sum(), torch.ones(1, 1, 4, 4, dtype=D), None,
+                              progress=False)
+    msg = str(info.value)
+    assert len(msg) <= 300
+    for op, module in (("native_batch_norm", "BatchNorm2d"), ("native_layer_norm", "LayerNorm"), ("elu", "ELU")):
+        assert f"aten.{op} (in {module})" in msg
+    assert "supported_ops()" in msg
+    assert not exact_runs  # refused before any exact trace
+
+
+def test_ops_on_constants_alone_are_not_surveyed():
+    # erfcx is unsupported, but here it only touches a constant: the exact run evaluates it in plain PyTorch
+    c = torch.special.erfcx(torch.tensor([0.5], dtype=D))
+    v = nsverify.check_gradient(lambda w: (torch.relu(w) * torch.special.erfcx(torch.tensor([0.5], dtype=D))).sum(),
+                                ZEROS, progress=False)
+    assert v.status == "member" and v.exact_ad == (Fraction(0), Fraction(0))
+    assert v.ad == (0.0, 0.0) and float(c) > 0
+
+
+def test_a_value_written_in_place_into_a_constant_is_surveyed():
+    from nsverify.errors import UnsupportedOpError
+
+    def fn(w):
+        buf = torch.zeros(2, dtype=D)
+        buf.copy_(w)  # buf now depends on w
+        return torch.special.erfcx(buf).sum()
+
+    with pytest.raises(UnsupportedOpError, match=r"aten\.special_erfcx"):
+        nsverify.check_gradient(fn, ONES, progress=False)
+
+
+def test_many_unsupported_ops_are_counted_within_the_limit():
+    from nsverify.errors import UnsupportedOpError
+
+    def fn(w):
+        x = w
+        for f in (torch.special.erfcx, torch.special.i0e, torch.special.i1e, torch.special.ndtri, torch.lgamma,
+                  torch.digamma, torch.special.entr, torch.special.log_ndtr, torch.special.xlog1py):
+            x = f(x) if f is not torch.special.xlog1py else f(x, x)
+        return x.sum()
+
+    with pytest.raises(UnsupportedOpError) as info:
+        nsverify.check_gradient(fn, torch.full((2,), 0.25, dtype=D), progress=False)
+    msg = str(info.value)
+    assert len(msg) <= 300 and "more" in msg and msg.startswith("fn uses 9 ATen ops")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# time limits: polled in the oracle's loops, and a watchdog for what no poll reaches
+# ---------------------------------------------------------------------------------------------------------
+def _all_tied_pool(w):
+    x = w[0] * torch.ones(1, 1, 300, 300, dtype=D)  # every window of the pool is a 9-way exact tie
+    return torch.nn.functional.max_pool2d(x, 3, 1).sum()
+
+
+def _python_loop(w):
+    s = w.sum()
+    for _ in range(10**9):  # the user's own slow code
+        pass
+    return s
+
+
+@pytest.mark.parametrize("fn", [_all_tied_pool, _python_loop], ids=["max-pool ties", "loop in fn"])
+def test_the_hard_time_limit_holds(fn):
+    import time
+
+    nsverify.check_gradient(lambda w: torch.relu(w).sum(), ZEROS, progress=False)  # imports done before timing
+    limit = 1.0
+    t0 = time.perf_counter()
+    v = nsverify.check_gradient(fn, torch.zeros(1, dtype=D), time_limit=limit, on_limit="unknown", progress=False)
+    took = time.perf_counter() - t0
+    assert v.status == "unknown" and "time limit" in v.reason
+    # the documented hard stop is 1.1 time_limit + 1 s; allow 0.75 s to unwind (large object arrays to free)
+    assert took <= 1.1 * limit + 1 + 0.75, took
+    with pytest.raises(TooManyPieces):
+        nsverify.check_gradient(fn, torch.zeros(1, dtype=D), time_limit=limit, progress=False)
+
+
+def test_no_time_limit_error_arrives_after_the_call_returned():
+    import time
+
+    for _ in range(3):
+        v = nsverify.check_gradient(_weighted_relu, ONES, time_limit=0.1, progress=False)
+        assert v.status == "member"
+    time.sleep(1.5)  # past every hard deadline (1.1 * 0.1 + 1 s): a stray watchdog would raise here
+
+
+def test_the_limit_message_counts_the_sites_the_ad_trace_met():
+    with pytest.raises(NsverifyError, match=r"after 0 pieces \(6 kink/tie sites"):
+        nsverify.check_gradient(lambda w: torch.relu(w).sum(), torch.zeros(6, dtype=D), time_limit=0,
+                                shortcuts=False, progress=False)
+
+
+def test_inseparable_against_the_quadratic_definition():
+    from nsverify.oracle.membership import inseparable
+    from nsverify.oracle.numbers import Ival, overlap
+
+    def brute(V):
+        for i in range(len(V)):
+            for j in range(i + 1, len(V)):
+                if any(isinstance(x, Ival) for x in V[i] + V[j]) and all(overlap(a, b) for a, b in zip(V[i], V[j])):
+                    return i, j
+        return None
+
+    rng = random.Random(0)
+    for _ in range(1500):
+        n, m = rng.randint(1, 3), rng.randint(0, 8)
+        V = []
+        for _ in range(m):
+            v = []
+            for _ in range(n):
+                x = Fraction(rng.randint(-3, 3), rng.choice([1, 2]))
+                v.append(Ival.of(x, x + Fraction(rng.randint(0, 2), 2)) if rng.random() < 0.3 else x)
+            V.append(tuple(v))
+        assert inseparable(V) == brute(V), V

@@ -94,7 +94,7 @@ def _check(fn, w, ad, *, conventions, max_pieces, on_limit, time_limit, progress
     boundary.check_point(w)
     tracker = Tracker(report, time_limit=time_limit, max_pieces=max_pieces)
     # a hard stop slightly after time_limit, for single evaluations too large to finish (huge forward mode)
-    with deadline(None if time_limit is None else time_limit * 1.1 + 1), tracking(tracker), user_environment():
+    with user_environment(), deadline(None if time_limit is None else time_limit * 1.1 + 1), tracking(tracker):
         ev = Evaluation(fn, w, conventions, shadow=True)
         try:
             with boundary.translated(ev):
@@ -103,7 +103,7 @@ def _check(fn, w, ad, *, conventions, max_pieces, on_limit, time_limit, progress
         except TooManyPieces as e:
             if on_limit != "unknown":
                 raise
-            v = _undecided(str(e), ev.float_ad(), ad)
+            v = _undecided(str(e), ev.float_ad() if ev.ran("float_ad") else None, ad)  # fn is not rerun
     tracker.update(stage="done")
     return v
 
@@ -133,6 +133,9 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
     if ad is not None:
         tested, tested_is = _vector(ad, ev.n), "ad"
     float_ad = ev.float_ad()
+    refusal = ev.survey.refusal() if ev.survey is not None else None
+    if refusal is not None:  # every unsupported op at once, before the exact run
+        raise refusal
     layers_declined = None
     if network is not None and shortcuts and ad is None and not ev.conventions:
         got = layered.decide(ev, *network, tracker=tracker)

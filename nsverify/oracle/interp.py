@@ -44,7 +44,8 @@ from nsverify.oracle import (  # noqa: F401  (import registers the op implementa
 )
 from nsverify.oracle.context import Ctx
 from nsverify.oracle.numbers import Aff, grad, is_lin, val
-from nsverify.oracle.tensor import ExactTensor, to_exact_array
+from nsverify.oracle.prepass import OpSurvey
+from nsverify.oracle.tensor import ExactTensor, evaluates, to_exact_array
 
 F = Fraction
 
@@ -81,12 +82,16 @@ def exact_input(values: list, shape, dtype) -> ExactTensor:
     return ExactTensor(arr.reshape(tuple(shape)), dtype=dtype)
 
 
-def float_autograd(fn, w: torch.Tensor) -> tuple:
-    """What PyTorch's autograd returns for fn at w, in w's dtype (as Python floats)."""
+def float_autograd(fn, w: torch.Tensor, survey: bool = False):
+    """What PyTorch's autograd returns for fn at w, in w's dtype (as Python floats).  ``survey=True``: also
+    the :class:`~nsverify.oracle.prepass.OpSurvey` of the forward run, returned as ``(gradient, survey)``."""
     with callenv.user_environment():  # grad mode on even inside the caller's torch.no_grad()
         wf = w.detach().clone().requires_grad_(True)
-        y = fn(wf)
-        return _float_grad(y, wf, w)
+        if not survey:
+            return _float_grad(fn(wf), wf, w)
+        with OpSurvey(wf, evaluates) as s:
+            y = fn(wf)
+        return _float_grad(y, wf, w), s
 
 
 def _float_grad(y, wf, w) -> tuple:
@@ -131,6 +136,7 @@ class Evaluation:
         self.calls = 0  # how many times fn has run (float and exact traces)
         self.record = callenv.CallRecord()  # every call's output, checked against the first (determinism)
         self._float_ad: tuple | None = None
+        self.survey = None  # the ops of the float run (prepass.OpSurvey), once float_ad has run
         self._forward: RunResult | None = None
         self._reverse: tuple | None = None
 
@@ -176,7 +182,7 @@ class Evaluation:
     def float_ad(self) -> tuple:
         """PyTorch's autograd in w's dtype (floats); fn runs once, on a float copy of w."""
         if self._float_ad is None:
-            self._float_ad = float_autograd(self._call, self.w)
+            self._float_ad, self.survey = float_autograd(self._call, self.w, survey=True)
         return self._float_ad
 
     def forward(self) -> RunResult:

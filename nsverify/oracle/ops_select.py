@@ -154,6 +154,7 @@ def select(cands: list, larger: bool, opname: str, rule: Rule, loc, fvals=None, 
     returned (needed by the rule ``returned``).
     """
     ctx = context.current()
+    context.poll_deadline()  # one call per window or reduced row: a large pooling op can hold many
     tied = _argbest(cands, larger, opname)
     depends = any(isinstance(cands[i], Aff) for i in range(len(cands)))
     ftied = _float_best(fvals, larger) if fvals is not None and depends else None

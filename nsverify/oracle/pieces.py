@@ -139,10 +139,11 @@ def enumerate_pieces(
 
         try:
             if time_limit is not None and time.perf_counter() - t0 > time_limit:
-                raise _Limit(f"the time limit of {time_limit:g} s ran out after {len(en.leaves)} pieces")
+                done = max(len(en.leaves), tracker.pieces if tracker is not None else 0)
+                raise _Limit(f"the time limit of {time_limit:g} s ran out after {done} pieces")
             r = ev.pieces_trace(decide)
         except _Limit as e:
-            nsites = max(en.branch_sites, _count_sites(en), len(st.decisions))
+            nsites = max(en.branch_sites, _count_sites(en), len(st.decisions), _ad_sites(ev))
             what = e.args[0] if e.args else f"more than {limit} pieces to enumerate around w"
             msg = limit_message(what, nsites, limit, time_limit)
             if on_limit == "unknown":
@@ -178,6 +179,13 @@ def naive_enumeration_lps(rows: list[dict]) -> int:
     for signs in itertools.product((1, -1), repeat=len(rows)):
         feasible([{i: s * c for i, c in g.items()} for s, g in zip(signs, rows)], stats)
     return stats.lps
+
+
+def _ad_sites(ev: Evaluation) -> int:
+    """Kink/tie sites the AD trace met (known before any piece is enumerated), float-only ties aside."""
+    if not ev.ran("forward"):
+        return 0
+    return sum(1 for s in ev.forward().sites if not s.extra.get("float_only"))
 
 
 def limit_message(what: str, nsites: int, limit: int, time_limit: float | None) -> str:

@@ -149,13 +149,28 @@ def find_impl(name: str, base: str):
     return impl
 
 
+def lookup(func):
+    """The exact implementation of an ATen op (None when there is none); an in-place variant has the
+    out-of-place op's semantics, its result written back."""
+    name = func.__name__  # e.g. "relu.default"
+    base = func.overloadpacket.__name__
+    impl = find_impl(name, base)
+    if impl is None and base.endswith("_"):
+        impl = find_impl(name.replace("_.", ".", 1), base[:-1])
+    return impl
+
+
+def evaluates(func) -> bool:
+    """Whether the exact interpreter evaluates this ATen op (an entry that only raises does not count)."""
+    impl = lookup(func)
+    return impl is not None and not getattr(impl, "unsupported", False)
+
+
 def dispatch(func, args, kwargs):
     ctx = context.current()
     name = func.__name__  # e.g. "relu.default"
     base = func.overloadpacket.__name__
-    impl = find_impl(name, base)
-    if impl is None and base.endswith("_"):  # in-place variant: same exact semantics, result written back
-        impl = find_impl(name.replace("_.", ".", 1), base[:-1])
+    impl = lookup(func)
     if impl is None:
         raise UnsupportedOpError(
             f"op aten.{name} is not supported by the exact oracle. Rewrite the program with supported ops "

@@ -41,7 +41,7 @@ import torch
 
 from nsverify.errors import UnsupportedOpError
 from nsverify.oracle.cones import ConeStats, primitive
-from nsverify.oracle.context import Site
+from nsverify.oracle.context import Site, poll_deadline
 from nsverify.oracle.park.algorithm1 import pool_index_windows
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
 from nsverify.oracle.park.rank import independent_columns
@@ -343,6 +343,7 @@ def _algorithm1(L: ExactLayer, ev, offsets: dict, earlier_params: bool, sites: l
     if L.act is not None:
         y = L.seen["act_in"]
         for idx in zip(*np.nonzero(np.vectorize(lambda v: v == 0, otypes=[bool])(y))):
+            poll_deadline()
             chk.kink_touches += 1
             sites.append(Site(L.act_name, -1, tuple(int(i) for i in idx), F(0),
                               extra={"layer": L.name}))
@@ -357,6 +358,7 @@ def _algorithm1(L: ExactLayer, ev, offsets: dict, earlier_params: bool, sites: l
         # AD's indices, shaped like the pool's output (a 1-d pool runs as a 2-d one: (B, C, 1, L) indices)
         chosen = L.seen["pool_idx"].reshape(pout.shape if batched else (1,) + pout.shape)
         for b, pos, tied in _tied_windows(L):
+            poll_deadline()
             chk.tied_windows += 1
             c = pos[0]
             star = c * plane + int(chosen[(b,) + pos])  # AD's entry: the exact interpreter's own index
