@@ -1,5 +1,5 @@
-"""The nsverify pytest plugin is registered exactly once (entry point or root conftest) and sets the
-profile."""
+"""The nsverify pytest plugin is registered exactly once (entry point or root conftest), gives nsverify's suite
+its profile, and stays inert elsewhere (no settings changed, no torch imported)."""
 
 import hypothesis
 
