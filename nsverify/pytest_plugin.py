@@ -20,11 +20,20 @@ A bad option value (CUDA without a GPU, an unknown dtype, a missing xfails file)
 
 Profiles: ``dev`` (few random examples, fast feedback), ``ci`` (derandomized: the same examples every run,
 bounded count, no example database), ``nightly`` (thousands of examples).
+
+Inert unless used: the entry point loads this plugin in every pytest run of the environment, so it changes
+nothing there by itself. It registers its options, fixtures and profiles, and applies its Hypothesis profile
+only to nsverify's own suite (:func:`suite_dirs`: the property suite, wherever it is installed, and a source
+checkout's ``tests/``), while those tests are imported and run, then restores the profile that was active; an
+``--nsverify-*`` option applies it to the whole session; ``--hypothesis-profile`` always wins. torch is imported
+only when the suite or an nsverify fixture is used.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
@@ -108,28 +117,97 @@ def pytest_addoption(parser):
     )
 
 
+#: the plugin's options; giving any of them applies the nsverify profile to the whole session
+OPTIONS = ("--nsverify-profile", "--nsverify-device", "--nsverify-dtype", "--nsverify-baseline",
+           "--nsverify-xfails-file")
+#: how this session applies the profile: "global" (an --nsverify-* option), "suite" (nsverify's own tests
+#: only), None (--hypothesis-profile given: Hypothesis's choice stands); "used": an option was given or an item
+#: of nsverify's suite was collected (the header line and the torch import follow that)
+SESSION: dict = {"apply": None, "used": False}
+#: results computed once per process (the suite's directories, the resolved baseline)
+_CACHE: dict = {}
+
+
 def pytest_configure(config):
     import pytest
 
     from nsverify.errors import NsverifyError
 
-    name = profile_name(config.getoption("--nsverify-profile"))
-    ACTIVE["profile"] = name
-    if not config.getoption("--hypothesis-profile", default=None):
-        settings.load_profile(f"nsverify-{name}")
+    explicit = any(config.getoption(o) is not None for o in OPTIONS)
+    XFAILS.update(path=None, ids=[], used=set())
     ACTIVE["device"] = config.getoption("--nsverify-device") or "cpu"
     ACTIVE["dtypes"] = config.getoption("--nsverify-dtype")
     ACTIVE["baseline"] = config.getoption("--nsverify-baseline") or "auto"
     try:  # every option checked here, before collection: one line on bad input
-        selected_device()
-        selected_dtypes()
-        selected_baseline()
-        XFAILS.update(path=None, ids=[], used=set())
+        ACTIVE["profile"] = profile_name(config.getoption("--nsverify-profile"))
+        if explicit:  # the defaults need no check (and no torch import) until the suite uses them
+            selected_device()
+            selected_dtypes()
+            selected_baseline()
         if config.getoption("--nsverify-xfails-file"):
             XFAILS["path"] = config.getoption("--nsverify-xfails-file")
             XFAILS["ids"] = read_xfails(XFAILS["path"])
     except NsverifyError as exc:
         raise pytest.UsageError(f"nsverify: {exc}") from None
+    SESSION["used"] = explicit
+    if config.getoption("--hypothesis-profile", default=None):
+        SESSION["apply"] = None
+    elif explicit:
+        SESSION["apply"] = "global"
+        settings.load_profile(f"nsverify-{ACTIVE['profile']}")
+    else:
+        SESSION["apply"] = "suite"
+
+
+def suite_dirs() -> tuple[Path, ...]:
+    """The directories of nsverify's own suite: the property suite where ``nsverify.properties`` is installed
+    (``site-packages/nsverify/properties``; ``properties/`` of the checkout in an editable install) and, when
+    this package sits in a source checkout of nsverify, the checkout's ``properties/`` and ``tests/``."""
+    if "suite_dirs" not in _CACHE:
+        import importlib.util
+        import tomllib
+
+        dirs = []
+        try:
+            spec = importlib.util.find_spec("nsverify.properties")
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None:
+            dirs += [Path(d) for d in spec.submodule_search_locations or ()]
+        root = Path(__file__).resolve().parent.parent
+        try:
+            name = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["name"]
+        except (OSError, KeyError, TypeError, ValueError):
+            name = None
+        if name == "nsverify":
+            dirs += [root / "properties", root / "tests"]
+        _CACHE["suite_dirs"] = tuple(dict.fromkeys(d.resolve() for d in dirs))
+    return _CACHE["suite_dirs"]
+
+
+def in_suite(path) -> bool:
+    """Whether ``path`` lies in nsverify's own suite (:func:`suite_dirs`)."""
+    p = Path(path).resolve()
+    return any(p == d or d in p.parents for d in suite_dirs())
+
+
+@contextlib.contextmanager
+def _suite_profile(path):
+    """The nsverify profile while a collector or test of nsverify's suite is imported or run (the other tests
+    of the session keep theirs)."""
+    if SESSION["apply"] != "suite" or path is None or not in_suite(path):
+        yield
+        return
+    SESSION["used"] = True
+    try:
+        before = settings.get_current_profile_name()
+    except (AssertionError, AttributeError):  # no profile loaded yet; a Hypothesis release without the getter
+        before = getattr(settings, "_current_profile", None) or "default"
+    settings.load_profile(f"nsverify-{ACTIVE['profile']}")
+    try:
+        yield
+    finally:
+        settings.load_profile(before)
 
 
 def read_xfails(path) -> list[str]:
@@ -188,9 +266,6 @@ def selected_baseline():
     return _CACHE[key]
 
 
-_CACHE: dict = {}
-
-
 def selected_device():
     from nsverify.devices import parse_device
 
@@ -211,12 +286,17 @@ def selected_dtypes():
     return out
 
 
-def pytest_report_header(config):
+def pytest_report_collectionfinish(config, start_path, items):
+    """One line on the settings in effect, once the session is known to use the suite (an --nsverify-* option,
+    or an item of nsverify's suite collected)."""
+    if not SESSION["used"]:
+        return None
     import torch
 
     base = selected_baseline()
+    scope = {"global": "", "suite": " (nsverify's suite only)", None: " (--hypothesis-profile given)"}
     return (
-        f"nsverify: profile={ACTIVE['profile']} device={ACTIVE['device']} "
+        f"nsverify: profile={ACTIVE['profile']}{scope[SESSION['apply']]} device={ACTIVE['device']} "
         f"dtypes={ACTIVE['dtypes'] or 'default'} torch={torch.__version__} "
         f"baseline={base.release if base is not None else 'none'}"
     )
@@ -246,8 +326,18 @@ def pytest_terminal_summary(terminalreporter):
                                     + ", ".join(unused[:10]))
 
 
-try:  # fixtures need pytest; the module stays importable without it
+try:  # fixtures and hook wrappers need pytest; the module stays importable without it
     import pytest
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(collector):
+        with _suite_profile(getattr(collector, "path", None)):  # Hypothesis reads the profile at import
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        with _suite_profile(getattr(item, "path", None)):
+            return (yield)
 
     @pytest.fixture(scope="session")
     def nsverify_device():

@@ -47,7 +47,8 @@ def _modules():
 
     out = []
     for info in pkgutil.walk_packages([str(ROOT)], prefix="nsverify."):
-        if ".properties.test_" in info.name or info.name == "nsverify.__main__":  # collected / run, not imported
+        # collected / run, not imported (the property suite is under ROOT when nsverify comes from a wheel)
+        if ".properties.test_" in info.name or info.name == "nsverify.__main__":
             continue
         if info.name in OPTIONAL and importlib.util.find_spec(OPTIONAL[info.name]) is None:
             continue

@@ -1,5 +1,5 @@
-"""The nsverify pytest plugin is registered exactly once (entry point or root conftest) and sets the
-profile."""
+"""The nsverify pytest plugin is registered exactly once (entry point or root conftest), gives nsverify's suite
+its profile, and stays inert elsewhere (no settings changed, no torch imported)."""
 
 import hypothesis
 
@@ -103,3 +103,115 @@ def test_xfail_ids_match_by_file_and_name_or_prefix():
     assert xfail_match(node, ["test_kink_conventions.py::test_x"])  # every parametrization
     assert not xfail_match(node, ["test_kink_conventions.py::test_"])  # not a name boundary
     assert not xfail_match(node, ["test_other.py::test_x"])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# inert unless used: the entry point loads the plugin in every pytest run of the environment
+# ----------------------------------------------------------------------------------------------------------
+#: an unrelated project: one test prints the Hypothesis settings it sees, one has a counterexample (x = 7 mod
+#: 23) that plain Hypothesis finds in its 100 random examples and that the nsverify `ci` profile's 25
+#: derandomized examples miss (which is how the plugin, when it loaded its profile everywhere, hid it)
+UNRELATED = '''
+import sys
+
+from hypothesis import given, settings, strategies as st
+
+
+def test_settings_seen():
+    d = settings.default
+    print(f"SETTINGS max_examples={d.max_examples} derandomize={d.derandomize} deadline={d.deadline} "
+          f"database={type(d.database).__name__} print_blob={d.print_blob}")
+    print(f"TORCH imported={'torch' in sys.modules}")
+
+
+@given(st.integers(0, 10**6))
+def test_counterexample(x):
+    assert x % 23 != 7
+'''
+
+
+def _outcome(res) -> list[str]:
+    """What a run of UNRELATED reports: the settings it saw, torch, the falsifying example, the counts."""
+    keep = ("SETTINGS", "TORCH", "Falsifying example", "Failing test case", "x=", " failed", " passed")
+    return [line.split(" in ")[0].strip() for line in res.stdout.splitlines() if any(k in line for k in keep)]
+
+
+def test_unrelated_hypothesis_project_fails_the_same_way_with_and_without_the_plugin(tmp_path):
+    runs = {}
+    for plugin in ("nsverify.pytest_plugin", "no:nsverify.pytest_plugin"):
+        proj = tmp_path / plugin.replace(":", "_")  # each run its own example database
+        proj.mkdir()
+        (proj / "test_unrelated.py").write_text(UNRELATED)
+        res = _pytest_in(proj, "-p", plugin, "-s", "--hypothesis-seed=0", "test_unrelated.py")
+        runs[plugin] = (res.returncode, _outcome(res))
+    rc, plain = runs["no:nsverify.pytest_plugin"]
+    assert rc == 1 and any(line.lstrip("E ").startswith("x=") for line in plain), plain  # the premise
+    assert runs["nsverify.pytest_plugin"] == runs["no:nsverify.pytest_plugin"]
+    assert "TORCH imported=False" in plain
+
+
+def test_plugin_loads_without_torch_quickly(tmp_path):
+    """torch is imported lazily: with torch unimportable, the plugin imports in under 0.2 s (pytest and
+    Hypothesis, loaded by pytest in any environment nsverify is installed in, imported before the clock starts)
+    and a whole pytest session of an unrelated project with it runs."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "test_plain.py").write_text("from hypothesis import given, strategies as st\n\n"
+                                            "@given(st.integers())\ndef test_int(x):\n    assert x == x\n")
+    code = (
+        "import sys, time\n"
+        "sys.modules['torch'] = None\n"  # any import of torch now raises ImportError
+        "import pytest, hypothesis\n"
+        "t = time.perf_counter()\n"
+        "import nsverify.pytest_plugin\n"
+        "print(f'IMPORT {time.perf_counter() - t:.4f}')\n"
+        "rc = pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'nsverify.pytest_plugin', 'test_plain.py'])\n"
+        "sys.exit(int(rc))\n"
+    )
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "1 passed" in res.stdout
+    seconds = float(next(line for line in res.stdout.splitlines() if line.startswith("IMPORT")).split()[1])
+    assert seconds < 0.2, f"importing the plugin took {seconds:.3f} s"
+
+
+@hypothesis.given(hypothesis.strategies.integers())
+def _probe(x):
+    _PROBED.append(x)
+
+
+_PROBED: list = []
+
+
+def test_nsverify_suite_gets_its_profile_at_import_and_at_run(request):
+    """This file is part of nsverify's suite: the profile was in effect when its @given tests were defined
+    (Hypothesis reads it then) and is while they run (test_default_profile_is_ci); the directories of the
+    suite include the property suite and tests/, and nothing outside them."""
+    from pathlib import Path
+
+    import properties
+    from nsverify.pytest_plugin import ACTIVE, PROFILES, SESSION, in_suite
+
+    assert in_suite(Path(__file__)) and in_suite(Path(properties.__file__).parent / "test_park_table1.py")
+    assert not in_suite(Path(__file__).resolve().parents[1] / "README.md")
+    assert not in_suite(Path(request.config.rootpath).parent)
+    if request.config.getoption("--hypothesis-profile"):
+        return  # Hypothesis's own choice stands
+    assert SESSION["used"] and SESSION["apply"] in ("suite", "global")
+    _PROBED.clear()
+    _probe()
+    assert len(_PROBED) == PROFILES[ACTIVE["profile"]]["max_examples"]  # decided when _probe was defined
+
+
+def test_nsverify_option_applies_the_profile_to_the_whole_session(tmp_path):
+    (tmp_path / "test_unrelated.py").write_text(UNRELATED)
+    res = _pytest_in(tmp_path, "-s", "--nsverify-profile", "ci", "-k", "settings_seen", "test_unrelated.py")
+    assert res.returncode == 0, res.stdout[-2000:]
+    assert "SETTINGS max_examples=25 derandomize=True deadline=None database=NoneType" in res.stdout
+    assert "nsverify: profile=ci device=cpu" in res.stdout  # the session uses nsverify: its line is shown
