@@ -240,6 +240,14 @@ def _float_arrays(sargs) -> list:
     return out
 
 
+def _cloned(x):
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_cloned(y) for y in x)
+    return x
+
+
 def _shadow_run(ctx, func, base, args, kwargs):
     ctx.shadow_args = ctx.shadow_in = None
     if not ctx.shadow or base == "_local_scalar_dense":
@@ -247,8 +255,10 @@ def _shadow_run(ctx, func, base, args, kwargs):
     try:
         sargs = _shadow_of(args)
         skw = {k: _shadow_of(v) for k, v in kwargs.items()}
-        ctx.shadow_args = _float_arrays(sargs)
-        ctx.shadow_in = sargs
+        # what the op reads: a snapshot when it writes in place (relu_, add_, out=), which would overwrite it
+        snap = _cloned(sargs) if base.endswith("_") or "out" in kwargs else sargs
+        ctx.shadow_args = _float_arrays(snap)
+        ctx.shadow_in = snap
         with torch.no_grad():
             return func(*sargs, **skw)
     except Exception:  # the float program cannot run this op alongside: no float-tie information here

@@ -130,9 +130,11 @@ def _torch_class(m) -> bool:
 
 
 def _exact(x) -> np.ndarray:
+    """A snapshot of x's exact values: a copy, since a later in-place op (``ReLU(inplace=True)``, ``relu_``)
+    writes into the same array."""
     from nsverify.oracle.tensor import ExactTensor, to_exact_array
 
-    return x.arr if isinstance(x, ExactTensor) else to_exact_array(x)
+    return x.arr.copy() if isinstance(x, ExactTensor) else to_exact_array(x)
 
 
 class _Capture:
@@ -154,6 +156,7 @@ class _Capture:
         for L in self.layers:
             for role, m in (("affine", L.affine), ("act", L.act), ("pool", L.pool)):
                 if m is not None:
+                    self.handles.append(m.register_forward_pre_hook(self._pre_hook(L, role)))
                     self.handles.append(m.register_forward_hook(self._hook(L, role)))
         return self
 
@@ -169,9 +172,14 @@ class _Capture:
             self.pending = None
 
     @staticmethod
+    def _pre_hook(L, role):
+        def pre(module, inputs):  # before the module runs: an in-place module overwrites its input
+            L.seen[role + "_in"] = _exact(inputs[0])
+        return pre
+
+    @staticmethod
     def _hook(L, role):
         def hook(module, inputs, output):
-            L.seen[role + "_in"] = _exact(inputs[0])
             L.seen[role + "_out"] = _exact(output)
         return hook
 
