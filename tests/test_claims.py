@@ -388,3 +388,22 @@ def test_the_one_reader_of_stored_gpu_runs(tmp_path):
         bare.write_text(text)
         with pytest.raises(ProvenanceError):
             load_measurement(bare, require_provenance=False)
+
+
+def test_no_claim_in_a_report_is_decided_underpowered():
+    """The check run over a report JSON (e.g. `python -c` on report.json): decided claims need n >= 5,
+    n >= n_required and power >= 0.8 unless they rest on a witness or a deterministic rule."""
+    from nsverify.claims.record import underpowered
+
+    ok = {"id": "a", "held": True, "witness": False, "rule": "never", "n": 40, "n_required": 32, "power": 0.87}
+    assert underpowered([ok]) == []
+    assert underpowered([{**ok, "n": 4, "n_required": 4}]) == ["a: n = 4, n_required = 4, power = 0.87"]
+    assert underpowered([{**ok, "n": 31}]) and underpowered([{**ok, "power": 0.79}])
+    assert underpowered([{**ok, "n": 4, "witness": True}]) == []  # a witness decides at any n
+    assert underpowered([{**ok, "n": 1, "rule": "exact", "power": 1.0}]) == []
+    assert underpowered([{**ok, "held": None, "n": 1}]) == []
+    # claims as the repro modules build them pass the check
+    from nsverify.papers.zones.repro import table_3_2_claims
+
+    s = {"float32": {"n": 4, "impacted": 2, "tau1": 1e-6, "D": [1.0, 1.0, 0.0, 0.0], "kernel_path": "t"}}
+    assert underpowered(table_3_2_claims(s, "t")) == []

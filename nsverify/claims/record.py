@@ -249,3 +249,19 @@ def summary_counts(claims: list[dict]) -> dict:
     for c in claims:
         out[VERDICTS[c.get("held")]] += 1
     return out
+
+
+def underpowered(claims: list[dict]) -> list[str]:
+    """The ids of claim dicts (a report's ``sections.<name>.claims``) decided without a witness on n < MIN_N,
+    n < n_required or power < POWER; deterministic rules (``exact``, ``robust``: one run decides) are exempt.
+    A report must have none (tests/test_claims.py checks it over a report JSON)."""
+    from nsverify.claims.decide import MIN_N
+
+    out = []
+    for c in claims:
+        if c.get("held") is None or c.get("witness") or c.get("rule") in ("exact", "robust"):
+            continue
+        p, n, need = c.get("power"), c.get("n") or 0, c.get("n_required")
+        if p is None or p < POWER or n < MIN_N or (need is not None and n < need):
+            out.append(f"{c.get('id') or c.get('claim')}: n = {n}, n_required = {need}, power = {p}")
+    return out
