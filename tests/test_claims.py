@@ -85,7 +85,7 @@ def test_ratio_vs_flips():
     assert decide.ratio_vs(at, 1.77).held is None
     noisy = [math.log(1.2) + g.gauss(0, 2.0) for _ in range(3)]
     d = decide.ratio_vs(noisy, 1.77)
-    assert d.held is None and d.power < 0.8
+    assert d.held is None and d.power is None and "too few" in d.reason  # n = 3 < MIN_N
     assert decide.ratio_vs([0.1], 1.77).held is None
     # an effect claim ("at least 2x worse"): an interval around 1.03 rules the paper's effect out
     near_one = [math.log(1.03) + g.gauss(0, 0.01) for _ in range(5)]
@@ -94,6 +94,57 @@ def test_ratio_vs_flips():
     assert d.held is False and "short of the claimed effect 2 (2x above 1)" in d.reason and "below 1" not in d.reason
     big = [math.log(3.0) + g.gauss(0, 0.01) for _ in range(5)]
     assert decide.ratio_vs(big, 1.0, below=False, margin=2.0, effect=True).held is True
+
+
+def test_min_n_and_zero_variance_give_no_power():
+    """n >= 5 for any decision without a witness; no power from zero variance or a two-sample spread."""
+    assert decide.MIN_N == 5
+    four = [math.log(1.2) + 0.01 * i for i in range(4)]
+    five = [math.log(1.2) + 0.01 * i for i in range(5)]
+    assert decide.ratio_vs(four, 1.77).held is None and decide.ratio_vs(five, 1.77).held is True
+    assert decide.ratio_vs([0.2] * 8, 1.77).held is None  # zero variance: no power
+    # greater: 2 samples per arm never decide (the spread of 2), 3 per arm can
+    assert decide.greater([0.5, 0.6], [0.1, 0.12], 0.2).held is None
+    assert decide.greater([0.5, 0.6, 0.55], [0.1, 0.12, 0.09], 0.2).held is True
+    # every share 0 in both arms: zero variance, undecided (it was power 1.0 and "not reproduced")
+    d = decide.greater([0.0] * 6, [0.0] * 6, 0.2)
+    assert d.held is None and d.power is None and "zero variance" in d.reason
+    # rate rules: no absence decision below 5 cases, even where the power formula allows it (p = 0.5: n = 3)
+    assert decide.never(0, 4, p_alt=0.5).held is None and decide.never(0, 5, p_alt=0.5).held is True
+    assert decide.never(0, 4, p_alt=0.5).n_required == 5
+    assert decide.never(1, 2, p_alt=0.5).held is False  # a witness still decides at any n
+
+
+def test_share_is_judges_the_papers_share_with_its_interval():
+    """Table 3.2's 46.67% judged by the Clopper-Pearson interval, power to tell a share 0.25 away."""
+    p = 0.4667
+    assert decide.share_is(2, 40, p, 0.25).held is False  # 5% [0.6, 17]% excludes 46.67%
+    assert decide.share_is(18, 40, p, 0.25).held is True
+    assert decide.share_is(2, 34, p, 0.25).held is None  # power < 0.8 just below n_required = 35
+    assert decide.share_is(2, 35, p, 0.25).held is False
+    assert decide.share_is(2, 35, p, 0.25).n_required == 35
+    assert decide.share_is(0, 4, p, 0.25).held is None
+
+
+def test_all_of_reports_one_parts_n_and_n_required():
+    """The costs section raised 'n = 5 < n_required = 7': all_of took the least n of one part and the largest
+    n_required of another."""
+    a = decide.ratio_vs([math.log(1.2) + 0.01 * i for i in range(5)], 5.0)
+    b = decide.ratio_vs([math.log(1.2) + 0.2 * (-1) ** i * (i % 3) for i in range(12)], 5.0)
+    assert a.held is True and b.held is True
+    d = decide.all_of({"a": a, "b": b})
+    assert d.n_required is None or d.n >= d.n_required
+
+
+def test_a_short_sample_makes_a_claim_undecided_not_a_failed_section():
+    from nsverify.claims.record import ClaimSpec, undecided_if_short
+
+    short = decide.Decision("ratio_vs", True, 5, 0.9, 7, reason="bug: decided on n < n_required")
+    ok = decide.Decision("ratio_vs", True, 7, 0.9, 7, reason="fine")
+    assert undecided_if_short(short).held is None and "n = 5 < n_required = 7" in undecided_if_short(short).reason
+    assert undecided_if_short(ok).held is True
+    spec = ClaimSpec("test/short", "P", "W", "s", "m", "ratio_vs", "b")
+    assert spec.judge("x", short)["held"] is None and spec.judge("x", ok)["held"] is True
 
 
 def test_greater_flips():
@@ -337,3 +388,22 @@ def test_the_one_reader_of_stored_gpu_runs(tmp_path):
         bare.write_text(text)
         with pytest.raises(ProvenanceError):
             load_measurement(bare, require_provenance=False)
+
+
+def test_no_claim_in_a_report_is_decided_underpowered():
+    """The check run over a report JSON (e.g. `python -c` on report.json): decided claims need n >= 5,
+    n >= n_required and power >= 0.8 unless they rest on a witness or a deterministic rule."""
+    from nsverify.claims.record import underpowered
+
+    ok = {"id": "a", "held": True, "witness": False, "rule": "never", "n": 40, "n_required": 32, "power": 0.87}
+    assert underpowered([ok]) == []
+    assert underpowered([{**ok, "n": 4, "n_required": 4}]) == ["a: n = 4, n_required = 4, power = 0.87"]
+    assert underpowered([{**ok, "n": 31}]) and underpowered([{**ok, "power": 0.79}])
+    assert underpowered([{**ok, "n": 4, "witness": True}]) == []  # a witness decides at any n
+    assert underpowered([{**ok, "n": 1, "rule": "exact", "power": 1.0}]) == []
+    assert underpowered([{**ok, "held": None, "n": 1}]) == []
+    # claims as the repro modules build them pass the check
+    from nsverify.papers.zones.repro import table_3_2_claims
+
+    s = {"float32": {"n": 4, "impacted": 2, "tau1": 1e-6, "D": [1.0, 1.0, 0.0, 0.0], "kernel_path": "t"}}
+    assert underpowered(table_3_2_claims(s, "t")) == []

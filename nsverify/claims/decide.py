@@ -31,6 +31,9 @@ from nsverify.errors import NsverifyError
 ALPHA = 0.05
 #: the least power a test needs before its verdict counts
 POWER = 0.8
+#: the least sample size of any statistical decision that does not rest on a witness (ours: below it a spread,
+#: a share or a rank test says too little, whatever a power formula computes from it)
+MIN_N = 5
 #: the violation rate a "never" claim must be able to detect with power POWER when nothing else is given:
 #: 5% (ours). With it a universal claim needs at least 32 premise cases.
 P_ALT = 0.05
@@ -41,6 +44,7 @@ TREND_EFFECT = 0.3
 SIM_RUNS, SIM_SEED = 400, 20240613
 #: the names of the rules below (``Decision.rule``; a :class:`nsverify.claims.record.ClaimSpec` declares one)
 RULES = ("exact", "illustration", "never", "occurs", "occurs_in_time", "never_in_time", "between", "share_above",
+         "share_is",
          "trend", "ratio_vs", "greater", "no_increase", "diff_in_diff", "robust", "all_of")
 
 
@@ -114,6 +118,15 @@ def _cp(k: int, n: int) -> tuple[float | None, float | None, float | None]:
     return k / n, lo, hi
 
 
+def _floor(need: int | None) -> int | None:
+    """``need`` raised to :data:`MIN_N` (None stays None: no n suffices)."""
+    return None if need is None else max(MIN_N, need)
+
+
+def _too_few(n: int, what: str) -> str:
+    return f"too few {what}s: n = {n} < {MIN_N}, the least sample any statistical decision rests on"
+
+
 def _underpowered(power: float, n: int, need: int | None, what: str) -> str:
     need_s = f"needs n >= {need}" if need is not None else "no n up to 10^7 suffices"
     return f"underpowered: power {power:.2f} < {POWER} at n = {n} to detect {what} ({need_s})"
@@ -142,7 +155,7 @@ def _rate_rule(rule: str, k: int, n: int, p: float, witness_held: bool, what: st
     k, n = _count(k, n)
     p = _prob(p, "rate")
     pw = lambda m: 1.0 - (1.0 - p) ** m  # noqa: E731
-    need = n_required(pw)
+    need = _floor(n_required(pw))
     value, lo, hi = _cp(k, n)
     base = dict(rule=rule, n=n, power=pw(n), n_required=need, value=value, lo=lo, hi=hi,
                 interval="Clopper-Pearson 95%" if n else "")
@@ -152,6 +165,8 @@ def _rate_rule(rule: str, k: int, n: int, p: float, witness_held: bool, what: st
         kind = "occurrence(s)" if witness_held else "counterexample(s)"
         return Decision(held=witness_held, reason=f"{k} {kind} in {n} {what}s (a witness decides at any n)",
                         witness=True, **base)
+    if n < MIN_N:
+        return Decision(held=None, reason=_too_few(n, what), **base)
     if pw(n) < POWER:
         return Decision(held=None, reason=_underpowered(pw(n), n, need, rate_text), **base)
     return Decision(held=not witness_held, reason=f"0 {'occurrences' if witness_held else 'violations'} in {n} "
@@ -166,10 +181,11 @@ def never(violations: int, n: int, p_alt: float = P_ALT, what: str = "case") -> 
     return _rate_rule("never", violations, n, p_alt, False, what, f"a {p_alt:.0%} violation rate")
 
 
-def occurs(k: int, n: int, p_paper: float, what: str = "case") -> Decision:
+def occurs(k: int, n: int, p_paper: float, what: str = "case", whose: str = "the paper's") -> Decision:
     """An existence claim ("X occurs", at rate ``p_paper`` in the paper): True on any occurrence; False when none
-    was seen although the test had power >= 0.8 to see one at the paper's rate; None otherwise."""
-    return _rate_rule("occurs", k, n, p_paper, True, what, f"the paper's rate {p_paper:.3g}")
+    was seen although the test had power >= 0.8 to see one at the paper's rate; None otherwise. ``whose`` names
+    the rate's origin in the reason (``"our"`` when the paper gives no rate and the one tested is ours)."""
+    return _rate_rule("occurs", k, n, p_paper, True, what, f"{whose} rate {p_paper:.3g}")
 
 
 def occurs_in_time(events: int, exposure: float, rate_paper: float, what: str = "step") -> Decision:
@@ -180,11 +196,13 @@ def occurs_in_time(events: int, exposure: float, rate_paper: float, what: str = 
     if not (math.isfinite(exposure) and exposure >= 0 and math.isfinite(rate_paper) and rate_paper > 0):
         raise DecisionInputError(f"exposure={exposure!r}, rate={rate_paper!r}: finite, exposure >= 0, rate > 0")
     pw = lambda m: 1.0 - math.exp(-rate_paper * m)  # noqa: E731
-    need = n_required(pw)
+    need = _floor(n_required(pw))
     n = int(exposure)
     base = dict(rule="occurs_in_time", n=n, power=pw(exposure), n_required=need, value=float(events))
     if events:
         return Decision(held=True, reason=f"{events} event(s) in {n} {what}s", witness=True, **base)
+    if n < MIN_N:
+        return Decision(held=None, reason=_too_few(n, what), **base)
     if pw(exposure) < POWER:
         return Decision(held=None, reason=_underpowered(pw(exposure), n, need,
                                                         f"the paper's rate {rate_paper:.3g}/{what}"), **base)
@@ -213,7 +231,7 @@ def between(k: int, n: int, p_paper: float, what: str = "case") -> Decision:
     k, n = _count(k, n)
     p = _prob(p_paper, "p_paper")
     pw = lambda m: 1.0 - p ** m - (1.0 - p) ** m  # noqa: E731
-    need = n_required(pw)
+    need = _floor(n_required(pw))
     value, lo, hi = _cp(k, n)
     base = dict(rule="between", n=n, power=pw(n), n_required=need, value=value, lo=lo, hi=hi,
                 interval="Clopper-Pearson 95%" if n else "")
@@ -221,6 +239,8 @@ def between(k: int, n: int, p_paper: float, what: str = "case") -> Decision:
         return Decision(held=None, reason=f"premise not exercised: 0 {what}s", **base)
     if 0 < k < n:
         return Decision(held=True, reason=f"{k} of {n} {what}s: both outcomes seen", witness=True, **base)
+    if n < MIN_N:
+        return Decision(held=None, reason=_too_few(n, what), **base)
     if pw(n) < POWER:
         return Decision(held=None, reason=_underpowered(pw(n), n, need, f"a share of {p:.3g}"), **base)
     return Decision(held=False, reason=f"{k} of {n} {what}s: one outcome only, although a share of {p:.3g} "
@@ -251,13 +271,15 @@ def share_above(k: int, n: int, bound: float, p_paper: float, what: str = "case"
         return lo
 
     pw = lambda m: 0.0 if m == 0 else (_binom_sf(critical(m), m, p) if critical(m) <= m else 0.0)  # noqa: E731
-    need = n_required(pw, n_max=10**5)
+    need = _floor(n_required(pw, n_max=10**5))
     value, lo, hi = _cp(k, n)
     base = dict(rule="share_above", n=n, power=pw(n), n_required=need, value=value, lo=lo, hi=hi,
                 interval="Clopper-Pearson 95%" if n else "")
     if n == 0:
         return Decision(held=None, reason=f"premise not exercised: 0 {what}s", **base)
     pval = _binom_sf(k, n, bound)
+    if n < MIN_N:
+        return Decision(held=None, reason=_too_few(n, what), **base)
     if pw(n) < POWER:
         return Decision(held=None, reason=_underpowered(pw(n), n, need, f"the paper's share {p:.3g}"), **base)
     if pval < ALPHA:
@@ -265,6 +287,58 @@ def share_above(k: int, n: int, bound: float, p_paper: float, what: str = "case"
                         **base)
     return Decision(held=False, reason=f"{k} of {n} {what}s: not above {bound:g} (p = {pval:.2g}) although "
                                        f"power at the paper's share {p:.3g} is {pw(n):.2f}", **base)
+
+
+def _cp_rejects(m: int, p: float):
+    """For every count 0..m: whether the Clopper-Pearson 95% interval of count/m excludes ``p`` (numpy bools)."""
+    import numpy as np
+    from scipy.stats import beta
+
+    ks = np.arange(m + 1)
+    with np.errstate(all="ignore"):
+        lo = np.where(ks == 0, 0.0, beta.ppf(ALPHA / 2, np.maximum(ks, 1), m - ks + 1))
+        hi = np.where(ks == m, 1.0, beta.ppf(1 - ALPHA / 2, ks + 1, np.maximum(m - ks, 1)))
+    return ks, (p < lo) | (p > hi)
+
+
+def share_is_power(m: int, p: float, delta: float) -> float:
+    """Power of :func:`share_is`'s test at ``m`` cases: the least, over the true shares p - delta and p + delta
+    (those inside [0, 1]), of the chance that the Clopper-Pearson interval excludes ``p``."""
+    from scipy.stats import binom
+
+    if m < 1:
+        return 0.0
+    ks, rej = _cp_rejects(m, p)
+    alts = [q for q in (p - delta, p + delta) if 0.0 <= q <= 1.0]
+    return min(float((binom.pmf(ks, m, q) * rej).sum()) for q in alts)
+
+
+def share_is(k: int, n: int, p_paper: float, delta: float, what: str = "case") -> Decision:
+    """The share is the paper's ``p_paper`` (a measured percentage, not a bound): two-sided exact test of H0:
+    share = p_paper by the Clopper-Pearson 95% interval. False when the interval excludes ``p_paper``; True when
+    it holds it and the test had power >= 0.8 to exclude it were the true share ``delta`` away (on either side);
+    None otherwise (also below :data:`MIN_N` cases)."""
+    k, n = _count(k, n)
+    p, delta = _prob(p_paper, "p_paper"), _prob(delta, "delta")
+    if not 0 < delta < 1:
+        raise DecisionInputError(f"delta={delta!r}: the departure to detect lies in (0, 1)")
+    pw = lambda m: share_is_power(m, p, delta)  # noqa: E731
+    need = _floor(n_required(pw, n_max=20000))
+    value, lo, hi = _cp(k, n)
+    base = dict(rule="share_is", n=n, power=pw(n), n_required=need, value=value, lo=lo, hi=hi,
+                interval="Clopper-Pearson 95%" if n else "")
+    if n == 0:
+        return Decision(held=None, reason=f"premise not exercised: 0 {what}s", **base)
+    if n < MIN_N:
+        return Decision(held=None, reason=_too_few(n, what), **base)
+    measured = f"{k} of {n} {what}s = {k / n:.1%} [{lo:.1%}, {hi:.1%}]"
+    if pw(n) < POWER:
+        return Decision(held=None, reason=_underpowered(pw(n), n, need, f"a share {delta:g} away from the "
+                                                                         f"paper's {p:.2%}") + f": {measured}",
+                        **base)
+    if lo <= p <= hi:
+        return Decision(held=True, reason=f"{measured} holds the paper's {p:.2%}", **base)
+    return Decision(held=False, reason=f"{measured} excludes the paper's {p:.2%}", **base)
 
 
 def _kendall(x, y) -> tuple[float, float]:
@@ -316,6 +390,8 @@ def trend(x: Sequence[float], y: Sequence[float], effect: float = TREND_EFFECT, 
                                                                                         f"p = {pval:.2g}")
     if n < 3 or len(set(xs)) < 2:
         return Decision(held=None, reason="premise not exercised: fewer than 3 points or a single x value", **base)
+    if n < MIN_N:
+        return Decision(held=None, reason=_too_few(n, what), **base)
     if power < POWER:
         return Decision(held=None, reason=f"underpowered: power {power:.2f} < {POWER} at n = {n} to detect a "
                                           f"Kendall tau of {effect} (measured tau_b = {tau:.2f}, p = {pval:.2g})",
@@ -366,12 +442,16 @@ def ratio_vs(log_ratios: Sequence[float], threshold: float, below: bool = True, 
         raise DecisionInputError(f"threshold={threshold!r} must be > 0 and margin={margin!r} > 1")
     n = len(vals)
     if n < 2:
-        return Decision("ratio_vs", None, n, 0.0, None, reason=f"premise not exercised: {n} {what}(s), a "
-                                                                 f"spread needs >= 2")
+        return Decision("ratio_vs", None, n, None, None, reason=f"premise not exercised: {n} {what}(s), a "
+                                                                  f"spread needs >= 2")
     mean, sd, lo, hi = _mean_ci(vals)
-    d = math.log(margin) / sd if sd > 0 else math.inf
+    if n < MIN_N or sd == 0 or len(set(vals)) == 1:  # no power from a constant sample or from a handful
+        why = _too_few(n, what) if n < MIN_N else f"zero variance over {n} {what}s: no power can be computed"
+        return Decision("ratio_vs", None, n, None, None, math.exp(mean), math.exp(lo), math.exp(hi),
+                        "one-sided 95% t bounds on the log ratio", reason=f"{why} (ratio {math.exp(mean):.3g})")
+    d = math.log(margin) / sd
     power = _t_power(n, d)
-    need = n_required(lambda m: _t_power(m, d), n_max=10**5) if sd > 0 else 2
+    need = _floor(n_required(lambda m: _t_power(m, d), n_max=10**5))
     base = dict(rule="ratio_vs", n=n, power=power, n_required=need, value=math.exp(mean), lo=math.exp(lo),
                 hi=math.exp(hi), interval="one-sided 95% t bounds on the log ratio")
     side, other = ("below", "above") if below else ("above", "below")
@@ -413,21 +493,22 @@ def greater(a: Sequence[float], b: Sequence[float], effect: float, what: str = "
     xa, xb = _samples(a, "a"), _samples(b, "b")
     na, nb = len(xa), len(xb)
     n = na + nb
-    if na < 2 or nb < 2:
-        return Decision("greater", None, n, 0.0, None, reason=f"premise not exercised: {na} and {nb} {what}s "
-                                                                f"(>= 2 each)")
+    if na < 3 or nb < 3 or n < MIN_N:  # a variance from 2 samples gives no usable power
+        return Decision("greater", None, n, None, None, reason=f"too few {what}s: {na} and {nb} (>= 3 each and "
+                                                                 f">= {MIN_N} in all: no power from the spread "
+                                                                 f"of 2 samples)")
     ma, mb = sum(xa) / na, sum(xb) / nb
     va = sum((v - ma) ** 2 for v in xa) / (na - 1)
     vb = sum((v - mb) ** 2 for v in xb) / (nb - 1)
     se = math.sqrt(va / na + vb / nb)
     diff = ma - mb
-    if se == 0:
-        pval = 0.0 if diff > 0 else 1.0
-        power = 1.0 if effect > 0 else 0.0
-    else:
-        pval = float(ttest_ind(xa, xb, equal_var=False, alternative="greater").pvalue)
-        sd = math.sqrt((va + vb) / 2)
-        power = _t_power(min(na, nb), effect / sd / math.sqrt(2)) if sd > 0 else 1.0
+    if se == 0:  # every sample equal within its arm (e.g. every share 0): no variance, no power
+        return Decision("greater", None, n, None, None, diff, diff, diff, "difference of means",
+                        reason=f"zero variance in both arms ({na}+{nb} {what}s, difference {diff:.3g}): no power "
+                               f"can be computed")
+    pval = float(ttest_ind(xa, xb, equal_var=False, alternative="greater").pvalue)
+    sd = math.sqrt((va + vb) / 2)
+    power = _t_power(min(na, nb), effect / sd / math.sqrt(2))
     base = dict(rule="greater", n=n, power=power, n_required=None, value=diff, lo=diff - 1.645 * se,
                 hi=diff + 1.645 * se, interval="difference of means, one-sided 95% Welch bounds")
     if power < POWER:
@@ -520,12 +601,13 @@ def all_of(parts: dict[str, Decision]) -> Decision:
     deciding = falses or vals
     weakest = min(deciding, key=lambda d: (d.power if d.power is not None else 2.0))
     powers = [d.power for d in deciding if d.power is not None]
-    need = [d.n_required for d in deciding if d.n_required is not None]
     if held is False:
         witness = any(d.witness for d in falses)
     else:
         witness = held is True and any(d.witness for d in vals)
     bad = [f"{k}: {d.reason}" for k, d in parts.items() if d.held is not True]
     reason = "; ".join(bad) if bad else "every part holds: " + "; ".join(f"{k}: {d.reason}" for k, d in parts.items())
-    return Decision("all_of", held, weakest.n, min(powers) if powers else None, max(need) if need else None,
+    # n and n_required come from one part (the weakest), never the least n of one part against the largest
+    # n_required of another: every deciding part met its own n_required
+    return Decision("all_of", held, weakest.n, min(powers) if powers else None, weakest.n_required,
                     reason=reason, witness=witness)

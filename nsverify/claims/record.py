@@ -23,6 +23,8 @@ JSON form (``Claim.to_json()``; the report's ``sections.<name>.claims[i]``, docu
      "rule": "between",                        # the decision rule (nsverify.claims.decide)
      "reason": "...",                          # why this verdict (always given; required for null)
      "witness": false,                         # the verdict rests on a counterexample / an occurrence
+     "erratum": null | "...",                  # set when the claim tests a printed formula that is a paper
+                                               # erratum (listed apart from non-reproductions)
      "notes": "kernel path: ..."}              # how it was measured (optional)
 
 Invariants (checked when a claim is built): ``held`` is True/False/None; an undecided claim has a reason; a
@@ -32,7 +34,7 @@ and n >= n_required.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from nsverify.claims.decide import POWER, RULES, Decision
 from nsverify.errors import NsverifyError
@@ -90,12 +92,17 @@ class Claim:
     extra: dict = field(default_factory=dict)
     #: the stable id of the claim (its :class:`ClaimSpec`'s, with ``|key`` for one of several instances)
     id: str = ""
+    #: a paper erratum this claim exhibits (one line: what is misprinted and where), "" when none; the report
+    #: lists errata apart from non-reproductions
+    erratum: str = ""
 
     def __post_init__(self):
         if not isinstance(self.id, str) or "\n" in self.id:
             raise ClaimError(f"Claim.id must be a one-line string, got {self.id!r}")
         if self.by not in BY:
             raise ClaimError(f"Claim.by must be one of {BY}, got {self.by!r}")
+        if not isinstance(self.erratum, str) or "\n" in self.erratum:
+            raise ClaimError(f"Claim.erratum must be a one-line string, got {self.erratum!r}")
         d = self.decision
         if not isinstance(d, Decision):
             raise ClaimError(f"Claim.decision must be a nsverify.claims.decide.Decision, got {type(d).__name__}")
@@ -138,6 +145,7 @@ class Claim:
             "rule": d.rule,
             "reason": d.reason,
             "witness": d.witness,
+            "erratum": self.erratum or None,
             "notes": self.notes,
             **self.extra,
         }
@@ -168,6 +176,8 @@ class ClaimSpec:
     budget: str
     by: str = "paper"
     paper_value: str = ""
+    #: the paper erratum this claim exhibits ("" when none): see :attr:`Claim.erratum`
+    erratum: str = ""
 
     def __post_init__(self):
         if not self.id or any(ch in self.id for ch in " |\n\t"):
@@ -189,12 +199,31 @@ class ClaimSpec:
         ``paper_value`` overrides the declared one)."""
         if decision.rule != self.rule:
             raise ClaimError(f"claim {self.id}: declared rule {self.rule!r}, decided by {decision.rule!r}")
+        decision = undecided_if_short(decision)
         f = fields or {}
         statement = self.statement.format(**f)
         cid = self.id + (f"|{key}" if key else "")
         kw.setdefault("paper_value", self.paper_value.format(**f))
+        kw.setdefault("erratum", self.erratum)
         source = Source(self.paper.format(**f), self.where.format(**f), statement)
         return Claim(source, self.metric.format(**f), measured, decision, by=self.by, id=cid, **kw).to_json()
+
+
+def undecided_if_short(d: Decision) -> Decision:
+    """``d``, or ``d`` made undecided (held None, with the reason) when it decides without a witness on a sample
+    short of its own power calculation (power < POWER, or n < n_required): a sample that came out short makes a
+    claim undecided, never a failed section (:class:`Claim` still refuses such a decision built directly)."""
+    if d.held is None or d.witness:
+        return d
+    short = []
+    if d.power is None or d.power < POWER:
+        short.append(f"power {d.power if d.power is None else round(d.power, 2)} < {POWER}")
+    if d.n_required is not None and d.n < d.n_required:
+        short.append(f"n = {d.n} < n_required = {d.n_required}")
+    if not short:
+        return d
+    return replace(d, held=None, reason=f"sample too short to decide ({', '.join(short)}); the rule said "
+                                        f"{VERDICTS[d.held]}: {d.reason}")
 
 
 def spec_table(specs) -> dict[str, ClaimSpec]:
@@ -219,4 +248,20 @@ def summary_counts(claims: list[dict]) -> dict:
     out = dict.fromkeys(VERDICTS.values(), 0)
     for c in claims:
         out[VERDICTS[c.get("held")]] += 1
+    return out
+
+
+def underpowered(claims: list[dict]) -> list[str]:
+    """The ids of claim dicts (a report's ``sections.<name>.claims``) decided without a witness on n < MIN_N,
+    n < n_required or power < POWER; deterministic rules (``exact``, ``robust``: one run decides) are exempt.
+    A report must have none (tests/test_claims.py checks it over a report JSON)."""
+    from nsverify.claims.decide import MIN_N
+
+    out = []
+    for c in claims:
+        if c.get("held") is None or c.get("witness") or c.get("rule") in ("exact", "robust"):
+            continue
+        p, n, need = c.get("power"), c.get("n") or 0, c.get("n_required")
+        if p is None or p < POWER or n < MIN_N or (need is not None and n < need):
+            out.append(f"{c.get('id') or c.get('claim')}: n = {n}, n_required = {need}, power = {p}")
     return out

@@ -18,6 +18,9 @@ CLAIMS = (
               "one exact verdict per case", paper_value="outside the Clarke set"),
 )
 SPEC = spec_table(CLAIMS)
+#: cases whose claim the park section judges (park/table1-lemma, on the same counterexamples): shown in the
+#: known-answer table, not counted twice as claims
+JUDGED_IN_PARK = ("Park et al., Lemma 2", "Park et al., Lemma 3", "Park et al., Lemma 7")
 
 
 def format_vector(v) -> str:
@@ -52,7 +55,7 @@ def known_answers(progress=None) -> dict:
             progress(case.name, i + 1, len(CASES))
         v = nsverify.check_gradient(case.fn, point(case))
         out.append({"case": case, "verdict": v, "rechecked": verify_certificate(v.to_json())})
-        if case.expected == "not_member":
+        if case.expected == "not_member" and case.source not in JUDGED_IN_PARK:
             paper, _, where = case.source.partition(", ")
             claims.append(SPEC["known/outside-clarke"].judge(
                 f"{v.status}; PyTorch autograd returned {format_vector(v.ad)}",

@@ -29,7 +29,10 @@ CLAIMS = (
               "for every target scale gamma",
               "share of initial (w_L, b) ending within the tolerance of the optimum, beta = 0", "robust",
               "grid: initializations per cell; extents x tolerances: the settings the verdict must agree over",
-              paper_value="a majority (> 50%)"),
+              paper_value="a majority (> 50%)",
+              erratum="the prose of Sec. 4 has the lower-left quadrant evolve towards the linear cone and then the "
+                      "ground truth, while the printed simplified gradient (31)-(32), which the region map "
+                      "integrates, sends it to the dead cone"),
     ClaimSpec("arnekvist/figs4-5-small-gamma-dies", PAPER, "Figs. 4-5",
               "smaller target scale gamma sends more initializations into the dead cone",
               "dead share at gamma={small:g} vs gamma={big:g}, beta = 0 and 0.9", "robust",
@@ -48,7 +51,7 @@ CLAIMS = (
               "the small-gamma dying needs momentum ('only with momentum')",
               "dead share per seed at gamma = 1e-4: Adam vs Adam(beta1=0), heavy-ball vs SGD", "all_of",
               "seeds x data sets (pooled) per cell; steps per run"),
-    ClaimSpec("arnekvist/sec6-sgd-flat", PAPER, "Sec. 6", "SGD does not produce more dead ReLUs at small gamma",
+    ClaimSpec("arnekvist/sec6-sgd-flat", PAPER, "Fig. 1 caption", "SGD does not produce more dead ReLUs at small gamma",
               "dead share per seed, SGD, gamma = 1e-4 vs 1", "no_increase",
               "seeds x data sets (pooled) per cell; steps per run"),
 )

@@ -36,7 +36,8 @@ CLAIMS = (
     ClaimSpec("costs/tables2.2-2.3-bounds", PAPER, "Tables 2.2-2.3",
               "every published omega bound holds for c_nonlin >= 1, c_ReLU >= 0",
               "grid points whose counted omega exceeds the published bound", "exact",
-              "the fixed grid of Tables 2.2-2.3", paper_value="0 failures (bounds stated for all costs)"),
+              "the fixed grid of Tables 2.2-2.3", paper_value="0 failures (bounds stated for all costs)",
+              erratum="the paper's own cost formulas break its Table 2.3 norm-column bounds for small c_ReLU"),
     ClaimSpec("costs/corollary2", PAPER, "Corollary 2",
               f"cost(backprop(P)) <= {COROLLARY2_BOUND} cost(P) for ReLU programs (unit costs)",
               "random D_ReLU programs whose counted ratio exceeds the bound", "never",
@@ -197,7 +198,9 @@ def measured_ratios(grid: dict, progress=None) -> dict:
             + (f" ({', '.join(above[:4])}{', ...' if len(above) > 4 else ''})" if above else "")
             + f"; {len(undecided)} undecided; min-over-rounds ratios {min(r['wall_ratio'] for r in rows):.2f}-"
               f"{max(r['wall_ratio'] for r in rows):.2f}",
-            wall, threshold=Threshold(COROLLARY2_BOUND, "paper", "Corollary 2's op-count bound"),
+            wall, threshold=Threshold(COROLLARY2_BOUND, "ours", "Corollary 2's op-count bound carried over to "
+                                                                "wall-clock by us; ratios above it come from the "
+                                                                "slow CPU bfloat16 GEMM, not from AD"),
         ),
     ]
     return {"rows": rows, "omega_depth": omega_depth, "omega_width": omega_width, "claims": claims}

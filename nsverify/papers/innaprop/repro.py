@@ -25,8 +25,8 @@ TABLE44_SPEEDUP = (1.2, 1.96)
 #: the largest distance from (4.28)-(4.29) over 150 float64 steps still read as "the same recursion" (ours:
 #: a few hundred ulps of the iterates)
 DINADAM_TOL = 1e-10
-#: how many times larger the momentum variant's deviation from float64 must be for power (ours: "poorly
-#: scaled" read as at least 2x INNAprop's)
+#: the ratio of deviations the momentum-variant test must be able to tell from 1 (ours, used for the power only:
+#: the paper gives the direction, "poorly scaled", not a size; the verdict is the direction and the size is reported)
 PRECISION_MARGIN = 2.0
 #: INNAprop with (alpha, beta) against AdamW(lr beta, beta1 = 0), per dtype: key -> (alpha, beta, dtype)
 IDENTITY_CASES = {
@@ -49,19 +49,21 @@ CLAIMS = (
     ClaimSpec("innaprop/sec4.3-rescaling", PAPER, "Ch.4, Sec. 4.3",
               "alpha = 1/beta gives AdamW(lr*beta, beta1=0), exactly for beta a power of 2",
               "steps whose parameters differ bitwise from AdamW(lr*beta, beta1 = 0)", "exact",
-              "steps: one deterministic run per case", paper_value="identical"),
+              "steps: one deterministic run per case", paper_value="identical", by="ours"),
     ClaimSpec("innaprop/alg6-dinadam", PAPER, "Ch.4, Algorithm 6",
               "DINAdam Algorithm 6 (memory-saving form) is the recursion (4.28)-(4.29)",
               "largest distance from the recursion (4.28)-(4.29) over 150 float64 steps", "exact",
-              "one deterministic run of 150 float64 steps", paper_value="the same iterates"),
+              "one deterministic run of 150 float64 steps", paper_value="the same iterates",
+              erratum="the sign of alpha beta g in (4.31), (4.34) and Algorithm 6 line 9 is printed as a minus; "
+                      "the recursion (4.28)-(4.29) needs a plus"),
     ClaimSpec("innaprop/table4.4-speedup", PAPER, "Table 4.4",
               "INNAprop(0.1,0.9) reaches AdamW's best loss in {lo}x-{hi}x fewer steps (GPT-2)",
               "speed-up = AdamW's best step / INNAprop's first step reaching it, per (problem, seed)", "ratio_vs",
-              "problems x seeds: the (problem, seed) runs; steps per run", paper_value="{lo}x-{hi}x"),
+              "problems x seeds: the (problem, seed) runs; steps per run", paper_value="{lo}x-{hi}x", by="ours"),
     ClaimSpec("innaprop/sec4.6.2-momentum-precision", PAPER, "Ch.4, Sec. 4.6.2",
               "the momentum variant (4.21)-(4.23) is poorly scaled (gamma^2) at 32 bits or less",
               "float32 deviation from float64 of the momentum variant / of INNAprop, per seed", "ratio_vs",
-              "seeds; steps per run", paper_value="worse than INNAprop at <= 32 bits"),
+              "seeds; steps per run", paper_value="worse than INNAprop at <= 32 bits (no size given)"),
 )
 SPEC = spec_table(CLAIMS)
 
@@ -172,7 +174,7 @@ def precision(seeds, steps: int) -> dict:
                   prec["INNAprop(0.1,0.9)|float32"]["max_dev_samples"])]
     c = SPEC["innaprop/sec4.6.2-momentum-precision"].judge(
         f"float32 deviation from float64: momentum {m32:.2g} vs INNAprop {i32:.2g}; bfloat16: {mbf:.2g} vs {ibf:.2g}",
-        decide.ratio_vs(ratios, 1.0, below=False, margin=PRECISION_MARGIN, what="seed", effect=True),
-        threshold=Threshold(1.0, "ours", "ratio of deviations"),
+        decide.ratio_vs(ratios, 1.0, below=False, margin=PRECISION_MARGIN, what="seed"),
+        threshold=Threshold(1.0, "paper", "ratio of deviations: > 1 is the paper's direction (its size is reported)"),
     )
     return {"results": prec, "claims": [c]}

@@ -17,7 +17,7 @@ import math
 
 from nsverify.claims import decide
 from nsverify.claims.record import ClaimSpec, Threshold, spec_table
-from nsverify.claims.stats import wilson
+from nsverify.claims.stats import clopper_pearson, wilson
 from nsverify.papers.park import table1
 
 PAPER = "Park, Chun, Lee (ICLR 2024)"
@@ -67,6 +67,15 @@ SPEC = spec_table(CLAIMS)
 
 def _quiet(*_a, **_k):
     return None
+
+
+def _rate_text(k: int, n: int, paper: float) -> str:
+    """``k of n steps = rate [CP 95%]``, against the paper's rate: the claim is existence, the rate is reported."""
+    if not n:
+        return f"0 steps (paper: {paper:.1%})"
+    lo, hi = clopper_pearson(k, n)
+    side = "holds" if lo <= paper <= hi else "excludes"
+    return f"{k} of {n} steps = {k / n:.1%} [CP 95% {lo:.2%}, {hi:.1%}]; the interval {side} the paper's {paper:.1%}"
 
 
 def table1_theorem_rows(max_examples: int, progress=None) -> dict:
@@ -188,7 +197,7 @@ def table2(s1_steps: int, s2_steps: int, batch: int, timing_steps: int, progress
             notes=f"mini networks on {s2['data']} inputs",
         ),
         SPEC["park/table2-nontrivial-ties"].judge(
-            f"{first_nt} of {len(first)} steps",
+            _rate_text(first_nt, len(first), PAPER_NONTRIVIAL_RATE),
             decide.occurs(first_nt, len(first), PAPER_NONTRIVIAL_RATE, what="step"),
             notes=f"mini-VGG on {s2['data']} inputs",
         ),
