@@ -477,8 +477,9 @@ def sgd_claims(runs: dict) -> list[dict]:
     run's steps)."""
     out = []
     ev = lambda r: int(r["first_divergence"] is not None)  # noqa: E731
-    text = lambda r: (f"first bitwise difference at step {r['first_divergence']} of {len(r['distance'])}; final L1 "
-                      f"distance {r['distance'][-1]:.3g}")
+    text = lambda r: ((f"first bitwise difference at step {r['first_divergence']} of {len(r['distance'])}"
+                       if r["first_divergence"] is not None else f"no bitwise difference in {len(r['distance'])} "
+                       "steps") + f"; final L1 distance {r['distance'][-1]:.3g}")
     if "float64" in runs:
         r = runs["float64"]
         out.append(SPEC["bertoin/appB-64bit-sgd-together"].judge(
