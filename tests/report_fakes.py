@@ -1,6 +1,9 @@
 """Fake report sections and machines for the report tests (the real sections come from other modules)."""
 from __future__ import annotations
 
+import html
+import re
+
 import pytest
 
 from nsverify.report import SECTIONS, registered_sections, section
@@ -63,6 +66,17 @@ def register_conventions(state: dict) -> None:
         return {"summary": "unchanged", "data": {"metrics": [metric("n", "counterexample", 0),
                                                               metric("acc", "convergence",
                                                                      state.get("acc", 0.9), spread=0.01)]}}
+
+
+#: raw JSON in a reader's text: an object or list opening on a quoted key, a quoted key and its value, or a
+#: ``\uXXXX`` escape
+RAW_JSON = re.compile(r'[{\[]\s*"|"[\w ]+"\s*:\s*[{\["\d]|\\u[0-9a-fA-F]{4}')
+
+
+def visible_text(page: str) -> str:
+    """The page's text as a reader can see it (every ``<details>`` opened): no style, no tooltip titles, no tags."""
+    page = re.sub(r"<style>.*?</style>|<title>.*?</title>", " ", page, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", page))
 
 
 def fake_claim(cid, held, paper="Boustany (2025)", where="Table 3.2", statement="32 bits: strictly between 0% and 100%",

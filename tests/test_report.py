@@ -1,5 +1,4 @@
 """The report framework: section registration, failure isolation, atomic writes, bad output dirs."""
-import html
 import json
 import os
 import re
@@ -102,15 +101,6 @@ def test_report_files_follow_the_umask(tmp_path, umask, file_mode, dir_mode):
 
 
 # ------------------------------------------------------------------------------------ what a reader sees
-RAW_JSON = re.compile(r'[{\[]\s*"|"[\w ]+"\s*:\s*[{\["\d]|\\u[0-9a-fA-F]{4}')
-
-
-def visible_text(page: str) -> str:
-    """The page's text as a reader can see it (every ``<details>`` opened): no style, no tooltip titles, no tags."""
-    page = re.sub(r"<style>.*?</style>|<title>.*?</title>", " ", page, flags=re.S)
-    return html.unescape(re.sub(r"<[^>]+>", " ", page))
-
-
 def test_report_of_every_section_shows_no_none_and_no_raw_json(tmp_path, fake_sections, fake_machine):
     """A report with a section of every shape: 0 visible ``None``, 0 raw-JSON cells, proper Unicode, the claims
     in one table grouped by paper, the erratum in its own list, the four overview plots."""
@@ -119,9 +109,9 @@ def test_report_of_every_section_shows_no_none_and_no_raw_json(tmp_path, fake_se
     run_nightly(tmp_path / "r", quick=True)
     state["held"] = False  # a claim regression: reproduced -> not reproduced
     page = (run_nightly(tmp_path / "r", quick=True) / "index.html").read_text(encoding="utf-8")
-    text = visible_text(page)
+    text = report_fakes.visible_text(page)
     assert re.findall(r"\bNone\b", text) == []
-    assert RAW_JSON.findall(text) == []
+    assert report_fakes.RAW_JSON.findall(text) == []
     assert "Després et al. (2024)" in text and "known answers (Park, Després, Boustany)" in text
     assert "L: 1, widths: [2], pool: [\u2013]" in text  # a dict cell in words
     for fid in ("plot-forest", "plot-conventions", "plot-releases", "plot-zones"):
@@ -132,7 +122,7 @@ def test_report_of_every_section_shows_no_none_and_no_raw_json(tmp_path, fake_se
     papers = re.findall(r'<tr class="paper-head"><th colspan="7">([^<]+?) <span', table)
     assert papers == ["Boustany (2025)", "Després et al. (2024)", "Park et al. (2023)", "nsverify (ours)"]
     assert "0.188 [0.1, 0.3]" in table and "64 / 4" in table
-    status = visible_text(page.split('id="status-line"')[1].split("</p>")[0])
+    status = report_fakes.visible_text(page.split('id="status-line"')[1].split("</p>")[0])
     assert "RED" in status and "1 regression \u00b7 0 failed sections \u00b7 1 claim verdict changed" in status
     assert "1 of 5 claims not reproduced, 2 undecided" in status
     assert page.index('id="status-line"') < page.index('id="plots"') < page.index('id="claims-table"')

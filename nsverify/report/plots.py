@@ -23,8 +23,10 @@ VERDICT_COLOURS = {True: "#17692b", False: "#b00020", None: "#777777"}
 #: the rules' colours in the heatmap: categorical, no red (a rule is not an alarm)
 RULE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
                 "#aec7e8", "#ffbb78", "#98df8a")
-#: at most this many rows in the forest plot (the table has every claim)
+#: at most this many rows in the forest plot (the table has every claim) and in the conventions heatmap (the
+#: section's table has every case; the cases whose rule varies or leaves the Clarke set are drawn first)
 MAX_FOREST = 40
+MAX_HEATMAP = 60
 
 
 def _plt():
@@ -117,6 +119,11 @@ def conventions_png(section: dict) -> str | None:
         return None
     outside = {tuple(str(k).split("|")) for k in data.get("outside_clarke") or []}
     rows = list(dict.fromkeys(r for r, _ in cells))
+    varied = {r for r in rows if len({v for (rr, _), v in cells.items() if rr == r}) > 1}
+    varied |= {(k[0], k[1]) for k in outside}
+    total = len(rows)
+    rows = sorted(rows, key=lambda r: r not in varied)[:MAX_HEATMAP]
+    cells = {k: v for k, v in cells.items() if k[0] in rows}
     cols = _columns({c for _, c in cells})
     rules = sorted({v for v in cells.values()})
     plt = _plt()
@@ -139,6 +146,8 @@ def conventions_png(section: dict) -> str | None:
     handles.append(plt.Line2D([], [], marker="x", color="black", ls=""))
     ax.legend(handles, rules + ["outside the Clarke set"], fontsize=5, ncol=4, loc="lower center",
               bbox_to_anchor=(0.5, 1.0), frameon=False)
+    if total > len(rows):
+        ax.set_xlabel(f"{len(rows)} of {total} cases shown (those whose rule varies first)", fontsize=6)
     return figure_png(fig)
 
 
