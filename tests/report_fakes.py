@@ -68,9 +68,9 @@ def register_conventions(state: dict) -> None:
                                                                      state.get("acc", 0.9), spread=0.01)]}}
 
 
-#: raw JSON in a reader's text: an object or list opening on a quoted key, a quoted key and its value, or a
-#: ``\uXXXX`` escape
-RAW_JSON = re.compile(r'[{\[]\s*"|"[\w ]+"\s*:\s*[{\["\d]|\\u[0-9a-fA-F]{4}')
+#: raw JSON (or a Python repr) in a reader's text: an object or list opening on a quoted string, a quoted key
+#: and its value, or a ``\uXXXX`` escape
+RAW_JSON = re.compile(r'[{\[]\s*[\'"]|[\'"][\w ]+[\'"]\s*:\s*[{\[\'"\d]|\\u[0-9a-fA-F]{4}')
 
 
 def visible_text(page: str) -> str:
