@@ -1,6 +1,9 @@
 """Fake report sections and machines for the report tests (the real sections come from other modules)."""
 from __future__ import annotations
 
+import html
+import re
+
 import pytest
 
 from nsverify.report import SECTIONS, registered_sections, section
@@ -63,3 +66,93 @@ def register_conventions(state: dict) -> None:
         return {"summary": "unchanged", "data": {"metrics": [metric("n", "counterexample", 0),
                                                               metric("acc", "convergence",
                                                                      state.get("acc", 0.9), spread=0.01)]}}
+
+
+#: raw JSON (or a Python repr) in a reader's text: an object or list opening on a quoted string, a quoted key
+#: and its value, or a ``\uXXXX`` escape
+RAW_JSON = re.compile(r'[{\[]\s*[\'"]|[\'"][\w ]+[\'"]\s*:\s*[{\[\'"\d]|\\u[0-9a-fA-F]{4}')
+
+
+def visible_text(page: str) -> str:
+    """The page's text as a reader can see it (every ``<details>`` opened): no style, no tooltip titles, no tags."""
+    page = re.sub(r"<style>.*?</style>|<title>.*?</title>", " ", page, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", page))
+
+
+def fake_claim(cid, held, paper="Boustany (2025)", where="Table 3.2", statement="32 bits: strictly between 0% and 100%",
+               **extra):
+    """A claim record with every field of ``Claim.to_json`` (the fields a real section's claims have)."""
+    verdict = {True: "reproduced", False: "not reproduced", None: "undecided"}[held]
+    return {"id": cid, "claim": statement, "source": {"paper": paper, "where": where, "statement": statement},
+            "by": "paper", "metric": "share of impacted pairs", "paper_value": "46.67%",
+            "measured": "12/64 = 18.8% [CP 95% 0.10, 0.30]", "value": 0.1875, "lo": 0.10, "hi": 0.30,
+            "interval": "Clopper-Pearson 95%", "n": 64, "n_required": 4, "power": 0.99,
+            "threshold": {"value": 0.5, "origin": "ours", "note": "'very often' read as a majority"},
+            "held": held, "verdict": verdict, "rule": "between", "reason": f"{verdict}: 0 of 4 pairs outside",
+            "witness": False, "notes": "", **extra}
+
+
+def register_every_section(state: dict | None = None) -> None:
+    """Sections shaped like the project's (conventions, releases, oracle, park, zones): claims with every field,
+    ``None`` values and a non-ASCII author, dict-valued table cells, a ``None`` in a progress text, an erratum,
+    and the data fields the overview plots read (conventions metrics with ``outside_clarke``, releases'
+    ``releases``/``changes``, zones' share metrics). ``state["held"]``: the verdict of the Table 3.2 claim
+    (False when absent; a test flips it between runs)."""
+    state = {} if state is None else state
+
+    @section("conventions", "Conventions matrix", order=10)
+    def conventions(ctx):
+        ms = [metric(f"{op}|{case}|{dt}|cpu|{mode}", "convention", rule)
+              for op, case, rule in (("relu", "x=0", "left"), ("max", "tie", "even"), ("clamp_tensor", "min == max",
+                                                                                         "other"))
+              for dt in ("float16", "bfloat16", "float32", "float64") for mode in ("eager", "func", "jvp")]
+        return {"summary": "3 primitives", "claims": [dict(fake_claim("conventions/registry-rules", True,
+                                                                      paper="nsverify (ours)", where="registry"),
+                                                           by="ours", value=None, lo=None, hi=None, threshold=None)],
+                "tables": [{"title": "Rule per primitive", "columns": ["op", "case", "derivative", "in Clarke set"],
+                            "rows": [["relu", "x=0", None, "yes"], ["clamp_tensor", "min == max", [0.0, 1.0], "no"]]}],
+                "data": {"metrics": ms, "outside_clarke": [f"clamp_tensor|min == max|{dt}|cpu|eager"
+                                                           for dt in ("float16", "float32")]}}
+
+    @section("releases", "Across torch releases", order=11)
+    def releases(ctx):
+        rels = ["2.4.1", "2.5.1", "2.8.0", "2.13.0", "2.14.0"]
+        return {"summary": "5 releases", "claims": [],
+                "data": {"metrics": [], "releases": rels, "changes": [
+                    {"release": "2.8.0", "op": "hardswish", "case": "x=3", "rule_before": "left", "rule_after": "right",
+                     "clarke_before": "yes", "clarke_after": "yes", "cells": 13},
+                    {"release": "2.14.0", "op": "clamp_tensor", "case": "min == max > x", "rule_before": "other",
+                     "rule_after": "last", "clarke_before": "no", "clarke_after": "yes", "cells": 9}]}}
+
+    @section("oracle", "The oracle", order=20)
+    def oracle(ctx):
+        return {"summary": "known answers (Park, Després, Boustany)",
+                "claims": [fake_claim("oracle/despres", True, paper="Després et al. (2024)", where="Example 2",
+                                      statement="max(t, 4t) at t=0: [1, 4] is the Clarke set", value=None, lo=None,
+                                      hi=None, power=None, n_required=None, threshold=None),
+                           fake_claim("oracle/erratum", False, paper="Després et al. (2024)", where="Eq. (7)",
+                                      statement="the printed Jacobian has a sign error", erratum=True)],
+                "tables": [{"title": "Known answers", "columns": ["case", "verdict", "seconds"],
+                            "rows": [["Després max", "member", None], ["relu", {"member": True, "n": 3}, 0.01]]}],
+                "data": {"metrics": [metric("known|despres", "verdict", {"member": True, "witness": None})]}}
+
+    @section("park", "Park, Chun, Lee", order=30)
+    def park(ctx):
+        return {"summary": "Table 1", "claims": [fake_claim("park/t1", None, paper="Park et al. (2023)",
+                                                            where="Table 1", statement="Theorem 5 rows hold")],
+                "tables": [{"title": "Table 1", "columns": ["row", "config"],
+                            "rows": [[1, {"L": 1, "widths": [2], "pool": [None]}]]}],
+                "data": {"metrics": [metric("t1|rows", "counterexample", 0)]}}
+
+    @section("zones", "Zone volumes", order=40)
+    def zones(ctx):
+        ms = [metric(f"table3.2|vgg11|natural|{dt}|noBN|impacted", "share", v, lo=lo, hi=hi)
+              for dt, v, lo, hi in (("bfloat16", 1.0, 0.4, 1.0), ("float32", 0.0, 0.0, 0.6),
+                                    ("float64", 0.0, 0.0, 0.6))]
+        ms.append(metric("sgd|mlp|float64|first_divergence", "info", None))
+        claims = [fake_claim("zones/table3.2-32bit", state.get("held", False)),
+                  fake_claim("zones/sgd", None, where="Fig. 1", value=None, lo=None, hi=None,
+                             measured="no bitwise difference in 30 steps; final L1 distance 0")]
+        return {"summary": "zones", "claims": claims, "data": {"metrics": ms},
+                "tables": [{"title": "SGD", "columns": ["dtype", "first bitwise difference"],
+                            "rows": [["float64", None]]}]}

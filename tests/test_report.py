@@ -1,13 +1,17 @@
 """The report framework: section registration, failure isolation, atomic writes, bad output dirs."""
 import json
 import os
+import re
 
 import pytest
 
 from nsverify.errors import OutputDirError
 from nsverify.report import SECTIONS, section
-from nsverify.report.nightly import build_report, ensure_writable_dir, run_sections, write_report
+from nsverify.report.nightly import build_report, ensure_writable_dir, run_nightly, run_sections, write_report
+from tests import report_fakes
 from tests.report_fakes import FAKE_MACHINE
+
+fake_sections, fake_machine = report_fakes.fake_sections, report_fakes.fake_machine  # fixtures
 
 
 @pytest.fixture
@@ -94,3 +98,61 @@ def test_report_files_follow_the_umask(tmp_path, umask, file_mode, dir_mode):
     assert stat.S_IMODE(run.stat().st_mode) == dir_mode
     for name in ("report.json", "index.html"):
         assert stat.S_IMODE((run / name).stat().st_mode) == file_mode
+
+
+# ------------------------------------------------------------------------------------ what a reader sees
+def test_report_of_every_section_shows_no_none_and_no_raw_json(tmp_path, fake_sections, fake_machine):
+    """A report with a section of every shape: 0 visible ``None``, 0 raw-JSON cells, proper Unicode, the claims
+    in one table grouped by paper, the erratum in its own list, the four overview plots."""
+    state = {"held": True}
+    report_fakes.register_every_section(state)
+    run_nightly(tmp_path / "r", quick=True)
+    state["held"] = False  # a claim regression: reproduced -> not reproduced
+    page = (run_nightly(tmp_path / "r", quick=True) / "index.html").read_text(encoding="utf-8")
+    text = report_fakes.visible_text(page)
+    assert re.findall(r"\bNone\b", text) == []
+    assert report_fakes.RAW_JSON.findall(text) == []
+    assert "Després et al. (2024)" in text and "known answers (Park, Després, Boustany)" in text
+    assert "L: 1, widths: [2], pool: [\u2013]" in text  # a dict cell in words
+    for fid in ("plot-forest", "plot-conventions", "plot-releases", "plot-zones"):
+        assert f'<figure id="{fid}"' in page, fid
+    table = page.split('id="claims-table"')[1].split("</table>")[0]
+    errata = page.split('id="errata"')[1].split("</ul>")[0]
+    assert "the printed Jacobian has a sign error" in errata and "sign error" not in table
+    papers = re.findall(r'<tr class="paper-head"><th colspan="7">([^<]+?) <span', table)
+    assert papers == ["Boustany (2025)", "Després et al. (2024)", "Park et al. (2023)", "nsverify (ours)"]
+    assert "0.188 [0.1, 0.3]" in table and "64 / 4" in table
+    status = report_fakes.visible_text(page.split('id="status-line"')[1].split("</p>")[0])
+    assert "RED" in status and "1 regression \u00b7 0 failed sections \u00b7 1 claim verdict changed" in status
+    assert "1 of 5 claims not reproduced, 2 undecided" in status
+    assert page.index('id="status-line"') < page.index('id="plots"') < page.index('id="claims-table"')
+
+
+def test_status_badge_never_contradicts_the_status_line():
+    """GREEN exactly when there is no regression and no failed section; claims not reproduced are a neutral
+    count beside it (never a coloured badge)."""
+    from nsverify.report.html import status_line
+
+    claims = [report_fakes.fake_claim("a", False), report_fakes.fake_claim("b", True)]
+    rep = {"sections": {"s": {"status": "ok", "claims": claims}}, "regressions": []}
+    line = status_line(rep)
+    assert 'id="summary-status">GREEN' in line and "0 regressions \u00b7 0 failed sections" in line
+    assert '<span id="claims-status" class="count">1 of 2 claims not reproduced, 0 undecided</span>' in line
+    assert "no baseline" in line
+    rep["sections"]["t"] = {"status": "failed"}
+    assert 'id="summary-status">RED' in status_line(rep) and "1 failed section " in status_line(rep)
+    rep["sections"].pop("t")
+    rep["regressions"] = [{"section": "s", "kind": "claim", "key": "a"}]
+    rep["comparison"] = {"regressions": rep["regressions"], "changes": [{"section": "s", "kind": "claim",
+                                                                         "key": "b", "verdict": "changed"}]}
+    line = status_line(rep)
+    assert 'id="summary-status">RED' in line and "1 regression \u00b7 0 failed sections \u00b7 2 claim verdicts " \
+        "changed since the baseline" in line
+
+
+def test_plain_text_of_values():
+    from nsverify.report.claims_table import plain
+
+    assert plain(None) == "\u2013" and plain(0.123456) == "0.1235" and plain(True) == "yes"
+    assert plain({"paper": "Després", "n": [1, None]}) == "paper: Després, n: [1, \u2013]"
+    assert plain([]) == "\u2013" and plain("Despr\u00e9s") == "Després"

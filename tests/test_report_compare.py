@@ -276,5 +276,5 @@ def test_claim_changes_come_first_and_fail_the_cli(tmp_path, capsys):
     rep["comparison"] = compare_reports(claim_report([claim("a", True), claim("b", None)]), rep)
     rep["regressions"] = rep["comparison"]["regressions"]
     html = render_summary(rep)
-    assert 'id="claim-changes"' in html and html.index('id="claim-changes"') < html.index('id="unreproduced-claims"')
+    assert 'id="claim-changes"' in html and html.index('id="claim-changes"') < html.index('id="claims-table"')
     assert "statement a" in html.split('id="claim-changes"')[1].split("</ul>")[0]

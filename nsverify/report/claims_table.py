@@ -5,14 +5,20 @@ around them (:func:`render_section`), with the metric helpers the sections share
 Sections choose budgets, call the paper's ``repro`` functions and hand the claims, tables, figures and metrics
 to :func:`render_section`; the page renders the claims table like any other. Rows are ordered not reproduced,
 undecided, reproduced (then in the section's order).
+
+The page's first screen shows every claim of the report in one HTML table grouped by paper
+(:func:`claims_html`), the paper errata in their own list (:func:`errata_html`); :func:`plain` is the one
+formatter of a value as text a reader sees (never ``None``, never raw JSON, never ``\\u`` escapes).
 """
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass, field
 
 from nsverify.claims.record import VERDICTS, summary_counts
 from nsverify.claims.stats import clopper_pearson
+from nsverify.report.compare import claim_key
 
 COLUMNS = ["verdict", "source", "claim", "paper value", "measured [interval]", "n (needed)", "power", "rule",
            "why"]
@@ -25,12 +31,41 @@ def summary_line(claims: list[dict]) -> str:
     return " / ".join(f"{k} {c[k]}" for k in VERDICTS.values())
 
 
+#: what a reader sees for a missing value
+DASH = "\u2013"
+
+
+def esc(x) -> str:
+    """``x`` as escaped HTML text (``None`` is empty)."""
+    return html.escape("" if x is None else str(x), quote=True)
+
+
+def plain(value, digits: int = 4) -> str:
+    """A value as text for a reader: ``None`` -> an en dash, floats to ``digits`` significant digits, a dict as
+    ``key: value, ...``, a list as ``a, b`` (in brackets when nested), strings as they are (proper Unicode)."""
+    if value is None:
+        return DASH
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_inner(v, digits)}" for k, v in value.items()) or DASH
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_inner(v, digits) for v in value) or DASH
+    return str(value)
+
+
+def _inner(value, digits: int) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_inner(v, digits) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + plain(value, digits) + "}"
+    return plain(value, digits)
+
+
 def _num(x) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float):
-        return f"{x:.3g}"
-    return str(x)
+    return plain(x, 3)
 
 
 def _measured(c: dict) -> str:
@@ -43,7 +78,7 @@ def _measured(c: dict) -> str:
 
 def claim_row(c: dict) -> list:
     src = c.get("source") or {}
-    source = f"{src.get('paper', '')}, {src.get('where', '')}".strip(", ") or "-"
+    source = f"{src.get('paper', '')}, {src.get('where', '')}".strip(", ") or DASH
     statement = c.get("claim", "")
     if c.get("by") == "ours":
         statement = "[ours] " + statement
@@ -53,10 +88,11 @@ def claim_row(c: dict) -> list:
         statement += f" (threshold {_num(th.get('value'))}, {th.get('origin')}{note})"
     n = c.get("n")
     need = c.get("n_required")
-    n_text = "-" if n is None else (f"{n} ({need})" if need is not None else str(n))
+    n_text = DASH if n is None else (f"{n} ({need})" if need is not None else str(n))
     power = c.get("power")
-    return [VERDICTS.get(c.get("held"), "undecided"), source, statement, c.get("paper_value") or "-", _measured(c),
-            n_text, "-" if power is None else f"{power:.2f}", c.get("rule", "-"), c.get("reason", "")]
+    return [VERDICTS.get(c.get("held"), "undecided"), source, statement, c.get("paper_value") or DASH,
+            _measured(c), n_text, DASH if power is None else f"{power:.2f}", c.get("rule") or DASH,
+            c.get("reason") or ""]
 
 
 def claims_table(claims: list[dict], title: str = "Claims") -> dict:
@@ -109,3 +145,114 @@ def finite_metrics(metrics) -> list[dict]:
     """The metrics whose value is recorded (not None, not NaN)."""
     return [m for m in metrics
             if m["value"] is not None and not (isinstance(m["value"], float) and math.isnan(m["value"]))]
+
+
+# ------------------------------------------------------------------------------------ the page's claims table
+#: the columns of the page's claims table (grouped by paper, one row per claim)
+HTML_COLUMNS = ["where", "claim", "measured [interval]", "n / needed", "power", "verdict", "why"]
+_VERDICT_CLASS = {True: "v-held", False: "v-refuted", None: "v-undecided"}
+
+
+def is_erratum(c: dict) -> bool:
+    """A record that reports an erratum of the paper (``"erratum": true`` or ``"kind": "erratum"``), listed apart
+    from the claims."""
+    return c.get("erratum") is True or c.get("kind") == "erratum"
+
+
+def paper_of(c: dict) -> str:
+    src = c.get("source") if isinstance(c.get("source"), dict) else {}
+    return src.get("paper") or ("nsverify (ours)" if c.get("by") == "ours" else "(no source)")
+
+
+def _where(c: dict) -> str:
+    src = c.get("source") if isinstance(c.get("source"), dict) else {}
+    return src.get("where") or ""
+
+
+def _one_line(text) -> str:
+    return " ".join(plain(text).split()) if text not in (None, "") else ""
+
+
+def measured_text(c: dict) -> str:
+    """The measured value with its interval (``0.19 [0.10, 0.30]``), else the measurement in words."""
+    if isinstance(c.get("value"), (int, float)) and not isinstance(c.get("value"), bool):
+        text = _num(c["value"])
+        if c.get("lo") is not None and c.get("hi") is not None:
+            text += f" [{_num(c['lo'])}, {_num(c['hi'])}]"
+        return text
+    return _one_line(c.get("measured"))
+
+
+def _n_text(c: dict) -> str:
+    n, need = c.get("n"), c.get("n_required")
+    if n is None:
+        return DASH
+    return f"{n} / {need}" if need is not None else str(n)
+
+
+def _cell(text: str, full: str = "", cls: str = "") -> str:
+    title = f' title="{esc(full)}"' if full and full != text else ""
+    klass = f' class="{cls}"' if cls else ""
+    return f"<td{klass}{title}>{esc(text)}</td>"
+
+
+def claim_html_row(name: str, label: str, c: dict, change: dict | None = None) -> str:
+    """One row of the page's claims table: where (with a link to the section), the one-line statement, measured
+    [interval], n / n_required, power, verdict (and its change since the baseline), the one-line reason."""
+    held = c.get("held")
+    where = esc(_where(c)) + (f' <a href="#sec-{esc(name)}">{esc(name)}</a>' if name else "") \
+        + (f" [{esc(label)}]" if label else "")
+    statement = _one_line(c.get("claim") or (c.get("source") or {}).get("statement"))
+    if c.get("by") == "ours":
+        statement = "[ours] " + statement
+    th = c.get("threshold") if isinstance(c.get("threshold"), dict) else None
+    full_measured = _one_line(c.get("measured"))
+    if c.get("interval"):
+        full_measured += f" ({_one_line(c['interval'])})"
+    if th:
+        full_measured += f"; threshold {_num(th.get('value'))} ({th.get('origin') or DASH}" + \
+            (f": {_one_line(th['note'])})" if th.get("note") else ")")
+    verdict = VERDICTS.get(held, "undecided")
+    if change:
+        verdict += f" (was {change.get('old')})"
+    power = c.get("power")
+    cls = _VERDICT_CLASS.get(held, "v-undecided") + (" changed" if change else "")
+    return (f'<tr class="{cls}"><td>{where}</td>' + _cell(statement, statement, "one")
+            + _cell(measured_text(c), full_measured, "one") + _cell(_n_text(c))
+            + _cell(DASH if power is None else f"{power:.2f}") + _cell(verdict, cls="verdict")
+            + _cell(_one_line(c.get("reason")), _one_line(c.get("reason")), "one") + "</tr>")
+
+
+def claims_html(entries: list[tuple[str, str, dict]], changes: dict | None = None,
+                table_id: str = "claims-table") -> str:
+    """The page's claims table: ``entries`` (section, machine label, claim) grouped by paper (a header row per
+    paper with its counts), in each group not reproduced first, then undecided, then reproduced. ``changes``
+    maps a claim's ``(section, key)`` to its verdict change since the baseline (marked in the row)."""
+    changes = changes or {}
+    groups: dict[str, list] = {}
+    for e in entries:
+        groups.setdefault(paper_of(e[2]), []).append(e)
+    order = sorted(groups, key=lambda p: (p.startswith("nsverify"), p))
+    head = "".join(f"<th>{esc(c)}</th>" for c in HTML_COLUMNS)
+    body = []
+    for paper in order:
+        es = sorted(groups[paper], key=lambda e: _ORDER.get(e[2].get("held"), 1))
+        counts = summary_line([e[2] for e in es]).replace(" / ", ", ")
+        body.append(f'<tbody class="paper"><tr class="paper-head"><th colspan="{len(HTML_COLUMNS)}">'
+                    f'{esc(paper)} <span class="counts">({len(es)}: {esc(counts)})</span></th></tr>'
+                    + "".join(claim_html_row(n, label, c, changes.get((n, claim_key(c)))) for n, label, c in es)
+                    + "</tbody>")
+    return f'<table id="{esc(table_id)}" class="claims"><thead><tr>{head}</tr></thead>{"".join(body)}</table>'
+
+
+def errata_html(entries: list[tuple[str, str, dict]]) -> str:
+    """The paper errata: one item per erratum record (paper, place, what is wrong, what we measured)."""
+    items = []
+    for name, label, c in entries:
+        statement = _one_line(c.get("claim") or (c.get("source") or {}).get("statement"))
+        detail = "; ".join(t for t in (_one_line(c.get("measured")), _one_line(c.get("reason"))) if t)
+        items.append(f'<li><b>{esc(paper_of(c))}, {esc(_where(c))}</b>: {esc(statement)}'
+                     + (f' <span class="field">{esc(detail)}</span>' if detail else "")
+                     + f' (<a href="#sec-{esc(name)}">{esc(name)}</a>{" [" + esc(label) + "]" if label else ""})'
+                     "</li>")
+    return f'<ul id="errata">{"".join(items)}</ul>'

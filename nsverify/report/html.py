@@ -1,19 +1,24 @@
-"""Render a report dict to one self-contained HTML page (inline CSS, inline SVG trend plots, no scripts).
+"""Render a report dict to one self-contained HTML page (inline CSS, embedded PNG plots, inline SVG trend plots,
+no scripts).
 
-Layout, most important first: the summary (``id="summary"``: the GREEN/RED badge of regressions and failed sections
-with the count of unreproduced paper claims next to it; the claim verdicts changed since the baseline; the other
-regressions, each linking to its section; the claims that did not hold; the convention changes since the baseline),
-the machine/environment header, then one ``<section id="sec-NAME">`` per report section with its changes, claims,
-tables, figures, and -- collapsed in ``<details>`` -- its raw metrics, long tables and trend plots. The complete
-data is ``report.json`` beside the page (linked at the top). A merged report (several machines) shows a metrics
-table with one column per machine.
+Layout, most important first (docs/report.md, "What the report shows"): the summary (``id="summary"``): one status
+line (``id="status-line"``: the GREEN/RED badge of regressions and failed sections, the claim verdicts changed since
+the baseline, and the neutral count of claims not reproduced), the lists of claim verdict changes, other
+regressions and convention changes; the overview plots (``id="plots"``: claims forest plot, conventions heatmap,
+rule changes across torch releases, zone volumes per precision, :mod:`nsverify.report.plots`); every claim in one
+table grouped by paper (``id="claims-table"``, :mod:`nsverify.report.claims_table`) and the paper errata
+(``id="errata"``); then the machine/environment header and one ``<section id="sec-NAME">`` per report section with
+its changes, tables, figures, and -- collapsed in ``<details>`` -- its raw metrics, long tables and trend plots.
+The complete data is ``report.json`` beside the page (linked at the top). A merged report (several machines)
+shows a metrics table with one column per machine. No value is shown as ``None`` or as raw JSON
+(:func:`nsverify.report.claims_table.plain`).
 """
 from __future__ import annotations
 
-import html
-import json
-
-from nsverify.report.compare import format_metric
+from nsverify.report import plots
+from nsverify.report.claims_table import COLUMNS as CLAIM_COLUMNS
+from nsverify.report.claims_table import claims_html, errata_html, esc, is_erratum, plain, summary_line
+from nsverify.report.compare import claim_entries, format_metric
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
@@ -26,10 +31,18 @@ pre{background:#f7f7f7;padding:.6em;overflow:auto;font-size:.8em} img{max-width:
 .meta td{border:none;padding:1px 8px} nav a{margin-right:1em} .cross{background:#fff3cd;padding:.4em}
 tr.regression td{background:#fde7ea} td.differs{background:#fff3cd}
 .trends{display:flex;flex-wrap:wrap;gap:.8em} .trend{font-size:.75em;width:280px}
-.badge.amber{background:#8a5300;color:#fff} .badge.grey{background:#555;color:#fff}
 #summary ul{margin:.3em 0 .8em} #summary li{margin:.25em 0} .field{color:#444;font-size:.9em;margin-left:.6em}
-td.held-false{background:#fde7ea;font-weight:bold} td.held-none{background:#f3f3f3}
 details{margin:.6em 0} summary{cursor:pointer;color:#245}
+#status-line{font-size:1.05em;margin:.4em 0} .count{color:#222;font-weight:bold}
+#plots{display:grid;grid-template-columns:1fr 1fr;gap:.6em;align-items:start;margin:.6em 0}
+#plots figure{margin:0} #plots img,#plots svg{width:100%;height:auto;border:1px solid #eee}
+figcaption{font-size:.8em;color:#444}
+table.claims{width:100%;table-layout:fixed} table.claims td.one{white-space:nowrap;overflow:hidden;
+text-overflow:ellipsis} table.claims th:nth-child(1){width:13%} table.claims th:nth-child(2){width:30%}
+table.claims th:nth-child(3){width:15%} table.claims th:nth-child(4){width:6%} table.claims th:nth-child(5){width:5%}
+table.claims th:nth-child(6){width:9%} tr.paper-head th{text-align:left;background:#e8eef4} .counts{font-weight:normal}
+tr.v-refuted td.verdict{font-weight:bold;background:#f6e6e8} tr.v-undecided td.verdict{color:#555}
+tr.changed td.verdict{outline:2px solid #245}
 """
 #: tables with more rows than this are collapsed in <details> (the report.json link has every row)
 COLLAPSE_ROWS = 25
@@ -38,16 +51,18 @@ ENV_ROWS = ("hostname", "cpu", "cpu_count", "gpu", "torch", "cuda", "cudnn", "tf
             "deterministic_algorithms", "num_threads", "python", "platform", "machine_id")
 
 
-def esc(x) -> str:
-    return html.escape("" if x is None else str(x), quote=True)
-
-
 def _cell(value) -> str:
-    if isinstance(value, float):
-        return esc(f"{value:.6g}")
-    if isinstance(value, (dict, list)):
-        return esc(json.dumps(value))
-    return esc(value)
+    """A table cell's text: blank for ``None``, 6 significant digits, dicts and lists in words."""
+    if value is None:
+        return ""
+    return esc(plain(value, 6))
+
+
+def metric_text(m: dict | None) -> str:
+    """A metric's value for a reader: conventions and verdicts in words, the rest as :func:`format_metric`."""
+    if m is not None and m["kind"] in ("convention", "verdict"):
+        return plain(m["value"], 6) + (f" {m['unit']}" if m.get("unit") else "")
+    return format_metric(m)
 
 
 def render_table(tab: dict, row_classes: list[str] | None = None, table_id: str = "") -> str:
@@ -84,33 +99,6 @@ def render_trend(series: dict) -> str:
             f'range {lo:.4g}..{hi:.4g})</div>')
 
 
-def held_label(held) -> str:
-    """A claim's verdict in words: ``held`` True, False (not reproduced) or None (undecided)."""
-    return {True: "held", False: "NOT REPRODUCED"}.get(held, "undecided")
-
-
-def _field(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value)
-    return str(value)
-
-
-def claims_table(claims: list[dict]) -> str:
-    """The claims of a section: one column per field any claim has (claim first, held last)."""
-    fields = ["claim"] + [k for k in dict.fromkeys(k for c in claims for k in c) if k not in ("claim", "held")]
-    head = "".join(f"<th>{esc(f)}</th>" for f in fields + ["held"])
-    rows = []
-    for c in claims:
-        held = c.get("held")
-        cls = {False: "held-false", None: "held-none"}.get(held, "")
-        cells = "".join(f"<td>{esc(_field(c[f])) if f in c else ''}</td>" for f in fields)
-        rows.append(f'<tr>{cells}<td class="{cls}">{esc(held_label(held))}</td></tr>')
-    return f'<h3>Paper claims</h3><table class="claims"><thead><tr>{head}</tr></thead>' \
-           f'<tbody>{"".join(rows)}</tbody></table>'
-
-
 def collapsed(summary: str, body: str, element_id: str = "") -> str:
     """``body`` inside a closed ``<details>`` whose visible line is ``summary``."""
     eid = f' id="{esc(element_id)}"' if element_id else ""
@@ -132,8 +120,9 @@ def _body_parts(sec: dict) -> list[str]:
     if sec.get("summary"):
         parts.append(f"<p>{esc(sec['summary'])}</p>")
     claims = [c for c in sec.get("claims") or [] if isinstance(c, dict)]
-    if claims:
-        parts.append(claims_table(claims))
+    if claims and not any(tab.get("columns") == CLAIM_COLUMNS for tab in sec.get("tables", [])):
+        parts.append(f"<h3>Claims: {esc(summary_line(claims))}</h3>"
+                     + claims_html([("", "", c) for c in claims], table_id=""))
     for tab in sec.get("tables", []):
         parts.append(_table_maybe_collapsed(tab))
     for fig in sec.get("figures", []):
@@ -165,7 +154,7 @@ def _metrics_table(sec: dict) -> str:
     if not metrics:
         return ""
     tab = render_table({"title": "", "columns": ["key", "kind", "value"],
-                        "rows": [[m["key"], m["kind"], format_metric(m)] for m in metrics]})
+                        "rows": [[m["key"], m["kind"], metric_text(m)] for m in metrics]})
     return collapsed(f"Comparable metrics ({len(metrics)}, raw; all of them in report.json)", tab)
 
 
@@ -207,7 +196,7 @@ def render_merged_section(name: str, sec: dict, report: dict) -> str:
         for k in keys:
             ms = [metrics[label].get(k) for label in labels]
             kind = next(m["kind"] for m in ms if m)
-            vals = [format_metric(m) for m in ms]
+            vals = [metric_text(m) for m in ms]
             differs = len({v for v, m in zip(vals, ms) if m}) > 1 and kind != "info"
             cls = ' class="differs" title="differs across machines (not a regression)"' if differs else ""
             rows.append(f"<tr><td>{esc(k)}</td><td>{esc(kind)}</td>"
@@ -258,13 +247,6 @@ def report_claims(report: dict) -> list[tuple[str, str, dict]]:
     return out
 
 
-def _claim_item(name: str, label: str, c: dict) -> str:
-    where = f'<a href="#sec-{esc(name)}">{esc(name)}</a>' + (f" [{esc(label)}]" if label else "")
-    fields = "".join(f'<span class="field">{esc(k)}: {esc(_field(v))}</span>' for k, v in c.items()
-                     if k not in ("claim", "held"))
-    return f'<li class="claim">{where}: {esc(c.get("claim", ""))}{fields}</li>'
-
-
 #: the summary lists show this many items; the rest are collapsed under them
 SUMMARY_ITEMS = 10
 
@@ -288,51 +270,58 @@ def convention_changes(report: dict) -> list[dict]:
             if e.get("kind") == "convention"]
 
 
-def render_summary(report: dict) -> str:
-    """The first screen: verdict badge + unreproduced-claims count, regressions, claims that did not hold,
-    convention changes."""
-    sections = report.get("sections", {})
-    failed = [n for n, s in sections.items() if s.get("status") == "failed"]
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
+def status_line(report: dict) -> str:
+    """The one status line (``id="status-line"``): the badge, regressions, failed sections, claim verdicts changed
+    since the baseline, and the neutral count of claims not reproduced (docs/report.md, "The status line")."""
+    failed = [n for n, s in report.get("sections", {}).items() if s.get("status") == "failed"]
     regressions = report.get("regressions", [])
-    red = bool(failed or regressions)
-    color = "red" if red else "green"
-    claims = report_claims(report)
-    refuted = [c for c in claims if c[2].get("held") is False]
-    undecided = [c for c in claims if c[2].get("held") is None]
-    badge = f'<span class="badge {color}" id="summary-status">{color.upper()}</span>'
-    claims_badge = (f'<span class="badge {"amber" if refuted else "grey"}" id="claims-status">'
-                    f'{len(refuted)} of {len(claims)} claim(s) not reproduced</span>') if claims else ""
-    out = [f'<div id="summary"><h2>Summary {badge} {claims_badge}</h2>']
-    n_conv = sum(1 for r in regressions if r.get("kind") == "convention")
-    verdict = (f"{len(regressions)} regression(s)" + (f" ({n_conv} convention change(s))" if n_conv else "")
-               + (f", {len(failed)} failed section(s)" if failed else "")
-               if red else "No regression and no failed section")
-    out.append(f'<p id="verdict"><b>{esc(verdict)}</b>; {len(refuted)} paper claim(s) not reproduced, '
-               f'{len(undecided)} undecided. Full data: <a href="report.json">report.json</a>.</p>')
+    color = "red" if failed or regressions else "green"
+    claims = [c for _, _, c in report_claims(report) if not is_erratum(c)]
+    refuted = sum(1 for c in claims if c.get("held") is False)
+    undecided = sum(1 for c in claims if c.get("held") is None)
     cmp = report.get("comparison")
+    changed = len(claim_entries(cmp)) if cmp else None
+    since = "since the baseline" if cmp else "(no baseline: the first run of this machine and mode)"
+    parts = [_count(len(regressions), "regression"), _count(len(failed), "failed section"),
+             (_count(changed, "claim verdict") + " changed " + since) if cmp else "no claim verdict compared " + since]
+    claims_text = (f'<span id="claims-status" class="count">{refuted} of {len(claims)} claims not reproduced, '
+                   f"{undecided} undecided</span>") if claims else ""
+    return (f'<p id="status-line"><span class="badge {color}" id="summary-status">{color.upper()}</span> '
+            + esc(" \u00b7 ".join(parts)) + (" \u00b7 " + claims_text if claims_text else "")
+            + ' \u00b7 full data: <a href="report.json">report.json</a></p>')
+
+
+def _changes_lists(report: dict) -> list[str]:
+    """Under the status line: the comparison label, environment changes, failed sections, the claim verdict
+    changes, the other regressions and the convention changes."""
+    out = []
+    cmp = report.get("comparison")
+    regressions = report.get("regressions", [])
     if cmp:
         cls = "" if cmp.get("same_machine", True) else ' class="cross"'
         out.append(f"<p id=\"comparison-label\"{cls}>{esc(cmp.get('label'))}</p>")
         if cmp.get("environment_changes"):
             out.append("<p>Environment changes since the baseline: <b>" + esc("; ".join(
                 cmp["environment_changes"])) + "</b></p>")
+    failed = [n for n, s in report.get("sections", {}).items() if s.get("status") == "failed"]
     if failed:
         out.append("<p>Failed sections: " + ", ".join(
             f'<a href="#sec-{esc(n)}">{esc(n)}</a>' for n in failed) + "</p>")
-    claim_changes = [e for e in list(regressions) + list((cmp or {}).get("changes", [])) if e.get("kind") == "claim"]
-    if claim_changes:
-        n_reg = sum(1 for e in claim_changes if "verdict" not in e)
-        out.append(f'<h3 id="claim-changes-title">Claim verdicts changed since the baseline ({len(claim_changes)}, '
+    changes = claim_entries(cmp or {})
+    if changes:
+        n_reg = sum(1 for e in changes if "verdict" not in e)
+        out.append(f'<h3 id="claim-changes-title">Claim verdicts changed since the baseline ({len(changes)}, '
                    f'{n_reg} of them regressions)</h3>'
                    + _short_list("claim-changes", [_change_item(e, "regression" if "verdict" not in e else "change")
-                                                   for e in claim_changes]))
+                                                   for e in changes]))
     others = [r for r in regressions if r.get("kind") not in ("convention", "claim")]
     if others:
         out.append(f'<h3 id="regressions-title">Regressions ({len(others)})</h3>'
                    + _short_list("regressions", [_change_item(r, "regression") for r in others]))
-    if refuted:
-        out.append(f'<h3 id="unreproduced-title">Paper claims not reproduced ({len(refuted)} of {len(claims)})</h3>'
-                   + _short_list("unreproduced-claims", [_claim_item(*c) for c in refuted]))
     conv = convention_changes(report)
     if conv:
         n_reg = sum(1 for e in conv if "verdict" not in e)
@@ -340,11 +329,60 @@ def render_summary(report: dict) -> str:
                    f'{n_reg} of them regressions)</h3>'
                    + _short_list("convention-changes", [_change_item(e, "regression" if "verdict" not in e else
                                                                      "change") for e in conv]))
-    if undecided:
-        out.append(collapsed(f"Claims undecided at this size ({len(undecided)})",
-                             "<ul>" + "".join(_claim_item(*c) for c in undecided) + "</ul>", "undecided-claims"))
-    out.append("</div>")
+    return out
+
+
+def _first_section(report: dict, name: str) -> dict:
+    """Section ``name`` of the report (of a merged report: its first machine's), ``{}`` when absent."""
+    sec = report.get("sections", {}).get(name) or {}
+    if report.get("kind") == "merged":
+        return next(iter((sec.get("machines") or {}).values()), {})
+    return sec
+
+
+def render_plots(report: dict) -> str:
+    """The overview plots (``id="plots"``), those the report has data for, in a two-column grid."""
+    claims = [c for _, _, c in report_claims(report) if not is_erratum(c)]
+    figures = [("plot-forest", "Claims: measured value and interval against the threshold; green reproduced, "
+                "red not reproduced, grey undecided", lambda: plots.forest_svg(claims)),
+               ("plot-conventions", "Conventions matrix: rule per op and case, dtype and mode",
+                lambda: plots.conventions_png(_first_section(report, "conventions"))),
+               ("plot-releases", "Rule changes across torch releases",
+                lambda: plots.releases_png(_first_section(report, "releases"))),
+               ("plot-zones", "Zone volumes per precision", lambda: plots.zones_png(_first_section(report, "zones")))]
+    out = []
+    for fid, title, draw in figures:
+        try:
+            png = draw()
+        except (KeyError, TypeError, ValueError, IndexError) as exc:  # a malformed stored report: say so, go on
+            out.append(f'<figure id="{fid}" class="plot"><figcaption>{esc(title)}: not drawn ({esc(type(exc).__name__)}'
+                       f": {esc(exc)})</figcaption></figure>")
+            continue
+        if png:
+            body = png if png.startswith("<svg") else f'<img alt="{esc(title)}" src="data:image/png;base64,{png}">'
+            out.append(f'<figure id="{fid}" class="plot">{body}<figcaption>{esc(title)}</figcaption></figure>')
+    return f'<div id="plots">{"".join(out)}</div>' if out else ""
+
+
+def render_claims(report: dict) -> str:
+    """Every claim in one table grouped by paper (verdict changes since the baseline marked), then the errata."""
+    entries = report_claims(report)
+    claims = [e for e in entries if not is_erratum(e[2])]
+    errata = [e for e in entries if is_erratum(e[2])]
+    changes = {(e.get("section"), e.get("key")): e for e in claim_entries(report.get("comparison") or {})}
+    out = []
+    if claims:
+        out.append(f'<h2 id="claims">Claims ({len(claims)}: {esc(summary_line([c for _, _, c in claims]))})</h2>'
+                   + claims_html(claims, changes))
+    if errata:
+        out.append(f'<h2 id="errata-title">Paper errata ({len(errata)})</h2>' + errata_html(errata))
     return "".join(out)
+
+
+def render_summary(report: dict) -> str:
+    """The first screen: the status line, what changed, the overview plots, the claims table and the errata."""
+    return ('<div id="summary">' + status_line(report) + "".join(_changes_lists(report)) + render_plots(report)
+            + render_claims(report) + "</div>")
 
 
 def render_report(report: dict) -> str:

@@ -94,8 +94,8 @@ def conventions_section(ctx) -> dict:
         {"key": "outside_clarke_cases", "kind": "info", "value": len(outside)},
     ]
     return {"summary": summary, "tables": tables, "claims": claims,
-            "data": {"metrics": metrics, "differences": diffs,
-                     "unexpected": [vars(r) for r in unexpected]}}
+            "data": {"metrics": metrics, "differences": diffs, "unexpected": [vars(r) for r in unexpected],
+                     "outside_clarke": [m["key"] for r, m in zip(results, cv.metrics(results)) if r.in_clarke == "no"]}}
 
 
 def _gpu_part(cv, cpu_results) -> dict | None:

@@ -54,8 +54,7 @@ def _table1(ctx, b: dict, metrics: list) -> tuple[list, list]:
     lem = ctx.checkpoint(f"lemmas-{b['lemma_examples']}",
                          lambda: repro.table1_lemma_rows(b["lemma_examples"], progress=ctx.progress))
     lem_rows = [
-        [r["row"], r["paper"], r["found"], r["examples"], r["paper_shape"], str(r["shape"]),
-         None if r["ad"] is None else str(r["ad"]), None if r["bouligand"] is None else str(r["bouligand"])]
+        [r["row"], r["paper"], r["found"], r["examples"], r["paper_shape"], r["shape"], r["ad"], r["bouligand"]]
         for r in lem["rows"]
     ]
     for r in lem["rows"]:

@@ -16,6 +16,14 @@ def _index(data_dir) -> dict:
         return {}
 
 
+def _change(g: dict) -> dict:
+    """One grouped change as the report's timeline plot reads it (``data["changes"]``)."""
+    ch = g["change"]
+    return {"release": ch.since, "op": ch.op, "case": ch.case, "rule_before": ch.before.rule,
+            "rule_after": ch.after.rule, "clarke_before": ch.before.in_clarke, "clarke_after": ch.after.in_clarke,
+            "cells": g["cells"]}
+
+
 @section("releases", "Across torch releases: conventions that changed, and when", order=11,
          description="the conventions matrix of every recorded torch release, compared release by release")
 def releases_section(ctx) -> dict:
@@ -74,4 +82,5 @@ def releases_section(ctx) -> dict:
     metrics = [{"key": f"release_changes|{row['release']}", "kind": "info", "value": len(row["changes"])}
                for row in rows if row["prev"] is not None]
     return {"summary": summary, "tables": tables, "claims": claims,
-            "data": {"metrics": metrics, "timeline": format_timeline(rows, failed), "repro": scripts}}
+            "data": {"metrics": metrics, "timeline": format_timeline(rows, failed), "repro": scripts,
+                     "releases": [row["release"] for row in rows], "changes": [_change(g) for _, g in grouped]}}

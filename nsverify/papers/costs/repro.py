@@ -86,7 +86,7 @@ def tables_2() -> dict:
                decide.exact(all(r["holds"] and r["omega"] == r["bound"] for r in t21))),
         SPEC["costs/tables2.2-2.3-bounds"].judge(
                f"{len(bad)} of {graded} grid points fail"
-               + (f", all in {sorted({r['column'] for r in bad})}" if bad else ""),
+               + (f", all in {', '.join(sorted({r['column'] for r in bad}))}" if bad else ""),
                decide.exact(not bad)),
     ]
     return {"rows": rows, "failures": bad, "claims": claims}

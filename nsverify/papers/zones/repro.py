@@ -161,7 +161,7 @@ def table_3_1(dtype=torch.float32) -> dict:
     held = (r1[3] == -1.5 and all(v == 0.0 for i, v in enumerate(r1) if i != 3)
             and all(v != 0 and abs(v) < TABLE31_SMALL for v in r2))
     return {"t": list(T_VALUES), "rows": rows, "claims": [SPEC["zones/table3.1"].judge(
-        f"x1: {r1}; x2: {[f'{v:.3g}' for v in r2]}", decide.exact(bool(held)),
+        f"x1: {r1}; x2: [{', '.join(f'{v:.3g}' for v in r2)}]", decide.exact(bool(held)),
         threshold=Threshold(TABLE31_SMALL, "ours", "'~1e-7' read as nonzero and below this"))]}
 
 
@@ -197,7 +197,7 @@ def table_3_3(dtype=torch.float32) -> dict:
     held_1 = r1[3] == 1.5 and all(v == 0.0 for i, v in enumerate(r1) if i != 3)
     held_2 = all(v != 0 and abs(v) < TABLE31_SMALL for v in r2)
     claim = SPEC["zones/table3.3"].judge(
-        f"x=(1,2,3,4): {r1}; x=1.4*1: {[f'{v:.3g}' for v in r2]}", decide.exact(bool(held_1 and held_2)),
+        f"x=(1,2,3,4): {r1}; x=1.4*1: [{', '.join(f'{v:.3g}' for v in r2)}]", decide.exact(bool(held_1 and held_2)),
         threshold=Threshold(TABLE31_SMALL, "ours", "'~1e-7' read as nonzero and below this"))
     return {"t": list(T_VALUES), "rows": rows, "held_x1": bool(held_1), "held_x2": bool(held_2), "claims": [claim]}
 
@@ -524,8 +524,9 @@ def sgd_claims(runs: dict) -> list[dict]:
     run's steps)."""
     out = []
     ev = lambda r: int(r["first_divergence"] is not None)  # noqa: E731
-    text = lambda r: (f"first bitwise difference at step {r['first_divergence']} of {len(r['distance'])}; final L1 "
-                      f"distance {r['distance'][-1]:.3g}")
+    text = lambda r: ((f"first bitwise difference at step {r['first_divergence']} of {len(r['distance'])}"
+                       if r["first_divergence"] is not None else f"no bitwise difference in {len(r['distance'])} "
+                       "steps") + f"; final L1 distance {r['distance'][-1]:.3g}")
     if "float64" in runs:
         r = runs["float64"]
         out.append(SPEC["bertoin/appB-64bit-sgd-together"].judge(
