@@ -45,7 +45,7 @@ from nsverify.oracle import (  # noqa: F401  (import registers the op implementa
 from nsverify.oracle.context import Ctx
 from nsverify.oracle.numbers import Aff, grad, is_lin, val
 from nsverify.oracle.prepass import OpSurvey
-from nsverify.oracle.tensor import ExactTensor, evaluates, to_exact_array
+from nsverify.oracle.tensor import ExactTensor, evaluates, rewrite_hint, to_exact_array
 
 F = Fraction
 
@@ -89,7 +89,7 @@ def float_autograd(fn, w: torch.Tensor, survey: bool = False):
         wf = w.detach().clone().requires_grad_(True)
         if not survey:
             return _float_grad(fn(wf), wf, w)
-        with OpSurvey(wf, evaluates) as s:
+        with OpSurvey(wf, evaluates, rewrite_hint) as s:
             y = fn(wf)
         return _float_grad(y, wf, w), s
 

@@ -31,11 +31,12 @@ class OpSurvey(TorchDispatchMode):
     """``with OpSurvey(wf) as s: fn(wf)``: ``s.unsupported`` maps each op name the exact interpreter cannot
     evaluate to the ``nn.Module`` class it first ran in (None outside any module)."""
 
-    def __init__(self, root: torch.Tensor, supported):
+    def __init__(self, root: torch.Tensor, supported, hint=lambda func: None):
         super().__init__()
         self._dep: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._dep[id(root)] = root
-        self._supported = supported
+        self._supported, self._hint = supported, hint
+        self.hints: list[str] = []
         self.unsupported: dict[str, str | None] = {}
         self.ops = 0
         self._modules: list[str] = []
@@ -56,6 +57,9 @@ class OpSurvey(TorchDispatchMode):
             name = func.__name__.removesuffix(".default")
             if not self._supported(func) and name not in self.unsupported:
                 self.unsupported[name] = self._modules[-1] if self._modules else None
+                h = self._hint(func)
+                if h and h not in self.hints:
+                    self.hints.append(h)
             for t in tree_leaves(out):
                 self._mark(t)
             base = func.overloadpacket.__name__
@@ -93,6 +97,11 @@ class OpSurvey(TorchDispatchMode):
         head = f"fn uses {len(items)} ATen op{'s' if len(items) > 1 else ''} the exact oracle cannot evaluate: "
         tail = (". Rewrite it with supported ops (torch.where, torch.maximum or relu for piecewise-linear logic; "
                 "all: nsverify.oracle.tensor.supported_ops())")
+        if self.hints:  # an op's own advice (e.g. which smooth ops have enclosures), cut to the limit
+            tail = ". " + "; ".join(self.hints)
+            room = MAX_MESSAGE - len(head) - len(", ".join(items[:1])) - 20
+            if len(tail) > room:
+                tail = tail[: max(room - 4, 0)].rsplit(",", 1)[0] + ", ..."
         shown: list[str] = []
         for i, it in enumerate(items):
             more = len(items) - i - 1

@@ -160,6 +160,11 @@ def lookup(func):
     return impl
 
 
+def rewrite_hint(func) -> str | None:
+    """An op's own advice on what to use instead, when it has an entry that only raises (None otherwise)."""
+    return getattr(lookup(func), "hint", None)
+
+
 def evaluates(func) -> bool:
     """Whether the exact interpreter evaluates this ATen op (an entry that only raises does not count)."""
     impl = lookup(func)

@@ -74,9 +74,10 @@ class Violation:
     ``kind``: ``"no"`` (outside the Clarke set of the exact function) or ``"rounding"`` (PyTorch applies an
     exact Clarke rule whose value the dtype cannot represent). ``dtypes``: the dtype names it occurs in (empty:
     every dtype). ``since`` / ``until``: the torch releases it occurs in, ``since <= release < until`` (None: no
-    bound; ``until`` is the release that fixed it). The property suite (``nsverify/properties/``) fails on a
-    case outside the Clarke set that records no violation for the installed release and on a recorded violation
-    that no longer occurs there, and reports one whose range has ended as "fixed in <until>"."""
+    bound; ``until`` is the release that fixed it). The property suite (``properties/``, shipped as
+    ``nsverify.properties``) fails on a case outside the Clarke set that records no violation for the installed
+    release and on a recorded violation that no longer occurs there, and reports one whose range has ended as
+    "fixed in <until>"."""
 
     kind: str
     reason: str
