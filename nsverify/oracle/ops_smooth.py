@@ -255,4 +255,4 @@ def _unsupported_smooth(*a, **k):
 
 
 _unsupported_smooth.unsupported = True
-_unsupported_smooth.hint = f"Rewrite it with the smooth ops with exact enclosures are {', '.join(SMOOTH_OPS)}"
+_unsupported_smooth.hint = f"Smooth ops with exact enclosures: {', '.join(SMOOTH_OPS)}"

@@ -90,27 +90,24 @@ class OpSurvey(TorchDispatchMode):
         return super().__exit__(*exc)
 
     def refusal(self) -> UnsupportedOpError | None:
-        """The one error that names every unsupported op (None when there is none)."""
+        """The one error that names every unsupported op (None when there is none), at most MAX_MESSAGE long:
+        the ops first (further ones counted), then what to do (an op's own advice when it has one, cut to fit)."""
         if not self.unsupported:
             return None
         items = [f"aten.{op}" + (f" (in {mod})" if mod else "") for op, mod in self.unsupported.items()]
         head = f"fn uses {len(items)} ATen op{'s' if len(items) > 1 else ''} the exact oracle cannot evaluate: "
-        tail = (". Rewrite it with supported ops (torch.where, torch.maximum or relu for piecewise-linear logic; "
-                "all: nsverify.oracle.tensor.supported_ops())")
-        if self.hints:  # an op's own advice (e.g. which smooth ops have enclosures), cut to the limit
-            tail = ". " + "; ".join(self.hints)
-            room = MAX_MESSAGE - len(head) - len(", ".join(items[:1])) - 20
-            if len(tail) > room:
-                tail = tail[: max(room - 4, 0)].rsplit(",", 1)[0] + ", ..."
+        end = " (all: nsverify.oracle.tensor.supported_ops())"
+        advice = "; ".join(self.hints) or "Rewrite it with supported ops (torch.where, torch.maximum or relu for " \
+                                          "piecewise-linear logic)"
         shown: list[str] = []
         for i, it in enumerate(items):
-            more = len(items) - i - 1
-            extra = f" and {more} more" if more else ""
-            if len(head) + len(", ".join([*shown, it])) + len(extra) + len(tail) > MAX_MESSAGE and shown:
-                shown.append(f"and {len(items) - i} more")
+            rest = len(items) - i
+            if shown and len(head + ", ".join([*shown, it])) + len(f", and {rest - 1} more") > MAX_MESSAGE - 90:
+                shown.append(f"and {rest} more")
                 break
             shown.append(it)
-        text = head + ", ".join(shown) + tail
-        if len(text) > MAX_MESSAGE:  # a single very long op name
-            text = text[: MAX_MESSAGE - 3] + "..."
-        return UnsupportedOpError(text)
+        text = head + ", ".join(shown) + ". "
+        room = MAX_MESSAGE - len(text) - len(end)
+        if len(advice) > room:
+            advice = advice[: max(room - 4, 0)].rsplit(",", 1)[0] + ", ..."
+        return UnsupportedOpError((text + advice + end)[:MAX_MESSAGE])
