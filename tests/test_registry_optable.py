@@ -80,7 +80,7 @@ def test_registration_is_scoped():
     assert "kinky" not in registry.names() and "kinky" not in supported_ops()
     assert registry.version() != before
     with pytest.raises(UnknownOpError):
-        registry.parse_conventions({"kinky": "left"})
+        registry.parse_rules({"kinky": "left"})
 
 
 def test_new_op_in_the_conventions_matrix(kinky_op):
@@ -105,8 +105,8 @@ def test_new_op_in_the_oracle_at_its_kink(kinky_op):
     assert v.status == "not_member" and v.exact and v.exact_ad == (F(1),) and v.clarke == (F(5, 2), F(5, 2))
     assert exact_backprop(h, w) == (F(1),)  # the reverse mode: the entry's backward op, exactly
     # the rule value=5/4 at the kink gives 5/4 + 5/4 = 5/2, the Clarke set's one element
-    assert nsverify.check_gradient(h, w, conventions={"kinky": "value=5/4"}).status == "member"
-    assert nsverify.check_gradient(h, w, conventions={"kinky": "right"}).status == "not_member"
+    assert nsverify.check_gradient(h, w, rules={"kinky": "value=5/4"}).status == "member"
+    assert nsverify.check_gradient(h, w, rules={"kinky": "right"}).status == "not_member"
 
     # g(w) = kinky(w0 + w1) at (1/2, 1/2): the pieces' gradients (1/2, 1/2) and (2, 2), by hand; AD takes the first
     g = nsverify.check_gradient(lambda w: kinky(w.sum()), torch.tensor([0.5, 0.5], dtype=torch.float64))

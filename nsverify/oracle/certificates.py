@@ -563,9 +563,10 @@ def _verify(verdict, fn, samples: int, seed: int) -> Check:
 def _tests_exact_ad(d: dict) -> bool:
     """Whether the record's tested vector is the program's own exact AD, so a replay must re-derive it.  Not
     when the record names another vector (``tested_is="ad"``), or when the exact AD applied the caller's
-    rules at kinks (``conventions=``), which the record does not carry."""
+    rules at kinks (``rules=``), which the record does not carry."""
     how = (d.get("stats") or {}).get("exact_ad_from", "") if isinstance(d.get("stats"), dict) else ""
-    return d.get("tested_is") == "exact_ad" and not str(how).startswith("forward (conventions")
+    # "forward (conventions": records written before conventions= was renamed rules=
+    return d.get("tested_is") == "exact_ad" and not str(how).startswith(("forward (rules", "forward (conventions"))
 
 
 def _point(d: dict):
