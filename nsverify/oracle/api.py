@@ -25,7 +25,6 @@ from nsverify.oracle import boundary
 from nsverify.oracle.blocks import Blocks, block_decision, candidate_groups, decompose
 from nsverify.oracle.callenv import user_environment
 from nsverify.oracle.certificates import (
-    PARK_PROXIES,
     BlockProduct,
     ConvexWeights,
     IntervalBracket,
@@ -33,6 +32,7 @@ from nsverify.oracle.certificates import (
     ParkTheorem8,
     SeparatingDirection,
     adjacent_piece,
+    park_proxies,
 )
 from nsverify.oracle.context import deadline, tracking
 from nsverify.oracle.interp import Evaluation, module_function
@@ -277,10 +277,10 @@ def _layered_verdict(ev, got, float_ad) -> Verdict:
     layers = got.layers
     if got.theorem == "park_theorem5":
         cert = ParkTheorem5(tuple((c.name, c.kink_touches, c.rank_columns, c.rank_minor) for c in layers),
-                            dict(PARK_PROXIES))
+                            park_proxies())
     else:
         cert = ParkTheorem8(tuple((c.name, tuple(c.rows), c.witness, c.kink_touches, c.tied_windows) for c in layers),
-                            dict(PARK_PROXIES))
+                            park_proxies())
     stats = {
         "pieces": 0,
         "inner_pieces": 0,
