@@ -19,7 +19,9 @@ op names:
 * :func:`normpool2d` -- window Euclidean norm with its two programs P and Q at all-zero windows (programs, not
   kink rules: the Clarke set there is a ball).
 * :func:`max_relu` -- max of a vector built from ReLUs (Boustany Fig. 3.9), one ReLU'(0) choice per ReLU.
-* :func:`max1` -- the first-maximal-index loop program (Boustany Table 3.1, Després Table 1).
+* :func:`max_loop` -- the first-maximal-index loop program (Boustany Table 3.1's and Després Table 1's
+  ``max1``), and :func:`max_reduce`, ``torch.max`` (their ``max2``). Named for the program, not the paper's
+  label: Boustany's Fig. 3.9 uses ``max1`` / ``max2`` for two ReLU programs (:func:`max_relu`).
 
 Rules that are left as ``None`` are read **at backward time** from a process-wide setting, so one
 forward can be differentiated several times under different rules::
@@ -47,7 +49,7 @@ from nsverify.registry import Rule, RuleError, parse_rule
 
 __all__ = [
     "backward_rules", "active_rules", "set_backward_rules", "relu_s", "piecewise_linear", "max_pool2d",
-    "max_pool1d", "normpool2d", "max_relu", "max1", "max2", "ReLUVariant", "PiecewiseLinearVariant",
+    "max_pool1d", "normpool2d", "max_relu", "max_loop", "max_reduce", "ReLUVariant", "PiecewiseLinearVariant",
     "MaxPool2dVariant", "NormPool2dVariant", "MAXPOOL_RULES", "POOL_OPS", "NORMPOOL_PROGRAMS", "variant_ops",
 ]
 
@@ -82,14 +84,15 @@ def _pool_rule(rule) -> Rule:
     return rule
 
 
-def _check_rules(rules: dict) -> dict:
-    """Validate ``backward_rules`` keywords: registry op names with variants here (rules parsed with
-    :func:`nsverify.registry.parse_conventions`, ``"torch"`` resolved), and ``normpool``."""
-    rules = dict(rules)
+def _check_rules(rules, by_op: dict) -> dict:
+    """Validate ``backward_rules`` arguments: a :class:`~nsverify.registry.Rules` (or anything
+    :func:`nsverify.registry.parse_rules` reads) and keywords, keyed by registry op names with variants here
+    (``"torch"`` resolved), and the ``normpool`` program."""
+    by_op = dict(by_op)
     out = {}
-    if "normpool" in rules:
-        out["normpool"] = _check_program(rules.pop("normpool"))
-    parsed = registry.parse_conventions(rules)
+    if "normpool" in by_op:
+        out["normpool"] = _check_program(by_op.pop("normpool"))
+    parsed = registry.parse_rules(rules) | by_op
     ops = variant_ops()
     for op, rule in parsed.items():
         if op not in ops:
@@ -117,15 +120,17 @@ def active_rules() -> dict:
     return {**{op: _active(op) for op in variant_ops()}, "normpool": _ACTIVE["normpool"]}
 
 
-def set_backward_rules(**rules) -> None:
+def set_backward_rules(rules=None, /, **by_op) -> None:
     """Set backward rules process-wide (prefer the :func:`backward_rules` context manager)."""
-    _ACTIVE.update(_check_rules(rules))
+    _ACTIVE.update(_check_rules(rules, by_op))
 
 
 @contextlib.contextmanager
-def backward_rules(**rules):
+def backward_rules(rules=None, /, **by_op):
     """Within the block, ops created with a ``None`` rule use these rules in their backward/JVP.
 
+    ``rules``: a :class:`nsverify.registry.Rules` (op -> rule, e.g. a zone program) or anything
+    :func:`nsverify.registry.parse_rules` reads; keywords add or replace rules (``backward_rules(relu=1)``).
     Keys are registry op names: ``relu`` (a kink rule: ``"value=1"``, ``1``, ``"right"``, ...), any other
     piecewise-polynomial activation (a kink rule, or one per kink, for :func:`piecewise_linear`),
     ``max_pool2d`` / ``max_pool1d`` (``"first"``, ``"even"``, ``"hybrid=<beta>"``; aliases ``"native"``,
@@ -133,7 +138,7 @@ def backward_rules(**rules):
     listing the valid ones.
     """
     saved = dict(_ACTIVE)
-    _ACTIVE.update(_check_rules(rules))
+    _ACTIVE.update(_check_rules(rules, by_op))
     try:
         yield active_rules()
     finally:
@@ -624,10 +629,11 @@ def normpool2d(x: torch.Tensor, kernel_size, program: str | None = None) -> torc
 # ----------------------------------------------------------------------------------------------------
 # max programs (Boustany Fig. 3.2 / 3.9, Després Table 1)
 # ----------------------------------------------------------------------------------------------------
-def max1(x: torch.Tensor) -> torch.Tensor:
-    """The loop program ``res = x[0]; for i: if x[i] > res: res = x[i]`` (AD: the first maximal index)."""
+def max_loop(x: torch.Tensor) -> torch.Tensor:
+    """The loop program ``res = x[0]; for i: if x[i] > res: res = x[i]`` (AD: the first maximal index; Boustany
+    Table 3.1's and Després Table 1's ``max1``)."""
     if x.dim() != 1 or x.numel() == 0:
-        raise NsverifyError(f"max1 expects a non-empty 1-d tensor, got shape {tuple(x.shape)}.")
+        raise NsverifyError(f"max_loop expects a non-empty 1-d tensor, got shape {tuple(x.shape)}.")
     res = x[0]
     for i in range(1, x.shape[0]):
         if x[i] > res:
@@ -635,8 +641,9 @@ def max1(x: torch.Tensor) -> torch.Tensor:
     return res
 
 
-def max2(x: torch.Tensor) -> torch.Tensor:
-    """``torch.max(x)``: PyTorch's full reduction (AD: even split over the tie set)."""
+def max_reduce(x: torch.Tensor) -> torch.Tensor:
+    """``torch.max(x)``: PyTorch's full reduction (AD: even split over the tie set; Boustany Table 3.1's and
+    Després Table 1's ``max2``)."""
     return torch.max(x)
 
 
@@ -733,3 +740,17 @@ class NormPool2dVariant(nn.Module):
 
     def forward(self, x):
         return normpool2d(x, self.kernel_size, self.program)
+
+
+#: the names max_loop / max_reduce had before (they clashed with Boustany Fig. 3.9's max1 / max2): kept one release
+_RENAMED = {"max1": "max_loop", "max2": "max_reduce"}
+
+
+def __getattr__(name):
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(f"nsverify.ad.{name} is deprecated: use nsverify.ad.{_RENAMED[name]}.", DeprecationWarning,
+                      stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module 'nsverify.ad' has no attribute {name!r}")

@@ -135,7 +135,16 @@ def test_bad_arguments_raise_clear_errors():
     with pytest.raises(NsverifyError, match="ReLUs"):
         ad.max_relu(torch.zeros(4), [0.0, 1.0])
     with pytest.raises(NsverifyError, match="1-d"):
-        ad.max1(torch.zeros(2, 2))
+        ad.max_loop(torch.zeros(2, 2))
+
+
+def test_max1_max2_are_deprecated_names_of_max_loop_max_reduce():
+    """ad.max1 / ad.max2 clashed with Boustany Fig. 3.9's max1 / max2 (two ReLU programs): renamed."""
+    for old, new in (("max1", ad.max_loop), ("max2", ad.max_reduce)):
+        with pytest.warns(DeprecationWarning, match=new.__name__):
+            assert getattr(ad, old) is new
+    with pytest.raises(AttributeError):
+        ad.max3  # noqa: B018
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -413,7 +422,7 @@ def test_max_relu_choices():
     (g1,) = torch.autograd.grad(ad.max_relu(x, [1.0, 0.0] * 3), x)
     assert g1.tolist() == [1.0, 0.0, 0.0, 0.0]
     y = torch.tensor([1.0, 5.0, 2.0])
-    assert ad.max_relu(y).item() == 5.0 and ad.max1(y).item() == 5.0
+    assert ad.max_relu(y).item() == 5.0 and ad.max_loop(y).item() == 5.0
 
 
 TS = [-1e-3, -1e-2, -1e-1, 0.0, 1e1, 1e2, 1e3]
@@ -428,7 +437,7 @@ def _zero_grad(program, x, t):
 def test_boustany_table_3_1_float32():
     """zero(t) = max1(t x) - max2(t x) (Boustany Ch.3, Table 3.1): -1.5 at t=0 for x=(1,2,3,4), 0 elsewhere; for
     x = 1.4 (1,1,1,1) about 1e-7 at every t (the thesis: 5.96e-8 = 2^-24)."""
-    zero = lambda z: ad.max1(z) - ad.max2(z)  # noqa: E731
+    zero = lambda z: ad.max_loop(z) - ad.max_reduce(z)  # noqa: E731
     x1 = torch.tensor([1.0, 2.0, 3.0, 4.0])
     assert [_zero_grad(zero, x1, t) for t in TS] == [0, 0, 0, -1.5, 0, 0, 0]
     x2 = 1.4 * torch.ones(4)
@@ -448,7 +457,7 @@ def test_boustany_table_3_3_float32():
 
 def test_despres_table_2():
     """f(t) = max1(t x) - max2(t x), x = (1,2,3,4) (Després, Sec. 4.3, Table 2)."""
-    zero = lambda z: ad.max1(z) - ad.max2(z)  # noqa: E731
+    zero = lambda z: ad.max_loop(z) - ad.max_reduce(z)  # noqa: E731
     x = torch.tensor([1.0, 2.0, 3.0, 4.0])
     ts = [-1, -0.5, -0.01, 0, 0.01, 0.5, 1]
     assert [_zero_grad(zero, x, t) for t in ts] == [0, 0, 0, -1.5, 0, 0, 0]

@@ -19,23 +19,45 @@ from nsverify.strategies.netspec import Activation, Pool
 @pytest.mark.parametrize(
     "act, lam",
     [
-        ("relu", F(1)),
-        ("leaky_relu", F(1)),
+        ("relu", F(0)),
+        ("leaky_relu", F(0)),
         ("abs", F(1, 2)),
         ("relu6", None),
         ("hardtanh", None),
         ("hardsigmoid", None),
         ("clamp", None),
         ("relu[value=1/2]", F(1, 2)),
-        ("relu[value=1]", F(0)),
+        ("relu[value=1]", F(1)),
         ("relu[value=2]", None),
-        ("relu6[left,left]", F(1)),
-        ("hardsigmoid[right,right]", F(0)),
-        ("identity", F(1)),
+        ("relu6[left,left]", F(0)),
+        ("hardsigmoid[right,right]", F(1)),
+        ("identity", F(0)),
     ],
 )
 def test_common_lambda(act, lam):
+    """Park's lambda runs in the direction of mix=lambda: the weight of the right derivative."""
     assert kinks.common_lambda(act) == lam
+
+
+def test_park_common_lambda_is_the_rule_mix_lambda():
+    """By hand: hardsigmoid = 0 | x/6 + 1/2 | 1 with kinks at -3 and 3. mix=1/4 gives (3/4)*0 + (1/4)*(1/6) = 1/24
+    at -3 and (3/4)*(1/6) + (1/4)*0 = 1/8 at 3; with these values as the rules, Park's common-lambda premise
+    (D = (1 - lambda) D^- + lambda D^+ at every kink) holds with lambda = 1/24 / (1/6) = (1/8 - 1/6) / (0 - 1/6)
+    = 1/4, the same lambda."""
+    from nsverify.registry import Rule, get
+
+    mix = Rule("mix", F(1, 4))
+    assert mix.kink_derivative(F(0), F(1, 6)) == F(1, 24) and mix.kink_derivative(F(1, 6), F(0)) == F(1, 8)
+    hs = get("hardsigmoid")
+    assert hs.kink_derivative(0, mix) == F(1, 24) and hs.kink_derivative(1, mix) == F(1, 8)
+    assert kinks.common_lambda("hardsigmoid[value=1/24,value=1/8]") == F(1, 4)
+    assert kinks.common_lambda("hardsigmoid[mix=1/4]") == F(1, 4) == get("hardsigmoid").common_lambda(mix)
+    # PyTorch's relu takes the left derivative: lambda 0, the rule mix=0, Park's side 'left'
+    relu = Activation("relu")
+    assert kinks.common_lambda(relu) == 0 and Rule("mix", F(0)).kink_side() == -1
+    assert kinks.ad_side(relu, F(0)) == Rule("left")
+    assert kinks.ad_side(Activation("relu[value=1]"), F(0)) == Rule("right")
+    assert kinks.ad_side(Activation("abs"), F(0)) is None  # abs'(0) = 0: neither side
 
 
 def test_detect_fully_connected_relu6():

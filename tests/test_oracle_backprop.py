@@ -55,8 +55,8 @@ def _cnn():
 def test_cnn_backprop_forward_agree(conventions):
     net, x, y = _cnn()
     loss = lambda o, t: ((o - t[:, None].double()) ** 2).mean()  # noqa: E731
-    b = exact_module_backprop(net, loss, x, y, conventions=conventions)
-    f = exact_module_gradient(net, loss, x, y, conventions=conventions)
+    b = exact_module_backprop(net, loss, x, y, rules=conventions)
+    f = exact_module_gradient(net, loss, x, y, rules=conventions)
     assert b == f
     if conventions is None:
         net.zero_grad()

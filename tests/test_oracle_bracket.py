@@ -71,8 +71,8 @@ def test_check_module_inputs_and_parameters():
 def test_exact_module_gradient_conventions():
     m, X, y, loss = _net()
     g0 = exact_module_gradient(m, loss, X, y)
-    g1 = exact_module_gradient(m, loss, X, y, conventions={"relu": 1})
-    gh = exact_module_gradient(m, loss, X, y, conventions={"relu": F(1, 2)})
+    g1 = exact_module_gradient(m, loss, X, y, rules={"relu": 1})
+    gh = exact_module_gradient(m, loss, X, y, rules={"relu": F(1, 2)})
     assert g0 != g1
     assert all(a + b == 2 * c for a, b, c in zip(g0, g1, gh))  # linear in ReLU'(0) here (one kink per path)
 
@@ -87,8 +87,8 @@ def test_maxpool_conventions():
 
     w = torch.zeros(2, dtype=torch.float64)
     native = exact_gradient(f, w)
-    minimal = exact_gradient(f, w, conventions={"max_pool2d": "minimal"})
-    hybrid = exact_gradient(f, w, conventions={"max_pool2d": ("hybrid", 2)})
+    minimal = exact_gradient(f, w, rules={"max_pool2d": "minimal"})
+    hybrid = exact_gradient(f, w, rules={"max_pool2d": ("hybrid", 2)})
     assert native == (F(2), F(0))  # first index: w0
     assert minimal == (F(1) + F(1, 3) * 3, F(1))  # even split over (w0, 2 w0, 3 w1)
     assert hybrid == tuple(-a + 2 * b for a, b in zip(native, minimal))

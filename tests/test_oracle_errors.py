@@ -176,7 +176,7 @@ BAD_CALLS = [
     ("time_limit a string", _relu, _Z2, dict(time_limit="10"), OracleInputError, r"seconds >= 0"),
     ("on_limit unknown", _relu, _Z2, dict(on_limit="warn"), NsverifyError, r"'raise' or 'unknown'"),
     ("progress not callable", _relu, _Z2, dict(progress=3), OracleInputError, r"progress must be.*callable"),
-    ("conventions misspelt", _relu, _Z2, dict(conventions={"reluu": 0}), UnknownOpError, r"Did you mean relu"),
+    ("rules misspelt", _relu, _Z2, dict(rules={"reluu": 0}), UnknownOpError, r"Did you mean relu"),
     ("division by an exact zero", lambda w: (w / (w[0] - w[0])).sum(), torch.ones(2, dtype=torch.float64), {},
      NonFiniteError, r"divides by an exact zero.*guard"),
     ("values beyond the float range", lambda w: (torch.relu(w) * 1e300 * 1e300).sum() + torch.abs(w[0] - w[1]),

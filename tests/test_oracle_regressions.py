@@ -232,7 +232,7 @@ def test_conventions_decide_the_exact_ad(conv, status):
     silently use abs'(0) = 0 and relu'(0) = 0 and answer member).  |x| + relu(x) at 0: the Clarke set is
     [-1, 2] per coordinate (slopes -1 and 1 + 1)."""
     fn = lambda w: w.abs().sum() + torch.relu(w).sum()  # noqa: E731
-    v = nsverify.check_gradient(fn, torch.zeros(2, dtype=D), conventions=conv, progress=False)
+    v = nsverify.check_gradient(fn, torch.zeros(2, dtype=D), rules=conv, progress=False)
     assert v.status == status and v.exact
     assert verify_certificate(v.to_json(), fn=fn) or status == "not_member"
 

@@ -105,3 +105,11 @@ def test_one_activation_map_and_the_exact_chain():
 
     with pytest.raises(UnsupportedOpError):
         chain(torch.nn.Sequential(Branch()))
+
+
+def test_park_proxies_are_derived_from_the_registry():
+    """The certificates' one-sided proxies come from the registry: PyTorch's relu and leaky_relu take the left
+    derivative at their one kink; abs (mix=1/2) and the two-kink ops are not in the map."""
+    from nsverify.oracle.certificates import park_proxies
+
+    assert park_proxies() == {"relu": "left", "leaky_relu": "left"}

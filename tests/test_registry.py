@@ -236,17 +236,38 @@ def test_op_keys_and_rules_of_aten_ops():
 
 
 # ----------------------------------------------------------------------------------------------------------
-# rules keyed by op: parse_conventions and the op[rule,...] syntax
+# rules keyed by op: parse_rules (Rules) and the op[rule,...] syntax
 # ----------------------------------------------------------------------------------------------------------
-def test_parse_conventions_accepts_the_registry_names_and_every_rule_form():
-    got = registry.parse_conventions({"abs": "mid", "relu": "value=1/2", "max_pool2d": "hybrid=0.5",
+def test_parse_rules_accepts_the_registry_names_and_every_rule_form():
+    got = registry.parse_rules({"abs": "mid", "relu": "value=1/2", "max_pool2d": "hybrid=0.5",
                                       "amax": "minimal", "hardtanh": ["left", "torch"], "threshold": 1,
                                       "max_dim": ("hybrid", 2), "leaky_relu": "torch"})
     assert got == {"abs": parse_rule("mix=1/2"), "relu": parse_rule("value=1/2"),
                    "max_pool2d": parse_rule("hybrid=1/2"), "amax": parse_rule("even"),
                    "hardtanh": (parse_rule("left"), parse_rule("right")), "threshold": parse_rule("value=1"),
                    "max_dim": Rule("hybrid", Fraction(2)), "leaky_relu": (parse_rule("left"),)}
-    assert registry.parse_conventions(None) == {} and registry.parse_conventions(got) == got  # idempotent
+    assert registry.parse_rules(None) == {} and registry.parse_rules(got) == got  # idempotent
+    assert isinstance(got, registry.Rules) and registry.parse_rules(dict(got)) == got and hash(got) == hash(
+        registry.parse_rules(dict(got)))
+
+
+def test_rules_text_form_keywords_and_union():
+    r = parse_rule
+    got = registry.parse_rules("relu[value=1/2]; hardtanh[left, right], max_pool2d[even]")
+    assert got == {"relu": r("value=1/2"), "hardtanh": (r("left"), r("right")), "max_pool2d": r("even")}
+    assert str(got) == "relu[value=1/2]; hardtanh[left,right]; max_pool2d[even]"
+    assert registry.parse_rules(str(got)) == got and hash(registry.parse_rules(str(got))) == hash(got)
+    assert registry.Rules(relu=1) == registry.parse_rules({"relu": "value=1"}) == registry.parse_rules(["relu[1]"])
+    assert (got | {"relu": "left"})["relu"] == r("left") and got["relu"] == r("value=1/2")  # immutable
+    for bad, msg in [("relu", "brackets"), ("relu[]", "at least one rule"), ("kinky[left]", "Known ops")]:
+        with pytest.raises((UnknownOpError, RuleError), match=msg):
+            registry.parse_rules(bad)
+
+
+def test_parse_conventions_is_a_deprecated_alias_of_parse_rules():
+    with pytest.warns(DeprecationWarning, match="parse_rules"):
+        got = registry.parse_conventions({"relu": 1})
+    assert got == registry.parse_rules({"relu": 1})
 
 
 @pytest.mark.parametrize("bad, err, msg", [
@@ -259,9 +280,9 @@ def test_parse_conventions_accepts_the_registry_names_and_every_rule_form():
     ({"relu6": ["left"]}, RuleError, "relu6 has 2 kinks but 1 rules"),
     ([("relu", 0)], Exception, "mapping"),
 ])
-def test_parse_conventions_rejects_others_naming_the_valid_ones(bad, err, msg):
+def test_parse_rules_rejects_others_naming_the_valid_ones(bad, err, msg):
     with pytest.raises(err, match=msg):
-        registry.parse_conventions(bad)
+        registry.parse_rules(bad)
 
 
 def test_parse_op_rules():
@@ -295,8 +316,8 @@ def test_recorded_violations_live_on_the_entries():
 # ----------------------------------------------------------------------------------------------------------
 # the public APIs take the registry's names and rules
 # ----------------------------------------------------------------------------------------------------------
-def _grad(fn, w, conventions):
-    v = nsverify.check_gradient(fn, w, conventions=conventions)
+def _grad(fn, w, rules):
+    v = nsverify.check_gradient(fn, w, rules=rules)
     return v.status, [Fraction(x) for x in v.tested]
 
 
@@ -316,9 +337,33 @@ def test_check_gradient_accepts_every_spelling():
     assert _grad(pool, w4, {"max_pool2d": "hybrid=0.5"}) == ("member", [Fraction(5, 8), eighth, eighth, eighth])
     assert _grad(pool, w4, {"max_pool2d": "last"}) == ("member", [0, 0, 0, 1])
     with pytest.raises(UnknownOpError, match="max_pool2d"):
-        nsverify.check_gradient(pool, w4, conventions={"max_pool": "minimal"})
+        nsverify.check_gradient(pool, w4, rules={"max_pool": "minimal"})
     with pytest.raises(RuleError, match="Valid rules"):
-        nsverify.check_gradient(absf, w, conventions={"abs": "zero"})
+        nsverify.check_gradient(absf, w, rules={"abs": "zero"})
+    relu = lambda t: torch.relu(t).sum()  # noqa: E731
+    assert _grad(relu, w, "relu[value=1/2]") == _grad(relu, w, nsverify.Rules(relu="value=1/2"))  # the text form
+
+
+def test_conventions_keyword_is_a_deprecated_alias_of_rules():
+    """check_gradient / check_module / exact_gradient(conventions=...) keep working for one release, warning."""
+    from nsverify.oracle.interp import exact_gradient
+
+    w = torch.zeros(1, dtype=torch.float64)
+    relu = lambda t: torch.relu(t).sum()  # noqa: E731
+    with pytest.warns(DeprecationWarning, match=r"check_gradient\(conventions=...\) is deprecated"):
+        v = nsverify.check_gradient(relu, w, conventions={"relu": 1})
+    assert (v.status, [Fraction(x) for x in v.tested]) == _grad(relu, w, {"relu": 1}) == ("member", [1])
+    with pytest.warns(DeprecationWarning, match="exact_gradient"):
+        assert exact_gradient(relu, w, conventions={"relu": 1}) == (1,)
+    net = torch.nn.Sequential(torch.nn.Linear(1, 1), torch.nn.ReLU()).double()
+    torch.nn.init.zeros_(net[0].weight), torch.nn.init.zeros_(net[0].bias)
+    x, y = torch.ones(1, 1, dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64)
+    with pytest.warns(DeprecationWarning, match="check_module"):
+        old = nsverify.check_module(net, torch.nn.functional.mse_loss, x, y, conventions={"relu": 1})
+    new = nsverify.check_module(net, torch.nn.functional.mse_loss, x, y, rules={"relu": 1})
+    assert old.status == new.status and old.tested == new.tested
+    with pytest.raises(RuleError, match="both rules= and"):
+        nsverify.check_gradient(relu, w, rules={"relu": 1}, conventions={"relu": 1})
 
 
 # ----------------------------------------------------------------------------------------------------------

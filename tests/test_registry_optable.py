@@ -80,7 +80,7 @@ def test_registration_is_scoped():
     assert "kinky" not in registry.names() and "kinky" not in supported_ops()
     assert registry.version() != before
     with pytest.raises(UnknownOpError):
-        registry.parse_conventions({"kinky": "left"})
+        registry.parse_rules({"kinky": "left"})
 
 
 def test_new_op_in_the_conventions_matrix(kinky_op):
@@ -105,8 +105,8 @@ def test_new_op_in_the_oracle_at_its_kink(kinky_op):
     assert v.status == "not_member" and v.exact and v.exact_ad == (F(1),) and v.clarke == (F(5, 2), F(5, 2))
     assert exact_backprop(h, w) == (F(1),)  # the reverse mode: the entry's backward op, exactly
     # the rule value=5/4 at the kink gives 5/4 + 5/4 = 5/2, the Clarke set's one element
-    assert nsverify.check_gradient(h, w, conventions={"kinky": "value=5/4"}).status == "member"
-    assert nsverify.check_gradient(h, w, conventions={"kinky": "right"}).status == "not_member"
+    assert nsverify.check_gradient(h, w, rules={"kinky": "value=5/4"}).status == "member"
+    assert nsverify.check_gradient(h, w, rules={"kinky": "right"}).status == "not_member"
 
     # g(w) = kinky(w0 + w1) at (1/2, 1/2): the pieces' gradients (1/2, 1/2) and (2, 2), by hand; AD takes the first
     g = nsverify.check_gradient(lambda w: kinky(w.sum()), torch.tensor([0.5, 0.5], dtype=torch.float64))
@@ -174,18 +174,20 @@ def test_every_named_form_resolves_to_its_entry():
 def test_families_derived_from_the_pieces():
     """Park et al.'s families (Sec. 3): PyTorch's derivative is one-sided at every kink (Bouligand proxy) for
     relu, leaky_relu, relu6, hardtanh, hardsigmoid, hardswish (not abs: sgn(0) = 0); a common lambda (Theorem 4)
-    for PyTorch's relu, leaky_relu (lambda = 1) and abs (1/2), not for the two-kink ops' left/right rules."""
+    for PyTorch's relu, leaky_relu (lambda = 0) and abs (1/2), not for the two-kink ops' left/right rules."""
     exact = [registry.get(n) for n in registry.names("elementwise") if registry.get(n).exact]
     one_sided = {e.name for e in exact if e.one_sided_rules()}
     assert one_sided == {"relu", "leaky_relu", "relu6", "hardtanh", "hardsigmoid", "hardswish", "clamp"}
     lam = {n: registry.get(n).common_lambda() for n in registry.names("elementwise")}
-    assert lam["relu"] == lam["leaky_relu"] == 1 and lam["abs"] == F(1, 2) and lam["selu"] == 1
+    # lambda in the direction of mix=lambda (the weight of the right derivative): PyTorch's left rules give 0
+    assert lam["relu"] == lam["leaky_relu"] == 0 and lam["abs"] == F(1, 2) and lam["selu"] == 0
     assert lam["elu"] == "any"  # alpha = 1: no kink
     assert all(lam[n] is None for n in ("relu6", "hardtanh", "hardsigmoid", "hardswish", "clamp"))
     # AD variants: one rule for every kink gives the same lambda everywhere
-    assert registry.get("hardtanh").common_lambda("left") == 1
-    assert registry.get("relu6").common_lambda(["right", "right"]) == 0
-    assert registry.get("hardsigmoid").common_lambda("mix=1/2") == F(1, 2)  # Park's lambda = 1 - mix
+    assert registry.get("hardtanh").common_lambda("left") == 0
+    assert registry.get("relu6").common_lambda(["right", "right"]) == 1
+    assert registry.get("hardsigmoid").common_lambda("mix=1/4") == F(1, 4)  # Park's lambda is mix's
+    assert registry.get("abs").common_lambda("mix=2") is None  # not a convex combination of the sides
     assert registry.get("relu").common_lambda("value=1/2") == F(1, 2)
     assert registry.get("relu").common_lambda("value=2") is None  # outside the Clarke interval
     pl = {n for n in registry.names("elementwise") if registry.get(n).piecewise_linear}
@@ -230,3 +232,26 @@ def test_oracle_backward_of_every_entry_is_pytorchs(name):
             assert registry.round_to_dtype(x, torch.float32) == F(g), (name, x, g)
     inst = e.instance(tuple(e.kwargs.values()))  # leaky_relu: the double 0.01 PyTorch uses; clamp: its bounds
     assert value == sum(inst.value(p) for p in points)
+
+
+def test_new_op_in_the_park_engine(kinky_op):
+    """Park's engine reads its activations from the registry: the registered op is an activation of its walk and
+    of the structure detection on a 1-hidden-layer network that calls it as a function, with its rule ``left``
+    (Park's lambda 0, a one-sided proxy)."""
+    from nsverify.oracle.park import kinks
+    from nsverify.oracle.park.walk import activation_of, walk
+    from nsverify.papers.park.conditions import detect
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = torch.nn.Linear(2, 3), torch.nn.Linear(3, 1)
+
+        def forward(self, x):
+            return self.fc2(kinky(self.fc1(x)))
+
+    assert activation_of("call_function", kinky) == "kinky"
+    assert [n.activation for n in walk(Net()) if n.kind == "activation"] == ["kinky"]
+    cond = detect(Net(), batch=2)
+    assert [L.activation for L in cond.layers] == ["kinky"] and cond.common_lambda
+    assert kinks.common_lambda("kinky") == 0 and kinks.proxy_is_bouligand("kinky")

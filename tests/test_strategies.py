@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from nsverify.errors import InexactError, UnknownOpError
-from nsverify.registry import RuleError, parse_rule
+from nsverify.registry import RuleError, Rules, parse_rule
 from nsverify.strategies import devices, dtypes, exact_range_check, near_ties, networks, tie_points, ulp
 from nsverify.strategies.netspec import Activation, check_exact, representable, sum_exact_in
 
@@ -195,7 +195,10 @@ def test_spec_conventions_are_the_layers_rules():
     spec = first(networks(depth=(2, 2), activations=("relu",)))
     r = parse_rule
     with_acts = lambda *acts: replace(spec, layers=tuple(replace(L, act=a) for L, a in zip(spec.layers, acts)))  # noqa: E731
-    assert with_acts("relu", "relu").conventions() == {}  # PyTorch's rules: nothing to tell the oracle
-    assert with_acts("relu[value=1/2]", "relu[value=1/2]").conventions() == {"relu": (r("value=1/2"),)}
-    assert with_acts("hardtanh[left,left]", "abs").conventions() == {"hardtanh": (r("left"), r("left"))}
-    assert with_acts("relu", "relu[value=1]").conventions() is None  # one op, two rule sets: not expressible
+    assert with_acts("relu", "relu").rules() == {}  # PyTorch's rules: nothing to tell the oracle
+    assert with_acts("relu[value=1/2]", "relu[value=1/2]").rules() == {"relu": (r("value=1/2"),)}
+    assert with_acts("hardtanh[left,left]", "abs").rules() == {"hardtanh": (r("left"), r("left"))}
+    assert with_acts("relu", "relu[value=1]").rules() is None  # one op, two rule sets: not expressible
+    assert isinstance(with_acts("relu[value=1/2]", "abs").rules(), Rules)
+    with pytest.warns(DeprecationWarning, match=r"NetSpec.rules\(\)"):
+        assert with_acts("relu[value=1/2]", "abs").conventions() == {"relu": (r("value=1/2"),)}

@@ -47,9 +47,9 @@ def test_exact_zone_agrees_with_oracle_interpreter():
         y = torch.randint(0, 3, (1,), generator=g)
         zone = classify_exact(model, x, y).zone
         e0 = oracle.exact_module_backprop(model, F.cross_entropy, x, y, wrt="parameters",
-                                          conventions={"relu": 0, "max_pool2d": "native"})
+                                          rules={"relu": 0, "max_pool2d": "native"})
         e1 = oracle.exact_module_backprop(model, F.cross_entropy, x, y, wrt="parameters",
-                                          conventions={"relu": 1, "max_pool2d": "minimal"})
+                                          rules={"relu": 1, "max_pool2d": "minimal"})
         differs = any(_provably_different(a, b) for a, b in zip(e0, e1))
         assert differs == (zone == "bifurcation"), (seed, zone)
         seen.add(zone)

@@ -25,7 +25,6 @@ from nsverify.oracle import boundary
 from nsverify.oracle.blocks import Blocks, block_decision, candidate_groups, decompose
 from nsverify.oracle.callenv import user_environment
 from nsverify.oracle.certificates import (
-    PARK_PROXIES,
     BlockProduct,
     ConvexWeights,
     IntervalBracket,
@@ -33,6 +32,7 @@ from nsverify.oracle.certificates import (
     ParkTheorem8,
     SeparatingDirection,
     adjacent_piece,
+    park_proxies,
 )
 from nsverify.oracle.context import deadline, tracking
 from nsverify.oracle.interp import Evaluation, module_function
@@ -49,6 +49,7 @@ from nsverify.oracle.park import exact as layered
 from nsverify.oracle.pieces import Enumeration, enumerate_pieces
 from nsverify.oracle.progress import Tracker, reporter
 from nsverify.oracle.verdict import Verdict
+from nsverify.registry.rules import renamed_rules_argument
 
 F = Fraction
 
@@ -63,29 +64,33 @@ def check_gradient(
     w: torch.Tensor,
     ad=None,
     *,
-    conventions: dict | None = None,
+    rules=None,
     max_pieces: int = 10_000,
     on_limit: str = "raise",
     time_limit: float | None = DEFAULT_TIME_LIMIT,
     progress=None,
     shortcuts: bool = True,
+    conventions=None,
 ) -> Verdict:
     """Decide whether the AD of ``fn`` at ``w`` lies in the Clarke subdifferential of the real function.
 
     ``fn``: callable on a float tensor (any shape), returning a scalar tensor; ``w`` is taken as the exact
     rationals its floats represent.  ``ad``: a vector to test instead of the program's exact AD (taken as
-    exact rationals).  ``conventions``: AD rules at kinks for the exact AD (see :func:`exact_gradient`).
+    exact rationals).  ``rules``: AD rules at kinks and ties for the exact AD, op -> rule (a
+    :class:`nsverify.Rules` or anything :func:`nsverify.parse_rules` reads, e.g. ``{"relu": "value=1"}``; see
+    :func:`exact_gradient`); ``conventions=`` is its deprecated name (a DeprecationWarning, for one release).
     ``max_pieces`` / ``time_limit`` (seconds, default 60; None: no limit): past them raise
     :class:`TooManyPieces` or, with ``on_limit="unknown"``, return "unknown" (member stays possible on the
     pieces already certified).  ``progress``: None (a line on stderr every 5 s once a call has run 5 s),
     False (silent) or a callable taking a :class:`~nsverify.oracle.progress.Progress`.  ``shortcuts=False``:
     the plain enumeration only (no separable blocks), e.g. to cross-check a shortcut's verdict.
     """
-    return _check(fn, w, ad, conventions=conventions, max_pieces=max_pieces, on_limit=on_limit,
+    rules = renamed_rules_argument(rules, conventions, "check_gradient")
+    return _check(fn, w, ad, rules=rules, max_pieces=max_pieces, on_limit=on_limit,
                   time_limit=time_limit, progress=progress, shortcuts=shortcuts)
 
 
-def _check(fn, w, ad, *, conventions, max_pieces, on_limit, time_limit, progress, shortcuts, network=None):
+def _check(fn, w, ad, *, rules, max_pieces, on_limit, time_limit, progress, shortcuts, network=None):
     """:func:`check_gradient`, and for :func:`check_module` the network (model, loss_fn, targets) whose layer
     structure the layered shortcut reads."""
     boundary.check_limits(max_pieces, on_limit, time_limit)
@@ -95,7 +100,7 @@ def _check(fn, w, ad, *, conventions, max_pieces, on_limit, time_limit, progress
     tracker = Tracker(report, time_limit=time_limit, max_pieces=max_pieces)
     # a hard stop slightly after time_limit, for single evaluations too large to finish (huge forward mode)
     with user_environment(), deadline(None if time_limit is None else time_limit * 1.1 + 1), tracking(tracker):
-        ev = Evaluation(fn, w, conventions, shadow=True)
+        ev = Evaluation(fn, w, rules, shadow=True)
         try:
             with boundary.translated(ev):
                 v = _decide(ev, ad, max_pieces=max_pieces, on_limit=on_limit, time_limit=time_limit,
@@ -113,11 +118,13 @@ def check_module(
 ) -> Verdict:
     """:func:`check_gradient` for ``loss_fn(model(inputs), targets)`` w.r.t. all trainable parameters
     (flattened in ``named_parameters()`` order) or the inputs.  Keyword arguments go to
-    :func:`check_gradient` (``max_pieces``, ``time_limit``, ``on_limit``, ``conventions``, ``progress``)."""
+    :func:`check_gradient` (``max_pieces``, ``time_limit``, ``on_limit``, ``rules``, ``progress``)."""
     boundary.check_module_args(model, inputs, loss_fn)
     fn, w = module_function(model, loss_fn, inputs, targets, wrt)
-    opts = dict(ad=None, conventions=None, max_pieces=10_000, on_limit="raise", time_limit=DEFAULT_TIME_LIMIT,
+    opts = dict(ad=None, rules=None, max_pieces=10_000, on_limit="raise", time_limit=DEFAULT_TIME_LIMIT,
                 progress=None, shortcuts=True)
+    if "conventions" in kwargs:
+        kwargs["rules"] = renamed_rules_argument(kwargs.get("rules"), kwargs.pop("conventions"), "check_module")
     unknown = set(kwargs) - set(opts)
     if unknown:
         raise OracleInputError(f"check_module got unknown keyword argument(s) {', '.join(sorted(unknown))}; "
@@ -137,7 +144,7 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
     if refusal is not None:  # every unsupported op at once, before the exact run
         raise refusal
     layers_declined = None
-    if network is not None and shortcuts and ad is None and not ev.conventions:
+    if network is not None and shortcuts and ad is None and not ev.rules:
         got = layered.decide(ev, *network, tracker=tracker)
         if isinstance(got, layered.Layered):
             return _layered_verdict(ev, got, float_ad)
@@ -270,10 +277,10 @@ def _layered_verdict(ev, got, float_ad) -> Verdict:
     layers = got.layers
     if got.theorem == "park_theorem5":
         cert = ParkTheorem5(tuple((c.name, c.kink_touches, c.rank_columns, c.rank_minor) for c in layers),
-                            dict(PARK_PROXIES))
+                            park_proxies())
     else:
         cert = ParkTheorem8(tuple((c.name, tuple(c.rows), c.witness, c.kink_touches, c.tied_windows) for c in layers),
-                            dict(PARK_PROXIES))
+                            park_proxies())
     stats = {
         "pieces": 0,
         "inner_pieces": 0,

@@ -563,9 +563,10 @@ def _verify(verdict, fn, samples: int, seed: int) -> Check:
 def _tests_exact_ad(d: dict) -> bool:
     """Whether the record's tested vector is the program's own exact AD, so a replay must re-derive it.  Not
     when the record names another vector (``tested_is="ad"``), or when the exact AD applied the caller's
-    rules at kinks (``conventions=``), which the record does not carry."""
+    rules at kinks (``rules=``), which the record does not carry."""
     how = (d.get("stats") or {}).get("exact_ad_from", "") if isinstance(d.get("stats"), dict) else ""
-    return d.get("tested_is") == "exact_ad" and not str(how).startswith("forward (conventions")
+    # "forward (conventions": records written before conventions= was renamed rules=
+    return d.get("tested_is") == "exact_ad" and not str(how).startswith(("forward (rules", "forward (conventions"))
 
 
 def _point(d: dict):
@@ -942,15 +943,27 @@ def _replay_blocks(fn, w, c: BlockProduct, t, samples: int, seed: int) -> str | 
 # ------------------------------------------------------------------------------------------------------------
 # Layered network certificates (nsverify.oracle.park.exact): Park, Chun and Lee's sufficient conditions, exactly
 # ------------------------------------------------------------------------------------------------------------
-#: activations whose AD derivative at the kink is a one-sided derivative (the Bouligand proxies of Theorem 8)
-PARK_PROXIES = {"relu": "left", "leaky_relu": "left"}
+def park_proxies() -> dict:
+    """``{activation: "left" | "right"}``: the exact one-kink activations of the registry whose PyTorch derivative
+    at the kink is a one-sided derivative (the Bouligand proxies of Theorem 8), and which side (Park's side as a
+    Rule, :meth:`nsverify.registry.Elementwise.kink_side`). Derived from the entries: relu and leaky_relu
+    (left); abs (``mix=1/2``) is none."""
+    from nsverify import registry
+
+    out = {}
+    for name in registry.names("elementwise"):
+        e = registry.get(name)
+        if e.exact and len(e.kinks) == 1 == len(e.breakpoints) and e.one_sided_rules():
+            out[name] = str(e.kink_side(0))
+    return out
 
 
 def _park_premises(record: dict, layers, proxies: dict) -> bool:
     """What both Park certificates need besides their layer data: the tested vector is the exact AD (the
     theorems are about AD's output), there is layer data, and every activation's AD proxy is one-sided."""
+    known = park_proxies()
     return (record.get("tested_is") == "exact_ad" and bool(layers)
-            and all(PARK_PROXIES.get(a) == side for a, side in proxies.items()))
+            and all(known.get(a) == side for a, side in proxies.items()))
 
 
 @dataclass(frozen=True)

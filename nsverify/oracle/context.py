@@ -3,8 +3,8 @@
 Two modes:
 
 * ``"ad"`` -- the program's automatic derivative evaluated exactly: at every kink/tie the local derivative
-  follows PyTorch's rule (or the rule given for the op in ``conventions``, validated by
-  :func:`nsverify.registry.parse_conventions`), comparisons use the exact values;
+  follows PyTorch's rule (or the rule given for the op in ``rules``, a :class:`nsverify.registry.Rules`
+  read by :func:`nsverify.registry.parse_rules`), comparisons use the exact values;
 * ``"pieces"`` -- every kink/tie site whose outcome depends on the direction of approach is a *branch point*;
   ``decide(site, options)`` chooses the outcome (the piece enumerator drives it).
 
@@ -17,13 +17,13 @@ first-order test cannot certify the outcome (second-order site).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from nsverify.errors import TooManyPieces
 from nsverify.oracle.jsonio import enc
-from nsverify.registry import parse_conventions
+from nsverify.registry import parse_rules
 
 _STACK: list["Ctx"] = []
 _FAILED: list = [None, -1]  # (op, ATen call number) of the last trace that ended in an exception
@@ -70,7 +70,7 @@ class Site:
 class Ctx:
     n: int
     mode: str = "ad"  # "ad" | "pieces"
-    conventions: dict = field(default_factory=dict)
+    rules: Mapping = field(default_factory=dict)
     decide: Callable | None = None
     dtype: Any = None
     sites: list = field(default_factory=list)
@@ -81,7 +81,7 @@ class Ctx:
     shadow_args: list | None = None  # float64 copies of the current op's float tensor arguments
 
     def __post_init__(self):
-        self.conventions = parse_conventions(self.conventions)  # {op: Rule or one Rule per kink}, validated
+        self.rules = parse_rules(self.rules)  # Rules: {op: Rule or one Rule per kink}, validated
 
     def float_arg(self, k: int):
         """The k-th float tensor argument of the current op, as a float64 array (None if unavailable)."""
@@ -265,6 +265,6 @@ def current() -> Ctx:
     return _STACK[-1]
 
 
-def convention(name: str, default=None):
-    """The rule given in ``conventions`` for registry op ``name`` (a Rule, or one Rule per kink), else default."""
-    return current().conventions.get(name, default)
+def given_rule(name: str, default=None):
+    """The rule given in ``rules`` for registry op ``name`` (a Rule, or one Rule per kink), else default."""
+    return current().rules.get(name, default)

@@ -4,7 +4,7 @@ An Evaluation owns what every question about ``fn`` at ``w`` shares:
 
 * the **exact values** -- the rationals that w's floats represent, converted once;
 * the **context** -- :meth:`Evaluation.context` builds the evaluation context of every trace, with the
-  conventions given once (``conventions=``: the AD rules at kinks and ties, passed through as given);
+  rules given once (``rules=``: the AD rules at kinks and ties, a :class:`nsverify.registry.Rules`);
 * the **float shadow** -- with ``shadow=True`` the AD trace also runs every op in w's dtype, so that each kink
   site records whether the float computation saw the same tie.
 
@@ -46,6 +46,7 @@ from nsverify.oracle.context import Ctx
 from nsverify.oracle.numbers import Aff, grad, is_lin, val
 from nsverify.oracle.prepass import OpSurvey
 from nsverify.oracle.tensor import ExactTensor, evaluates, rewrite_hint, to_exact_array
+from nsverify.registry.rules import parse_rules, renamed_rules_argument
 
 F = Fraction
 
@@ -105,23 +106,22 @@ def _float_grad(y, wf, w) -> tuple:
     return tuple(float(x) for x in g.detach().reshape(-1).tolist())
 
 
-def _new_context(n: int, dtype, *, mode: str = "ad", conventions: dict | None = None, decide=None,
-                 shadow: bool = False) -> Ctx:
+def _new_context(n: int, dtype, *, mode: str = "ad", rules=None, decide=None, shadow: bool = False) -> Ctx:
     """The one way an evaluation context is built (every trace gets a fresh one: its own site list)."""
-    return Ctx(n=n, mode=mode, conventions=conventions if conventions is not None else {}, decide=decide,
+    return Ctx(n=n, mode=mode, rules=rules if rules is not None else {}, decide=decide,
                dtype=dtype, shadow=shadow)
 
 
 class Evaluation:
     """``fn`` at ``w``: the exact values, the context and the float shadow, shared by every trace.
 
-    ``conventions``: AD rules at kinks/ties for the exact AD (see :func:`exact_gradient`).  ``values``: exact
+    ``rules``: AD rules at kinks/ties for the exact AD (see :func:`exact_gradient`).  ``values``: exact
     rationals to evaluate at instead of w's floats (w then gives only the shape and dtype).  ``shadow``: every
     trace also runs in w's dtype, recording float ties and the indices PyTorch's selections return (only at
     w's own floats; the default there).
     """
 
-    def __init__(self, fn, w: torch.Tensor, conventions: dict | None = None, *, values=None,
+    def __init__(self, fn, w: torch.Tensor, rules=None, *, values=None,
                  shadow: bool | None = None):
         if shadow is None:  # at w's own floats the float run is always there: selections read its indices
             shadow = values is None
@@ -131,7 +131,7 @@ class Evaluation:
         self.values = point_to_fractions(w) if values is None else list(values)
         self.w = w
         self.n = len(self.values)
-        self.conventions = dict(conventions or {})
+        self.rules = parse_rules(rules)  # validated once, before fn runs
         self.shadow = shadow
         self.calls = 0  # how many times fn has run (float and exact traces)
         self.record = callenv.CallRecord()  # every call's output, checked against the first (determinism)
@@ -146,7 +146,7 @@ class Evaluation:
 
     def context(self, mode: str = "ad", decide=None, *, shadow: bool = False, n: int | None = None) -> Ctx:
         """A fresh evaluation context for one trace of this program (n: coordinates carried; 0 in reverse)."""
-        return _new_context(self.n if n is None else n, self.w.dtype, mode=mode, conventions=self.conventions,
+        return _new_context(self.n if n is None else n, self.w.dtype, mode=mode, rules=self.rules,
                             decide=decide, shadow=shadow)
 
     def _call(self, x, mode: str | None = None):
@@ -186,7 +186,7 @@ class Evaluation:
         return self._float_ad
 
     def forward(self) -> RunResult:
-        """Forward-mode exact AD: PyTorch's rules at kinks (or ``conventions``), the sites met, the value."""
+        """Forward-mode exact AD: PyTorch's rules at kinks (or ``rules``), the sites met, the value."""
         if self._forward is None:
             self._forward = self.trace("ad", shadow=self.shadow)
         return self._forward
@@ -218,12 +218,12 @@ class Evaluation:
         count too.  Forward mode (the registry's rules) is the fallback when a backward op has no exact
         implementation.  When the two differ -- a custom backward rule, or a registry entry that disagrees with
         PyTorch's formula -- the reverse mode is what PyTorch computes: it is used, and a warning names the
-        difference.  With ``conventions`` (the user's rules at kinks and ties), the forward mode is the AD: it
+        difference.  With ``rules`` (the user's rules at kinks and ties), the forward mode is the AD: it
         applies them at every op, while PyTorch's backward formulas would ignore them. ``warn=False`` when the
         caller tests another vector (the warning would name the wrong one)."""
         forward = self.forward().gradient
-        if self.conventions:
-            return forward, "forward (conventions given)"
+        if self.rules:
+            return forward, "forward (rules given)"
         try:
             g, _ = self.reverse()
         except (UnsupportedOpError, InexactError):
@@ -270,33 +270,34 @@ def _scalar_output(out):
     raise NsverifyError(f"fn must return a scalar torch tensor, got {type(out).__name__}")
 
 
-def run(fn, w, *, mode: str = "ad", conventions: dict | None = None, decide=None, values=None,
+def run(fn, w, *, mode: str = "ad", rules=None, decide=None, values=None,
         float_shadow: bool = False) -> RunResult:
     """Evaluate ``fn(w)`` exactly once in ``mode`` (one :meth:`Evaluation.trace`).  ``values`` overrides the
     point (exact rationals, flattened); ``float_shadow`` runs every op in ``w``'s dtype alongside."""
-    ev = Evaluation(fn, w, conventions, values=values, shadow=float_shadow)
+    ev = Evaluation(fn, w, rules, values=values, shadow=float_shadow)
     return ev.trace(mode, decide, shadow=float_shadow)
 
 
-def exact_gradient(fn, w: torch.Tensor, conventions: dict | None = None, *, return_value: bool = False):
-    """The AD of ``fn`` at ``w`` in exact arithmetic with PyTorch's kink conventions (or ``conventions``).
+def exact_gradient(fn, w: torch.Tensor, rules=None, *, return_value: bool = False, conventions=None):
+    """The AD of ``fn`` at ``w`` in exact arithmetic with PyTorch's rules at kinks and ties (or ``rules``).
 
-    ``conventions`` maps a registry op name to its AD rule at kinks/ties, in the one rule vocabulary
-    (:func:`nsverify.registry.parse_conventions`): elementwise ops (``registry.names("elementwise")``: "relu",
+    ``rules`` maps a registry op name to its AD rule at kinks/ties, a :class:`nsverify.registry.Rules` or
+    anything :func:`nsverify.registry.parse_rules` reads: elementwise ops (``registry.names("elementwise")``: "relu",
     "abs", "hardtanh", "relu6", ...; and "threshold") take a kink rule -- "left", "right",
     "inside", "mid" / "mix=<lam>", a number or "value=<d>" (``{"relu": 1}``: ReLU'(0) = 1) -- or one per kink;
     selections ("max_pool2d", "amax", "max", "maximum", "max_dim", ...) take a tie rule -- "first"/"native",
     "last", "even"/"minimal", "hybrid=<beta>" or ``("hybrid", beta)``.  Returns a tuple of Fractions (Ival
     entries where smooth parts are irrational),
-    or ``(gradient, value)`` with ``return_value=True``.
+    or ``(gradient, value)`` with ``return_value=True``.  ``conventions=``: the deprecated name of ``rules=``.
     """
-    r = Evaluation(fn, w, conventions).forward()
+    r = Evaluation(fn, w, renamed_rules_argument(rules, conventions, "exact_gradient")).forward()
     return (r.gradient, r.value) if return_value else r.gradient
 
 
-def exact_backprop(fn, w: torch.Tensor, conventions: dict | None = None, *, return_value: bool = False):
-    """PyTorch's AD of ``fn`` at ``w``, its backward formulas evaluated exactly (reverse mode)."""
-    g, value = Evaluation(fn, w, conventions).reverse()
+def exact_backprop(fn, w: torch.Tensor, rules=None, *, return_value: bool = False, conventions=None):
+    """PyTorch's AD of ``fn`` at ``w``, its backward formulas evaluated exactly (reverse mode; ``rules``: as in
+    :func:`exact_gradient`)."""
+    g, value = Evaluation(fn, w, renamed_rules_argument(rules, conventions, "exact_backprop")).reverse()
     return (g, value) if return_value else g
 
 
@@ -337,21 +338,24 @@ def exact_module_gradient(
     inputs,
     targets,
     wrt: str = "parameters",
-    conventions: dict | None = None,
+    rules=None,
     *,
     return_value: bool = False,
+    conventions=None,
 ):
     """Exact AD of ``loss_fn(model(inputs), targets)`` w.r.t. the flattened parameters (or inputs)."""
     fn, w = module_function(model, loss_fn, inputs, targets, wrt)
-    return exact_gradient(fn, w, conventions, return_value=return_value)
+    rules = renamed_rules_argument(rules, conventions, "exact_module_gradient")
+    return exact_gradient(fn, w, rules, return_value=return_value)
 
 
 def exact_module_backprop(
-    model, loss_fn, inputs, targets, wrt="parameters", conventions=None, *, return_value=False
+    model, loss_fn, inputs, targets, wrt="parameters", rules=None, *, return_value=False, conventions=None
 ):
     """:func:`exact_backprop` of ``loss_fn(model(inputs), targets)`` w.r.t. the parameters (or inputs)."""
     fn, w = module_function(model, loss_fn, inputs, targets, wrt)
-    return exact_backprop(fn, w, conventions, return_value=return_value)
+    rules = renamed_rules_argument(rules, conventions, "exact_module_backprop")
+    return exact_backprop(fn, w, rules, return_value=return_value)
 
 
 def exact_forward(fn, *args):

@@ -3,8 +3,8 @@
 ``torch.autograd.grad`` on an ExactTensor input records the graph as usual and calls PyTorch's *backward ATen
 ops* (threshold_backward, convolution_backward, nll_loss_backward, ...), which reach the exact dispatcher like
 any other op.  So :meth:`nsverify.oracle.interp.Evaluation.reverse` evaluates PyTorch's literal derivative
-formulas -- its conventions at kinks included -- in exact arithmetic, at a cost proportional to the program
-(not to the number of coordinates of w).  ``conventions`` override an op's rule at its kinks (``{"relu": 1}``,
+formulas -- its rules at kinks included -- in exact arithmetic, at a cost proportional to the program
+(not to the number of coordinates of w).  ``rules=`` override an op's rule at its kinks (``{"relu": 1}``,
 ``{"max_pool2d": "minimal"}``, ``{"hardtanh": "right"}`` ...), exactly as in forward mode.  The max-pool
 backward ops live with the max-pool forward ops and their tie rules in :mod:`nsverify.oracle.ops_select`.
 """
@@ -35,10 +35,10 @@ F = Fraction
 def _threshold_backward(grad, x, threshold):
     """relu's backward reads relu's output (kink entries are tagged KinkZero); threshold's reads its input."""
     ew = threshold_for(threshold, 0)
-    if scalar(threshold) == 0 and context.convention("relu") is not None:
+    if scalar(threshold) == 0 and context.given_rule("relu") is not None:
         at_kink = ad_derivative(registry.get("relu"), F(0))
         return arr(grad) * objmap(lambda v: at_kink if isinstance(v, KinkZero) else
-                                  ad_derivative(ew, val(v), conventions=False), arr(x))
+                                  ad_derivative(ew, val(v), given=False), arr(x))
     return elementwise_backward(ew, grad, x)
 
 

@@ -11,7 +11,7 @@ registry entry. The exceptions are the argument-only op ``threshold`` (no regist
 shares its ATen op with the tensor-bound clamp and is dispatched with it (``ops_select``).
 
 At a kink/tie the behaviour depends on the context mode (see :mod:`nsverify.oracle.context`): in ``"ad"`` mode
-PyTorch's rule (from :mod:`nsverify.registry`) or the convention given for the op gives the local derivative;
+PyTorch's rule (from :mod:`nsverify.registry`) or the rule given for the op (``rules=``) gives the local derivative;
 in ``"pieces"`` mode the site becomes a branch point whose options are the adjacent pieces, each with its open
 cone of directions.  Tied entries whose local first-order data (value and derivative) are identical are merged
 (Park et al.'s T_j), so they never create spurious branches.
@@ -120,14 +120,14 @@ def _ad_option_elementwise(ew, at):
 
 
 def _ad_rule(ew, at):
-    """AD's rule at breakpoint ``at``: the convention for ``ew.name`` (one Rule, or one per kink) or PyTorch's."""
-    conv = context.convention(ew.name)
+    """AD's rule at breakpoint ``at``: the rule given for ``ew.name`` (one Rule, or one per kink) or PyTorch's."""
+    conv = context.given_rule(ew.name)
     if conv is None:
         return ew.torch_rules[at]
     if isinstance(conv, tuple):
         if len(conv) != len(ew.breakpoints):
             raise UnsupportedOpError(
-                f"the convention for {ew.name} gives {len(conv)} rules but this call has {len(ew.breakpoints)} "
+                f"the rule given for {ew.name} has {len(conv)} rules but this call has {len(ew.breakpoints)} "
                 "kinks; give one rule for every kink, or one per kink of this call")
         return conv[at]
     return conv
@@ -156,9 +156,9 @@ def elementwise_op(ew, a):
     return out
 
 
-def ad_derivative(ew, v, *, conventions: bool = True):
+def ad_derivative(ew, v, *, given: bool = True):
     """The derivative that AD uses for elementwise op ``ew`` at the exact value ``v``: the piece's derivative
-    off the kinks, AD's rule at a kink (PyTorch's, or the user's convention; ``conventions=False``: PyTorch's).
+    off the kinks, AD's rule at a kink (PyTorch's, or the rule given in ``rules=``; ``given=False``: PyTorch's).
     It is the op's exact backward: the reverse mode's backward ops use it (:mod:`nsverify.oracle.ops_backward`);
     the forward mode applies the same rule in :func:`_apply_elementwise`.  A value whose enclosure straddles a
     breakpoint raises (the piece is unknown)."""
@@ -167,7 +167,7 @@ def ad_derivative(ew, v, *, conventions: bool = True):
         if s is None:
             raise straddle_error(ew.name)
         if s == 0:
-            side = _ad_side(ew, i) if conventions else ew.rule_piece(i)
+            side = _ad_side(ew, i) if given else ew.rule_piece(i)
             if side is None:  # PyTorch's rule is a fixed value or a mix of the sides (abs: the even split)
                 side = F(ew.kink_derivative(i))
             return side if isinstance(side, Fraction) else _dpoly(ew.pieces[side].poly, b)

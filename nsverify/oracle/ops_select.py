@@ -37,7 +37,7 @@ F = Fraction
 def _ad_rule(key: str, aten: str | None = None) -> Rule:
     """AD's tie rule for op ``key`` (a registry name): the convention given for it, else PyTorch's rule for the
     ATen op ``aten`` (default: ``key``) from the registry."""
-    conv = context.convention(key)
+    conv = context.given_rule(key)
     return conv if conv is not None else selection_rule_for(aten or key)
 
 
@@ -66,7 +66,7 @@ def _index_rule(key: str) -> Rule:
     """AD's tie rule for an op that returns indices (max/min with dim, argmax, sort, topk, kthvalue, median with
     dim, mode, max pools): the convention given for it, else ``returned`` -- the indices PyTorch's float run
     returned, never an assumed rule."""
-    conv = context.convention(key)
+    conv = context.given_rule(key)
     return conv if conv is not None else _RETURNED
 
 
@@ -142,7 +142,7 @@ def _returned_choice(opname, cands, tied, ret: Returned, needed: bool):
            "the float run did not see this tie: its values differ from the exact ones where it matters")
     raise InexactError(
         f"{opname}: PyTorch's tie choice among the exactly tied entries {list(tied)} cannot be read ({why}); the "
-        "exact AD at this tie is the entry PyTorch returns, so it is unknown here. Give a tie rule in conventions "
+        "exact AD at this tie is the entry PyTorch returns, so it is unknown here. Give a tie rule in rules= "
         "(e.g. {'" + opname + "': 'first'}) to test that rule instead")
 
 
@@ -325,7 +325,7 @@ def _select_pairwise(a, b, opname, larger):
 def _clamp_pair(x, bound, larger, opname, pos):
     """One entry of a tensor-bound clamp: PyTorch's rule (``inside``: x wins a tie with its bound)."""
     ctx = context.current()
-    if context.convention("clamp_tensor") is not None:
+    if context.given_rule("clamp_tensor") is not None:
         raise UnsupportedOpError("the exact oracle applies PyTorch's rule to clamp with tensor bounds; drop the "
                                  "clamp_tensor convention")
     if ctx.mode == "ad":
@@ -656,7 +656,7 @@ def _max_pool_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mod
     name = context.current().op_name.replace("_with_indices_backward", "")
     x, g = arr(x), arr(grad)
     out = filled(x.shape, F(0))
-    rule = context.convention(op_key(name))
+    rule = context.given_rule(op_key(name))
     for pos, win in pool_windows(name, x.shape, kernel_size, stride, padding, dilation, ceil_mode):
         gi = g[pos]
         if rule is None or rule.name == "first":
@@ -678,13 +678,13 @@ def _max_pool_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mod
 
 @op("adaptive_max_pool2d_backward")
 def _adaptive_max_pool_backward(grad, x, indices):
-    """PyTorch's formula: each output's gradient goes to its recorded index (conventions: native only)."""
+    """PyTorch's formula: each output's gradient goes to its recorded index (rules: first only)."""
     x, g = arr(x), arr(grad)
-    conv = context.convention("adaptive_max_pool2d")
+    conv = context.given_rule("adaptive_max_pool2d")
     if conv is not None and conv.name != "first":
         raise UnsupportedOpError(
-            "adaptive_max_pool2d: only the native (first index) convention is supported in reverse mode; use "
-            "exact_gradient (forward mode) for other conventions")
+            "adaptive_max_pool2d: only the native (first index) rule is supported in reverse mode; use "
+            "exact_gradient (forward mode) for other rules")
     out = filled(x.shape, F(0))
     nsp = 2
     lead = x.shape[:-nsp]

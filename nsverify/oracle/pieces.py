@@ -9,7 +9,7 @@ argument is not affine in w (where the first-order cone is only an approximation
 pieces: they belong to the outer bracket, not to the certified inner set.
 
 Every trace is a :meth:`~nsverify.oracle.interp.Evaluation.pieces_trace` of the one
-:class:`~nsverify.oracle.interp.Evaluation` that the caller owns (so the exact point, the conventions and the
+:class:`~nsverify.oracle.interp.Evaluation` that the caller owns (so the exact point, the rules and the
 context are built once, and a program without kinks at w costs no trace beyond its AD trace).
 """
 

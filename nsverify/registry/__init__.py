@@ -1,8 +1,8 @@
 """The registry of nonsmooth primitives: one data-driven table (in the style of PyTorch's OpInfo).
 
 Everything else reads this table: the conventions matrix, the exact oracle, the AD variants, the generators and
-the benchmarks. Its op names are THE op keys everywhere (``conventions=``, :func:`nsverify.ad.backward_rules`,
-zone programs, activation variants). Two families of entries:
+the benchmarks. Its op names are THE op keys everywhere: the one op -> rule mapping :class:`Rules` (the oracle's
+``rules=``, :func:`nsverify.ad.backward_rules`, zone programs, activation variants). Two families of entries:
 
 * :class:`Elementwise` -- scalar functions applied entrywise, piecewise smooth with finitely many kinks.
   Each piece carries an mpmath value/derivative and, when it is a polynomial, exact rational coefficients, so
@@ -23,7 +23,7 @@ Modules: :mod:`~nsverify.registry.rules` (the rule vocabulary), :mod:`~nsverify.
 :mod:`~nsverify.registry.table` (registration, scoped with :func:`registered`; lookup by name, ATen op
 (:func:`by_aten`), ``torch.nn`` module (:func:`by_module`, :func:`module_instance`) and functional form
 (:func:`by_functional`)) and :mod:`~nsverify.registry.lookup` (rules by op, ops built from their ATen arguments
-(:func:`elementwise_for`, :func:`elementwise_by_aten`), rule overrides, violations).
+(:func:`elementwise_for`, :func:`elementwise_by_aten`), the rule of one op key, violations).
 
 Each elementwise entry is the op's one record, OpInfo-style: its ATen forward and backward ops, ``nn`` modules,
 functional forms, the instance of an ATen call's arguments, its exact forward and backward (the pieces) and the
@@ -54,6 +54,7 @@ from nsverify.registry.lookup import (
     fixed_violation,
     parse_conventions,
     parse_kink_rules,
+    parse_op_rule,
     parse_op_rules,
     recorded_violations,
     selection_rule_for,
@@ -62,7 +63,7 @@ from nsverify.registry.lookup import (
     violation,
     violation_records,
 )
-from nsverify.registry.rules import Rule, RuleError, parse_rule, rule_names
+from nsverify.registry.rules import Rule, RuleError, Rules, parse_rule, parse_rules, rule_names
 from nsverify.registry.table import (
     PRIMITIVES,
     by_aten,
@@ -104,7 +105,7 @@ from nsverify.registry.windows import (
 )
 
 __all__ = [
-    "Rule", "RuleError", "parse_rule", "rule_names",
+    "Rule", "RuleError", "parse_rule", "rule_names", "Rules", "parse_rules", "parse_op_rule",
     "Elementwise", "Selection", "TieCase", "Violation", "Piece", "Primitive", "Window", "lin", "selection_case",
     "PRIMITIVES", "register", "unregister", "registered", "version", "get", "names", "by_aten", "op_key",
     "by_module", "module_instance", "by_functional", "functional_name", "elementwise_by_aten", "hardtanh_for",

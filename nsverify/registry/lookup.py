@@ -1,16 +1,15 @@
 """Reading PyTorch's rules out of the registry: the rule of an op (:func:`torch_rule`), the ops instantiated from
 their ATen arguments (:func:`elementwise_for`, :func:`elementwise_by_aten`), the tie rule of an ATen selection
-(:func:`selection_rule_for`), user rule overrides keyed by op (:func:`parse_conventions`), the ``op[rule,...]``
-activation syntax (:func:`parse_op_rules`) and the recorded violations (:func:`violation`)."""
+(:func:`selection_rule_for`), the rule of one op key (:func:`parse_op_rule`, what
+:class:`~nsverify.registry.rules.Rules` holds), the ``op[rule,...]`` activation syntax (:func:`parse_op_rules`)
+and the recorded violations (:func:`violation`)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
 from fractions import Fraction
 from typing import Iterator
 
-from nsverify.errors import NsverifyError
 from nsverify.registry.entries import THRESHOLD_RULES, threshold_for
-from nsverify.registry.rules import KINK_RULES, TIE_RULES, Rule, RuleError, parse_rule
+from nsverify.registry.rules import KINK_RULES, TIE_RULES, Rule, RuleError, Rules, parse_rule, parse_rules, rule_item
 from nsverify.registry.table import PRIMITIVES, by_aten, get, unknown_op
 from nsverify.registry.types import Elementwise, Selection, Violation, installed_release, release_key
 
@@ -106,32 +105,29 @@ def parse_kink_rules(op: str, spec):
     return tuple(torch[i] if r.name == "torch" else r for i, r in enumerate(rules))
 
 
-def parse_conventions(mapping) -> dict:
-    """Validate rule overrides keyed by op: ``{"abs": "mid", "relu": "value=1/2", "max_pool2d": "hybrid=0.5"}``.
-
-    Keys are the registry's op names (plus ``threshold``); an unknown key raises UnknownOpError listing them.
-    Elementwise ops take a kink rule (applied at every kink) or a sequence with one kink rule per kink;
-    selections take a tie rule; ``"torch"`` stands for PyTorch's rule. Values are anything
-    :func:`~nsverify.registry.rules.parse_rule` reads. Returns ``{op: Rule or tuple of Rules}``."""
-    if mapping is None:
-        return {}
-    if not isinstance(mapping, Mapping):
-        raise NsverifyError(f"conventions must be a mapping from op name to rule, e.g. {{'relu': 'value=1'}}; got "
-                            f"{type(mapping).__name__}.")
-    out: dict = {}
+def parse_op_rule(op: str, spec):
+    """The rule of op key ``op`` (what :class:`~nsverify.registry.rules.Rules` holds for it): a kink rule, or one
+    per kink, for an elementwise op; the tie rule for a selection; ``"torch"`` resolved to PyTorch's. Raises
+    UnknownOpError for an op that is not a key, RuleError naming the valid rules otherwise."""
     valid = convention_ops()
-    for op, spec in mapping.items():
-        if op not in valid:
-            raise unknown_op(op, valid, "conventions are keyed by the registry's op names")
-        try:
-            if op in ARGUMENT_OPS or isinstance(get(op), Elementwise):
-                out[op] = parse_kink_rules(op, spec)
-            else:
-                rule = parse_rule(spec, kind="tie")
-                out[op] = torch_rule(op) if rule.name == "torch" else rule
-        except RuleError as e:
-            raise RuleError(f"{op}: {e}") from None
-    return out
+    if op not in valid:
+        raise unknown_op(op, valid, "rules are keyed by the registry's op names")
+    try:
+        if op in ARGUMENT_OPS or isinstance(get(op), Elementwise):
+            return parse_kink_rules(op, spec)
+        rule = parse_rule(spec, kind="tie")
+        return torch_rule(op) if rule.name == "torch" else rule
+    except RuleError as e:
+        raise RuleError(f"{op}: {e}") from None
+
+
+def parse_conventions(mapping) -> Rules:
+    """Deprecated spelling of :func:`~nsverify.registry.rules.parse_rules` (kept for one release)."""
+    import warnings
+
+    warnings.warn("registry.parse_conventions is deprecated: use registry.parse_rules (op -> rule).",
+                  DeprecationWarning, stacklevel=2)
+    return parse_rules(mapping)
 
 
 def parse_op_rules(text: str) -> tuple[str, tuple[Rule, ...] | None]:
@@ -147,12 +143,7 @@ def parse_op_rules(text: str) -> tuple[str, tuple[Rule, ...] | None]:
                                       "at its kinks: op or op[rule,...], e.g. relu[value=1/2] or hardtanh[left,right]")
     if not bracket:
         return op, None
-    if not rest.endswith("]"):
-        raise RuleError(f"{text!r}: the rules must end with ']' (e.g. {op}[left]).")
-    parts = [p.strip() for p in rest[:-1].split(",")]
-    if parts == [""]:
-        raise RuleError(f"{text!r}: give at least one rule inside the brackets (e.g. {op}[left]).")
-    spec = parse_kink_rules(op, parts[0] if len(parts) == 1 else parts)
+    spec = parse_kink_rules(op, rule_item(s)[1])
     n = _kink_count(op)
     return op, (spec,) * n if isinstance(spec, Rule) else spec
 

@@ -333,28 +333,37 @@ class Elementwise:
         return all(self.derivative_piece(i, r) is not None for i, r in enumerate(rs))
 
     def kink_lambda(self, i: int, rule: Rule | None = None):
-        """Park et al.'s lambda at kink i (Sec. 3, Theorem 4): the weight of the LEFT derivative in the derivative
-        ``rule`` gives, D = lambda D^- + (1 - lambda) D^+ (the opposite direction of the rule ``mix=mu``, whose
-        weight mu is on the right). ``"any"`` where the two sides agree (no kink); None when the derivative is
-        not such a convex combination (or, for irrational sides, cannot be shown to be one exactly)."""
+        """Park et al.'s lambda at kink i (Sec. 3, Theorem 4) in the direction of the rule ``mix=lambda``: the
+        weight of the RIGHT derivative in the derivative ``rule`` gives, D = (1 - lambda) D^- + lambda D^+, so
+        ``Rule("mix", lambda)`` gives the same derivative (PyTorch's relu, ``left``: 0; abs, ``mix=1/2``: 1/2).
+        ``"any"`` where the two sides agree (no kink); None when the derivative is not such a convex combination
+        (or, for irrational sides, cannot be shown to be one exactly)."""
         rule = self.torch_rules[i] if rule is None else parse_rule(rule, kind="kink")
         left, right = self.one_sided(self.breakpoints[i])
         if left == right:
             return "any"
         piece = self.rule_piece(i, rule)
         if piece is not None:
-            return F(1) if piece == i else F(0)
+            return F(0) if piece == i else F(1)
         if rule.name == "mix":
-            return 1 - rule.param
+            return rule.param if 0 <= rule.param <= 1 else None
         d = self.kink_derivative(i, rule)
         if not all(isinstance(v, Fraction) for v in (d, left, right)):
             return None
-        lam = (d - right) / (left - right)
+        lam = (d - left) / (right - left)
         return lam if 0 <= lam <= 1 else None
+
+    def kink_side(self, i: int, rule: Rule | None = None) -> Rule | None:
+        """Park et al.'s side at kink i as a Rule: ``left`` / ``right`` when the derivative ``rule`` (default:
+        PyTorch's) gives there is the left / right derivative (Algorithm 1's Bouligand proxies; ``inside`` and
+        fixed values that equal a side count as that side), else None."""
+        piece = self.derivative_piece(i, rule)
+        return None if piece is None else Rule("left") if piece == i else Rule("right")
 
     def common_lambda(self, rules=None):
         """A lambda shared by every kink under ``rules`` (default: PyTorch's), as Park et al.'s Theorem 4 asks
-        (D^AD = lambda D^- + (1 - lambda) D^+ at every non-differentiable point), or None when there is none.
+        (D^AD = (1 - lambda) D^- + lambda D^+ at every non-differentiable point: the rule ``mix=lambda``, see
+        :meth:`kink_lambda`), or None when there is none.
         ``"any"`` when the op has no kink."""
         lams = {self.kink_lambda(i, r) for i, r in enumerate(self._rules(rules))} - {"any"}
         if not lams:

@@ -238,10 +238,11 @@ class NetSpec:
     def w(self) -> tuple[Fraction, ...]:
         return tuple(v for _, vals, _ in self.parameters() for v in vals)
 
-    def conventions(self) -> dict | None:
-        """The oracle's ``conventions`` reproducing this network's AD: ``{op: one Rule per kink}`` for the ops whose
-        layers use AD-variant rules ({} when every layer uses PyTorch's rules), or None when two layers use the
-        same op with different rules (one rule set per op cannot express that: test the float AD instead)."""
+    def rules(self):
+        """The oracle's ``rules=`` reproducing this network's AD, a :class:`~nsverify.registry.Rules`
+        ``{op: one Rule per kink}`` for the ops whose layers use AD-variant rules (empty when every layer uses
+        PyTorch's rules), or None when two layers use the same op with different rules (one rule set per op
+        cannot express that: test the float AD instead)."""
         from nsverify import registry
 
         rules: dict = {}
@@ -249,7 +250,14 @@ class NetSpec:
             act = L.activation
             if act.primitive() is not None and rules.setdefault(act.base, act.rules) != act.rules:
                 return None
-        return {op: r for op, r in rules.items() if r != registry.torch_rule(op)}
+        return registry.parse_rules({op: r for op, r in rules.items() if r != registry.torch_rule(op)})
+
+    def conventions(self):
+        """Deprecated name of :meth:`rules` (kept for one release)."""
+        import warnings
+
+        warnings.warn("NetSpec.conventions() is deprecated: use NetSpec.rules().", DeprecationWarning, stacklevel=2)
+        return self.rules()
 
     def describe(self) -> str:
         lines = [

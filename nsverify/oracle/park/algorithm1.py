@@ -95,7 +95,7 @@ def algorithm1_layer(
             grads = _batched_grads(y, [(b_, i) for b_, i in todo], params_l)
             for s, g in zip(sides, grads):
                 if s is not None:
-                    constraints.append(g if s == "+" else -g)
+                    constraints.append(g if s.name == "right" else -g)
     # --- pools (lines 10-17)
     if pool is not None:
         a = alpha.detach()

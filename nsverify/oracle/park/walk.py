@@ -15,51 +15,69 @@ Consumers: :func:`nsverify.papers.park.conditions.detect` (accepts functional ac
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import torch.fx as fx
 from torch import nn
+from torch._ops import OpOverload, OpOverloadPacket
 
 from nsverify.errors import UnsupportedOpError
 
 
-@functools.lru_cache(maxsize=1)
-def _activation_table() -> dict:
-    """``{(fx op, name): registry name}`` for the elementwise registry entries with kinks that torch spells as an
-    ``nn`` module class: the class (``call_module``), the functional and its in-place form (``call_function``),
-    and the tensor methods (``call_method``)."""
-    import torch
-    import torch.nn.functional as tF
-
-    from nsverify.registry.table import PRIMITIVES
-    from nsverify.registry.types import Elementwise
-
-    classes = {c.lower(): c for c in dir(nn) if isinstance(getattr(nn, c), type)}
-    out = {}
-    for key, e in PRIMITIVES.items():
-        cls = classes.get(key.replace("_", ""))
-        if not isinstance(e, Elementwise) or not e.breakpoints or cls is None:
-            continue
-        out["call_module", cls] = key
-        for f in {getattr(e.torch_fn, "__name__", key), *e.aten}:
-            if f in (key, key + "_") and hasattr(tF, f):
-                out["call_function", f] = key
-            if f in (key, key + "_") and hasattr(torch.Tensor, f):
-                out["call_method", f] = key
-    return out
-
-
-def activation_of(op: str, what: str) -> str | None:
+def activation_of(op: str, what) -> str | None:
     """The registry name of the activation that the fx node ``op`` (``call_module``, ``call_function`` or
-    ``call_method``) with class / function / method name ``what`` computes, or None when it is not one.  The
-    engine's one activation map, read from :mod:`nsverify.registry`."""
-    return _activation_table().get((op, what))
+    ``call_method``) with class / function (the callable or its name) / method name ``what`` computes, or None
+    when it is not an elementwise op with kinks. The engine's one activation map: the registry's lookups
+    (:func:`nsverify.registry.by_module`, :func:`nsverify.registry.by_functional`, and for a ``torch.ops``
+    operator its ATen name, :func:`nsverify.registry.elementwise_by_aten`), so an op registered there is found
+    here. The functions and methods the walk models as general nonsmooth functions
+    (:data:`NONSMOOTH_FUNCTIONS`, :data:`NONSMOOTH_METHODS`: abs, clamp, ...) are not activations."""
+    from nsverify import registry
+
+    name = what if isinstance(what, str) else getattr(what, "__name__", "")
+    if name in (NONSMOOTH_METHODS if op == "call_method" else NONSMOOTH_FUNCTIONS if op == "call_function" else ()):
+        return None
+    if op == "call_module":
+        entry = registry.by_module(what)
+    elif op == "call_method":
+        entry = registry.by_functional("T." + what)
+    elif op == "call_function" and isinstance(what, (OpOverload, OpOverloadPacket)):  # torch.ops.*: ATen name
+        entry = registry.elementwise_by_aten(what._qualified_op_name.split("::")[-1] if isinstance(
+            what, OpOverloadPacket) else what._opname)
+    elif op == "call_function":
+        entry = (registry.by_functional(what) if callable(what) else
+                 registry.by_functional("F." + what) or registry.by_functional("torch." + what))
+    else:
+        entry = None
+    return entry.name if entry is not None and entry.breakpoints else None
 
 
 def activation_modules() -> set:
-    """The ``nn`` module class names of :func:`activation_of`."""
-    return {w for (op, w) in _activation_table() if op == "call_module"}
+    """The ``nn`` module class names of :func:`activation_of` (the registry's elementwise entries with kinks)."""
+    from nsverify import registry
+
+    return {c for n in registry.names("elementwise") for c in registry.get(n).modules if registry.get(n).breakpoints}
+
+
+def module_activation(name: str, m: nn.Module) -> str:
+    """The registry name of the activation module ``m`` at path ``name`` computes with its own arguments
+    (:func:`nsverify.registry.module_instance`: ``nn.Hardtanh(0., 6.)`` is relu6, ``nn.LeakyReLU(0.2)`` is
+    leaky_relu with slope 0.2, whose kink is the registry's). Raises UnsupportedOpError when the arguments move
+    the kinks away from the registered entry's (the checks read kinks from the registry by name)."""
+    from nsverify import registry
+
+    inst = registry.module_instance(m)
+    entry = registry.get(inst.name) if inst.name in registry.names() else None
+    if entry is None or inst.breakpoints != entry.breakpoints:
+        cls = type(m).__name__
+        args = ", ".join(f"{k}={v}" for k, v in vars(m).items() if not k.startswith("_") and k != "training"
+                         and isinstance(v, (int, float)) and not isinstance(v, bool))
+        known = registry.by_module(m)
+        raise UnsupportedOpError(
+            f"{name}: {cls}({args}) has its kinks at {[str(b) for b in inst.breakpoints]}, not where the registry's "
+            f"{known.name} has them ({[str(b) for b in known.breakpoints]}); nsverify reads kinks from the "
+            f"registry. Use the default arguments, or add a registry entry for it.")
+    return inst.name
 
 
 SMOOTH_MODULES = {
@@ -85,8 +103,6 @@ POOL_FUNCTIONS = {"max_pool1d", "max_pool2d", "max_pool1d_with_indices", "max_po
 #: nonsmooth functions and methods outside the layer model of Conditions 1 and 2
 NONSMOOTH_FUNCTIONS = {"abs", "maximum", "minimum", "amax", "max", "clamp", "clip", "sort", "topk"}
 NONSMOOTH_METHODS = {"max", "amax", "abs", "clamp", "sort", "topk"}
-#: keyword arguments whose non-default values move an activation's kinks away from the registry's
-DEFAULT_KWARGS = {"LeakyReLU": {"negative_slope": 0.01}, "Hardtanh": {"min_val": -1.0, "max_val": 1.0}}
 
 
 @dataclass(frozen=True)
@@ -122,16 +138,6 @@ def unsupported(where: str, what: str) -> str:
         f"residual additions and flatten. Replace it by supported layers, or check that part separately "
         f"with nsverify.check_gradient."
     )
-
-
-def _check_kwargs(name: str, m: nn.Module) -> None:
-    cls = type(m).__name__
-    for k, v in DEFAULT_KWARGS.get(cls, {}).items():
-        if getattr(m, k) != v:
-            raise UnsupportedOpError(
-                f"{name}: {cls}({k}={getattr(m, k)}) differs from the registry's {cls}({k}={v}); nsverify "
-                f"reads kinks from the registry. Use the default, or add a registry entry for it."
-            )
 
 
 #: nsverify.ad's module forms (AD variants): traced as leaves, read as the activation / max pool they implement
@@ -195,8 +201,7 @@ def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
                 _check_variant_pool(node.target, m)
                 kind, act = "pool", None
             elif activation_of(node.op, cls):
-                _check_kwargs(node.target, m)
-                kind, act = "activation", activation_of(node.op, cls)
+                kind, act = "activation", module_activation(node.target, m)
             elif cls in POOL_MODULES:
                 kind, act = "pool", None
             elif cls in SMOOTH_MODULES or isinstance(m, nn.Sequential):
@@ -206,8 +211,9 @@ def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
             out.append(LayerNode(kind, node.target, cls, node.op, m, act, reads_input))
         elif node.op == "call_function":
             fname = getattr(node.target, "__name__", str(node.target))
-            if activation_of(node.op, fname):
-                out.append(LayerNode("activation", node.name, fname, node.op, None, activation_of(node.op, fname)))
+            if activation_of(node.op, node.target):
+                out.append(LayerNode("activation", node.name, fname, node.op, None,
+                                     activation_of(node.op, node.target)))
             elif fname in POOL_FUNCTIONS:
                 out.append(LayerNode("pool", node.name, fname, node.op))
             elif fname in NONSMOOTH_FUNCTIONS:

@@ -3,7 +3,7 @@
 * :data:`ROWS` -- one :class:`Row` per theorem/lemma row: a strategy drawing networks (with forced exact ties)
   from the row's class, the premise the row needs (checked with :mod:`nsverify.papers.park.premises`), and
   what the row claims ("never not_member" for theorems, "a not_member counterexample exists" for lemmas);
-* :func:`verdict` -- the oracle's verdict for a spec (the spec's AD-variant rules passed as ``conventions``);
+* :func:`verdict` -- the oracle's verdict for a spec (the spec's AD-variant rules passed as ``rules=``);
 * :func:`search_counterexample` -- Hypothesis ``find``: the first generated not_member case, shrunk, and how
   many examples the search needed; :func:`premise_verdict_counts` -- the oracle's verdicts over a theorem
   row's generated cases;
@@ -42,17 +42,17 @@ LEFT = ("identity", "relu", "leaky_relu")
 
 def verdict(spec: NetSpec, dtype=torch.float64, device="cpu", **kw):
     """The oracle's verdict on the spec's parameter gradient at its point: the exact AD with the spec's rules as
-    ``conventions`` (:meth:`NetSpec.conventions`), or the float autograd vector when per-op rules cannot express
+    ``rules=`` (:meth:`NetSpec.rules`), or the float autograd vector when per-op rules cannot express
     the spec's AD (two layers using one op with different rules)."""
     import nsverify
 
     fn, w = spec.loss_fn(dtype, device)
-    conv = spec.conventions()
-    if conv is None:
+    rules = spec.rules()
+    if rules is None:
         from nsverify.papers.despres.associated import grad_of
 
         return nsverify.check_gradient(fn, w, ad=grad_of(fn, w), on_limit="unknown", **kw)
-    return nsverify.check_gradient(fn, w, conventions=conv or None, on_limit="unknown", **kw)
+    return nsverify.check_gradient(fn, w, rules=rules or None, on_limit="unknown", **kw)
 
 
 #: oracle limits for generated theorem cases (multi-layer cases may be slow to bracket: "unknown" then)

@@ -1,9 +1,9 @@
 """Programs for zone measurements: rules of :mod:`nsverify.ad`'s switchable layers chosen at BACKWARD time.
 
-A *program* (Boustany Def 5 / Def 10, Bertoin's backprop_s) is a mapping from the registry op keys of the
-switchable layers to rules of the one rule vocabulary (:mod:`nsverify.registry.rules`)::
+A *program* (Boustany Def 5 / Def 10, Bertoin's backprop_s) is a :class:`~nsverify.registry.Rules`, the one
+mapping from op keys to rules (:mod:`nsverify.registry.rules`), over the switchable layers' ops::
 
-    {"relu": Rule("value=0"), "max_pool2d": Rule("first")}       # "native": what PyTorch computes
+    Rules("relu[value=0]; max_pool2d[first]")       # "native": what PyTorch computes
 
 ReLU'(0) is the ``relu`` rule (``value=s``); the MaxPool Jacobian is the ``max_pool2d`` tie rule of the hybrid
 family (``first`` = beta 0, the native first index; ``even`` = beta 1, minimal 1/|A| on the tie set;
@@ -23,27 +23,28 @@ label ``"relu_s=<s>,beta=<b>"`` (:func:`program_label`, the form reports and the
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from fractions import Fraction
 
 from torch import nn
 
 from nsverify import ad, registry
 from nsverify.errors import NsverifyError, UnsupportedOpError
-from nsverify.registry import Rule, parse_rule
+from nsverify.registry import Rules, parse_rule, parse_rules
 
 #: the op keys of a zone program: the switchable layers' registry ops
 PROGRAM_OPS = ("relu", "max_pool2d")
 
 
-def hybrid_program(relu_s: float = 0.0, beta: float = 0.0) -> dict[str, Rule]:
+def hybrid_program(relu_s: float = 0.0, beta: float = 0.0) -> Rules:
     """The program with ReLU'(0) = ``relu_s`` and the hybrid MaxPool Jacobian of weight ``beta`` (0: first,
     1: even, else hybrid=beta; the native and minimal Jacobians keep their own kernels)."""
     pool = {0: "first", 1: "even"}.get(Fraction(beta), ("hybrid", beta))
-    return {"relu": parse_rule(relu_s, kind="kink"), "max_pool2d": parse_rule(pool, kind="tie")}
+    return parse_rules({"relu": parse_rule(relu_s, kind="kink"), "max_pool2d": parse_rule(pool, kind="tie")})
 
 
 #: named programs; "native" is what PyTorch itself computes
-PROGRAMS: dict[str, dict[str, Rule]] = {
+PROGRAMS: dict[str, Rules] = {
     "native": hybrid_program(0.0, 0.0),
     "minimal": hybrid_program(0.0, 1.0),
     "relu1": hybrid_program(1.0, 0.0),
@@ -53,16 +54,16 @@ NATIVE = PROGRAMS["native"]
 MINIMAL = PROGRAMS["minimal"]
 
 
-def as_program(program) -> dict[str, Rule]:
-    """A program ``{op: Rule}`` from a name in :data:`PROGRAMS`, a label ``"relu_s=<s>,beta=<b>"`` or a mapping
-    ``{"relu": ..., "max_pool2d": ...}`` (rules in any form :func:`~nsverify.registry.rules.parse_rule` reads;
-    a missing op keeps PyTorch's rule)."""
-    if isinstance(program, dict):
+def as_program(program) -> Rules:
+    """A program (a :class:`~nsverify.registry.Rules`) from a name in :data:`PROGRAMS`, a label
+    ``"relu_s=<s>,beta=<b>"`` or a mapping ``{"relu": ..., "max_pool2d": ...}`` / Rules (rules in any form
+    :func:`~nsverify.registry.rules.parse_rule` reads; a missing op keeps PyTorch's rule)."""
+    if isinstance(program, Mapping):
         unknown = set(program) - set(PROGRAM_OPS)
         if unknown:
             raise UnsupportedOpError(f"a zone program gives rules for {', '.join(PROGRAM_OPS)}; got "
                                      f"{', '.join(sorted(unknown))}.")
-        return registry.parse_conventions(program)
+        return parse_rules(program)
     name = str(program)
     if name in PROGRAMS:
         return PROGRAMS[name]
@@ -98,7 +99,7 @@ def use_rule(program):
     """Make ``program`` (a name, label or mapping: see :func:`as_program`) the backward rule of every rule-less
     ReLU/MaxPool variant for the block."""
     prog = as_program(program)
-    with ad.backward_rules(**prog):
+    with ad.backward_rules(prog):
         yield prog
 
 
