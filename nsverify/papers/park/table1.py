@@ -20,11 +20,15 @@ from typing import Callable
 import torch
 from hypothesis import strategies as st
 
+from nsverify import registry
 from nsverify.strategies import networks, tie_points
 from nsverify.strategies.netspec import Layer, NetSpec, Pool
 
-#: activations whose PyTorch derivative at every kink is a one-sided derivative (Bouligand proxies)
-BOULIGAND = ("relu", "leaky_relu", "relu6", "hardtanh", "hardsigmoid", "hardswish")
+#: activations (ops with an nn module) whose PyTorch derivative at every kink is a one-sided derivative (Bouligand
+#: proxies), from the registry's derived families: a new activation entry joins the rows by itself.  clamp, a
+#: function with its bounds as arguments (no module), is drawn explicitly in the rows of Theorems 1 and 5.
+BOULIGAND = tuple(n for n in registry.names("elementwise")
+                  if registry.get(n).modules and registry.get(n).exact and registry.get(n).one_sided_rules())
 #: a common lambda per layer (Theorems 4 and 6): PyTorch's relu/leaky_relu/abs, and AD variants
 COMMON_LAMBDA = (
     "relu",
