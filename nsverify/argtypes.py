@@ -30,8 +30,38 @@ class UsageError(NsverifyError):
         self.prog = prog
 
 
+def show_default(value) -> str:
+    """A default as the help shows it: lists comma-separated (as they are typed), the rest as text."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """The one help style of every nsverify command: each option's help ends with ``(default: X)`` when it has a
+    default worth showing (not None, not a flag's False, not already written as ``(default: ...)`` in the help,
+    for defaults that are a description such as "all") and with ``(required)`` when it is required."""
+
+    def _get_help_string(self, action):
+        help_ = (action.help or "").replace("%", "%%")  # argparse %-formats the help; ours has no %(...)s
+        extra = []
+        if action.required and action.option_strings:
+            extra.append("required")
+        default = action.default
+        if ("(default:" not in help_ and default is not None and default is not argparse.SUPPRESS
+                and default is not False and action.option_strings and not action.required
+                and not isinstance(action, (argparse._HelpAction, argparse._VersionAction))):
+            extra.append(f"default: {show_default(default)}".replace("%", "%%"))
+        return help_ + "".join(f" ({e})" for e in extra)
+
+
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one-line :class:`UsageError` exceptions (no usage block, no exit)."""
+    """An ArgumentParser whose errors are one-line :class:`UsageError` exceptions (no usage block, no exit), and
+    whose help has the one style of :class:`HelpFormatter` (subcommand parsers inherit both)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         message = one_line(message)
@@ -227,6 +257,14 @@ class InputFile(PathArg):
         if self.may_be_new:  # it will be (re)written
             check_output_file(text, self.option)
         return text
+
+
+def resume_hint(where: str | None) -> str:
+    """The line a resumable command prints after Ctrl-C (``set_defaults(on_interrupt=...)`` returns it): where
+    its finished parts are kept, or, with ``where`` None, that nothing was kept."""
+    if where is None:
+        return "interrupted"
+    return f"interrupted: rerun the same command to resume (finished parts are kept in {where})"
 
 
 def inf_or_number(text: str) -> float:

@@ -15,6 +15,11 @@ problem and the fix, with exit status 2 (never a traceback):
    contents of an input file (a resume file of another configuration, a model that does not take the
    dataset's images).
 
+After Ctrl-C a command prints one line and exits with status 130; a resumable command (``nightly``,
+``releases``, ``zones volume --resume``) sets ``on_interrupt(args)`` (``parser.set_defaults``), whose line
+(:func:`nsverify.argtypes.resume_hint`) says to rerun the same command and where the finished parts are kept.
+``nsverify --version`` prints nsverify's and torch's versions and the CPU capability.
+
 Only then :func:`run_command` calls the command's ``func(args)``. ``tests/test_cli_validation.py`` walks
 :func:`build_parser` and checks every option with bad values generated from these types.
 """
@@ -38,10 +43,33 @@ COMMAND_MODULES = [
 ]
 
 
+def version_text() -> str:
+    """``nsverify --version``: nsverify's version, torch's version and the CPU capability, one line each."""
+    import torch
+
+    from nsverify import __version__
+
+    return (f"nsverify {__version__}\ntorch {torch.__version__}\n"
+            f"CPU capability {torch.backends.cpu.get_cpu_capability()}")
+
+
+class _Version(argparse.Action):
+    """Print :func:`version_text` (its lines kept, unlike argparse's version action) and exit 0."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="nsverify",
         description="What automatic differentiation really computes at nonsmooth points, and how much it matters.")
+    parser.add_argument("--version", action=_Version,
+                        help="print nsverify's version, torch's version and the CPU capability, and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod in COMMAND_MODULES:
         importlib.import_module(mod).register_cli(sub)
@@ -67,6 +95,7 @@ def run_command(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     command = "nsverify"
+    args = None
     try:
         args = parser.parse_args(argv)
         command = getattr(args, "nsverify_prog", command)
@@ -83,8 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     except NsverifyError as exc:
         print(f"{command}: error: {one_line(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"{command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # Ctrl-C: one line (with the resume hint of a resumable command), status 130
+        hint = getattr(args, "on_interrupt", None)
+        print(f"{command}: {hint(args) if hint else 'interrupted'}", file=sys.stderr, flush=True)
         return 130
 
 

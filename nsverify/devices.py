@@ -5,12 +5,16 @@
 * :func:`synchronize`, :func:`time_call`, :func:`time_side_by_side`: wall-clock timing that waits for CUDA,
   returns every sample, and measures candidates interleaved in one run so that machine load hits them alike.
   The report sections' ratios, asv_bench/ and scripts/gpu/ all time through these.
+* :class:`Heartbeat`: a "still compiling ... 20 s" line on stderr every 10 s during a long silent step
+  (torch.compile in ``nsverify conventions``, the C++ kernel build).
 """
 from __future__ import annotations
 
 import contextlib
 import math
 import statistics
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -212,3 +216,40 @@ def time_call(fn: Callable[[], object], *, repeat: int = 5, warmup: int = 1, num
     """
     return time_side_by_side({"fn": fn}, repeat=repeat, warmup=warmup, number=number, device=device,
                              max_repeat=repeat, clock=clock).samples["fn"]
+
+
+class Heartbeat:
+    """``with Heartbeat("compiling X"):`` prints ``"<prefix>still compiling X ... 20 s"`` on stderr every
+    ``every`` seconds while the block runs (nothing when it ends sooner), from a daemon thread, so that a long
+    silent step (torch.compile, a C++ build) does not look hung. :meth:`beat` restarts the clock with a new
+    label (a command that prints its own progress lines calls it after each)."""
+
+    def __init__(self, what: str, every: float = 10.0, prefix: str = "", stream=None):
+        self.what, self.every, self.prefix, self._stream = what, every, prefix, stream
+        self._stop = threading.Event()
+        self._since = time.monotonic()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def beat(self, what: str | None = None) -> None:
+        with self._lock:
+            self._since = time.monotonic()
+            if what is not None:
+                self.what = what
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            with self._lock:
+                line = f"{self.prefix}still {self.what} ... {time.monotonic() - self._since:.0f} s"
+            print(line, file=self._stream or sys.stderr, flush=True)
+
+    def __enter__(self) -> Heartbeat:
+        self.beat()
+        self._thread = threading.Thread(target=self._run, name="nsverify-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()

@@ -322,7 +322,7 @@ def test_combinations_and_file_contents_fail_before_work(argv, expect, paths, no
 
     parser = Parser(prog="t")
     register_cli(parser.add_subparsers(dest="command"))
-    key = _config(parser.parse_args(["zones", "volume"])).key()
+    key = _config(parser.parse_args(["zones", "volume", *ZONES_TAUS])).key()
     bad_draws.write_text(json.dumps({"schema": PARTIAL_SCHEMA, "key": key, "draws": {"zero": [1, 2]}}))
     subst = {"{A}": paths["A"], "{B}": paths["B"], "{MERGED}": str(merged), "{TMP}": str(tmp),
              "{RESUME_OTHER}": str(other), "{RESUME_BAD_DRAWS}": str(bad_draws), "{BINARY}": str(tmp / "binary")}

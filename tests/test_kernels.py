@@ -2,12 +2,14 @@
 (kernel/stride/padding/dilation/ceil_mode, NaN, +-inf, four dtypes, overlapping windows, 1-d pools), keeps torch.func
 and double backward working, falls back to the reference with one warning, and the Triton kernels agree too
 (Triton's interpreter on CPU when triton is importable)."""
+import json
 import logging
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -287,3 +289,57 @@ def test_a_stale_build_lock_is_removed_and_a_fresh_one_waited_for(tmp_path):
     t0 = _time.perf_counter()
     assert clear_stale_lock(tmp_path, stale_s=0.2, poll_s=0.05) and not lock.exists()
     assert _time.perf_counter() - t0 >= 0.15
+
+
+def test_the_build_key_changes_with_each_input():
+    inputs = loader.key_inputs()
+    assert set(inputs) >= {"torch", "sources", "compiler", "python_abi", "cflags", "ldflags", "torch_cxx11_abi"}
+    assert inputs["torch"] == torch.__version__ and len(inputs["sources"]) == 64
+    key = loader.build_key(inputs)
+    assert loader.build_key(dict(inputs)) == key and len(key) == 16
+    for name, other in [("torch", "2.99.0+cpu"), ("sources", "0" * 64), ("compiler", "/usr/bin/clang++ 18"),
+                        ("python_abi", "cpython-399-x"), ("cflags", ["-O2"]), ("ldflags", []),
+                        ("torch_cxx11_abi", not inputs["torch_cxx11_abi"]), ("machine", "riscv64")]:
+        assert loader.build_key({**inputs, name: other}) != key, name
+    assert loader.cache_root(inputs).name == f"{loader.extension_name()}-{key}"
+
+
+def test_the_cache_directory_is_shared_and_overridable(monkeypatch, tmp_path):
+    monkeypatch.delenv(loader.CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert loader.cache_dir() == tmp_path / "xdg" / "nsverify" / "kernels"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert loader.cache_dir() == Path.home() / ".cache" / "nsverify" / "kernels"
+    monkeypatch.setenv(loader.CACHE_ENV, str(tmp_path / "k"))
+    assert loader.cache_dir() == tmp_path / "k" and loader.cache_root().parent == tmp_path / "k"
+
+
+_BUILD_STATE = textwrap.dedent("""
+    import json, torch
+    from dataclasses import asdict
+    from nsverify import ad, kernels
+    from nsverify.kernels import loader
+    x = torch.zeros(1, 1, 2, 2, requires_grad=True)
+    with kernels.use("fused"):
+        torch.autograd.grad(ad.max_pool2d(x, 2, rule="even").sum(), x)
+    print(json.dumps(asdict(loader.state())))
+""")
+
+
+@needs_cxx
+def test_a_second_environment_with_the_same_key_reuses_the_build(tmp_path):
+    """Two processes (as two virtual environments with the same torch would be) share the cache: the first
+    builds, the second loads the library without compiling (a different PATH and VIRTUAL_ENV do not matter)."""
+    root = Path(__file__).resolve().parents[1]
+    base = {**os.environ, "PYTHONPATH": str(root), loader.CACHE_ENV: str(tmp_path / "cache")}
+    states = []
+    for venv in ("env-a", "env-b"):
+        env = {**base, "VIRTUAL_ENV": str(tmp_path / venv), "PATH": f"{tmp_path / venv / 'bin'}:{os.environ['PATH']}"}
+        proc = subprocess.run([sys.executable, "-c", _BUILD_STATE], capture_output=True, text=True, env=env,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        states.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    first, second = states
+    assert first["ok"] and first["built"] and first["path"].startswith(str(tmp_path / "cache"))
+    assert second["ok"] and not second["built"] and second["path"] == first["path"]
+    assert (Path(first["path"]).parent / loader.MARKER).is_file()

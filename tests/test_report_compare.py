@@ -265,7 +265,7 @@ def test_claim_changes_come_first_and_fail_the_cli(tmp_path, capsys):
     a = write_report(tmp_path, claim_report([claim("a", True), claim("b", None)]), stamp="a")
     b = write_report(tmp_path, claim_report([claim("a", False), claim("b", True)], ), stamp="b")
     assert main(["compare", str(a), str(b)]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    lines = capsys.readouterr().out.splitlines()[2:]  # after the lines naming A and B
     assert lines[1] == "2 claim verdict change(s):"
     assert lines[2].startswith("  REGRESSION [s] claim 'statement a': reproduced -> not reproduced")
     assert lines[3].startswith("  CHANGED [s] claim 'statement b': undecided -> reproduced")

@@ -325,8 +325,8 @@ def test_cli_volume_and_thresholds(tmp_path, capsys):
     res = json.loads(out.read_text())
     assert res["draws_done"] == 2 and res["dtypes"]["float32"]["pair_share"]["n"] == 2
     assert "float32" in capsys.readouterr().out
-    assert main(args[:-4] + ["--json", str(out)]) == 2  # no --tau: MissingThresholdError -> exit 2
-    assert "no threshold tau given for float32" in capsys.readouterr().err
+    assert main(args[:-4] + ["--json", str(out)]) == 2  # no --tau: a required option (issue 25) -> exit 2
+    assert "the following arguments are required: --tau" in capsys.readouterr().err
     assert main(["zones", "thresholds", "--model", "mlp", "--width", "0.03", "--draws", "2", "--batches", "1",
                  "--batch-size", "8", "--dtypes", "float32"]) == 0
     assert "not measurable on CPU" in capsys.readouterr().out

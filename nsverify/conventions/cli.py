@@ -31,30 +31,31 @@ def _add_conventions_args(p) -> None:
     from nsverify.devices import parse_device, parse_dtype
 
     p.add_argument("--device", default=["cpu"], type=CsvList(Checked(parse_device, "cpu"), "devices"),
-                   help="comma-separated devices (cpu, cuda). Default: cpu")
+                   help="comma-separated devices (cpu, cuda)")
     p.add_argument("--dtype", default=["float16", "bfloat16", "float32", "float64"],
                    type=CsvList(Checked(parse_dtype, "float32"), "dtypes"),
-                   help="comma-separated float dtypes. Default: all four")
+                   help="comma-separated float dtypes")
     p.add_argument("--modes", default=["eager", "func", "jvp"], type=CsvList(Choice(MODES, "mode"), "modes"),
-                   help=f"comma-separated modes from {','.join(MODES)}. Default: eager,func,jvp "
-                        "(compile takes minutes on CPU)")
+                   help=f"comma-separated modes from {','.join(MODES)} (compile takes minutes on CPU)")
     p.add_argument("--ops", default=None, type=CsvList(Checked(registry.get, "relu"), "registry ops"),
-                   help="comma-separated registry ops. Default: all")
+                   help="comma-separated registry ops (default: all)")
     p.add_argument("--compile-backend", default="inductor",
                    type=Choice(_compile_backends, "torch.compile backend", example="eager"),
-                   help="torch.compile backend. Default: inductor")
+                   help="torch.compile backend")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
                    type=OutputFile("--json", allow_stdout=True),
-                   help="write JSON (schema nsverify.conventions/1, with provenance) to FILE, or stdout with no FILE")
+                   help="write JSON (schema nsverify.conventions/1, with provenance) to FILE (missing directories "
+                        "are created), or stdout with no FILE")
     p.add_argument("--compile-dtype", default=None, metavar="DTYPES",
                    type=CsvList(Checked(parse_dtype, "float32"), "dtypes"),
                    help="comma-separated dtypes that get the compile mode (about a minute of compilation each on "
-                        "a small CPU). Default: every --dtype")
+                        "a small CPU) (default: every --dtype)")
     p.add_argument("--baseline", default="auto", metavar="RELEASE|FILE",
                    type=Checked(_baseline_spec, "auto"),
-                   help="show the cells that differ from a recorded release (e.g. 2.13.0), a conventions JSON "
-                        "file, 'auto' (default: the nearest recorded release at or below the installed one) or "
-                        "'none'")
+                   help="what to compare the run with: 'auto' shows the changes since the previous recorded "
+                        "release (the newest one older than the installed torch) and the differences from the "
+                        "installed release's own recorded baseline when there is one; or one recorded release "
+                        "(e.g. 2.13.0), a conventions JSON file, or 'none'")
 
 
 def register_cli(sub) -> None:
@@ -72,11 +73,55 @@ def _baseline(spec: str):
     return resolve_baseline(spec, installed_release())
 
 
+def comparisons(spec: str | None, installed: str, data_dir: Path | None = None) -> list[tuple[str, object]]:
+    """What ``nsverify conventions --baseline spec`` compares the run with, in print order: a list of (kind,
+    :class:`~nsverify.conventions.baselines.Run`), kind ``"previous"`` (the newest recorded release older than
+    ``installed``: what changed since) or ``"baseline"`` (the installed release's own recorded run, a release or
+    a file given by name). ``auto`` gives both when both are recorded (the previous one alone otherwise); any
+    other ``spec`` gives the one baseline it names, ``none`` nothing."""
+    from nsverify.conventions import baselines as bl
+
+    data_dir = bl.DATA_DIR if data_dir is None else Path(data_dir)
+    if spec not in (None, "", "auto"):
+        run = bl.resolve_baseline(spec, installed, data_dir)
+        return [] if run is None else [("baseline", run)]
+    key = bl.release_key(installed)
+    recorded = bl.recorded_releases(data_dir)
+    older = [r for r in recorded if bl.release_key(r) < key]
+    own = [r for r in recorded if bl.release_key(r) == key]
+    out = [("previous", bl.load_recorded(older[-1], data_dir))] if older else []
+    if own:
+        out.append(("baseline", bl.load_recorded(own[-1], data_dir)))
+    return out
+
+
+def format_comparison(kind: str, run, chs, missing: int, installed: str) -> str:
+    """The text block of one comparison of :func:`comparisons` (one line, then one line per group of changes)."""
+    from nsverify.conventions.baselines import format_changes, group
+
+    if kind == "baseline":
+        return format_changes(chs, run, missing)
+    head = (f"Changes since the previous recorded release, {run.describe()}, to torch {installed}: "
+            f"{len(chs)} cells" + (f" ({missing} cells not recorded there)" if missing else ""))
+    return "\n".join([head, *(f"  {g['text']}" for g in group(chs))])
+
+
+def _step_labels(devices, dtypes, modes, compile_dtypes) -> list[str]:
+    """The heartbeat's label of each step of :func:`~nsverify.conventions.matrix.run_matrix` (device x dtype)."""
+    from nsverify.devices import dtype_name
+
+    cdts = dtypes if compile_dtypes is None else compile_dtypes
+    steps = [(dev, dt) for dev in devices for dt in dtypes]
+    return [f"running step {i}/{len(steps)} ({dtype_name(dt)} on {dev}"
+            f"{', with torch.compile' if 'compile' in modes and dt in cdts else ''})"
+            for i, (dev, dt) in enumerate(steps, 1)]
+
+
 def _cli(args) -> int:
-    from nsverify.conventions.baselines import compare_with_baseline, format_changes
+    from nsverify.conventions.baselines import compare_with_baseline
     from nsverify.conventions.matrix import format_table, provenance, run_matrix, to_json
-    from nsverify.devices import parse_device, parse_dtype
-    from nsverify.files import atomic_write_text
+    from nsverify.devices import Heartbeat, parse_device, parse_dtype
+    from nsverify.files import atomic_write_text, make_output_dir
 
     ops = args.ops
     dtypes = [parse_dtype(d) for d in args.dtype]
@@ -87,15 +132,30 @@ def _cli(args) -> int:
         if any(d not in dtypes for d in compile_dtypes):
             raise NsverifyError(f"--compile-dtype {','.join(args.compile_dtype)}: name dtypes among --dtype "
                                 f"({','.join(args.dtype)}).")
-    baseline = _baseline(args.baseline)  # checked before any work
-    progress = lambda msg, i=None, n=None: print(f"[conventions {i}/{n}] {msg}", file=sys.stderr)  # noqa: E731
-    results = run_matrix(ops, dtypes, devices, list(args.modes), compile_dtypes=compile_dtypes,
-                         compile_backend=args.compile_backend, progress=progress)
+    from nsverify.conventions.baselines import installed_release
+
+    installed = installed_release()
+    against = comparisons(args.baseline, installed)  # checked before any work
+    if args.json and args.json != "-":
+        make_output_dir(Path(args.json).parent, "--json")  # its missing directories, before any work
+    label = _step_labels(devices, dtypes, list(args.modes), compile_dtypes)
+    with Heartbeat(label[0], prefix="[conventions] ") as heartbeat:  # torch.compile is a silent minute
+
+        def progress(msg, i=None, n=None):
+            print(f"[conventions {i}/{n}] {msg}", file=sys.stderr, flush=True)
+            if i is not None:  # step i is done, except after its compile (the step's other modes follow)
+                heartbeat.beat(label[min(i if msg.startswith("compiled") else i + 1, len(label)) - 1])
+
+        results = run_matrix(ops, dtypes, devices, list(args.modes), compile_dtypes=compile_dtypes,
+                             compile_backend=args.compile_backend, progress=progress)
     meta = {"devices": [str(d) for d in devices], "provenance": provenance(devices, getattr(args, "command_line", None)
                                                                     or ["nsverify", *sys.argv[1:]])}
-    if baseline is not None:
-        chs, missing = compare_with_baseline(results, baseline)
-        meta["baseline"] = {"release": baseline.release, "source": baseline.source, "changes": len(chs)}
+    compared = []
+    for kind, run in against:
+        chs, missing = compare_with_baseline(results, run, installed)
+        compared.append(format_comparison(kind, run, chs, len(missing), installed))
+        meta["baseline" if kind == "baseline" else "previous_release"] = {
+            "release": run.release, "source": run.source, "changes": len(chs)}
     if args.json:
         text = json.dumps(to_json(results, meta), indent=1)
         if args.json == "-":
@@ -112,10 +172,10 @@ def _cli(args) -> int:
         errors = {(r.op, r.mode, r.error): r for r in results if r.rule == "error"}
         for (op, mode, err), r in sorted(errors.items()):  # the 'error' cells of the table: say why
             print(f"error: {op} in mode {mode} ({r.dtype}, {r.device}, and possibly others): {err}")
-        if baseline is not None:
-            print("\n" + format_changes(chs, baseline, len(missing)))
-        elif args.baseline in ("auto", None):
-            print("\nNo recorded baseline at or below this torch release.")
+        for text in compared:
+            print("\n" + text)
+        if not against and args.baseline in ("auto", None):
+            print(f"\nNo recorded conventions at or below torch {installed} to compare with.")
     return 0
 
 
@@ -142,7 +202,7 @@ def main_conventions(argv: list[str] | None = None) -> int:
 # nsverify releases (issue 14): parser and validation kept in this block
 # ----------------------------------------------------------------------------------------------------------
 def register_releases_cli(sub) -> None:
-    from nsverify.argtypes import Checked, Choice, CsvList, Number, OutputDir
+    from nsverify.argtypes import Checked, Choice, CsvList, Number, OutputDir, resume_hint
     from nsverify.conventions.matrix import MODES
     from nsverify.devices import parse_dtype
 
@@ -157,27 +217,26 @@ def register_releases_cli(sub) -> None:
                    help="releases: a comma list (2.4.1,2.13.0), minors (2.9) and ranges (2.4..2.14)")
     p.add_argument("--last-patch", action="store_true", help="keep only the last patch of each minor release")
     p.add_argument("--out", default="nsverify-releases", type=OutputDir("--out"),
-                   help="results directory (resumable). Default: ./nsverify-releases")
+                   help="results directory (resumable)")
     p.add_argument("--modes", default=["eager", "func", "jvp", "compile"],
-                   type=CsvList(Choice(MODES, "mode"), "modes"), help="matrix modes. Default: all four")
+                   type=CsvList(Choice(MODES, "mode"), "modes"), help="matrix modes")
     p.add_argument("--dtype", default=["float16", "bfloat16", "float32", "float64"], type=dtypes,
-                   help="matrix dtypes. Default: all four")
+                   help="matrix dtypes")
     p.add_argument("--compile-dtype", default=["float32"], type=dtypes,
-                   help="dtypes that get the compile mode (a minute of compilation each on a small CPU). "
-                        "Default: float32")
+                   help="dtypes that get the compile mode (a minute of compilation each on a small CPU)")
     p.add_argument("--installer", default="auto", type=Choice(["auto", "uv", "pip"], "installer"),
-                   help="how environments are made (auto: uv when installed)")
+                   help="how environments are made (auto: uv when installed, else pip)")
     p.add_argument("--cache-dir", default=None, type=OutputDir("--cache-dir"),
-                   help="uv cache directory (default: uv's own, or $UV_CACHE_DIR)")
+                   help="uv cache directory (default: $UV_CACHE_DIR, else uv's own)")
     p.add_argument("--no-bisect", action="store_true", help="do not measure releases between changes")
     p.add_argument("--keep-envs", action="store_true", help="keep each release's environment (about 5 GB each)")
     p.add_argument("--timeout", type=Number(lo=0, lo_open=True, hi=7 * 86400, hint="seconds, at most a week"),
                    default=3600,
-                   help="seconds per matrix run. Default: 3600")
+                   help="seconds per matrix run")
     p.add_argument("--publish", default=None, metavar="DIR", type=OutputDir("--publish"),
                    help="copy the measured runs and an index.json to DIR (nsverify/data/conventions: the shipped "
                         "baselines and the report section's data)")
-    p.set_defaults(func=_releases_cli)
+    p.set_defaults(func=_releases_cli, on_interrupt=lambda a: resume_hint(str(a.out)))
 
 
 def _validate_releases_args(args) -> None:

@@ -7,7 +7,7 @@ The report sits below its sections, so the sections are passed in: :mod:`nsverif
 """
 from __future__ import annotations
 
-import argparse
+import os
 import sys
 from typing import Callable, Sequence
 
@@ -45,8 +45,7 @@ def register_nightly(sub, load_sections: SectionLoader) -> None:
     def cmd_nightly(args) -> int:
         return _cmd_nightly(args, load_sections)
 
-    p = sub.add_parser("nightly", help="run every report section; write DIR/<UTC>/report.json + index.html",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = sub.add_parser("nightly", help="run every report section; write DIR/<UTC>/report.json + index.html")
     p.add_argument("--out", default="reports", type=OutputDir("--out"),
                    help="report directory (a run goes to OUT/<UTC timestamp>/)")
     p.add_argument("--quick", action="store_true", help="small sizes: minutes on 2 CPU cores")
@@ -64,7 +63,14 @@ def register_nightly(sub, load_sections: SectionLoader) -> None:
     p.add_argument("--merge", nargs="+", metavar="DIR", type=ReportPath("--merge"),
                    help="run nothing: merge these runs (one per machine, e.g. CPU box and GPU box) into one "
                         "report under --out, with a column per machine")
-    p.set_defaults(func=cmd_nightly, check=_check_nightly)
+    p.set_defaults(func=cmd_nightly, check=_check_nightly, on_interrupt=_interrupted)
+
+
+def _interrupted(args) -> str:
+    """After Ctrl-C: a run (not --merge) keeps its sections' partial results under OUT/.scratch."""
+    from nsverify.argtypes import resume_hint
+
+    return resume_hint(None if args.merge else os.path.join(args.out, ".scratch"))
 
 
 def _check_nightly(args) -> None:

@@ -27,7 +27,6 @@ machines are still compared, but the comparison is labelled cross-machine and ev
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
@@ -360,8 +359,7 @@ def check_bench_factor(factor: float) -> float:
 def register_cli(sub) -> None:
     from nsverify.report.cli import ReportPath
 
-    p = sub.add_parser("compare", help="print the differences between two nightly reports (A = baseline)",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = sub.add_parser("compare", help="print the differences between two nightly reports (A = baseline)")
     p.add_argument("a", type=ReportPath("A (the baseline)"),
                    help="baseline: a run directory, its report.json, or a reports root (uses latest)")
     p.add_argument("b", type=ReportPath("B (the run to judge)"), help="the run to judge (same forms as A)")
@@ -378,8 +376,32 @@ def _check_compare(args) -> None:
     require_run(load_report(args.b), "B")
 
 
+def run_identity(report: dict, path: str = "") -> dict:
+    """Which run a report is: its date, the nsverify commit it ran (None before reports recorded it) and its
+    machine (host, CPU, GPU, torch)."""
+    m = report.get("machine", {})
+    return {"created": report.get("created"), "commit": m.get("commit"), "hostname": m.get("hostname"),
+            "cpu": m.get("cpu"), "gpu": m.get("gpu"), "torch": m.get("torch"), "quick": report.get("quick"),
+            "path": path}
+
+
+def format_identity(name: str, ident: dict) -> str:
+    """One line naming a compared run: "A (baseline): run 2026-01-01T00:00:00+00:00, commit 1a2b3c, machine box
+    (Fake CPU 9000, no GPU, torch 2.13.0), quick; reports/a"."""
+    machine = ", ".join(str(x) for x in (ident["cpu"], ident["gpu"] or "no GPU", ident["torch"] and
+                                         f"torch {ident['torch']}") if x)
+    return (f"{name}: run {ident['created'] or 'of unknown date'}, commit {ident['commit'] or 'not recorded'}, "
+            f"machine {ident['hostname'] or '?'} ({machine}){', quick' if ident['quick'] else ''}"
+            + (f"; {ident['path']}" if ident["path"] else ""))
+
+
 def _cmd_compare(args) -> int:
     a, b = load_report(args.a), load_report(args.b)
     cmp = compare_reports(a, b, args.bench_factor, base_path=str(args.a))
-    print(json.dumps(cmp, indent=1) if args.json else format_comparison(cmp), file=sys.stdout)
+    ids = {"a": run_identity(a, str(args.a)), "b": run_identity(b, str(args.b))}
+    if args.json:
+        print(json.dumps({**ids, **cmp}, indent=1), file=sys.stdout)
+    else:
+        print(format_identity("A (baseline)", ids["a"]) + "\n" + format_identity("B (judged)", ids["b"]) + "\n"
+              + format_comparison(cmp), file=sys.stdout)
     return 1 if args.fail_on_regression and cmp["regressions"] else 0

@@ -25,6 +25,20 @@ def gpu_model() -> str | None:
     return None
 
 
+def source_commit() -> str | None:
+    """The git commit of the nsverify source this process runs (``git describe --always --dirty``), or None
+    when it is not a git checkout (an installed wheel) or git is missing."""
+    import subprocess
+    from pathlib import Path
+
+    try:
+        proc = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], capture_output=True,
+                              text=True, timeout=10, cwd=Path(__file__).resolve().parents[1])
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
 def machine_info() -> dict:
     """A JSON-able description of this machine; ``machine_id`` is what runs are compared by."""
     import torch  # here, not at module level: reading and comparing reports needs no torch
@@ -44,6 +58,7 @@ def machine_info() -> dict:
         "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32),
         "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
         "num_threads": torch.get_num_threads(),
+        "commit": source_commit(),
     }
     info["machine_id"] = f"{info['hostname']}|{info['cpu']}|{gpu or 'no-gpu'}"
     return info

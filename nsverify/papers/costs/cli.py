@@ -6,7 +6,6 @@
 """
 from __future__ import annotations
 
-import argparse
 import json
 
 from nsverify.argtypes import Checked, Number
@@ -18,31 +17,34 @@ SEED = Number(integer=True, lo=0, hi=2**63 - 1, hint="a random seed")
 
 
 def register_cli(sub) -> None:
-    p = sub.add_parser("costs", help="the cost of nonsmooth AD (Boustany Ch.2): tables, hardness, ratios",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = sub.add_parser("costs", help="the cost of nonsmooth AD (Boustany Ch.2): tables, hardness, ratios")
     cs = p.add_subparsers(dest="costs_command", metavar="WHAT")
     t = cs.add_parser("tables", help="Tables 2.1-2.3 recomputed from the interpreter; marks failing bounds")
     t.add_argument("--failures", action="store_true", help="print only the grid points where a bound fails")
     t.add_argument("--json", action="store_true", help="print JSON rows instead of a text table")
     t.set_defaults(func=_tables)
-    s = cs.add_parser("sat", help="3-SAT -> ReLU network: exact Clarke set at 0 vs Proposition 4",
-                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    s = cs.add_parser("sat", help="3-SAT -> ReLU network: exact Clarke set at 0 vs Proposition 4")
     s.add_argument("--vars", type=Number(integer=True, lo=1, hi=MAX_SAT_VARS, hint="number of Boolean variables "
-                                         "p; the brute-force check tries 2^p assignments"), default=3)
-    s.add_argument("--clauses", type=Number(integer=True, lo=1, hi=1000, hint="number of 3-clauses"), default=4)
-    s.add_argument("--seed", type=SEED, default=0)
+                                         "p; the brute-force check tries 2^p assignments"), default=3,
+                   help="number of Boolean variables p of the random 3-CNF formula (the brute-force check tries "
+                        "2^p assignments)")
+    s.add_argument("--clauses", type=Number(integer=True, lo=1, hi=1000, hint="number of 3-clauses"), default=4,
+                   help="number of 3-clauses of the formula")
+    s.add_argument("--seed", type=SEED, default=0, help="random seed of the formula")
     s.add_argument("--max-regions", type=Number(integer=True, lo=1, hi=10**7, hint="bound on the activation "
-                                                "regions the exact Clarke enumeration may visit"), default=20_000)
+                                                "regions the exact Clarke enumeration may visit"), default=20_000,
+                   help="bound on the activation regions the exact Clarke enumeration may visit")
     s.set_defaults(func=_sat)
-    r = cs.add_parser("ratio", help="measured (fwd+bwd)/fwd wall-clock and FLOP ratio of a ReLU MLP",
-                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    r.add_argument("--depth", type=Number(integer=True, lo=1, hi=1000, hint="number of hidden layers"), default=3)
+    r = cs.add_parser("ratio", help="measured (fwd+bwd)/fwd wall-clock and FLOP ratio of a ReLU MLP")
+    r.add_argument("--depth", type=Number(integer=True, lo=1, hi=1000, hint="number of hidden layers"), default=3,
+                   help="number of hidden layers of the ReLU MLP")
     r.add_argument("--width", type=Number(integer=True, lo=1, hi=65536, hint="units per hidden layer"),
-                   default=256)
+                   default=256, help="units per hidden layer")
     r.add_argument("--batch", type=Number(integer=True, lo=1, hi=65536, hint="inputs per forward pass"),
-                   default=64)
-    r.add_argument("--dtype", type=Checked(parse_dtype, "float32"), default="float32")
-    r.add_argument("--device", type=Checked(parse_device, "cpu"), default="cpu")
+                   default=64, help="inputs per forward pass")
+    r.add_argument("--dtype", type=Checked(parse_dtype, "float32"), default="float32",
+                   help="float16, bfloat16, float32 or float64")
+    r.add_argument("--device", type=Checked(parse_device, "cpu"), default="cpu", help="cpu, cuda or cuda:N")
     r.set_defaults(func=_ratio, check=_check_ratio)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 

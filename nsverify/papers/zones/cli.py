@@ -14,6 +14,7 @@ from nsverify.argtypes import (
     Number,
     OutputFile,
     inf_or_number,
+    resume_hint,
 )
 from nsverify.devices import parse_device, parse_dtype
 from nsverify.errors import BadArgumentError
@@ -42,32 +43,35 @@ def _common(p):
     from nsverify.papers.zones.volume import MAX_N_DATA, MAX_WIDTH
 
     p.add_argument("--model", default="lenet5", type=Choice(_models, "model", example="lenet5"),
-                   help="mlp, lenet5, vgg11/13/16/19, resnet18")
+                   help="the network: mlp, lenet5, vgg11/13/16/19, resnet18")
     p.add_argument("--width", type=Number(lo=0, lo_open=True, hi=MAX_WIDTH, hint="channel/hidden width factor"),
-                   default=1.0, help="channel/hidden width factor")
+                   default=1.0, help="channel/hidden width factor of the model")
     p.add_argument("--bn", action="store_true", help="BatchNorm after each convolution (CNNs)")
     p.add_argument("--dataset", default="digits28", type=Choice(_datasets, "dataset", example="digits28"),
-                   help="digits28, plateaus, natural, mnist, cifar10")
+                   help="the images: digits28, plateaus, natural (built in), mnist, cifar10 (from --data-root)")
     p.add_argument("--data-root", default=None, type=InputDir("--data-root"),
                    help="directory with MNIST/CIFAR files you already have")
     p.add_argument("--n-data", type=Number(integer=True, lo=1, hi=MAX_N_DATA, hint="number of synthetic images"),
-                   default=512, help="number of synthetic plateau images")
+                   default=512, help="number of synthetic images (built-in datasets)")
     p.add_argument("--batch-size", type=Number(integer=True, lo=1, hi=65536, hint="images per minibatch"),
-                   default=64)
+                   default=64, help="images per minibatch")
     p.add_argument("--draws", type=Number(integer=True, lo=1, hi=10**6, hint="M, the number of parameter draws"),
-                   default=8, help="M parameter draws")
+                   default=8, help="M, the number of parameter draws")
     p.add_argument("--batches", type=Number(integer=True, lo=1, hi=10**6, hint="R, minibatches per draw"),
-                   default=4, help="R minibatches per draw")
+                   default=4, help="R, the number of minibatches per draw")
     p.add_argument("--dtypes", default="bfloat16,float32,float64",
-                   type=CsvList(Checked(parse_dtype, "float32"), "dtypes"))
+                   type=CsvList(Checked(parse_dtype, "float32"), "dtypes"),
+                   help="comma-separated precisions to measure")
     p.add_argument("--programs", default="native,minimal",
                    type=CsvList(Checked(_program, "native"), "programs", count=2, example="native,minimal"),
-                   help="P,Q: native, minimal, relu1, 'beta=10', ...")
+                   help="the two backward programs P,Q compared: native, minimal, relu1, 'beta=10', ...")
     p.add_argument("--norm", default="1", type=Choice(["1", "2", "inf"], "norm", convert=inf_or_number),
-                   help="1 (eq 3.11), 2 or inf")
-    p.add_argument("--reduction", default="mean", type=Choice(["mean", "sum"], "reduction"))
-    p.add_argument("--seed", type=Number(integer=True, lo=0, hi=2**63 - 1, hint="a random seed"), default=0)
-    p.add_argument("--device", default="cpu", type=Checked(parse_device, "cpu"))
+                   help="norm of the gradient difference D: 1 (Boustany eq. 3.11), 2 or inf")
+    p.add_argument("--reduction", default="mean", type=Choice(["mean", "sum"], "reduction"),
+                   help="loss reduction over the minibatch: mean or sum")
+    p.add_argument("--seed", type=Number(integer=True, lo=0, hi=2**63 - 1, hint="a random seed"), default=0,
+                   help="random seed of the draws and the data")
+    p.add_argument("--device", default="cpu", type=Checked(parse_device, "cpu"), help="cpu, cuda or cuda:N")
     p.add_argument("--allow-slow-fp16", action="store_true", help="run float16 on CPU anyway (slow)")
 
 
@@ -120,11 +124,22 @@ def _check(a) -> None:
     load_partial(a.resume, cfg)  # a corrupted resume file, or one of another configuration
 
 
+def _json_dir(path: str | None) -> None:
+    """Create the missing directories of ``--json FILE`` before any work (exit 2 with one line if impossible)."""
+    if path:
+        from pathlib import Path
+
+        from nsverify.files import make_output_dir
+
+        make_output_dir(Path(path).parent, "--json")
+
+
 def _volume(a) -> int:
     from nsverify.files import atomic_write_text
     from nsverify.papers.zones.volume import dist_cleanup, estimate_volume
 
     cfg = _config(a)
+    _json_dir(a.json)
     try:
         res = estimate_volume(cfg, _taus(a.tau), resume=a.resume)
     finally:
@@ -153,6 +168,7 @@ def _thresholds(a) -> int:
     from nsverify.workloads.models import build_model
 
     cfg = _config(a)
+    _json_dir(a.json)
     data = _Data(cfg)
 
     def factory(i):
@@ -172,23 +188,35 @@ def _thresholds(a) -> int:
     return 0
 
 
+def _interrupted(a) -> str:
+    """After Ctrl-C: with --resume the finished draws are in that file (and its .rank<N> siblings under
+    torchrun); without it nothing was kept."""
+    if a.resume is None:
+        return "interrupted (no draw was kept: give --resume FILE to make the run resumable)"
+    return resume_hint(a.resume)
+
+
 def register_cli(sub) -> None:
     p = sub.add_parser("zones", help="bifurcation/compensation zones: volume estimates and thresholds",
                        description="Zone measurements (Bertoin et al.; Boustany Ch.3). See docs/zones.md.")
     zs = p.add_subparsers(dest="zones_command", metavar="ACTION")
     v = zs.add_parser("volume", help="Monte Carlo share of impacted draws and minibatches (torchrun-aware)")
     _common(v)
-    v.add_argument("--tau", action="append", metavar="DTYPE=VALUE",
+    v.add_argument("--tau", action="append", metavar="DTYPE=VALUE", required=True,
                    type=KeyValue(Checked(parse_dtype, "float32"),
                                  Number(lo=0, hint="the threshold on D above which a pair is impacted"),
                                  example="float32=1e-8"),
-                   help="threshold per dtype (repeat)")
+                   help="the threshold on D above which a (draw, minibatch) pair is impacted, one per dtype of "
+                        "--dtypes (repeat: --tau float32=1e-8 --tau float64=1e-14); `nsverify zones thresholds` "
+                        "measures them, Boustany Table 3.4 gives the paper's")
     v.add_argument("--resume", default=None, type=InputFile("--resume", may_be_new=True),
-                   help="partial-results JSON; rerun the command to resume")
-    v.add_argument("--json", default=None, type=OutputFile("--json"), help="write the full result here")
-    v.set_defaults(func=_volume, check=_check)
+                   help="partial-results JSON, written after every draw; rerun the same command to resume")
+    v.add_argument("--json", default=None, type=OutputFile("--json"),
+                   help="write the full result to this file (missing directories are created)")
+    v.set_defaults(func=_volume, check=_check, on_interrupt=_interrupted)
     t = zs.add_parser("thresholds", help="tau1 (GPU nondeterminism) and tau2 (ReLU'(0)=0 vs 1)")
     _common(t)
-    t.add_argument("--json", default=None, type=OutputFile("--json"), help="write the thresholds here")
+    t.add_argument("--json", default=None, type=OutputFile("--json"),
+                   help="write the thresholds to this file (missing directories are created)")
     t.set_defaults(func=_thresholds, check=_check)
     p.set_defaults(func=lambda a: (p.print_help(file=sys.stderr), 2)[1])
