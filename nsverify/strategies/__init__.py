@@ -38,7 +38,7 @@ from nsverify.strategies.netspec import (
     Layer,
     NetSpec,
     Pool,
-    Site,
+    SpecSite,
     _flat_in,
     _pre_shape,
     check_exact,
@@ -428,7 +428,7 @@ def _force(draw, ed: _Editable, li: int, kind: str, used: set):
         idx = draw(st.sampled_from(list(np.ndindex(*y.shape))), label="kink entry")
         kink = draw(st.sampled_from(list(L.activation.breakpoints)), label="which kink")
         if _set_pre(_chooser(draw), ed, li, idx, kink, used):
-            return Site("kink", li, idx, kink, how="kink")
+            return SpecSite("kink", li, idx, kink, how="kink")
         return None
     windows = list(pool_windows(L, y.shape[1:]))
     b = draw(st.integers(0, spec.batch - 1), label="pool sample")
@@ -439,7 +439,7 @@ def _force(draw, ed: _Editable, li: int, kind: str, used: set):
             if not _set_pre(_chooser(draw), ed, li, (b, *m), low, used):
                 return None
         value = L.activation.exact(low)
-        return Site("pool", li, (b, *oidx), value, tuple((b, *m) for m in members), how="dead")
+        return SpecSite("pool", li, (b, *oidx), value, tuple((b, *m) for m in members), how="dead")
     p, q = sorted(
         draw(
             st.lists(st.integers(0, len(members) - 1), min_size=2, max_size=2, unique=True), label="tied pair"
@@ -490,7 +490,7 @@ def _force(draw, ed: _Editable, li: int, kind: str, used: set):
     tied = tuple((b, *m) for m, v in zip(members, vals) if v == mx)
     if len(tied) < 2:
         return None
-    return Site("pool", li, (b, *oidx), mx, tied, how=how)
+    return SpecSite("pool", li, (b, *oidx), mx, tied, how=how)
 
 
 def _check_possible(spec: NetSpec, dtype: torch.dtype) -> None:
@@ -538,7 +538,7 @@ def near_ties(draw, spec_strategy, ulps=(1, 4), dtype=torch.float32, device="cpu
     with torch.no_grad():
         out.build(dtype, device)(out.inputs(dtype, device), record=rec)
     got = rec[site.layer][0][site.index].item()
-    moved = Site("near", site.layer, site.index, target, how=f"{k:+d} ulp of {site.value}")
+    moved = SpecSite("near", site.layer, site.index, target, how=f"{k:+d} ulp of {site.value}")
     return replace(
         out,
         forced=(moved,),
@@ -576,6 +576,6 @@ __all__ = [
     "exact_range_check",
     "ulp",
     "NetSpec",
-    "Site",
+    "SpecSite",
     "InexactError",
 ]

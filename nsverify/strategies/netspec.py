@@ -182,7 +182,7 @@ class Layer:
 
 
 @dataclass(frozen=True)
-class Site:
+class SpecSite:
     """A kink or tie site found by exact evaluation.
 
     ``kind``: ``"kink"`` (a pre-activation exactly at a breakpoint) or ``"pool"`` (a pool window whose maximum
@@ -314,7 +314,7 @@ class NetSpec:
     def exact(self) -> ExactTrace:
         return exact_forward(self)
 
-    def sites(self) -> list[Site]:
+    def sites(self) -> list[SpecSite]:
         return self.exact().sites
 
     def with_values(self, x=None, layers=None, **kw) -> NetSpec:
@@ -502,7 +502,7 @@ def exact_forward(spec: NetSpec) -> ExactTrace:
         bps = set(act.breakpoints)
         for idx in np.ndindex(*y.shape):
             if y[idx] in bps:
-                sites.append(Site("kink", li, idx, y[idx]))
+                sites.append(SpecSite("kink", li, idx, y[idx]))
             try:
                 a[idx] = act.exact(y[idx])
             except InexactError:
@@ -548,7 +548,7 @@ def _exact_pool(L: Layer, a: np.ndarray, li: int, sites: list) -> np.ndarray:
             z[(b, *oidx)] = mx
             tied = tuple((b, *m) for m, v in zip(members, vals) if v == mx)
             if len(tied) >= 2:
-                sites.append(Site("pool", li, (b, *oidx), mx, tied))
+                sites.append(SpecSite("pool", li, (b, *oidx), mx, tied))
     return z
 
 
