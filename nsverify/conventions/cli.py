@@ -55,6 +55,9 @@ def _add_conventions_args(p) -> None:
                    help="show the cells that differ from a recorded release (e.g. 2.13.0), a conventions JSON "
                         "file, 'auto' (default: the nearest recorded release at or below the installed one) or "
                         "'none'")
+    p.add_argument("--in-process", action="store_true",
+                   help="evaluate in this process, not in child processes (default: child processes, so that a "
+                        "crash inside torch becomes a 'crashed' cell with a reproduction script)")
 
 
 def register_cli(sub) -> None:
@@ -88,9 +91,11 @@ def _cli(args) -> int:
             raise NsverifyError(f"--compile-dtype {','.join(args.compile_dtype)}: name dtypes among --dtype "
                                 f"({','.join(args.dtype)}).")
     baseline = _baseline(args.baseline)  # checked before any work
-    progress = lambda msg, i=None, n=None: print(f"[conventions {i}/{n}] {msg}", file=sys.stderr)  # noqa: E731
+    progress = lambda msg, i=None, n=None: print(f"[conventions{f' {i}/{n}' if n else ''}] {msg}",  # noqa: E731
+                                                 file=sys.stderr)
     results = run_matrix(ops, dtypes, devices, list(args.modes), compile_dtypes=compile_dtypes,
-                         compile_backend=args.compile_backend, progress=progress)
+                         compile_backend=args.compile_backend, progress=progress, isolate=not args.in_process,
+                         repro_dir=_crash_dir(args.json))
     meta = {"devices": [str(d) for d in devices], "provenance": provenance(devices, getattr(args, "command_line", None)
                                                                     or ["nsverify", *sys.argv[1:]])}
     if baseline is not None:
@@ -107,8 +112,12 @@ def _cli(args) -> int:
 
         print(format_table(results))
         diffs = differences(results)
-        print(f"\n{len(results)} evaluations, {sum(not r.as_expected for r in results)} not as expected, "
-              f"{len(diffs)} cases whose rule differs across dtypes/devices/modes.")
+        crashed = [r for r in results if r.rule == "crashed"]
+        print(f"\n{len(results)} evaluations, {sum(not r.as_expected for r in results) - len(crashed)} not as "
+              f"expected, {len(diffs)} cases whose rule differs across dtypes/devices/modes, {len(crashed)} crashed.")
+        for r in crashed:  # the CRASHED cells of the table: why, and the script that reproduces them
+            print(f"crashed: {r.op} at {r.case} ({r.dtype}, {r.device}, {r.mode}): {r.error}; reproduction: "
+                  f"{r.extra.get('repro')}")
         errors = {(r.op, r.mode, r.error): r for r in results if r.rule == "error"}
         for (op, mode, err), r in sorted(errors.items()):  # the 'error' cells of the table: say why
             print(f"error: {op} in mode {mode} ({r.dtype}, {r.device}, and possibly others): {err}")
@@ -117,6 +126,15 @@ def _cli(args) -> int:
         elif args.baseline in ("auto", None):
             print("\nNo recorded baseline at or below this torch release.")
     return 0
+
+
+def _crash_dir(json_out: str | None) -> str | None:
+    """Where the reproduction scripts of crashed cells go: ``<FILE stem>-crashed/`` next to ``--json FILE``, else
+    a new temporary directory (None)."""
+    if json_out in (None, "-"):
+        return None
+    path = Path(json_out)
+    return str(path.with_name(path.stem + "-crashed"))
 
 
 def main_conventions(argv: list[str] | None = None) -> int:
