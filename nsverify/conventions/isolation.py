@@ -186,7 +186,8 @@ def evaluate_isolated(cells: list, device: str, backend: str, *, timeout: float 
         if data is not None:
             return [result_from_json(r) for r in data["results"]], data["message"]
         if len(group) == 1 or why.startswith("timed out"):
-            return [crashed_result(c, dt, device, m, why, repro_dir) for c, dt, m in group], ""
+            return ([crashed_result(c, dt, device, m, why, repro_dir) for c, dt, m in group],
+                    f"{len(group)} cell(s) crashed ({why})")
         if progress:
             progress(f"a child process evaluating {len(group)} cells on {device} died ({why}); rerunning them in "
                      f"halves to find the crashing cell(s)")
