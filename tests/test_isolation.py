@@ -216,3 +216,25 @@ def test_capabilities_flags_the_claims_whose_verdict_differs():
     rows = caps.claim_rows({"native": report(True, "x"), "avx2": {"sections": {"zones": {"claims": [
         {"id": "zones/a", "claim": "A", "held": True, "measured": "2/40"}]}}}})
     assert {r["id"]: r["depends"] for r in rows} == {"zones/a": False, "zones/b": True}
+
+
+def test_a_crash_that_needs_the_cells_together_is_kept(monkeypatch, tmp_path):
+    """A batch whose child dies while each half runs alone: every cell keeps its result and notes the crash."""
+    cases = cv.build_cases(["relu", "abs"])
+    real = isolation.run_child
+    calls = []
+
+    def child(request, timeout):
+        calls.append(len(request["cells"]))
+        if len(request["cells"]) == 2:
+            return None, "killed by signal SIGSEGV (11)"
+        return real(request, timeout)
+
+    monkeypatch.setattr(isolation, "run_child", child)
+    rs, msg = isolation.evaluate_isolated([(c, "float32", "eager") for c in cases], "cpu", "inductor",
+                                          repro_dir=tmp_path)
+    assert calls == [2, 1, 1]
+    assert [r.rule for r in rs] == ["left", "even"]
+    assert "every part ran alone" in msg and all(r.extra["batch_crash"] == msg for r in rs)
+    assert cv.batch_crashes(rs) == [msg]
+    assert cv.to_json(rs)["batch_crashes"] == [msg]

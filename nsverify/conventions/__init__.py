@@ -13,6 +13,7 @@ from nsverify.conventions.matrix import (
     SCHEMA,
     Case,
     Result,
+    batch_crashes,
     build_cases,
     classify,
     crashed,
@@ -30,6 +31,7 @@ from nsverify.conventions.matrix import (
     to_json,
 )
 
-__all__ = ["KINK_CANDIDATES", "MODES", "SCHEMA", "Case", "Result", "build_cases", "classify", "crashed",
-           "crashed_result", "differences", "elementwise_cases", "evaluate_batch", "evaluate_case", "format_table",
-           "metrics", "provenance", "result_from_json", "run_matrix", "selection_cases", "to_json", "register_cli"]
+__all__ = ["KINK_CANDIDATES", "MODES", "SCHEMA", "Case", "Result", "batch_crashes", "build_cases", "classify",
+           "crashed", "crashed_result", "differences", "elementwise_cases", "evaluate_batch", "evaluate_case",
+           "format_table", "metrics", "provenance", "result_from_json", "run_matrix", "selection_cases", "to_json",
+           "register_cli"]

@@ -108,7 +108,7 @@ def _cli(args) -> int:
         else:
             atomic_write_text(args.json, text)
     if args.json != "-":
-        from nsverify.conventions.matrix import differences
+        from nsverify.conventions.matrix import batch_crashes, differences
 
         print(format_table(results))
         diffs = differences(results)
@@ -118,6 +118,8 @@ def _cli(args) -> int:
         for r in crashed:  # the CRASHED cells of the table: why, and the script that reproduces them
             print(f"crashed: {r.op} at {r.case} ({r.dtype}, {r.device}, {r.mode}): {r.error}; reproduction: "
                   f"{r.extra.get('repro')}")
+        for note in batch_crashes(results):  # a crash no single cell reproduces
+            print(f"crashed: {note}")
         errors = {(r.op, r.mode, r.error): r for r in results if r.rule == "error"}
         for (op, mode, err), r in sorted(errors.items()):  # the 'error' cells of the table: say why
             print(f"error: {op} in mode {mode} ({r.dtype}, {r.device}, and possibly others): {err}")

@@ -5,7 +5,8 @@ script, never a dead process.
 One child runs a batch: the eager/func/jvp cells of one device (every dtype), or the compile cells of one dtype
 and device (one compile, as in-process). A child that dies (killed by a signal, or exiting without writing its
 results) has its batch split in halves, each rerun in a child of its own, down to single cells: the cells that
-still crash alone are marked crashed; every other cell keeps the result it gives in a part that ran. A child that
+still crash alone are marked crashed; every other cell keeps the result it gives in a part that ran. A crash that
+needs the cells together (every part runs alone) is kept in each cell's ``extra["batch_crash"]``. A child that
 runs past its time limit is not split (every half could wait as long again): its whole batch is marked crashed,
 with the limit in the message.
 
@@ -194,9 +195,13 @@ def evaluate_isolated(cells: list, device: str, backend: str, *, timeout: float 
         half = len(group) // 2
         out = run(group[:half])[0] + run(group[half:])[0]
         k = sum(r.rule == "crashed" for r in out)
-        return out, (f"{k} of {len(group)} cells crashed on {device}" if k else
-                     f"the child evaluating {len(group)} cells on {device} died ({why}), but every part ran "
-                     f"alone: the crash needs the cells together; each cell has its result from a part")
+        if k:
+            return out, f"{k} of {len(group)} cells crashed on {device}"
+        note = (f"the child evaluating {len(group)} cells on {device} together died ({why}), but every part ran "
+                f"alone: each cell has its result from a part")
+        for r in out:  # not a crashed cell, but a crash all the same: every cell of the batch says so
+            r.extra.setdefault("batch_crash", note)
+        return out, note
 
     return run(list(cells))
 

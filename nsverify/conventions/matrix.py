@@ -386,6 +386,12 @@ def crashed(results: Sequence[Result]) -> list[Result]:
     return [r for r in results if r.rule == "crashed"]
 
 
+def batch_crashes(results: Sequence[Result]) -> list[str]:
+    """The crashes of isolated batches that no single cell reproduces (each cell was measured in a part of its
+    batch that ran), one message each."""
+    return list(dict.fromkeys(r.extra["batch_crash"] for r in results if r.extra.get("batch_crash")))
+
+
 def differences(results: Sequence[Result]) -> list[dict]:
     """Cases whose rule is not the same across every dtype, device and mode evaluated (crashed cells, which
     measured nothing, are left out: :func:`crashed` lists them)."""
@@ -423,7 +429,7 @@ def to_json(results: Sequence[Result], meta: dict | None = None) -> dict:
     return {"schema": SCHEMA, "torch": torch.__version__, "meta": meta or {},
             "results": [asdict(r) for r in results], "differences": differences(results),
             "unexpected": [asdict(r) for r in results if not r.as_expected and r.rule != "crashed"],
-            "crashed": [asdict(r) for r in crashed(results)]}
+            "crashed": [asdict(r) for r in crashed(results)], "batch_crashes": batch_crashes(results)}
 
 
 def result_from_json(row: dict) -> Result:

@@ -91,12 +91,14 @@ def conventions_section(ctx) -> dict:
                f"compile for {', '.join(compile_dtypes)}). "
                f"{len(unexpected)} differ from the expected rule; {len(diffs)} cases differ across columns; "
                f"{len(crashed)} crashed their process{_crash_note(crashed)}. "
-               f"Outside the Clarke set: {', '.join(f'{o} ({c})' for o, c in outside) or 'none'}."
+               + "".join(f"Crash no single cell reproduces: {note}. " for note in cv.batch_crashes(results))
+               + f"Outside the Clarke set: {', '.join(f'{o} ({c})' for o, c in outside) or 'none'}."
                + ("" if gpu else " No GPU data (nsverify/data/gpu/conventions.json) yet."))
     metrics = cv.metrics(results) + cv.metrics(results_gpu) + [
         {"key": "unexpected_rules", "kind": "counterexample", "value": len(unexpected)},
         {"key": "outside_clarke_cases", "kind": "info", "value": len(outside)},
         {"key": "crashed_cells", "kind": "counterexample", "value": len(crashed)},
+        {"key": "batch_crashes", "kind": "counterexample", "value": len(cv.batch_crashes(results))},
     ]
     return {"summary": summary, "tables": tables, "claims": claims,
             "data": {"metrics": metrics, "differences": diffs,
