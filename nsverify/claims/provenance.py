@@ -6,12 +6,14 @@ reader of these files (every stored GPU run is read through it, named by :func:`
 without the block, so a figure can never enter the report without its device, torch version, date and command.
 The two older files that describe their machine in a block of their own (``conventions.json``: ``meta``,
 ``optim.json``: ``info``) are read with ``require_provenance=False``. Scripts that write such files call
-:func:`provenance` for the block.
+:func:`provenance` for the block. :func:`runtime` is the CPU kernel path of this run, which every judged claim
+records.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -35,6 +37,19 @@ def provenance(device: str, command: list[str] | None = None) -> dict:
     return {"device": device, "torch": torch.__version__,
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join(shlex.quote(c) for c in cmd)}
+
+
+def runtime() -> dict:
+    """The CPU kernel path a claim judged now ran with, recorded in every claim (``Claim.to_json``'s ``runtime``):
+    ``cpu_capability``, the kernel level ATen dispatches to (``torch.backends.cpu.get_cpu_capability()``: DEFAULT,
+    AVX2, AVX512, ...), ``aten_cpu_capability``, the ``ATEN_CPU_CAPABILITY`` that forced it (None when unset), and
+    ``nsverify_kernels``, the ``NSVERIFY_KERNELS`` mode of nsverify's fused max-pool kernels (None when unset: auto).
+    A floating-point result can change with the CPU kernel, so a verdict is only comparable under the same path."""
+    import torch
+
+    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY"),
+            "nsverify_kernels": os.environ.get("NSVERIFY_KERNELS")}
 
 
 def gpu_file(name: str) -> Path:

@@ -25,7 +25,10 @@ JSON form (``Claim.to_json()``; the report's ``sections.<name>.claims[i]``, docu
      "witness": false,                         # the verdict rests on a counterexample / an occurrence
      "erratum": null | "...",                  # set when the claim tests a printed formula that is a paper
                                                # erratum (listed apart from non-reproductions)
-     "notes": "kernel path: ..."}              # how it was measured (optional)
+     "notes": "kernel path: ...",              # how it was measured (optional)
+     "runtime": {"cpu_capability": "AVX512",   # the CPU kernel path it ran with (provenance.runtime()), filled
+                 "aten_cpu_capability": null,  #   in when the claim is judged; a stored GPU run's claims say
+                 "nsverify_kernels": null}}    #   {"stored_run", "device"} instead (on_stored_run)
 
 Invariants (checked when a claim is built): ``held`` is True/False/None; an undecided claim has a reason; a
 decided claim (held not None) either rests on a witness or has power >= :data:`nsverify.claims.decide.POWER`
@@ -37,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from nsverify.claims.decide import POWER, RULES, Decision
+from nsverify.claims.provenance import runtime
 from nsverify.errors import NsverifyError
 
 ORIGINS = ("paper", "measured", "ours")
@@ -147,6 +151,7 @@ class Claim:
             "witness": d.witness,
             "erratum": self.erratum or None,
             "notes": self.notes,
+            "runtime": runtime(),
             **self.extra,
         }
 
@@ -236,11 +241,13 @@ def spec_table(specs) -> dict[str, ClaimSpec]:
     return out
 
 
-def on_stored_run(claims: list[dict], origin: str) -> list[dict]:
-    """``claims`` judged on a stored GPU run: the statement marked ``[GPU]`` and the id prefixed with ``origin``
-    (the run's file, e.g. ``gpu-zones``), so they stay apart from the same claims judged on this run."""
-    return [{**c, "claim": "[GPU] " + c["claim"], **({"id": f"{origin}/{c['id']}"} if c.get("id") else {})}
-            for c in claims]
+def on_stored_run(claims: list[dict], origin: str, device: str | None = None) -> list[dict]:
+    """``claims`` judged on a stored GPU run: the statement marked ``[GPU]``, the id prefixed with ``origin``
+    (the run's file, e.g. ``gpu-zones``), so they stay apart from the same claims judged on this run, and the
+    ``runtime`` naming the stored run and its ``device`` (the GPU of its provenance block) instead of this CPU."""
+    where = {"stored_run": origin, "device": device}
+    return [{**c, "claim": "[GPU] " + c["claim"], "runtime": where,
+             **({"id": f"{origin}/{c['id']}"} if c.get("id") else {})} for c in claims]
 
 
 def summary_counts(claims: list[dict]) -> dict:

@@ -1,7 +1,8 @@
 """The conventions matrix (:mod:`~nsverify.conventions.matrix`): what PyTorch's AD returns at every kink and tie of
 the registry; its baselines per torch release, shipped as data (:mod:`~nsverify.conventions.baselines`); and the
 matrix across releases, one environment per release (:mod:`~nsverify.conventions.releases`,
-:mod:`~nsverify.conventions.envs`). ``nsverify conventions`` and ``nsverify releases`` are in
+:mod:`~nsverify.conventions.envs`); its cells in child processes, a crash becoming a crashed cell
+(:mod:`~nsverify.conventions.isolation`). ``nsverify conventions`` and ``nsverify releases`` are in
 :mod:`~nsverify.conventions.cli`."""
 from __future__ import annotations
 
@@ -12,10 +13,14 @@ from nsverify.conventions.matrix import (
     SCHEMA,
     Case,
     Result,
+    batch_crashes,
     build_cases,
     classify,
+    crashed,
+    crashed_result,
     differences,
     elementwise_cases,
+    evaluate_batch,
     evaluate_case,
     format_table,
     metrics,
@@ -26,6 +31,7 @@ from nsverify.conventions.matrix import (
     to_json,
 )
 
-__all__ = ["KINK_CANDIDATES", "MODES", "SCHEMA", "Case", "Result", "build_cases", "classify", "differences",
-           "elementwise_cases", "evaluate_case", "format_table", "metrics", "provenance", "result_from_json",
-           "run_matrix", "selection_cases", "to_json", "register_cli"]
+__all__ = ["KINK_CANDIDATES", "MODES", "SCHEMA", "Case", "Result", "batch_crashes", "build_cases", "classify",
+           "crashed", "crashed_result", "differences", "elementwise_cases", "evaluate_batch", "evaluate_case",
+           "format_table", "metrics", "provenance", "result_from_json", "run_matrix", "selection_cases", "to_json",
+           "register_cli"]

@@ -56,6 +56,9 @@ def _add_conventions_args(p) -> None:
                         "release (the newest one older than the installed torch) and the differences from the "
                         "installed release's own recorded baseline when there is one; or one recorded release "
                         "(e.g. 2.13.0), a conventions JSON file, or 'none'")
+    p.add_argument("--in-process", action="store_true",
+                   help="evaluate in this process, not in child processes (default: child processes, so that a "
+                        "crash inside torch becomes a 'crashed' cell with a reproduction script)")
 
 
 def register_cli(sub) -> None:
@@ -147,7 +150,8 @@ def _cli(args) -> int:
                 heartbeat.beat(label[min(i if msg.startswith("compiled") else i + 1, len(label)) - 1])
 
         results = run_matrix(ops, dtypes, devices, list(args.modes), compile_dtypes=compile_dtypes,
-                             compile_backend=args.compile_backend, progress=progress)
+                             compile_backend=args.compile_backend, progress=progress,
+                             isolate=not args.in_process, repro_dir=_crash_dir(args.json))
     meta = {"devices": [str(d) for d in devices], "provenance": provenance(devices, getattr(args, "command_line", None)
                                                                     or ["nsverify", *sys.argv[1:]])}
     compared = []
@@ -163,12 +167,18 @@ def _cli(args) -> int:
         else:
             atomic_write_text(args.json, text)
     if args.json != "-":
-        from nsverify.conventions.matrix import differences
+        from nsverify.conventions.matrix import batch_crashes, differences
 
         print(format_table(results))
         diffs = differences(results)
-        print(f"\n{len(results)} evaluations, {sum(not r.as_expected for r in results)} not as expected, "
-              f"{len(diffs)} cases whose rule differs across dtypes/devices/modes.")
+        crashed = [r for r in results if r.rule == "crashed"]
+        print(f"\n{len(results)} evaluations, {sum(not r.as_expected for r in results) - len(crashed)} not as "
+              f"expected, {len(diffs)} cases whose rule differs across dtypes/devices/modes, {len(crashed)} crashed.")
+        for r in crashed:  # the CRASHED cells of the table: why, and the script that reproduces them
+            print(f"crashed: {r.op} at {r.case} ({r.dtype}, {r.device}, {r.mode}): {r.error}; reproduction: "
+                  f"{r.extra.get('repro')}")
+        for note in batch_crashes(results):  # a crash no single cell reproduces
+            print(f"crashed: {note}")
         errors = {(r.op, r.mode, r.error): r for r in results if r.rule == "error"}
         for (op, mode, err), r in sorted(errors.items()):  # the 'error' cells of the table: say why
             print(f"error: {op} in mode {mode} ({r.dtype}, {r.device}, and possibly others): {err}")
@@ -177,6 +187,15 @@ def _cli(args) -> int:
         if not against and args.baseline in ("auto", None):
             print(f"\nNo recorded conventions at or below torch {installed} to compare with.")
     return 0
+
+
+def _crash_dir(json_out: str | None) -> str | None:
+    """Where the reproduction scripts of crashed cells go: ``<FILE stem>-crashed/`` next to ``--json FILE``, else
+    a new temporary directory (None)."""
+    if json_out in (None, "-"):
+        return None
+    path = Path(json_out)
+    return str(path.with_name(path.stem + "-crashed"))
 
 
 def main_conventions(argv: list[str] | None = None) -> int:

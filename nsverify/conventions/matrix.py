@@ -289,23 +289,63 @@ def evaluate_case(case: Case, dtype, device, mode: str, compiled_grad=None) -> R
 
 def _compiled_grads(cases: list[Case], dtype, device, backend: str):
     """Gradients of every case through ONE compiled function (one compile per dtype/device)."""
+    from nsverify.conventions.isolation import capability_cache_dir
+
     xs = [registry.exact_tensor(c.values, dtype, device).reshape(c.shape) for c in cases]
     fs = [_scalar_fn(c, dtype, device) for c in cases]
 
     def total(*inputs):
         return sum(f(t) for f, t in zip(fs, inputs))
 
+    capability_cache_dir()  # one Inductor cache per CPU capability: its cache does not key on it
     torch._dynamo.reset()
     compiled = torch.compile(total, backend=backend, fullgraph=False)
     leaves = [x.clone().requires_grad_(True) for x in xs]
     return list(torch.autograd.grad(compiled(*leaves), leaves, allow_unused=True))
 
 
+def evaluate_batch(cases: Sequence[Case], dtype, device, mode: str, backend: str = "inductor") -> tuple[list, str]:
+    """The results of ``cases`` in ``mode`` on one dtype and device, in this process, and a progress message (the
+    compile time in mode compile, where every case is compiled as one function)."""
+    dt, dev = parse_dtype(dtype), parse_device(device)
+    cases = list(cases)
+    if mode != "compile":
+        return [evaluate_case(c, dt, dev, mode) for c in cases], ""
+    t0 = time.monotonic()
+    try:
+        grads = _compiled_grads(cases, dt, dev, backend)
+    except Exception as exc:  # compile failed as a whole: record per case
+        msg = error_text(exc)
+        return [Result(c.op, c.label, dtype_name(dt), str(dev), mode, [], "error", "n/a", str(c.rule_for(mode)),
+                       False, error=msg) for c in cases], ""
+    results = [evaluate_case(c, dt, dev, mode, g) for c, g in zip(cases, grads)]
+    return results, f"compiled {len(cases)} cases ({dtype_name(dt)}, {dev}) in {time.monotonic() - t0:.1f}s"
+
+
+def crashed_result(case: Case, dtype, device, mode: str, why: str, repro_dir=None) -> Result:
+    """The ``"crashed"`` cell of a case whose evaluation killed its process (``why``: the signal, or the time
+    limit), with a standalone reproduction script written to ``repro_dir`` (its path in ``extra["repro"]``)."""
+    from nsverify.conventions.repro import write_crash_repro
+
+    dt = dtype_name(parse_dtype(dtype))
+    res = Result(case.op, case.label, dt, str(device), mode, [], "crashed", "n/a", str(case.rule_for(mode)), False,
+                 error=why)
+    res.extra["repro"] = str(write_crash_repro(res, repro_dir))
+    return res
+
+
 def run_matrix(ops: Sequence[str] | None = None, dtypes: Sequence = ("float32",),
                devices: Sequence = ("cpu",), modes: Sequence[str] = ("eager", "func", "jvp"),
                compile_dtypes: Sequence | None = None, compile_backend: str = "inductor",
-               progress: Callable | None = None) -> list[Result]:
-    """Evaluate the matrix.  ``compile_dtypes``: the dtypes that get the compile mode (default: all)."""
+               progress: Callable | None = None, *, isolate: bool = False, timeout: float | None = None,
+               repro_dir=None) -> list[Result]:
+    """Evaluate the matrix.  ``compile_dtypes``: the dtypes that get the compile mode (default: all).
+
+    ``isolate``: evaluate in child processes (:mod:`nsverify.conventions.isolation`), one per device for the
+    eager/func/jvp cells and one per compiled dtype, each with a time limit of ``timeout`` seconds; a cell that
+    crashes its process is a ``"crashed"`` result with a reproduction script in ``repro_dir``. The results are
+    the same as in this process otherwise. Isolated children see the registry's built-in ops only, not scoped
+    registrations."""
     modes = list(modes)
     for name, given in (("ops", ops), ("dtypes", dtypes), ("devices", devices), ("modes", modes)):
         if given is not None and not list(given):
@@ -318,6 +358,11 @@ def run_matrix(ops: Sequence[str] | None = None, dtypes: Sequence = ("float32",)
     devs = [parse_device(d) for d in devices]
     cases = build_cases(ops)
     cdts = dts if compile_dtypes is None else [parse_dtype(d) for d in compile_dtypes]
+    if isolate:
+        from nsverify.conventions import isolation
+
+        return isolation.run_isolated(cases, devs, dts, modes, cdts, compile_backend, progress=progress,
+                                      timeout=timeout or isolation.DEFAULT_TIMEOUT, repro_dir=repro_dir)
     results: list[Result] = []
     steps = len(devs) * len(dts)
     step = 0
@@ -325,34 +370,35 @@ def run_matrix(ops: Sequence[str] | None = None, dtypes: Sequence = ("float32",)
         for dt in dts:
             step += 1
             for mode in modes:
-                if mode == "compile":
-                    if dt not in cdts:
-                        continue
-                    t0 = time.monotonic()
-                    try:
-                        grads = _compiled_grads(cases, dt, dev, compile_backend)
-                    except Exception as exc:  # compile failed as a whole: record per case
-                        msg = error_text(exc)
-                        results += [Result(c.op, c.label, dtype_name(dt), str(dev), mode, [], "error", "n/a",
-                                           str(c.rule_for(mode)), False, error=msg) for c in cases]
-                        continue
-                    for c, g in zip(cases, grads):
-                        results.append(evaluate_case(c, dt, dev, mode, g))
-                    if progress:
-                        progress(f"compiled {len(cases)} cases ({dtype_name(dt)}, {dev}) in "
-                                 f"{time.monotonic() - t0:.1f}s", step, steps)
+                if mode == "compile" and dt not in cdts:
                     continue
-                for c in cases:
-                    results.append(evaluate_case(c, dt, dev, mode))
+                rs, msg = evaluate_batch(cases, dt, dev, mode, compile_backend)
+                results += rs
+                if progress and msg:
+                    progress(msg, step, steps)
             if progress:
                 progress(f"{dtype_name(dt)} on {dev}: {len(cases)} cases x {len(modes)} modes", step, steps)
     return results
 
 
+def crashed(results: Sequence[Result]) -> list[Result]:
+    """The cells whose evaluation crashed its (child) process."""
+    return [r for r in results if r.rule == "crashed"]
+
+
+def batch_crashes(results: Sequence[Result]) -> list[str]:
+    """The crashes of isolated batches that no single cell reproduces (each cell was measured in a part of its
+    batch that ran), one message each."""
+    return list(dict.fromkeys(r.extra["batch_crash"] for r in results if r.extra.get("batch_crash")))
+
+
 def differences(results: Sequence[Result]) -> list[dict]:
-    """Cases whose rule is not the same across every dtype, device and mode evaluated."""
+    """Cases whose rule is not the same across every dtype, device and mode evaluated (crashed cells, which
+    measured nothing, are left out: :func:`crashed` lists them)."""
     by_case: dict = {}
     for r in results:
+        if r.rule == "crashed":
+            continue
         by_case.setdefault((r.op, r.case), []).append(r)
     out = []
     for (op, case), rs in by_case.items():
@@ -382,7 +428,8 @@ def provenance(devices: Sequence = ("cpu",), command: Sequence[str] | None = Non
 def to_json(results: Sequence[Result], meta: dict | None = None) -> dict:
     return {"schema": SCHEMA, "torch": torch.__version__, "meta": meta or {},
             "results": [asdict(r) for r in results], "differences": differences(results),
-            "unexpected": [asdict(r) for r in results if not r.as_expected]}
+            "unexpected": [asdict(r) for r in results if not r.as_expected and r.rule != "crashed"],
+            "crashed": [asdict(r) for r in crashed(results)], "batch_crashes": batch_crashes(results)}
 
 
 def result_from_json(row: dict) -> Result:
@@ -413,10 +460,17 @@ def format_table(results: Sequence[Result]) -> str:
     lines = [head]
     for (op, case), cells in rows.items():
         first = next(iter(cells.values()))
-        flag = "" if len({c.rule for c in cells.values()}) == 1 else " *"
+        flag = "" if len({c.rule for c in cells.values() if c.rule != "crashed"}) <= 1 else " *"
         lines.append([op, case + flag, first.expected, _fmt_vec(first.derivative), first.in_clarke] + [
-            (cells[k].rule + ("" if cells[k].as_expected else "!")) if k in cells else "-" for k in cols])
+            _cell_text(cells[k]) if k in cells else "-" for k in cols])
     widths = [max(len(str(row[i])) for row in lines) for i in range(len(head))]
     text = "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in lines)
     return text + ("\n\n'!' = not the rule the registry records (nor a violation it records); '*' = rules differ "
-                   "across columns. Rule names: docs/conventions.md.")
+                   "across columns; 'CRASHED' = the evaluation killed its process (a reproduction script is "
+                   "written for it). Rule names: docs/conventions.md.")
+
+
+def _cell_text(r: Result) -> str:
+    if r.rule == "crashed":
+        return "CRASHED"
+    return r.rule + ("" if r.as_expected else "!")

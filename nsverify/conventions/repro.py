@@ -1,6 +1,7 @@
-"""Minimal reproduction scripts for convention changes across torch releases: torch only, the exact input of
-the registry case, the cotangent, the op call and the mode, printing the derivative next to the values the
-recorded releases gave. Ready to paste into a bug report."""
+"""Minimal reproduction scripts for convention changes across torch releases, and for cells that crashed their
+process (:mod:`nsverify.conventions.isolation`): torch only, the exact input of the registry case, the cotangent,
+the op call and the mode, printing the derivative (next to the values the recorded releases gave, for a change).
+Ready to paste into a bug report."""
 from __future__ import annotations
 
 import ast
@@ -104,21 +105,14 @@ def _case(op: str, label: str):
     return e.torch_fn, dict(c.extra), c.values, c.shape, c.cotangent
 
 
-def script(change: Change, history: Sequence[tuple[str, str]] = ()) -> str:
-    """A standalone script reproducing ``change`` (its op, case, dtype and mode)."""
-    op, label, dtype, _device, mode = change.key
+def cell_script(op: str, label: str, dtype: str, mode: str, head: str) -> str:
+    """A standalone script evaluating one cell of the matrix (its op, case, dtype and mode), after the comment
+    block ``head``: torch only, printing the derivative."""
     fn, kwargs, values, shape, cot = _case(op, label)
     vals = ", ".join(str(float(v)) for v in values)
     cot_line = ("c = None" if cot is None else
                 f"c = torch.tensor([{', '.join(str(float(v)) for v in cot)}], dtype=torch.{dtype})")
-    seen = "\n".join(f"#   torch {rel}: {val}" for rel, val in history) or (
-        f"#   torch {change.prev}: {fmt_value(change.before)}\n#   torch {change.since}: {fmt_value(change.after)}")
-    head = (f"# {op} at {label} ({dtype}, {mode} mode): {fmt_value(change.before)} -> {fmt_value(change.after)} "
-            f"{'since' if change.exact else 'between ' + change.prev + ' and'} {change.since}\n"
-            f"# Clarke status: {change.before.in_clarke} -> {change.after.in_clarke} (rule {change.before.rule} -> "
-            f"{change.after.rule}; nsverify's conventions matrix, registry case {op!r} / {label!r})\n"
-            f"# derivative of sum(c * op(x)) measured on CPU:\n{seen}")
-    body = "\n".join([
+    return "\n".join([
         head, "import torch", "", "",
         "def make_op():  # the registry's op as a function of one tensor", textwrap.indent(op_code(fn, kwargs), "    "),
         "    return op", "", "", "op = make_op()",
@@ -126,7 +120,55 @@ def script(change: Change, history: Sequence[tuple[str, str]] = ()) -> str:
         "def f(t):", "    y = op(t)", "    return (y * c).sum() if c is not None else y.sum()", "", "",
         _MODE_CODE[mode],
         'print("torch", torch.__version__, "derivative:", g.flatten().tolist())', ""])
-    return body
+
+
+def script(change: Change, history: Sequence[tuple[str, str]] = ()) -> str:
+    """A standalone script reproducing ``change`` (its op, case, dtype and mode)."""
+    op, label, dtype, _device, mode = change.key
+    seen = "\n".join(f"#   torch {rel}: {val}" for rel, val in history) or (
+        f"#   torch {change.prev}: {fmt_value(change.before)}\n#   torch {change.since}: {fmt_value(change.after)}")
+    head = (f"# {op} at {label} ({dtype}, {mode} mode): {fmt_value(change.before)} -> {fmt_value(change.after)} "
+            f"{'since' if change.exact else 'between ' + change.prev + ' and'} {change.since}\n"
+            f"# Clarke status: {change.before.in_clarke} -> {change.after.in_clarke} (rule {change.before.rule} -> "
+            f"{change.after.rule}; nsverify's conventions matrix, registry case {op!r} / {label!r})\n"
+            f"# derivative of sum(c * op(x)) measured on CPU:\n{seen}")
+    return cell_script(op, label, dtype, mode, head)
+
+
+def _safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name) + ".py"
+
+
+def write_crash_repro(result, out: str | Path | None = None) -> Path:
+    """The reproduction script of a crashed cell (a :class:`~nsverify.conventions.matrix.Result` whose rule is
+    ``"crashed"``), written to directory ``out`` (a new temporary directory when None); its header names the crash,
+    the torch version, the CPU capability and the environment variables that select kernels and caches."""
+    import os
+    import tempfile
+
+    import torch
+
+    from nsverify.conventions.isolation import capability_cache_dir
+
+    out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="nsverify-crashed-"))
+    out.mkdir(parents=True, exist_ok=True)
+    environ = dict(os.environ)
+    if result.mode == "compile":
+        capability_cache_dir(environ)  # the Inductor cache the child used (one per CPU capability)
+    env = "; ".join(f"{k}={environ[k]}" for k in ("ATEN_CPU_CAPABILITY", "TORCHINDUCTOR_CACHE_DIR")
+                    if k in environ) or "none set"
+    head = (f"# {result.op} at {result.case} ({result.dtype}, {result.device}, {result.mode} mode) crashed its "
+            f"process: {result.error}\n"
+            f"# torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}; environment: "
+            f"{env}\n# (nsverify's conventions matrix, registry case {result.op!r} / {result.case!r}); run it as "
+            f"the crash ran, e.g. with the same ATEN_CPU_CAPABILITY and TORCHINDUCTOR_CACHE_DIR")
+    path = out / _safe_name(f"crashed_{result.op}_{result.case}_{result.dtype}_{result.device}_{result.mode}")
+    try:
+        text = cell_script(result.op, result.case, result.dtype, result.mode, head)
+    except (ValueError, OSError, TypeError, StopIteration) as exc:
+        text = f"{head}\n# no standalone script for this cell: {exc}\n"
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def write_repros(rows: Sequence[dict], out: Path) -> list[Path]:
@@ -137,8 +179,7 @@ def write_repros(rows: Sequence[dict], out: Path) -> list[Path]:
     for row in rows:
         for g in group(row["changes"]):
             ch = g["change"]
-            name = f"{ch.since}_{ch.op}_{ch.case}_{ch.key[2]}_{ch.key[4]}"
-            safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name) + ".py"
+            safe = _safe_name(f"{ch.since}_{ch.op}_{ch.case}_{ch.key[2]}_{ch.key[4]}")
             try:
                 text = script(ch)
             except (ValueError, OSError, TypeError, StopIteration) as exc:

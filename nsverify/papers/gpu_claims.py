@@ -40,5 +40,7 @@ def load(path: Path | str = CLAIMS_JSON) -> dict | None:
                                  setting=key)
     park = overhead_claims(raw["park_overhead"], "natural") if raw.get("park_overhead") else []
     return {"provenance": describe(prov), "dry_run": bool(raw.get("dry_run")),
-            "zones": {"settings": settings, "bertoin": bertoin, "claims": on_stored_run(claims, "gpu-claims")},
-            "park": {"overhead": raw.get("park_overhead", {}), "claims": on_stored_run(park, "gpu-claims")}}
+            "zones": {"settings": settings, "bertoin": bertoin,
+                      "claims": on_stored_run(claims, "gpu-claims", prov["device"])},
+            "park": {"overhead": raw.get("park_overhead", {}),
+                     "claims": on_stored_run(park, "gpu-claims", prov["device"])}}

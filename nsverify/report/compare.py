@@ -45,7 +45,7 @@ BENCH_POOL_RUNS = 5
 #: the largest accepted --bench-factor (beyond it the rule would flag nothing a person cares about)
 BENCH_FACTOR_MAX = 10.0
 ENV_KEYS = ("cpu", "gpu", "torch", "cuda", "cudnn", "python", "platform", "tf32_matmul", "tf32_cudnn",
-            "deterministic_algorithms", "num_threads")
+            "deterministic_algorithms", "num_threads", "cpu_capability", "aten_cpu_capability")
 
 
 def section_metrics(sec: dict) -> dict[str, dict]:

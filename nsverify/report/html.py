@@ -48,7 +48,8 @@ tr.changed td.verdict{outline:2px solid #245}
 COLLAPSE_ROWS = 25
 MAX_TRENDS = 24
 ENV_ROWS = ("hostname", "cpu", "cpu_count", "gpu", "torch", "cuda", "cudnn", "tf32_matmul", "tf32_cudnn",
-            "deterministic_algorithms", "num_threads", "python", "platform", "machine_id")
+            "deterministic_algorithms", "num_threads", "cpu_capability", "aten_cpu_capability", "python", "platform",
+            "machine_id")
 
 
 def _cell(value) -> str:

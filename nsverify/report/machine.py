@@ -1,4 +1,5 @@
-"""Machine and environment header of a report: CPU, GPU, torch, CUDA/cuDNN, TF32 and determinism flags."""
+"""Machine and environment header of a report: CPU, GPU, torch, CUDA/cuDNN, TF32 and determinism flags, the ATen
+CPU capability."""
 from __future__ import annotations
 
 import os
@@ -59,6 +60,10 @@ def machine_info() -> dict:
         "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
         "num_threads": torch.get_num_threads(),
         "commit": source_commit(),
+        # the CPU kernel level ATen dispatches to, and the ATEN_CPU_CAPABILITY that forced it (None when unset):
+        # a floating-point result can change with it, as a verdict can
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "aten_cpu_capability": os.environ.get("ATEN_CPU_CAPABILITY"),
     }
     info["machine_id"] = f"{info['hostname']}|{info['cpu']}|{gpu or 'no-gpu'}"
     return info

@@ -2,7 +2,10 @@
 classified as a rule of the one vocabulary and compared with the rule the registry records."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from nsverify.claims import decide
+from nsverify.claims.decide import Decision
 from nsverify.claims.provenance import ProvenanceError, gpu_file, load_measurement
 from nsverify.claims.record import ClaimSpec, spec_table
 from nsverify.report import section, table
@@ -39,10 +42,15 @@ def _rule_summary(rs) -> str:
 def conventions_section(ctx) -> dict:
     from nsverify import conventions as cv
 
-    results = cv.run_matrix(None, DTYPES, ["cpu"], ["eager", "func", "jvp"], progress=ctx.progress)
+    # in child processes: a crash inside torch is a crashed cell with a reproduction script, not a dead nightly
+    repro_dir = ctx.scratch_file("crashed")
+    results = cv.run_matrix(None, DTYPES, ["cpu"], ["eager", "func", "jvp"], progress=ctx.progress, isolate=True,
+                            repro_dir=repro_dir)
     # torch.compile costs about a minute per dtype on a small CPU: quick mode compiles float32 only
     compile_dtypes = ("float32",) if ctx.quick else DTYPES
-    results += cv.run_matrix(None, compile_dtypes, ["cpu"], ["compile"], progress=ctx.progress)
+    results += cv.run_matrix(None, compile_dtypes, ["cpu"], ["compile"], progress=ctx.progress, isolate=True,
+                             repro_dir=repro_dir)
+    crashed = cv.crashed(results)
 
     by_case: dict = {}
     for r in results:
@@ -53,7 +61,7 @@ def conventions_section(ctx) -> dict:
         per_mode = [_rule_summary([r for r in rs if r.mode == m]) or "-" for m in cv.MODES]
         rows.append([op, case, f32.expected, f32.observed or "-", ", ".join(f"{v:.4g}" for v in f32.derivative[:8]),
                      f32.in_clarke] + per_mode + [sum(r.as_expected for r in rs), len(rs)])
-    unexpected = [r for r in results if not r.as_expected]
+    unexpected = [r for r in results if not r.as_expected and r.rule != "crashed"]
     diffs = cv.differences(results)
     compile_vs_eager = cv.differences([r for r in results if r.mode in ("eager", "compile")
                                        and r.dtype in compile_dtypes])
@@ -66,14 +74,9 @@ def conventions_section(ctx) -> dict:
                             ["op", "case", "rules"],
                             [[d["op"], d["case"], "; ".join(f"{k}: {v}" for k, v in d["rules"].items())]
                              for d in diffs]))
-    claims = [
-        SPEC["conventions/registry-rules"].judge(
-            f"{len(unexpected)} of {len(results)} evaluations differ from the expected rule",
-            decide.exact(not unexpected)),
-        SPEC["conventions/compile-matches-eager"].judge(
-            f"{len(compile_vs_eager)} cases differ (compiled dtypes: {', '.join(compile_dtypes)})",
-            decide.exact(not compile_vs_eager)),
-    ]
+    if crashed:
+        tables.append(_crash_table(crashed))
+    claims = _matrix_claims(results, unexpected, compile_vs_eager, compile_dtypes)
     outside = sorted({(r.op, r.case) for r in results if r.in_clarke == "no"})
     gpu = _gpu_part(cv, results)
     if gpu:
@@ -86,16 +89,58 @@ def conventions_section(ctx) -> dict:
     summary = (f"{len(ops)} primitives, {len(by_case)} kinks/tie cases, {len(results)} evaluations on CPU "
                f"({', '.join(DTYPES)}; eager, torch.func.grad, jvp; "
                f"compile for {', '.join(compile_dtypes)}). "
-               f"{len(unexpected)} differ from the expected rule; {len(diffs)} cases differ across columns. "
-               f"Outside the Clarke set: {', '.join(f'{o} ({c})' for o, c in outside) or 'none'}."
+               f"{len(unexpected)} differ from the expected rule; {len(diffs)} cases differ across columns; "
+               f"{len(crashed)} crashed their process{_crash_note(crashed)}. "
+               + "".join(f"Crash no single cell reproduces: {note}. " for note in cv.batch_crashes(results))
+               + f"Outside the Clarke set: {', '.join(f'{o} ({c})' for o, c in outside) or 'none'}."
                + ("" if gpu else " No GPU data (nsverify/data/gpu/conventions.json) yet."))
     metrics = cv.metrics(results) + cv.metrics(results_gpu) + [
         {"key": "unexpected_rules", "kind": "counterexample", "value": len(unexpected)},
         {"key": "outside_clarke_cases", "kind": "info", "value": len(outside)},
+        {"key": "crashed_cells", "kind": "counterexample", "value": len(crashed)},
+        {"key": "batch_crashes", "kind": "counterexample", "value": len(cv.batch_crashes(results))},
     ]
     return {"summary": summary, "tables": tables, "claims": claims,
             "data": {"metrics": metrics, "differences": diffs, "unexpected": [vars(r) for r in unexpected],
+                     "crashed": [vars(r) for r in crashed],
                      "outside_clarke": [m["key"] for r, m in zip(results, cv.metrics(results)) if r.in_clarke == "no"]}}
+
+
+def _crash_note(crashed) -> str:
+    return f" (reproduction scripts in {Path(crashed[0].extra['repro']).parent})" if crashed else ""
+
+
+def _crash_table(crashed):
+    """The cells whose evaluation killed its child process, with why and the script that reproduces each."""
+    return table(f"Crashed cells: {len(crashed)} evaluation(s) killed their child process (a crash inside torch)",
+                 ["op", "case", "dtype", "mode", "why", "reproduction script"],
+                 [[r.op, r.case, r.dtype, r.mode, r.error, r.extra.get("repro", "")] for r in crashed])
+
+
+def _undecided(crashed, where: str) -> Decision:
+    """The exact rule without a verdict: cells that crashed measured nothing, and no other cell differs."""
+    what = f"{len(crashed)} {where + ' ' if where else ''}cell(s)"
+    return Decision("exact", None, 0, None, 1, reason=f"{what} crashed their process (see the crashed cells), and "
+                    f"no evaluated cell differs: the crashed ones are unmeasured")
+
+
+def _matrix_claims(results, unexpected, compile_vs_eager, compile_dtypes) -> list[dict]:
+    """The two claims about this run's matrix: a difference decides (a witness); a crash without one leaves the
+    claim undecided."""
+    every = [r for r in results if r.rule == "crashed"]
+    compiled = [r for r in results if r.rule == "crashed" and r.mode in ("eager", "compile")
+                and r.dtype in compile_dtypes]
+    evaluated = len(results) - sum(r.rule == "crashed" for r in results)
+    return [
+        SPEC["conventions/registry-rules"].judge(
+            f"{len(unexpected)} of {evaluated} evaluations differ from the expected rule",
+            decide.exact(False) if unexpected else _undecided(every, "") if every else
+            decide.exact(True)),
+        SPEC["conventions/compile-matches-eager"].judge(
+            f"{len(compile_vs_eager)} cases differ (compiled dtypes: {', '.join(compile_dtypes)})",
+            decide.exact(False) if compile_vs_eager else _undecided(compiled, "eager or compile") if compiled else
+            decide.exact(True)),
+    ]
 
 
 def _gpu_part(cv, cpu_results) -> dict | None:

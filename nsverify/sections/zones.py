@@ -305,7 +305,7 @@ def _gpu(p: Parts, data: dict) -> dict | None:
     gpu = repro.gpu_results()
     if gpu is not None:
         data["gpu"] = {k: v for k, v in gpu["raw"].items() if k != "claims"}
-        p.claims += on_stored_run(gpu["claims"], "gpu-zones")
+        p.claims += on_stored_run(gpu["claims"], "gpu-zones", gpu["raw"]["provenance"].get("device"))
         p.tables.append(table(f"GPU ({gpu['provenance']}): full-width VGG11, native vs minimal max pool, tau1 from "
                               f"reruns with nondeterministic kernels",
                               ["dtype", "BN", "tau1 (measured)", "reruns differing", "tau2", "impacted", "max D"],
