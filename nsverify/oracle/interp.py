@@ -39,6 +39,8 @@ from nsverify.oracle import (  # noqa: F401  (import registers the op implementa
     ops_backward,
     ops_kinks,
     ops_linear,
+    ops_norm,
+    ops_pool,
     ops_select,
     ops_smooth,
 )

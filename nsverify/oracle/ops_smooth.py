@@ -126,9 +126,18 @@ def _gelu(a, approximate="none"):
     return objmap(lambda x: gelu(x, approximate), arr(a))
 
 
+#: sqrt of one exact scalar (Fraction, Ival or Aff), its argument proved positive
+sqrt = _pos_smooth("sqrt", sqrt_i, lambda v: 1 / (2 * sqrt_i(v)))
+
+
+def rsqrt(x):
+    """1 / sqrt(x) of one exact scalar, x proved positive (exact where x is the square of a rational)."""
+    return 1 / sqrt(x)
+
+
 @op("sqrt")
 def _sqrt_op(a):
-    return objmap(_pos_smooth("sqrt", sqrt_i, lambda v: 1 / (2 * sqrt_i(v))), arr(a))
+    return objmap(sqrt, arr(a))
 
 
 @op("rsqrt")
