@@ -38,6 +38,7 @@ from nsverify.oracle import (  # noqa: F401  (import registers the op implementa
     callenv,
     ops_backward,
     ops_kinks,
+    ops_layers,
     ops_linear,
     ops_norm,
     ops_pool,

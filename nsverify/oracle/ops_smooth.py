@@ -242,6 +242,13 @@ def _mse(a, b, reduction=1):
     return _scalar(s / sq.size if reduction == 1 else s)
 
 
+@op("_safe_softmax")
+def _safe_softmax(a, dim, dtype=None):
+    """scaled_dot_product_attention's softmax: 0 on rows that are all -inf, which exact (finite) values never
+    are, so it is softmax."""
+    return _softmax(a, dim)
+
+
 SMOOTH_OPS = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "sigmoid", "softplus", "sqrt", "rsqrt",
               "reciprocal", "pow", "erf", "gelu", "silu", "log_softmax", "softmax", "nll_loss", "mse_loss")
 
