@@ -68,6 +68,8 @@ C54 = _fixed(7, 2, 3, 3, 3)
 CT1 = _fixed(8, 2, 3, 3)
 CT2 = _fixed(9, 4, 3, 3, 2)
 IDX = torch.tensor([[0, 2, 3], [3, 3, 4]])
+FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+MHA = nn.MultiheadAttention(4, 2, batch_first=True).double().eval()
 
 
 def _attention(w):
@@ -110,6 +112,19 @@ CASES = [
     ("scaled_dot_product_attention", lambda w: (tF.scaled_dot_product_attention(
         w[:12].reshape(1, 3, 4), w[12:24].reshape(1, 3, 4), w[24:].reshape(1, 3, 4)) ** 2).sum(), 36, 64),
     ("gelu tanh", lambda w: (tF.gelu(w, approximate="tanh") ** 2).sum(), 6, 32),
+    ("flash attention kernel, causal, scale", lambda w: (FLASH(
+        w[:24].reshape(1, 2, 3, 4), w[24:48].reshape(1, 2, 3, 4), w[48:].reshape(1, 2, 3, 4), is_causal=True,
+        scale=0.3)[0] ** 2).sum(), 72, 64),
+    ("flash attention kernel, head dim 2, float mask", lambda w: (FLASH(
+        w[:12].reshape(1, 2, 3, 2), w[12:24].reshape(1, 2, 3, 2), w[24:].reshape(1, 2, 3, 2),
+        attn_mask=torch.tensor([[0.5, -1.0, 0.25]], dtype=D))[0] ** 2).sum(), 36, 64),
+    ("MultiheadAttention eval (fused path in forward mode)", lambda w: (MHA(
+        w.reshape(1, 3, 4), w.reshape(1, 3, 4), w.reshape(1, 3, 4))[0] ** 2).sum(), 12, 64),
+    ("_native_batch_norm_legit_no_training", lambda w: (torch.ops.aten._native_batch_norm_legit_no_training(
+        w.reshape(2, 3, 3, 3), BN_EVAL.weight, BN_EVAL.bias, BN_EVAL.running_mean, BN_EVAL.running_var, 0.1,
+        1e-5)[0] * C54).sum(), 54, 64),
+    ("_native_batch_norm_legit no_stats", lambda w: (torch.ops.aten._native_batch_norm_legit(
+        w.reshape(2, 3, 3, 3), None, None, True, 0.1, 1e-5)[0] * C54).sum(), 54, 128),
 ]
 
 
@@ -139,7 +154,8 @@ def test_linear_ops_are_exact_on_dyadic_inputs():
     cases = [lambda v: (tF.avg_pool2d(v.reshape(2, 4, 4), 2) ** 2).sum(),
              lambda v: (tF.adaptive_avg_pool2d(v.reshape(2, 4, 4), 2) ** 2).sum(),
              lambda v: (tF.embedding(IDX, v[:15].reshape(5, 3)) ** 2).sum(),
-             lambda v: (tF.conv_transpose2d(v[:8].reshape(1, 2, 2, 2), v[8:26].reshape(2, 1, 3, 3), stride=2) ** 2).sum()]
+             lambda v: (tF.conv_transpose2d(v[:8].reshape(1, 2, 2, 2), v[8:26].reshape(2, 1, 3, 3),
+                                            stride=2) ** 2).sum()]
     for fn in cases:
         wf = w.clone().requires_grad_(True)
         y = fn(wf)
@@ -398,3 +414,36 @@ def test_check_module_embedding_dropout_train():
     fn, _ = module_function(m, _mse, idx, t)
     v = _decided(nsverify.check_module(m, _mse, idx, t, progress=False), fn)
     assert v.kinks and np.isfinite(v.ad).all()
+
+
+def test_check_module_stock_transformer_encoder_layer():
+    """nn.TransformerEncoderLayer as it ships: in eval mode the forward-mode trace takes its fused path
+    (_transformer_encoder_layer_fwd, _native_multi_head_attention), evaluated as their decomposition, whose
+    feed-forward ReLU still makes kink sites; in training mode the math path with dropout.  A dead feed-forward
+    unit and a dead head unit sit at their kinks."""
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.TransformerEncoderLayer(4, 2, dim_feedforward=8, dropout=0.1, batch_first=True)
+            self.head = nn.Linear(4, 2)
+
+        def forward(self, x):
+            return torch.relu(self.head(self.enc(x).mean(1)))
+
+    m = Net().double()
+    _dyadic_(m, 3)
+    with torch.no_grad():
+        m.head.weight[0].zero_()
+        m.head.bias[0] = 0.0
+        m.enc.linear1.weight[2].zero_()
+        m.enc.linear1.bias[2] = 0.0
+    x = torch.tensor([[[1.0, 0.0, -1.0, 2.0], [0.0, 1.0, 1.0, -2.0], [2.0, -1.0, 0.0, 1.0]]], dtype=D)
+    t = torch.zeros(1, 2, dtype=D)
+    fn, _ = module_function(m, _mse, x, t)
+    for mode in (m.eval, m.train):
+        mode()
+        v = _decided(nsverify.check_module(m, _mse, x, t, progress=False, time_limit=120), fn)
+        assert len(v.kinks) == 4  # the head unit and the feed-forward unit at each of the 3 tokens
+        tol = _float64_tol(256, 1 + sum(abs(a) for a in v.ad))
+        for a, b in zip(v.exact_ad, v.ad):
+            _assert_encloses(a, b, tol, "encoder layer gradient")

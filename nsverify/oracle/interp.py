@@ -36,6 +36,7 @@ import torch
 from nsverify.errors import InexactError, NonFiniteError, NsverifyError, UnsupportedDtypeError, UnsupportedOpError
 from nsverify.oracle import (  # noqa: F401  (import registers the op implementations)
     callenv,
+    ops_attention,
     ops_backward,
     ops_kinks,
     ops_layers,

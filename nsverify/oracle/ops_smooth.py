@@ -189,6 +189,11 @@ def _lse(xs):
     return log(sum((exp(x - m) for x in xs), F(0))) + m
 
 
+def logsumexp(xs):
+    """log(sum(exp(x) for x in xs)) of exact scalars (a Fraction only where provably rational)."""
+    return _lse(xs)
+
+
 @op("_log_softmax", "log_softmax")
 def _log_softmax(a, dim, half_to_float=False):
     a = arr(a)
