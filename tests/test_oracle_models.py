@@ -217,13 +217,20 @@ def test_dropout_train_mask_is_the_float_runs():
 
 
 def test_native_dropout_and_bernoulli_masks_are_constants():
+    """The masks of bernoulli_ (tensor probabilities), bernoulli, native_dropout and nn.Dropout: read from the
+    float shadow, or (no shadow) drawn here as PyTorch draws them -- the same masks either way (p = 1/2 keeps
+    the scale 2 exact, so the gradients are equal)."""
+    drop = nn.Dropout(0.5).train()
+
     def fn(w):
-        m = torch.empty(6, dtype=D).bernoulli_(torch.full((6,), 0.3, dtype=D))
-        return (torch.native_dropout(w * m, 0.5, True)[0] * torch.arange(6, dtype=D)).sum()
+        m = torch.empty_like(w).bernoulli_(torch.full((6,), 0.3, dtype=D))  # w's shape: dispatched
+        y = torch.native_dropout(w * m, 0.5, True)[0] + drop(w) + torch.bernoulli(w.detach(), 0.25) * w
+        return (y * torch.arange(6, dtype=D)).sum()
 
     w = torch.arange(6, dtype=D) - 2
-    ev = Evaluation(fn, w)
-    assert ev.forward().gradient == ev.reverse()[0] == tuple(F(x) for x in ev.float_ad())
+    for shadow in (True, False):
+        ev = Evaluation(fn, w, shadow=shadow)
+        assert ev.forward().gradient == ev.reverse()[0] == tuple(F(x) for x in ev.float_ad())
 
 
 def test_bernoulli_with_w_dependent_probabilities_is_refused():
