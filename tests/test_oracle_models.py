@@ -70,6 +70,14 @@ CT2 = _fixed(9, 4, 3, 3, 2)
 IDX = torch.tensor([[0, 2, 3], [3, 3, 4]])
 FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 MHA = nn.MultiheadAttention(4, 2, batch_first=True).double().eval()
+MHA_FROZEN = nn.MultiheadAttention(4, 2, batch_first=True).double().eval().requires_grad_(False)
+
+
+def _two_outputs(mha, x):
+    """Self-attention (the fused path needs query, key and value to be one tensor): the output and the
+    head-averaged attention weights, both used."""
+    out, weights = mha(x, x, x)
+    return (out ** 2).sum() + (weights * C54.reshape(-1)[:9].reshape(1, 3, 3)).sum()
 
 
 def _attention(w):
@@ -118,8 +126,10 @@ CASES = [
     ("flash attention kernel, head dim 2, float mask", lambda w: (FLASH(
         w[:12].reshape(1, 2, 3, 2), w[12:24].reshape(1, 2, 3, 2), w[24:].reshape(1, 2, 3, 2),
         attn_mask=torch.tensor([[0.5, -1.0, 0.25]], dtype=D))[0] ** 2).sum(), 36, 64),
-    ("MultiheadAttention eval (fused path in forward mode)", lambda w: (MHA(
+    ("MultiheadAttention eval (math path)", lambda w: (MHA(
         w.reshape(1, 3, 4), w.reshape(1, 3, 4), w.reshape(1, 3, 4))[0] ** 2).sum(), 12, 64),
+    ("MultiheadAttention eval, frozen (fused path in forward mode)", lambda w: _two_outputs(
+        MHA_FROZEN, w.reshape(1, 3, 4)), 12, 64),
     ("_native_batch_norm_legit_no_training", lambda w: (torch.ops.aten._native_batch_norm_legit_no_training(
         w.reshape(2, 3, 3, 3), BN_EVAL.weight, BN_EVAL.bias, BN_EVAL.running_mean, BN_EVAL.running_var, 0.1,
         1e-5)[0] * C54).sum(), 54, 64),
@@ -423,7 +433,8 @@ def test_check_module_embedding_dropout_train():
     assert v.kinks and np.isfinite(v.ad).all()
 
 
-def test_check_module_stock_transformer_encoder_layer():
+@pytest.mark.parametrize("norm_first,activation", [(False, "relu"), (True, "gelu")])
+def test_check_module_stock_transformer_encoder_layer(norm_first, activation):
     """nn.TransformerEncoderLayer as it ships: in eval mode the forward-mode trace takes its fused path
     (_transformer_encoder_layer_fwd, _native_multi_head_attention), evaluated as their decomposition, whose
     feed-forward ReLU still makes kink sites; in training mode the math path with dropout.  A dead feed-forward
@@ -431,7 +442,8 @@ def test_check_module_stock_transformer_encoder_layer():
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
-            self.enc = nn.TransformerEncoderLayer(4, 2, dim_feedforward=8, dropout=0.1, batch_first=True)
+            self.enc = nn.TransformerEncoderLayer(4, 2, dim_feedforward=8, dropout=0.1, batch_first=True,
+                                                  norm_first=norm_first, activation=activation)
             self.head = nn.Linear(4, 2)
 
         def forward(self, x):
@@ -447,10 +459,11 @@ def test_check_module_stock_transformer_encoder_layer():
     x = torch.tensor([[[1.0, 0.0, -1.0, 2.0], [0.0, 1.0, 1.0, -2.0], [2.0, -1.0, 0.0, 1.0]]], dtype=D)
     t = torch.zeros(1, 2, dtype=D)
     fn, _ = module_function(m, _mse, x, t)
-    for mode in (m.eval, m.train):
+    for mode in (m.eval, m.train) if activation == "relu" else (m.eval,):
         mode()
         v = _decided(nsverify.check_module(m, _mse, x, t, progress=False, time_limit=120), fn)
-        assert len(v.kinks) == 4  # the head unit and the feed-forward unit at each of the 3 tokens
+        # the head unit, and with ReLU the dead feed-forward unit at each of the 3 tokens (gelu is smooth)
+        assert len(v.kinks) == (4 if activation == "relu" else 1)
         tol = _float64_tol(256, 1 + sum(abs(a) for a in v.ad))
         for a, b in zip(v.exact_ad, v.ad):
             _assert_encloses(a, b, tol, "encoder layer gradient")
