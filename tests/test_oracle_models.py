@@ -58,10 +58,13 @@ BN1D_TRAIN = nn.BatchNorm1d(4, affine=False).double().train()
 LN = nn.LayerNorm(4).double()
 LN2 = nn.LayerNorm((2, 3), elementwise_affine=False).double()
 GN = nn.GroupNorm(2, 4).double()
+INN = nn.InstanceNorm2d(2, affine=True).double()
+RMS = nn.RMSNorm(4).double()
 with torch.no_grad():
-    for _m, _s in ((BN_EVAL, 1), (BN_TRAIN, 2), (LN, 3), (GN, 4)):
+    for _m, _s in ((BN_EVAL, 1), (BN_TRAIN, 2), (LN, 3), (GN, 4), (INN, 13)):
         _m.weight.copy_(_fixed(_s, *_m.weight.shape))
         _m.bias.copy_(_fixed(_s + 10, *_m.bias.shape))
+    RMS.weight.copy_(_fixed(14, 4))
     BN_EVAL.running_mean.copy_(_fixed(5, 3))
     BN_EVAL.running_var.copy_(_fixed(6, 3).abs() + 0.5)
 C54 = _fixed(7, 2, 3, 3, 3)
@@ -92,6 +95,15 @@ CASES = [
     ("batch_norm1d train, no affine", lambda w: (BN1D_TRAIN(w.reshape(3, 4)) ** 3).sum(), 12, 64),
     ("layer_norm", lambda w: (LN(w.reshape(3, 4)) * C54.reshape(-1)[:12].reshape(3, 4)).sum(), 12, 64),
     ("layer_norm 2-d shape, no affine", lambda w: (LN2(w.reshape(2, 2, 3)) ** 3).sum(), 12, 64),
+    ("instance_norm (batch norm on the folded batch)", lambda w: (INN(w.reshape(1, 2, 3, 3)) ** 3).sum(), 18, 64),
+    ("RMSNorm (composite)", lambda w: (RMS(w.reshape(3, 4)) ** 3).sum(), 12, 64),
+    ("var, std, var_mean, std_mean", lambda w: torch.var(w) ** 2 + (torch.std(w.reshape(2, 3, 2), dim=(0, 2)) *
+                                                                    torch.arange(3.0, dtype=D)).sum()
+     + sum((t ** 3).sum() for t in torch.std_mean(w.reshape(4, 3), dim=1, correction=2))
+     + sum((t ** 2).sum() for t in torch.var_mean(w.reshape(4, 3), dim=0, keepdim=True))
+     + torch.var(w.reshape(3, 4), 1, False).sum(), 12, 64),
+    ("logsumexp", lambda w: (torch.logsumexp(w.reshape(2, 3, 2), dim=(0, 2), keepdim=True) ** 2).sum()
+     + torch.logsumexp(w, 0), 12, 64),
     ("group_norm", lambda w: (GN(w.reshape(2, 4, 3)) * C54.reshape(-1)[:24].reshape(2, 4, 3)).sum(), 24, 64),
     ("avg_pool1d ceil_mode", lambda w: (tF.avg_pool1d(w.reshape(1, 2, 7), 3, 2, 1, ceil_mode=True) ** 2).sum(),
      14, 32),

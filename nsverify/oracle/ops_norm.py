@@ -1,5 +1,5 @@
-"""Normalisation layers, evaluated exactly: batch norm (eval and training mode), layer norm, group norm, and
-their backward ops.
+"""Normalisation layers, evaluated exactly: batch norm (eval and training mode; instance norm reaches ATen as
+batch norm), layer norm, group norm, and their backward ops; the moments var, std, var_mean, std_mean.
 
 Each normalises ``x`` over groups of entries: ``xhat = (x - mean) * rstd`` with ``rstd = 1 / sqrt(var + eps)``
 (biased variance), then applies a per-channel (or per-element) affine map ``xhat * weight + bias``.
@@ -23,7 +23,7 @@ from fractions import Fraction
 import numpy as np
 
 from nsverify.oracle.ops_linear import arr, objmap
-from nsverify.oracle.ops_smooth import rsqrt
+from nsverify.oracle.ops_smooth import rsqrt, sqrt
 from nsverify.oracle.tensor import op, scalar
 
 F = Fraction
@@ -197,3 +197,49 @@ def _native_group_norm_backward(grad, x, mean, rstd, weight, n, c, hxw, group, o
         gb = _sum_except(g, (1,))
     return gx, gw, gb
 
+
+
+# ------------------------------------------------------------------------------------------- moments (var, std)
+def _moments(x, dim, correction, keepdim):
+    """(var, mean) over ``dim`` (None: every axis) with Bessel's ``correction`` (default 1), as torch.var_mean
+    computes them: sum((x - mean)^2) / (count - correction); a count not above the correction divides by 0."""
+    x = arr(x)
+    if dim is None or isinstance(dim, (list, tuple)) and not dim:
+        dims = tuple(range(x.ndim))
+    else:
+        dims = tuple(sorted({d % x.ndim for d in ([dim] if isinstance(dim, int) else dim)}))
+    count = int(np.prod([x.shape[d] for d in dims]))
+    c = F(1) if correction is None else scalar(correction)
+    mean = np.asarray(np.sum(x, axis=dims, keepdims=True), dtype=object) * F(1, count)
+    d = x - mean
+    var = np.asarray(np.sum(d * d, axis=dims, keepdims=keepdim), dtype=object) * (1 / max(F(0), count - c))
+    var = np.asarray(var, dtype=object)  # a full reduction: numpy hands back the scalar
+    return var, (mean if keepdim else mean.reshape(var.shape))
+
+
+@op("var.correction", "var.dim")
+def _var(x, dim=None, unbiased=None, correction=None, keepdim=False):
+    return _moments(x, dim, _correction(unbiased, correction), keepdim)[0]
+
+
+@op("std.correction", "std.dim")
+def _std(x, dim=None, unbiased=None, correction=None, keepdim=False):
+    return objmap(sqrt, _var(x, dim, unbiased, correction, keepdim))
+
+
+@op("var_mean.correction")
+def _var_mean(x, dim=None, correction=None, keepdim=False):
+    return _moments(x, dim, correction, keepdim)
+
+
+@op("std_mean.correction")
+def _std_mean(x, dim=None, correction=None, keepdim=False):
+    var, mean = _moments(x, dim, correction, keepdim)
+    return objmap(sqrt, var), mean
+
+
+def _correction(unbiased, correction):
+    """var.dim's ``unbiased`` flag (positional, a bool) or var.correction's ``correction``."""
+    if isinstance(unbiased, bool):
+        return 1 if unbiased else 0
+    return correction

@@ -194,6 +194,23 @@ def logsumexp(xs):
     return _lse(xs)
 
 
+@op("logsumexp")
+def _logsumexp(a, dim, keepdim=False):
+    a = arr(a)
+    dims = [d % a.ndim for d in ([dim] if isinstance(dim, int) else dim)] if a.ndim else []
+    if not dims:
+        return a.copy()
+    am = np.moveaxis(a, dims, list(range(a.ndim - len(dims), a.ndim)))
+    lead = am.shape[: a.ndim - len(dims)]
+    flat = am.reshape(lead + (-1,))
+    out = np.empty(lead, dtype=object)
+    for pos in np.ndindex(*lead):
+        out[pos] = _lse(list(flat[pos]))
+    if keepdim:
+        out = out.reshape(tuple(1 if i in dims else n for i, n in enumerate(a.shape)))
+    return out
+
+
 @op("_log_softmax", "log_softmax")
 def _log_softmax(a, dim, half_to_float=False):
     a = arr(a)
