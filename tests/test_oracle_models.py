@@ -118,6 +118,11 @@ CASES = [
      50, 64),
     ("adaptive_avg_pool3d uneven", lambda w: (tF.adaptive_avg_pool3d(w.reshape(1, 5, 4, 3), (2, 3, 2)) ** 2).sum(),
      60, 64),
+    ("nearest upsampling 1d/2d/3d, nearest-exact, fractional scale", lambda w: (
+        (tF.interpolate(w.reshape(1, 2, 2, 3), size=(5, 4)) ** 3).sum()
+        + (tF.interpolate(w.reshape(1, 2, 6), scale_factor=1.7) ** 3).sum()
+        + (tF.interpolate(w.reshape(1, 1, 2, 2, 3), size=(3, 3, 5), mode="nearest-exact") ** 3).sum()
+        + (tF.interpolate(w.reshape(1, 1, 3, 4), size=(2, 3)) ** 3).sum()), 12, 64),
     ("embedding", lambda w: (tF.embedding(IDX, w.reshape(5, 3)) ** 2).sum(), 15, 32),
     ("conv_transpose1d input", lambda w: (tF.conv_transpose1d(w.reshape(1, 2, 5), CT1, stride=2, padding=1,
                                                               output_padding=1) ** 2).sum(), 10, 64),

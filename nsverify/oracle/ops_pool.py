@@ -1,6 +1,7 @@
 """Average pools, evaluated exactly: avg_pool2d/3d (avg_pool1d reaches ATen as avg_pool2d), the adaptive average
-pools _adaptive_avg_pool2d/3d (adaptive_avg_pool1d reaches ATen as the 2-d one; uneven windows), and their
-backward ops.
+pools _adaptive_avg_pool2d/3d (adaptive_avg_pool1d reaches ATen as the 2-d one; uneven windows), nearest
+upsampling (``upsample_nearest1d/2d/3d``, ``_upsample_nearest_exact1d/2d/3d``: a copy of the input entries that
+PyTorch's own index arithmetic picks), and their backward ops.
 
 An average pool is linear: output j is the sum of the entries of its window divided by a divisor.  The windows
 are the max pools' (:func:`nsverify.registry.windows.pool_window_table`, the one window geometry) or the
@@ -131,3 +132,38 @@ def _adaptive_avg_pool_backward(grad, x):
     nsp = _nsp()
     output_size = arr(grad).shape[-nsp:]
     return _pool_backward(grad, x, nsp, lambda sp: adaptive_geometry(sp, output_size))
+
+
+# ------------------------------------------------------------------------------------- nearest upsampling
+_NEAREST = tuple(f"{p}{d}d" for p in ("upsample_nearest", "_upsample_nearest_exact") for d in (1, 2, 3))
+
+
+def _nearest_sources(name: str, spatial, output_size, scales) -> np.ndarray:
+    """The flat input index that each output of nearest upsampling ``name`` copies: PyTorch's own float kernel
+    run on a plane of indices (its index arithmetic, rounding included, is the op's definition)."""
+    import torch
+
+    idx = torch.arange(int(np.prod(spatial)), dtype=torch.float64).reshape((1, 1) + tuple(spatial))
+    src = getattr(torch.ops.aten, name).default(idx, list(output_size), *scales)
+    return src.reshape(-1).numpy().astype(np.int64)
+
+
+@op(*_NEAREST)
+def _upsample_nearest(x, output_size, *scales):
+    x = arr(x)
+    nsp = len(output_size)
+    lead = x.shape[: x.ndim - nsp]
+    src = _nearest_sources(context.current().op_name, x.shape[x.ndim - nsp:], output_size, scales)
+    return x.reshape(lead + (-1,))[..., src].reshape(lead + tuple(int(v) for v in output_size))
+
+
+@op(*(n + "_backward" for n in _NEAREST))
+def _upsample_nearest_backward(grad, output_size, input_size, *scales):
+    g = arr(grad)
+    nsp = len(output_size)
+    lead, sp = tuple(input_size[:-nsp]), tuple(int(v) for v in input_size[-nsp:])
+    src = _nearest_sources(context.current().op_name[: -len("_backward")], sp, output_size, scales)
+    rows = int(np.prod(lead))
+    gx = filled((rows, int(np.prod(sp))), F(0))
+    np.add.at(gx, (slice(None), src), g.reshape(rows, -1))
+    return gx.reshape(lead + sp)
