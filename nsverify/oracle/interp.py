@@ -36,9 +36,13 @@ import torch
 from nsverify.errors import InexactError, NonFiniteError, NsverifyError, UnsupportedDtypeError, UnsupportedOpError
 from nsverify.oracle import (  # noqa: F401  (import registers the op implementations)
     callenv,
+    ops_attention,
     ops_backward,
     ops_kinks,
+    ops_layers,
     ops_linear,
+    ops_norm,
+    ops_pool,
     ops_select,
     ops_smooth,
 )

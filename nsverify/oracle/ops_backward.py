@@ -18,6 +18,7 @@ import numpy as np
 from nsverify import registry
 from nsverify.oracle import context
 from nsverify.oracle.numbers import Aff, KinkZero, sign, val
+from nsverify.oracle.ops_convt import conv_transpose_backward
 from nsverify.oracle.ops_kinks import ad_derivative, elementwise_backward
 from nsverify.oracle.ops_linear import arr, filled, matmul, objmap
 from nsverify.oracle.ops_smooth import exp, gelu, silu
@@ -131,6 +132,9 @@ def _mse_backward(grad, x, target, reduction):
 def _conv_backward(
     grad, x, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups, output_mask
 ):
+    if transposed:
+        return conv_transpose_backward(grad, x, weight, stride, padding, dilation, output_padding, groups,
+                                       output_mask)
     x, weight, g = arr(x), arr(weight), arr(grad)
     nsp = weight.ndim - 2
     batched = x.ndim == nsp + 2

@@ -289,10 +289,9 @@ def _linear(x, weight, bias=None):
 @op("convolution")
 def _convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     if transposed:
-        raise UnsupportedOpError(
-            "transposed convolution is not supported by the exact oracle; use a "
-            "regular convolution (or upsampling + convolution)"
-        )
+        from nsverify.oracle.ops_convt import conv_transpose  # it builds on this module's matmul
+
+        return conv_transpose(x, weight, bias, stride, padding, dilation, output_padding, groups)
     x, weight = arr(x), arr(weight)
     nsp = weight.ndim - 2
     batched = x.ndim == nsp + 2

@@ -126,9 +126,18 @@ def _gelu(a, approximate="none"):
     return objmap(lambda x: gelu(x, approximate), arr(a))
 
 
+#: sqrt of one exact scalar (Fraction, Ival or Aff), its argument proved positive
+sqrt = _pos_smooth("sqrt", sqrt_i, lambda v: 1 / (2 * sqrt_i(v)))
+
+
+def rsqrt(x):
+    """1 / sqrt(x) of one exact scalar, x proved positive (exact where x is the square of a rational)."""
+    return 1 / sqrt(x)
+
+
 @op("sqrt")
 def _sqrt_op(a):
-    return objmap(_pos_smooth("sqrt", sqrt_i, lambda v: 1 / (2 * sqrt_i(v))), arr(a))
+    return objmap(sqrt, arr(a))
 
 
 @op("rsqrt")
@@ -178,6 +187,28 @@ def _softplus(a, beta=1, threshold=20):
 def _lse(xs):
     m = max((val(x) for x in xs), key=lambda v: float(v))  # any shift is exact algebraically
     return log(sum((exp(x - m) for x in xs), F(0))) + m
+
+
+def logsumexp(xs):
+    """log(sum(exp(x) for x in xs)) of exact scalars (a Fraction only where provably rational)."""
+    return _lse(xs)
+
+
+@op("logsumexp")
+def _logsumexp(a, dim, keepdim=False):
+    a = arr(a)
+    dims = [d % a.ndim for d in ([dim] if isinstance(dim, int) else dim)] if a.ndim else []
+    if not dims:
+        return a.copy()
+    am = np.moveaxis(a, dims, list(range(a.ndim - len(dims), a.ndim)))
+    lead = am.shape[: a.ndim - len(dims)]
+    flat = am.reshape(lead + (-1,))
+    out = np.empty(lead, dtype=object)
+    for pos in np.ndindex(*lead):
+        out[pos] = _lse(list(flat[pos]))
+    if keepdim:
+        out = out.reshape(tuple(1 if i in dims else n for i, n in enumerate(a.shape)))
+    return out
 
 
 @op("_log_softmax", "log_softmax")
@@ -231,6 +262,13 @@ def _mse(a, b, reduction=1):
         return sq
     s = np.sum(sq)
     return _scalar(s / sq.size if reduction == 1 else s)
+
+
+@op("_safe_softmax")
+def _safe_softmax(a, dim, dtype=None):
+    """scaled_dot_product_attention's softmax: 0 on rows that are all -inf, which exact (finite) values never
+    are, so it is softmax."""
+    return _softmax(a, dim)
 
 
 SMOOTH_OPS = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "sigmoid", "softplus", "sqrt", "rsqrt",
