@@ -370,3 +370,16 @@ def test_inseparable_against_the_quadratic_definition():
                 v.append(Ival.of(x, x + Fraction(rng.randint(0, 2), 2)) if rng.random() < 0.3 else x)
             V.append(tuple(v))
         assert inseparable(V) == brute(V), V
+
+
+def test_check_module_leaves_the_models_buffers_as_they_were():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3).double(), torch.nn.BatchNorm1d(3).double(), torch.nn.ReLU(),
+                                torch.nn.Linear(3, 1).double()).train()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    nsverify.check_module(model, lambda o, t: o.sum(), torch.tensor([[1.0, 2.0], [3.0, -1.0]], dtype=D), None,
+                          progress=False, on_limit="unknown", time_limit=30)
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # running mean/var and the batch counter too
+    model(torch.ones(2, 2, dtype=D))  # the model itself still updates them when the user runs it
+    assert not torch.equal(before["1.running_mean"], model.state_dict()["1.running_mean"])

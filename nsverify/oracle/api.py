@@ -131,7 +131,15 @@ def check_module(
                                f"it takes {', '.join(opts)}")
     opts.update(kwargs)
     ad = opts.pop("ad")
-    return _check(fn, w, ad, **opts, network=(model, loss_fn, targets) if wrt == "parameters" else None)
+    # every call of fn runs the model: a module in training mode updates its buffers (BatchNorm's running
+    # statistics) each time; the user's model is left as it was
+    buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    try:
+        return _check(fn, w, ad, **opts, network=(model, loss_fn, targets) if wrt == "parameters" else None)
+    finally:
+        with torch.no_grad():
+            for b, saved in buffers:
+                b.copy_(saved)
 
 
 def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: float | None,
