@@ -352,9 +352,9 @@ def test_compile_errors_say_why(capsys, monkeypatch):
     def broken(*a, **k):
         raise RuntimeError("backend exploded: no C++ compiler")
 
-    monkeypatch.setattr(conv, "_compiled_grads", broken)
+    monkeypatch.setattr(conv, "_compiled_grads", broken)  # patched in this process: evaluate in it
     assert cli.main(["conventions", "--ops", "relu", "--dtype", "float32", "--modes", "compile",
-                     "--compile-backend", "eager"]) == 0
+                     "--compile-backend", "eager", "--in-process"]) == 0
     out = capsys.readouterr().out
     assert "error: relu in mode compile (float32, cpu" in out and "backend exploded: no C++ compiler" in out
 
