@@ -139,67 +139,23 @@ _DEADLINE: list[float] = []
 class deadline:
     """``with deadline(seconds):`` every exact evaluation inside stops (TooManyPieces) once the time is up.
 
-    The oracle's loops poll it (:func:`poll_deadline`, before every exact ATen op and inside long loops); a
-    watchdog thread stops what no poll reaches in time -- one elementwise op over a large tensor of exact
-    numbers, a long Python loop inside ``fn`` -- by raising the same error in the checking thread once the time
-    is up (CPython delivers it at the next bytecode; a long call into C code finishes first)."""
+    The oracle's loops poll it (:func:`poll_deadline`): before every exact ATen op and inside its own long loops
+    (tie handling, vertex comparison, the layered decision). A single long step between two polls -- one
+    elementwise op over a very large tensor of exact numbers, a long Python loop in ``fn`` itself -- finishes
+    first."""
 
     def __init__(self, seconds: float | None):
         import time
 
         self.t = None if seconds is None else time.perf_counter() + seconds
         self.seconds = seconds
-        self.watchdog = None
 
     def __enter__(self):
         _DEADLINE.append(self.t if self.t is not None else float("inf"))
-        if self.t is not None:
-            self.watchdog = _Watchdog(self.t)
-            _WATCHDOGS.append(self.watchdog)
         return self
 
     def __exit__(self, *exc):
-        if self.watchdog is not None:
-            self.watchdog.disarm()
-            _WATCHDOGS.remove(self.watchdog)
         _DEADLINE.pop()
-
-
-_WATCHDOGS: list = []
-
-
-class _Watchdog:
-    """Raises :class:`TimeLimitExceeded` in the thread that armed it, at ``t`` (perf_counter), unless disarmed."""
-
-    def __init__(self, t: float):
-        import threading
-
-        self.t, self.tid = t, threading.get_ident()
-        self.lock, self.stop, self.fired = threading.Lock(), threading.Event(), False
-        self.thread = threading.Thread(target=self._run, name="nsverify-deadline", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        import ctypes
-        import time
-
-        if self.stop.wait(max(0.0, self.t - time.perf_counter())):
-            return
-        with self.lock:
-            if not self.stop.is_set():
-                self.fired = True
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.tid),
-                                                           ctypes.py_object(TimeLimitExceeded))
-
-    def disarm(self) -> None:
-        """Stop the watchdog; an error it raised but the thread has not yet met is withdrawn."""
-        import ctypes
-
-        with self.lock:
-            self.stop.set()
-            if self.fired:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.tid), None)
-                self.fired = False
 
 
 _TRACKERS: list = []  # progress trackers of the oracle calls in progress (nsverify.oracle.progress.Tracker)
@@ -237,13 +193,11 @@ def poll_deadline() -> None:
         import time
 
         if time.perf_counter() > min(_DEADLINE):
-            for w in _WATCHDOGS:  # this error is the one: the watchdog must not raise a second
-                w.disarm()
             raise TimeLimitExceeded()
 
 
 class TimeLimitExceeded(TooManyPieces):
-    """The hard time limit of an oracle call passed (raised by a poll or by the watchdog)."""
+    """The hard time limit of an oracle call passed (raised by a poll)."""
 
     def __init__(self, *args):
         super().__init__(*(args or (
