@@ -51,14 +51,21 @@ def test_explain_failure_is_the_verdict_account_with_its_context():
 # ----------------------------------------------------------------------------------------------------------
 # bad options are one line; the xfails file
 # ----------------------------------------------------------------------------------------------------------
-def _pytest_in(tmp_path, *args):
+def _pytest_in(tmp_path, *args, outside_ci: bool = False):
+    """pytest in ``tmp_path`` with the plugin; ``outside_ci``: as on a developer's machine (Hypothesis loads its
+    own derandomized ``ci`` profile when it sees a CI environment variable such as CI=true)."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
+    from hypothesis._settings import _CI_VARS
+
     root = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    if outside_ci:
+        for key in _CI_VARS:
+            env.pop(key, None)
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "nsverify.pytest_plugin", "-p", "no:cacheprovider",
                            "--rootdir", str(tmp_path), *args], cwd=tmp_path, capture_output=True, text=True,
                           env=env, timeout=600)
@@ -142,7 +149,7 @@ def test_unrelated_hypothesis_project_fails_the_same_way_with_and_without_the_pl
         proj = tmp_path / plugin.replace(":", "_")  # each run its own example database
         proj.mkdir()
         (proj / "test_unrelated.py").write_text(UNRELATED)
-        res = _pytest_in(proj, "-p", plugin, "-s", "--hypothesis-seed=0", "test_unrelated.py")
+        res = _pytest_in(proj, "-p", plugin, "-s", "--hypothesis-seed=0", "test_unrelated.py", outside_ci=True)
         runs[plugin] = (res.returncode, _outcome(res))
     rc, plain = runs["no:nsverify.pytest_plugin"]
     assert rc == 1 and any(line.lstrip("E ").startswith("x=") for line in plain), plain  # the premise
