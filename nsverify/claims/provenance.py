@@ -36,7 +36,22 @@ def provenance(device: str, command: list[str] | None = None) -> dict:
     cmd = command if command is not None else [Path(sys.executable).name, *sys.argv]
     return {"device": device, "torch": torch.__version__,
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "command": " ".join(shlex.quote(c) for c in cmd)}
+            "command": " ".join(shlex.quote(c) for c in cmd), "commit": source_commit()}
+
+
+def source_commit() -> str | None:
+    """The git commit of the code that made a measurement: ``NSVERIFY_COMMIT`` when set (a copy of the tree
+    without its ``.git``, as on a lent GPU machine), else ``git rev-parse HEAD`` in the checkout, else None."""
+    import subprocess
+
+    if os.environ.get("NSVERIFY_COMMIT"):
+        return os.environ["NSVERIFY_COMMIT"]
+    try:
+        res = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout.strip() or None if res.returncode == 0 else None
 
 
 def runtime() -> dict:

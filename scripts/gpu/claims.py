@@ -71,6 +71,14 @@ def main(argv=None) -> int:
     result = {"provenance": provenance(name), "dry_run": a.dry_run, "sizes": {k: v for k, v in z.items()},
               "tf32": False, "settings": {}, "bertoin": {}, "park_overhead": {}}
     t0 = time.monotonic()
+
+    def save(part: str) -> None:
+        """Write what is measured so far (a run stopped by its time limit still leaves its finished parts)."""
+        result["elapsed_s"] = time.monotonic() - t0
+        result["finished_parts"] = result.get("finished_parts", []) + [part]
+        (out / "claims.json").write_text(json.dumps(result))
+        log(f"{part} done; wrote {out / 'claims.json'} at {result['elapsed_s']:.1f}s")
+
     # 1. Table 3.2 / BN: full-width VGG11 on natural crops
     result["settings"]["natural"] = {}
     for bn in (False, True):
@@ -81,6 +89,7 @@ def main(argv=None) -> int:
                          n_data=max(1024, z["batch"] * z["batches"]))
         log(f"VGG11 width {z['width']} {label}: {z['draws']} draws x {z['batches']} batches of {z['batch']}")
         result["settings"]["natural"][label] = measure_pairs(cfg, progress=lambda msg, *_: log(msg))
+        save(f"VGG11 {label}")
     # 2. Bertoin: MLP 784-2048^3-10, ReLU'(0) = 0 vs 1, native kernels and the split-bias emulation
     for emulate in z["emulate"]:
         key = "emulated" if emulate else "native"
@@ -89,6 +98,7 @@ def main(argv=None) -> int:
                          dts, programs=("native", "relu1"), reruns=(), emulate16=emulate, device=z["device"])
         log(f"Bertoin MLP width {z['mlp_width']} ({key}): {dts}")
         result["bertoin"][key] = measure_pairs(cfg)
+        save(f"Bertoin {key}")
     # 3. Park: monitor overhead on ResNet18 per step, against tied windows
     X, y = scenario2_data("natural", 0, n=max(256, z["park_batch"] * (z["park_steps"] + 1)))
 
@@ -98,9 +108,7 @@ def main(argv=None) -> int:
     log(f"Park overhead: ResNet18 width {z['park_width']}, {z['park_steps']} steps of {z['park_batch']}")
     result["park_overhead"]["ResNet18"] = overhead(make, X, y, z["park_batch"], z["park_steps"],
                                                    device=torch.device(z["device"]))
-    result["elapsed_s"] = time.monotonic() - t0
-    (out / "claims.json").write_text(json.dumps(result))
-    log(f"wrote {out / 'claims.json'} in {result['elapsed_s']:.1f}s")
+    save("Park overhead")
     return 0
 
 

@@ -35,6 +35,7 @@ from benchmarks import common  # noqa: E402
 
 from nsverify import devices, kernels  # noqa: E402
 from nsverify.ad import _maxpool_vjp_reference  # noqa: E402
+from nsverify.claims.provenance import source_commit  # noqa: E402
 from nsverify.papers.park.overhead import monitor_overhead  # noqa: E402
 
 GEOMS = [((2, 2), (2, 2), (0, 0), (1, 1), False), ((3, 3), (2, 2), (1, 1), (1, 1), False),
@@ -95,20 +96,26 @@ def monitor(device, small: bool, steps: int) -> list[dict]:
     return out
 
 
+#: seconds the CUDA tests may take before they are stopped (their output so far is kept)
+TESTS_LIMIT_S = 150
+
+
 def cuda_tests(small: bool) -> dict:
     cmd = [sys.executable, "-m", "pytest", "-q", "-m", "cuda", "tests/", "-p", "no:cacheprovider"]
     t0 = time.time()
-    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    try:
+        res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=TESTS_LIMIT_S)
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        return {"command": " ".join(cmd[1:]), "returncode": None, "summary": f"stopped after {TESTS_LIMIT_S} s",
+                "tail": out.strip().splitlines()[-30:], "wall_s": time.time() - t0}
     tail = (res.stdout + res.stderr).strip().splitlines()[-30:]
     return {"command": " ".join(cmd[1:]), "returncode": res.returncode, "summary": tail[-1] if tail else "",
             "tail": tail, "wall_s": time.time() - t0}
 
 
 def provenance(device, argv) -> dict:
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    except OSError:
-        commit = None
+    commit = source_commit()
     try:
         import triton
 
@@ -142,11 +149,10 @@ def main(argv=None) -> int:
         device, steps, repeat = torch.device("cuda"), args.steps, args.repeat
     t0 = time.time()
     report = {"schema": "nsverify.gpu.perf/1", "dry_run": args.dry_run}
-    parts = [("kernel_equality", lambda: kernel_equality(device, args.dry_run)),
-             ("pool_ratios", lambda: pool_ratios(device, args.dry_run, repeat)),
-             ("monitor", lambda: monitor(device, args.dry_run, steps))]
-    if not args.skip_tests:
-        parts.append(("cuda_tests", lambda: cuda_tests(args.dry_run)))
+    parts = [("cuda_tests", lambda: cuda_tests(args.dry_run))] if not args.skip_tests else []
+    parts += [("kernel_equality", lambda: kernel_equality(device, args.dry_run)),
+              ("monitor", lambda: monitor(device, args.dry_run, steps)),
+              ("pool_ratios", lambda: pool_ratios(device, args.dry_run, repeat))]
     for name, part in parts:
         print(f"[perf {time.time() - t0:.0f}s] {name} ...", flush=True)
         try:
@@ -154,9 +160,10 @@ def main(argv=None) -> int:
         except Exception as exc:  # noqa: BLE001 - keep the other parts' results
             report[name] = {"error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(report[name], default=str)[:600], flush=True)
-    report["provenance"] = provenance(device, argv)
-    report["wall_s"] = time.time() - t0
-    (out / "perf.json").write_text(json.dumps(report, indent=1, default=str))
+        # written after every part: a run stopped by its time limit keeps the parts it finished
+        report["provenance"] = provenance(device, argv)
+        report["wall_s"] = time.time() - t0
+        (out / "perf.json").write_text(json.dumps(report, indent=1, default=str))
     print(f"wrote {out / 'perf.json'}", flush=True)
     return 0
 
