@@ -190,9 +190,26 @@ def test_api_bad_input():
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_cuda_matches_cpu():
+def test_cuda_differs_from_cpu_only_inside_the_clarke_set():
+    # CUDA and CPU legitimately break some ties differently (first run on an H200, torch 2.11: sort and
+    # median_dim choose another tied index on CUDA): a difference between devices is a finding, not a failure,
+    # as long as both devices' derivatives are valid. Where the stored GPU file was measured with this torch
+    # release, the cases that differ must be the ones it recorded (a new difference is a change to report).
     res = cv.run_matrix(None, ALL_DTYPES, ["cpu", "cuda"], ["eager"])
-    assert not cv.differences(res), cv.differences(res)
+    diffs = cv.differences(res)
+    cells = {(r.op, r.case, r.dtype, r.device): r for r in res}
+    for d in diffs:
+        for key in d["rules"]:
+            dtype, device, _ = key.split("|")
+            r = cells[(d["op"], d["case"], dtype, device)]
+            # outside the Clarke set only where the op table records that violation (an xfail in its entry)
+            assert r.in_clarke != "no" or r.as_expected, f"{d['op']} {d['case']} {key}: {r.derivative}"
+    from nsverify.sections.conventions import GPU_DATA
+
+    stored = json.loads(GPU_DATA.read_text()) if GPU_DATA.exists() else None
+    if stored is not None and stored.get("torch") == torch.__version__:
+        recorded = {(d["op"], d["case"]) for d in stored["differences"]}
+        assert {(d["op"], d["case"]) for d in diffs} <= recorded, diffs
 
 
 def _small_matrix(monkeypatch):

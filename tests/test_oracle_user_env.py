@@ -303,7 +303,7 @@ def test_many_unsupported_ops_are_counted_within_the_limit():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# time limits: polled in the oracle's loops, and a watchdog for what no poll reaches
+# time limits: polled in the oracle's loops and between the chunks of a single large op
 # ---------------------------------------------------------------------------------------------------------
 def _all_tied_pool(w):
     x = w[0].expand(1, 1, 400, 400)  # every window of the pool is a 9-way exact tie
@@ -320,10 +320,71 @@ def test_a_time_limit_inside_tie_handling_answers_unknown():
         nsverify.check_gradient(_all_tied_pool, torch.zeros(1, dtype=D), time_limit=1, progress=False)
 
 
+def _big_elementwise(w):
+    return torch.relu(w[0] * torch.ones(500, 500, dtype=D)).sum()
+
+
+def _big_matmul(w):
+    x = torch.arange(4000, dtype=D).reshape(40, 100) / 7
+    return torch.relu(x @ w.reshape(100, 30)).sum()
+
+
+def _big_conv(w):
+    x = torch.arange(3 * 64 * 64, dtype=D).reshape(1, 3, 64, 64) % 5
+    return torch.relu(torch.nn.functional.conv2d(x, w.reshape(8, 3, 3, 3))).sum()
+
+
+@pytest.mark.parametrize("fn, n", [(_all_tied_pool, 1), (_big_elementwise, 1), (_big_matmul, 3000),
+                                   (_big_conv, 216)], ids=["pool", "elementwise", "matmul", "conv"])
+def test_a_single_large_op_stops_within_the_overrun_bound(fn, n):
+    # each case is one op far larger than the limit (100 s and more without one); the op evaluates in chunks
+    # with a deadline poll between them, so the call ends within 10% + 1 s of time_limit (the bound of the
+    # "refuse rather than guess" issue). fn runs once first: its own float cost (torch's lazy imports) is not
+    # the oracle's
+    import time
+
+    w = torch.zeros(n, dtype=D)
+    fn(w)
+    nsverify.check_gradient(lambda w: torch.relu(w).sum(), torch.zeros(2, dtype=D), progress=False)  # imports
+    limit = 1.0
+    t0 = time.perf_counter()
+    v = nsverify.check_gradient(fn, w, time_limit=limit, on_limit="unknown", progress=False)
+    elapsed = time.perf_counter() - t0
+    assert v.status == "unknown" and "time limit" in v.reason
+    assert elapsed <= 1.1 * limit + 1.0, f"{elapsed:.2f} s for time_limit={limit}"
+
+
+def test_chunked_exact_ops_equal_the_unchunked_products():
+    # the chunked evaluation (deadline polls between blocks) against numpy's own object-array product and sum
+    from nsverify.oracle.ops_linear import MATMUL_CHUNK_WORK, broadcast_chunked, matmul
+
+    rng = random.Random(3)
+
+    def frac_array(*shape):
+        return np.array([Fraction(rng.randint(-9, 9), rng.randint(1, 5)) for _ in range(int(np.prod(shape)))],
+                        dtype=object).reshape(shape)
+
+    for sa, sb in [((2, 30, 40), (40, 50)), ((200, 40), (40, 7)), ((3, 1, 20, 30), (4, 30, 60)), ((50,), (50, 3))]:
+        a, b = frac_array(*sa), frac_array(*sb)
+        assert np.prod(np.broadcast_shapes(sa[:-2], sb[:-2]) or (1,)) * sa[-2 if len(sa) > 1 else 0] * sb[-1] \
+            * sb[-2] > 2 * MATMUL_CHUNK_WORK or len(sa) == 1
+        assert (matmul(a, b) == np.matmul(a, b)).all()
+    a, b = frac_array(40, 1, 60), frac_array(1, 50, 60)
+    assert (broadcast_chunked(lambda x, y: x * y - y, a, b) == a * b - b).all()
+
+
 def test_the_limit_message_counts_the_sites_the_ad_trace_met():
-    with pytest.raises(NsverifyError, match=r"after 0 pieces \(6 kink/tie sites"):
-        nsverify.check_gradient(lambda w: torch.relu(w).sum(), torch.zeros(6, dtype=D), time_limit=0,
+    # 30 ReLUs at their kink in R^6: the AD trace is quick, the pieces (hundreds of thousands) are not
+    g = torch.Generator().manual_seed(0)
+    A = torch.randint(-3, 4, (30, 6), generator=g).double()
+    nsverify.check_gradient(lambda w: torch.relu(w).sum(), torch.zeros(2, dtype=D), progress=False)  # warm
+    with pytest.raises(NsverifyError, match=r"ran out during \w+ after [1-9]\d* pieces \(30 kink/tie sites"):
+        nsverify.check_gradient(lambda w: torch.relu(A @ w).sum(), torch.zeros(6, dtype=D), time_limit=1,
                                 shortcuts=False, progress=False)
+    # stopped before the AD trace finished: no count is claimed
+    with pytest.raises(NsverifyError, match=r"AD trace had not finished, so its kink/tie sites are not counted"):
+        nsverify.check_gradient(lambda w: torch.relu(A @ w).sum(), torch.zeros(6, dtype=D), time_limit=0,
+                                progress=False)
 
 
 def test_inseparable_against_the_quadratic_definition():

@@ -43,6 +43,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="directory for claims.json")
     ap.add_argument("--dry-run", action="store_true", help="tiny sizes on CPU, to check that the script runs")
+    ap.add_argument("--resume", metavar="CLAIMS_JSON",
+                    help="an earlier run's claims.json with the same sizes (stopped by its time limit): its finished "
+                         "parts are kept and only the others run; each run's provenance is recorded")
     a = ap.parse_args(argv)
 
     from nsverify.claims.provenance import provenance
@@ -70,19 +73,32 @@ def main(argv=None) -> int:
     name = torch.cuda.get_device_name() if z["device"] == "cuda" else "cpu (dry run)"
     result = {"provenance": provenance(name), "dry_run": a.dry_run, "sizes": {k: v for k, v in z.items()},
               "tf32": False, "settings": {}, "bertoin": {}, "park_overhead": {}}
-    t0 = time.monotonic()
+    if a.resume:
+        prev = json.loads(open(a.resume).read())
+        if json.dumps(prev.get("sizes"), sort_keys=True) != json.dumps(result["sizes"], sort_keys=True) \
+                or prev.get("dry_run") != a.dry_run:
+            print(f"claims.py: {a.resume} was measured with other sizes; run without --resume", file=sys.stderr)
+            return 2
+        runs = prev.get("runs") or [{"provenance": prev["provenance"], "parts": prev.get("finished_parts", [])}]
+        result = {**prev, "runs": runs + [{"provenance": result["provenance"], "parts": []}]}
+    done = set(result.get("finished_parts", []))
+    t0 = time.monotonic() - result.get("elapsed_s", 0.0)
 
     def save(part: str) -> None:
         """Write what is measured so far (a run stopped by its time limit still leaves its finished parts)."""
         result["elapsed_s"] = time.monotonic() - t0
         result["finished_parts"] = result.get("finished_parts", []) + [part]
+        if "runs" in result:
+            result["runs"][-1]["parts"].append(part)
         (out / "claims.json").write_text(json.dumps(result))
         log(f"{part} done; wrote {out / 'claims.json'} at {result['elapsed_s']:.1f}s")
 
     # 1. Table 3.2 / BN: full-width VGG11 on natural crops
-    result["settings"]["natural"] = {}
+    result["settings"].setdefault("natural", {})
     for bn in (False, True):
         label = "BN" if bn else "noBN"
+        if f"VGG11 {label}" in done:
+            continue
         # reruns: "threads" is a plain rerun on CUDA (nondeterministic kernels), "order" the reversed batch
         cfg = PairConfig("vgg11", z["width"], bn, "natural", z["batch"], z["draws"], z["batches"], z["dtypes"],
                          reruns=("threads", "order"), emulate16=False, device=z["device"],
@@ -93,6 +109,8 @@ def main(argv=None) -> int:
     # 2. Bertoin: MLP 784-2048^3-10, ReLU'(0) = 0 vs 1, native kernels and the split-bias emulation
     for emulate in z["emulate"]:
         key = "emulated" if emulate else "native"
+        if f"Bertoin {key}" in done:
+            continue
         dts = z["dtypes"] if not emulate else tuple(d for d in z["dtypes"] if d in ("float16", "bfloat16"))
         cfg = PairConfig("mlp", z["mlp_width"], False, "digits28", z["mlp_batch"], z["mlp_draws"], z["mlp_batches"],
                          dts, programs=("native", "relu1"), reruns=(), emulate16=emulate, device=z["device"])
@@ -105,6 +123,8 @@ def main(argv=None) -> int:
     def make():
         return plain_layers(ResNet18(z["park_width"], bn=True))
 
+    if "Park overhead" in done:
+        return 0
     log(f"Park overhead: ResNet18 width {z['park_width']}, {z['park_steps']} steps of {z['park_batch']}")
     result["park_overhead"]["ResNet18"] = overhead(make, X, y, z["park_batch"], z["park_steps"],
                                                    device=torch.device(z["device"]))
