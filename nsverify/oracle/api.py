@@ -34,7 +34,7 @@ from nsverify.oracle.certificates import (
     adjacent_piece,
     park_proxies,
 )
-from nsverify.oracle.context import deadline, tracking
+from nsverify.oracle.context import TimeLimitExceeded, deadline, tracking
 from nsverify.oracle.interp import Evaluation, module_function
 from nsverify.oracle.membership import (
     distance,
@@ -46,7 +46,7 @@ from nsverify.oracle.membership import (
 )
 from nsverify.oracle.numbers import is_exact
 from nsverify.oracle.park import exact as layered
-from nsverify.oracle.pieces import Enumeration, enumerate_pieces
+from nsverify.oracle.pieces import Enumeration, ad_sites, enumerate_pieces, limit_message
 from nsverify.oracle.progress import Tracker, reporter
 from nsverify.oracle.verdict import Verdict
 from nsverify.registry.rules import renamed_rules_argument
@@ -98,19 +98,32 @@ def _check(fn, w, ad, *, rules, max_pieces, on_limit, time_limit, progress, shor
     boundary.check_program(fn)
     boundary.check_point(w)
     tracker = Tracker(report, time_limit=time_limit, max_pieces=max_pieces)
-    # a hard stop slightly after time_limit, for single evaluations too large to finish (huge forward mode)
-    with user_environment(), deadline(None if time_limit is None else time_limit * 1.1 + 1), tracking(tracker):
+    # the hard stop at time_limit: every exact op and every long loop of the oracle polls it (a single large op in
+    # chunks), so a call ends within one chunk of work after it; the graceful stops (enumeration, blocks) come first
+    with user_environment(), deadline(time_limit), tracking(tracker):
         ev = Evaluation(fn, w, rules, shadow=True)
         try:
             with boundary.translated(ev):
                 v = _decide(ev, ad, max_pieces=max_pieces, on_limit=on_limit, time_limit=time_limit,
                             tracker=tracker, shortcuts=shortcuts, network=network)
         except TooManyPieces as e:
+            if isinstance(e, TimeLimitExceeded):  # a poll inside an op or a loop: the message gets the real counts
+                e = TooManyPieces(_hard_limit_message(ev, tracker, max_pieces, time_limit))
             if on_limit != "unknown":
-                raise
+                raise e from None
             v = _undecided(str(e), ev.float_ad() if ev.ran("float_ad") else None, ad)  # fn is not rerun
     tracker.update(stage="done")
     return v
+
+
+def _hard_limit_message(ev: Evaluation, tracker: Tracker, max_pieces: int, time_limit: float) -> str:
+    """The message of a stop at the hard time limit: where it stopped, the pieces enumerated so far and the
+    kink/tie sites of the AD trace (when that trace had finished)."""
+    where = tracker.stage if ev.ran("forward") else "the first exact trace (the AD trace)"
+    what = f"the time limit of {time_limit:g} s ran out during {where} after {tracker.pieces} pieces"
+    if not ev.ran("forward"):
+        what += "; the AD trace had not finished, so its kink/tie sites are not counted yet"
+    return limit_message(what, ad_sites(ev), max_pieces, time_limit)
 
 
 def check_module(

@@ -196,6 +196,26 @@ def poll_deadline() -> None:
             raise TimeLimitExceeded()
 
 
+#: entries of one large op evaluated between two polls of the deadline (an entry can be a dense first-order
+#: expansion in every coordinate of w, so a few hundred entries already take milliseconds)
+POLL_EVERY = 256
+
+
+def polled_range(n: int, every: int = POLL_EVERY):
+    """``range(n)``, polling the deadline every ``every`` items: a single large op (an elementwise map, a
+    constant converted to exact numbers, a pool's windows) must not outrun the time limit by more than one chunk."""
+    for start in range(0, n, every):
+        poll_deadline()
+        yield from range(start, min(n, start + every))
+
+
+def chunks(n: int, every: int = POLL_EVERY):
+    """Slices covering ``range(n)`` of at most ``every`` items, polling the deadline before each."""
+    for start in range(0, n, every):
+        poll_deadline()
+        yield slice(start, min(n, start + every))
+
+
 class TimeLimitExceeded(TooManyPieces):
     """The hard time limit of an oracle call passed (raised by a poll)."""
 

@@ -151,7 +151,7 @@ def elementwise_op(ew, a):
     ff = fa.reshape(-1) if fa is not None and fa.size == a.size else None
     out = np.empty(a.shape, dtype=object)
     of, af = out.reshape(-1), a.reshape(-1)
-    for i in range(af.size):
+    for i in context.polled_range(af.size):
         of[i] = _apply_elementwise(ew, af[i], (i,), None if ff is None else ff[i])
     return out
 

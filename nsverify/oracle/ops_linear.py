@@ -11,7 +11,7 @@ from fractions import Fraction
 import numpy as np
 
 from nsverify.errors import UnsupportedOpError
-from nsverify.oracle import fastexact
+from nsverify.oracle import context, fastexact
 from nsverify.oracle.numbers import val
 from nsverify.oracle.tensor import op, scalar
 
@@ -30,7 +30,7 @@ def arr(x) -> np.ndarray:
 def objmap(f, a: np.ndarray) -> np.ndarray:
     out = np.empty(a.shape, dtype=object)
     of, af = out.reshape(-1), a.reshape(-1)
-    for i in range(af.size):
+    for i in context.polled_range(af.size):
         of[i] = f(af[i])
     return out
 
@@ -57,9 +57,23 @@ def _bin(fn):
         a, b = _asfrac_array(a), _asfrac_array(b)
         if alpha is not None:
             b = b * scalar(alpha)
-        return np.asarray(fn(a, b), dtype=object)
+        return broadcast_chunked(fn, a, b)
 
     return impl
+
+
+def broadcast_chunked(fn, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``fn(a, b)`` for a broadcasting elementwise ``fn``, evaluated in chunks with deadline polls between them
+    when the result is large (one numpy call on object arrays cannot be interrupted)."""
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    n = int(np.prod(shape)) if shape else 1
+    if n <= 4 * context.POLL_EVERY:
+        return np.asarray(fn(a, b), dtype=object)
+    af, bf = (np.broadcast_to(x, shape).reshape(-1) for x in (a, b))
+    out = np.empty(n, dtype=object)
+    for sl in context.chunks(n):
+        out[sl] = fn(af[sl], bf[sl])
+    return out.reshape(shape)
 
 
 op("add")(_bin(lambda a, b: a + b if (s := fastexact.add(a, b)) is None else s))
@@ -263,8 +277,27 @@ def _mean(a, dim=None, keepdim=False, dtype=None):
 
 
 # ------------------------------------------------------------------------------------------- linear algebra
+#: exact multiply-adds of one large matmul between two polls of the deadline
+MATMUL_CHUNK_WORK = 1 << 14
+
+
 def matmul(a, b) -> np.ndarray:
+    """Exact ``a @ b``; a large product is split into column (or row) blocks with deadline polls between them."""
     a, b = arr(a), arr(b)
+    if a.ndim >= 2 and b.ndim >= 2:
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        batch = int(np.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) or (1,)))
+        work = batch * m * k * n
+        if work > 2 * MATMUL_CHUNK_WORK and max(m, n) > 1:
+            along_b = n >= m
+            step = max(1, MATMUL_CHUNK_WORK * (n if along_b else m) // work)
+            parts = [_matmul(a, b[..., sl]) if along_b else _matmul(a[..., sl, :], b)
+                     for sl in context.chunks(n if along_b else m, step)]
+            return np.concatenate(parts, axis=-1 if along_b else -2)
+    return _matmul(a, b)
+
+
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     fast = fastexact.matmul(a, b)  # plain rationals: integer arithmetic, one normalisation per output entry
     return fast if fast is not None else np.asarray(np.matmul(a, b), dtype=object)
 

@@ -350,24 +350,23 @@ def _minimum(a, b):
 
 
 def pool_windows(name: str, shape, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    """Yield (output index, [(input index, flat spatial index)]) of a max pool, windows in row-major order."""
+    """Yield (output index, [(input index, flat spatial index)]) of a max pool, windows in row-major order
+    (built one window at a time, so that a huge pool reaches the deadline polls of its consumer)."""
     nsp = 1 if "1d" in name else 3 if "3d" in name else 2
     lead, sp = tuple(shape[:-nsp]), tuple(shape[-nsp:])
     out_sp, table = pool_window_table(sp, kernel_size, stride, padding, dilation, ceil_mode)
-    wins = [[(tuple(int(c) for c in np.unravel_index(f, sp)), f) for f in row if f >= 0] for row in table.tolist()]
+    coords = np.stack(np.unravel_index(np.maximum(table, 0), sp), axis=-1).tolist() if table.size else []
+    rows = table.tolist()
     for L in np.ndindex(*lead):
-        for o, win in zip(np.ndindex(*out_sp), wins):
-            yield L + o, [(L + q, f) for q, f in win]
+        for o, row, co in zip(np.ndindex(*out_sp), rows, coords):
+            yield L + o, [(L + tuple(c), f) for f, c in zip(row, co) if f >= 0]
     return lead + out_sp
 
 
 def pool_out_shape(name, shape, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    gen = pool_windows(name, shape, kernel_size, stride, padding, dilation, ceil_mode)
-    while True:
-        try:
-            next(gen)
-        except StopIteration as e:
-            return e.value
+    nsp = 1 if "1d" in name else 3 if "3d" in name else 2
+    out_sp, _ = pool_window_table(tuple(shape[-nsp:]), kernel_size, stride, padding, dilation, ceil_mode)
+    return tuple(shape[:-nsp]) + tuple(out_sp)
 
 
 @op(

@@ -143,7 +143,7 @@ def enumerate_pieces(
                 raise _Limit(f"the time limit of {time_limit:g} s ran out after {done} pieces")
             r = ev.pieces_trace(decide)
         except _Limit as e:
-            nsites = max(en.branch_sites, _count_sites(en), len(st.decisions), _ad_sites(ev))
+            nsites = max(en.branch_sites, _count_sites(en), len(st.decisions), ad_sites(ev))
             what = e.args[0] if e.args else f"more than {limit} pieces to enumerate around w"
             msg = limit_message(what, nsites, limit, time_limit)
             if on_limit == "unknown":
@@ -181,7 +181,7 @@ def naive_enumeration_lps(rows: list[dict]) -> int:
     return stats.lps
 
 
-def _ad_sites(ev: Evaluation) -> int:
+def ad_sites(ev: Evaluation) -> int:
     """Kink/tie sites the AD trace met (known before any piece is enumerated), float-only ties aside."""
     if not ev.ran("forward"):
         return 0

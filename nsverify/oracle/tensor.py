@@ -85,9 +85,9 @@ def to_exact_array(t) -> np.ndarray:
             "values; replace them (e.g. torch.nan_to_num) before checking"
         )
     out = np.empty(x.shape, dtype=object)
-    flat = out.reshape(-1)
-    for i, v in enumerate(x.reshape(-1).tolist()):
-        flat[i] = Fraction(v)
+    flat, xf = out.reshape(-1), x.reshape(-1)
+    for sl in context.chunks(xf.size, 8 * context.POLL_EVERY):
+        flat[sl] = [Fraction(v) for v in xf[sl].tolist()]
     return out
 
 
