@@ -208,8 +208,11 @@ def test_cuda_differs_from_cpu_only_inside_the_clarke_set():
 
     stored = json.loads(GPU_DATA.read_text()) if GPU_DATA.exists() else None
     if stored is not None and stored.get("torch") == torch.__version__:
+        # cases added to the op table after the stored run (sort_unstable's 17-entry tie: CPU returns the last
+        # tied entry, CUDA another, both inside the Clarke set) are new findings, checked above
+        evaluated = {(r["op"], r["case"]) for r in stored["results"]}
         recorded = {(d["op"], d["case"]) for d in stored["differences"]}
-        assert {(d["op"], d["case"]) for d in diffs} <= recorded, diffs
+        assert {(d["op"], d["case"]) for d in diffs} & evaluated <= recorded, diffs
 
 
 def _small_matrix(monkeypatch):

@@ -355,11 +355,10 @@ def pool_windows(name: str, shape, kernel_size, stride=(), padding=0, dilation=1
     nsp = 1 if "1d" in name else 3 if "3d" in name else 2
     lead, sp = tuple(shape[:-nsp]), tuple(shape[-nsp:])
     out_sp, table = pool_window_table(sp, kernel_size, stride, padding, dilation, ceil_mode)
-    coords = np.stack(np.unravel_index(np.maximum(table, 0), sp), axis=-1).tolist() if table.size else []
-    rows = table.tolist()
+    coords = np.stack(np.unravel_index(np.maximum(table, 0), sp), axis=-1)  # (windows, offsets, nsp)
     for L in np.ndindex(*lead):
-        for o, row, co in zip(np.ndindex(*out_sp), rows, coords):
-            yield L + o, [(L + tuple(c), f) for f, c in zip(row, co) if f >= 0]
+        for wi, o in enumerate(np.ndindex(*out_sp)):
+            yield L + o, [(L + tuple(c), f) for f, c in zip(table[wi].tolist(), coords[wi].tolist()) if f >= 0]
     return lead + out_sp
 
 

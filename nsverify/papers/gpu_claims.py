@@ -39,7 +39,11 @@ def load(path: Path | str = CLAIMS_JSON) -> dict | None:
         claims += bertoin_claims(s, f"MLP width {sizes.get('mlp_width')} x 2048, {key} kernels, {prov['device']}",
                                  setting=key)
     park = overhead_claims(raw["park_overhead"], "natural") if raw.get("park_overhead") else []
-    return {"provenance": describe(prov), "dry_run": bool(raw.get("dry_run")),
+    text = describe(prov)
+    if len(raw.get("runs") or []) > 1:  # a run stopped by its time limit, finished by `claims.py --resume`
+        text += "; " + "; ".join(f"resumed {describe(r['provenance'])} for {', '.join(r['parts'])}"
+                                 for r in raw["runs"][1:])
+    return {"provenance": text, "dry_run": bool(raw.get("dry_run")),
             "zones": {"settings": settings, "bertoin": bertoin,
                       "claims": on_stored_run(claims, "gpu-claims", prov["device"])},
             "park": {"overhead": raw.get("park_overhead", {}),
