@@ -278,3 +278,59 @@ def test_claim_changes_come_first_and_fail_the_cli(tmp_path, capsys):
     html = render_summary(rep)
     assert 'id="claim-changes"' in html and html.index('id="claim-changes"') < html.index('id="claims-table"')
     assert "statement a" in html.split('id="claim-changes"')[1].split("</ul>")[0]
+
+
+def _bimodal_steps(n, rng):
+    """Per-step ratios of a monitor whose steps alternate between few ties (about 1.2x) and many (about 4x),
+    as the VGG metric did: the spread between steps dwarfs any run-to-run change."""
+    return [(1.2 if i % 2 else 4.0) * math.exp(rng.gauss(0, 0.05)) for i in range(n)]
+
+
+def _paired(samples, by="training step (natural data, fixed seed)"):
+    return metric("m", "bench_ratio", sorted(samples)[len(samples) // 2], samples=samples,
+                  sample_keys=list(range(len(samples))), paired_by=by)
+
+
+def test_wilcoxon_matches_exact_enumeration():
+    from nsverify.report.compare import wilcoxon_p
+
+    d = [0.3, -0.1, 0.25, 0.4, 0.05, 0.6, -0.2, 0.35]
+    ranks = {x: r for r, x in enumerate(sorted(d, key=abs), start=1)}
+    t_obs = sum(ranks[x] for x in d if x > 0)
+    counts = [sum(r for r, s in zip(range(1, 9), signs) if s) for signs in itertools.product((0, 1), repeat=8)]
+    extreme = min(sum(c >= t_obs for c in counts), sum(c <= t_obs for c in counts))
+    assert wilcoxon_p(d) == pytest.approx(min(1.0, 2 * extreme / 256), rel=1e-9)
+
+
+def test_paired_steps_catch_a_2x_slowdown_the_unpaired_test_misses():
+    """An injected 2x slowdown of a bimodal per-step metric (16 steps): pooled, the two runs' samples overlap
+    (Mann-Whitney p about 0.02: missed at 0.01); paired step by step, every step is 2x slower and the change is
+    flagged. Both sides of the effect threshold: 1.3x (significant, below 1.5x) stays green, 1.6x is flagged."""
+    rng = random.Random(1)
+    base = _bimodal_steps(16, rng)
+    slow = [2 * x * math.exp(rng.gauss(0, 0.05)) for x in base]
+    unpaired_old, unpaired_new = (metric("m", "bench_ratio", 2.6, samples=s) for s in (base, slow))
+    assert judge(unpaired_old, unpaired_new)[0] == "same"  # the old rule misses it
+    verdict, rule = judge(_paired(base), _paired(slow))
+    assert verdict == "regression" and "paired by training step" in rule and "Wilcoxon p=" in rule
+    for factor, expected in ((1.3, "same"), (1.6, "regression"), (1 / 1.6, "improvement")):
+        new = [factor * x * math.exp(rng.gauss(0, 0.02)) for x in base]
+        assert judge(_paired(base), _paired(new))[0] == expected, factor
+    noise = [x * math.exp(rng.gauss(0, 0.05)) for x in base]  # the same steps again: no change
+    assert judge(_paired(base), _paired(noise))[0] == "same"
+
+
+def test_pairing_needs_the_same_pairing_and_enough_keys():
+    from nsverify.report.compare import paired_samples, pooled_baseline
+
+    rng = random.Random(2)
+    base, new = _bimodal_steps(16, rng), _bimodal_steps(16, rng)
+    assert paired_samples(_paired(base), _paired(new)) is not None
+    assert paired_samples(_paired(base), _paired(new, by="another seed")) is None
+    assert paired_samples(_paired(base[:7]), _paired(new[:7])) is None  # too few pairs for p < 0.01
+    # pooled with an older run of the same pairing: the keys follow the samples, the baseline per step is the median
+    hist = {"sections": {"park": {"data": {"metrics": [_paired(new)]}}}}
+    pooled = pooled_baseline(_paired(base), "m", "park", [hist])
+    assert pooled["sample_keys"] == list(range(16)) * 2
+    pairs = paired_samples(pooled, _paired(base))
+    assert [a for a, _ in pairs] == pytest.approx([(x + y) / 2 for x, y in zip(base, new)])

@@ -91,6 +91,34 @@ def min_p_value(n1: int, n2: int) -> float:
     return min(1.0, 2 / math.comb(n1 + n2, n1))
 
 
+def wilcoxon_p(d: list[float]) -> float:
+    """Two-sided Wilcoxon signed-rank p-value that the paired differences ``d`` are centred on 0 (scipy)."""
+    from scipy.stats import wilcoxon
+
+    if not any(d):
+        return 1.0
+    return float(wilcoxon(d, alternative="two-sided").pvalue)
+
+
+#: the fewest pairs for which the two-sided Wilcoxon signed-rank test can reach p < 0.01 (2 / 2^8)
+MIN_PAIRS = 8
+
+
+def paired_samples(old: dict, new: dict) -> list[tuple[float, float]] | None:
+    """(baseline, new) per paired key -- a training step of the same seed and data, say -- when both metrics
+    name the same pairing (``paired_by``) and share at least :data:`MIN_PAIRS` keys (``sample_keys``); the
+    baseline's value for a key pooled over several runs is its median. None otherwise."""
+    by = old.get("paired_by")
+    ka, kb = old.get("sample_keys"), new.get("sample_keys")
+    if by is None or by != new.get("paired_by") or not ka or not kb:
+        return None
+    base: dict = {}
+    for k, v in zip(ka, old["samples"]):
+        base.setdefault(k, []).append(v)
+    pairs = [(_median(base[k]), v) for k, v in zip(kb, new["samples"]) if k in base]
+    return pairs if len(pairs) >= MIN_PAIRS else None
+
+
 def judge_bench(old: dict, new: dict, bench_factor: float = DEFAULT_BENCH_FACTOR,
                 alpha: float = DEFAULT_BENCH_ALPHA) -> tuple[str, str]:
     """The bench_ratio rule: a Mann-Whitney test over the samples AND a minimum effect size.
@@ -106,7 +134,17 @@ def judge_bench(old: dict, new: dict, bench_factor: float = DEFAULT_BENCH_FACTOR
     compared with the factor.
     """
     sa, sb = old.get("samples"), new.get("samples")
-    if sa and sb:
+    pairs = paired_samples(old, new) if sa and sb else None
+    if pairs is not None:
+        # paired by key (the same training step in both runs): the step-to-step spread -- bimodal when some steps
+        # have many ties and others few -- cancels, and only the change of each step's ratio is tested
+        d = [math.log(b / a) for a, b in pairs]
+        p = wilcoxon_p(d)
+        shift = math.exp(_median(d))
+        stats = (f"paired by {old['paired_by']}: median per-pair ratio {shift:.3g} over {len(pairs)} pairs, "
+                 f"Wilcoxon p={p:.2g}")
+        significant, up, down = p < alpha, shift, 1 / shift
+    elif sa and sb:
         meds = old.get("run_medians") or [_median(sa)]
         hi, lo, mb = max(meds), min(meds), _median(sb)
         band = f"{lo:.3g}" if len(meds) == 1 else f"{lo:.3g}..{hi:.3g} over {len(meds)} runs"
@@ -137,12 +175,20 @@ def pooled_baseline(old: dict, key: str, section: str, history: list[dict]) -> d
     if not old.get("samples"):
         return old
     pooled, meds = list(old["samples"]), [_median(old["samples"])]
+    keys = list(old["sample_keys"]) if old.get("sample_keys") else None
     for rep in history:
         m = section_metrics((rep.get("sections") or {}).get(section) or {}).get(key)
         if m and m.get("kind") == "bench_ratio" and m.get("samples"):
             pooled += m["samples"]
             meds.append(_median(m["samples"]))
-    return {**old, "samples": pooled, "run_medians": meds}
+            same_pairing = keys is not None and m.get("paired_by") == old.get("paired_by") and m.get("sample_keys")
+            keys = keys + list(m["sample_keys"]) if same_pairing else None
+    out = {**old, "samples": pooled, "run_medians": meds}
+    if keys is None:
+        out.pop("sample_keys", None)
+    else:
+        out["sample_keys"] = keys
+    return out
 
 
 def judge(old: dict | None, new: dict | None, bench_factor: float = DEFAULT_BENCH_FACTOR,

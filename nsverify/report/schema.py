@@ -75,6 +75,11 @@ def validate_metrics(metrics, where: str = "metrics", source: str = "") -> None:
             if not (isinstance(smp, list) and smp and all(_number(x) and x > 0 and math.isfinite(x) for x in smp)):
                 raise _fail(w, "'samples' must be a non-empty list of finite numbers > 0 (one ratio per timed "
                                "round)", source)
+            keys = m.get("sample_keys")
+            if keys is not None and not (isinstance(keys, list) and len(keys) == len(smp)
+                                         and isinstance(m.get("paired_by"), str)):
+                raise _fail(w, "'sample_keys' must list one key per sample, with 'paired_by' naming the pairing "
+                               "(e.g. the training step)", source)
         if "unit" in m and not isinstance(m["unit"], str):
             raise _fail(w, "'unit' must be a string", source)
 

@@ -117,7 +117,11 @@ def _overhead_rows(s2: dict, metrics: list, run: dict | None) -> tuple[list, lis
         ov_rows.append([name, f"{1000 * o['plain_s']:.1f}", f"{1000 * o['monitored_s']:.1f}", f"{o['ratio']:.2f}",
                         _per_tie_ms(o["per_step"])])
         metrics.append({"key": f"monitor_overhead|{s2['data']}|{name}", "kind": "bench_ratio", "value": o["ratio"],
-                        "unit": "monitored/plain step time", "samples": o["ratio_samples"]})
+                        "unit": "monitored/plain step time", "samples": o["ratio_samples"],
+                        # step i is the same step in every run (same seed, data and batch order): the nightly
+                        # compares runs step by step, so the steps' spread (tie counts vary) cancels
+                        "sample_keys": list(range(len(o["ratio_samples"]))),
+                        "paired_by": f"training step ({s2['data']} data, fixed seed)"})
         step_rows += [[name, i, f"{1000 * r['plain_s']:.1f}", f"{1000 * r['monitored_s']:.1f}",
                        f"{r['monitored_s'] / r['plain_s']:.2f}", r["tied"], r["tied_positive"]]
                       for i, r in enumerate(o["per_step"])]
