@@ -44,6 +44,7 @@ from nsverify.oracle.cones import ConeStats, primitive
 from nsverify.oracle.context import Site, poll_deadline
 from nsverify.oracle.park.algorithm1 import pool_index_windows
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
+from nsverify.oracle.park.graph import GraphCapture, GraphLayer, graph_layers, graph_pi_rows
 from nsverify.oracle.park.rank import independent_columns
 from nsverify.oracle.park.walk import activation_of, chain
 
@@ -225,11 +226,24 @@ def _param_offsets(model) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ local slopes
-def _pi_rows(L: ExactLayer, offsets: dict):
+def _pi_rows(L: ExactLayer, offsets: dict, exact_scale: bool = False):
     """A function ``pi(index of the pre-activation) -> sparse row``: the gradient of one pre-activation entry in
     the layer's own trainable parameters (the affine map is linear in them: the input patch and a 1), scaled by
     the positive common denominator of the layer's input: integer rows, the same open half-spaces (a cone row
-    may be scaled by any positive number), no Fraction arithmetic."""
+    may be scaled by any positive number), no Fraction arithmetic.  ``exact_scale``: the gradient itself
+    (Fractions), for a row that sums several affine maps (:mod:`.graph`)."""
+    if isinstance(L, GraphLayer):
+        return graph_pi_rows(L, offsets)
+    pi = _pi_rows_scaled(L, offsets)
+    if not exact_scale or L.affine is None:
+        return pi
+    from nsverify.oracle import fastexact
+
+    den = fastexact.integer_form(L.seen["affine_in"])[1]
+    return lambda idx, shape=None: {k: F(v, den) for k, v in pi(idx, shape).items()}
+
+
+def _pi_rows_scaled(L: ExactLayer, offsets: dict):
     m = L.affine
     if m is None:
         return lambda idx, shape=None: {}
@@ -431,10 +445,18 @@ def decide(ev, model, loss_fn, targets, *, tracker=None) -> Layered | str:
 
 def _decide(ev, model, loss_fn, targets, tracker) -> Layered:
     from nsverify.errors import InexactError, UnsupportedOpError
+    from nsverify.oracle.park import graph
 
-    layers = network_layers(model)
+    calls = None
+    if isinstance(model, torch.nn.Sequential):
+        layers = network_layers(model)
+    else:  # a custom forward: Park's layers read from its traced graph (residual adds, BatchNorm in eval mode)
+        try:
+            layers, calls = graph_layers(model)
+        except graph.Declined as e:
+            raise Declined(str(e)) from None
     offsets = _param_offsets(model)
-    owned = [id(p) for L in layers if L.affine is not None for p in L.affine.parameters()]
+    owned = [id(p) for L in layers for p in _own_parameters(L)]
     if len(owned) != len(set(owned)):
         raise Declined("two layers share a parameter: Park et al.'s layers need disjoint parameters")
     if ev.ran("reverse"):
@@ -442,8 +464,12 @@ def _decide(ev, model, loss_fn, targets, tracker) -> Layered:
     if tracker is not None:
         tracker.update(stage="layers: exact reverse mode")
     try:
-        with _Capture(model, layers) as cap, _pool_indices(cap):
+        with (_Capture(model, layers) if calls is None else GraphCapture(model, calls)) as cap, _pool_indices(cap):
             exact_ad, value = ev.reverse()
+        if calls is not None:
+            cap.fill(layers, [L.pool_node for L in layers if L.pool is not None])
+    except graph.Declined as e:
+        raise Declined(str(e)) from None
     except (InexactError, UnsupportedOpError) as e:
         raise Declined(f"the exact reverse trace failed: {e}") from None
     if any(not L.seen for L in layers) or cap.output is None:
@@ -467,9 +493,16 @@ def _decide(ev, model, loss_fn, targets, tracker) -> Layered:
         chk = _algorithm1(L, ev, offsets, earlier, sites)
         _decide_cone(chk, stats)
         checks.append(chk)
-        if L.affine is not None and any(id(p) in offsets for p in L.affine.parameters()):
+        if any(id(p) in offsets for p in _own_parameters(L)):
             earlier = True
     return Layered("park_theorem8", checks, sites, tuple(exact_ad), value, stats)
+
+
+def _own_parameters(L) -> list:
+    """The layer's own parameters w_l (its affine module's, or a graph layer's branches')."""
+    if isinstance(L, GraphLayer):
+        return list(L.parameters())
+    return list(L.affine.parameters()) if L.affine is not None else []
 
 
 def _theorem5(layers, offsets, sites) -> list | None:
