@@ -295,6 +295,33 @@ def lenet_tie(batch: int = 2):
     return net, torch.nn.functional.mse_loss, x, y
 
 
+def resnet_tie(width: float = 0.125, batch: int = 2, seed: int = 0):
+    """``(model, loss_fn, inputs, targets)``: issue 23's scale target (a) -- nsverify.workloads' ResNet18 (BasicBlocks,
+    BatchNorm in eval mode, a max-pool stem; width 0.125 gives channels 8-16-32-64, 176,402 parameters) with
+    torch's own ReLU/MaxPool modules, weights on a 1/8 grid, every BatchNorm exact (eps = 2^-10, running variance
+    1 - 2^-10: sqrt(var + eps) = 1; running means on a 1/8 grid), one dead stem channel (zero weights, beta = -1),
+    integer inputs in [-2, 2] (batch x 3 x 32 x 32), cross-entropy loss."""
+    from nsverify.workloads.models import ResNet18, plain_layers
+
+    torch.manual_seed(seed)
+    net = plain_layers(ResNet18(width)).double().eval()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.round(torch.randn(p.shape, generator=g, dtype=torch.float64) * 2) / 8)
+        for m in net.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.eps = 2.0 ** -10
+                m.running_var.fill_(1 - 2.0 ** -10)
+                m.running_mean.copy_(torch.round(torch.randn(m.num_features, generator=g, dtype=torch.float64)) / 8)
+        net.stem[0].weight[0] = 0.0
+        net.stem[1].running_mean[0] = 0.0
+        net.stem[1].bias[0] = -1.0
+    x = torch.randint(-2, 3, (batch, 3, 32, 32), generator=g).double()
+    y = torch.arange(batch) % 10
+    return net, torch.nn.functional.cross_entropy, x, y
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Reports of many metrics (report)
 

@@ -13,6 +13,10 @@
   blocks: ``time_verdict`` (target: <= 1 s at k = 10), ``track_traces`` (about 2k + 1), ``track_product_pieces``.
 * ``LeNetTie``: ``check_module`` on a LeNet-5-size network (61,706 parameters, batch 2) with zero-initialised
   units and tied pooling windows, decided by Park et al.'s Theorem 8 (target: <= 10 s).
+* ``ResNetTie``: ``check_module`` on nsverify.workloads' ResNet18 at widths 1/32, 1/16 and 1/8 (channels 2-4-8-16,
+  4-8-16-32, 8-16-32-64: 11,178 / 44,322 / 176,402 parameters) with exact BatchNorm, integer inputs and one dead
+  stem channel (``common.resnet_tie``): ``time_check_module`` (target (a) of issue 23: <= 60 s at width 1/8; the
+  widths give curve (d)) and ``track_decided`` (1 when the layered decision answered, 0 when it declined).
 * ``FirstCall``: seconds from ``import nsverify`` to the end of a first ``check_gradient`` in a fresh interpreter
   (torch imported): ``track_first_call`` (target < 0.5 s for nsverify's own share), ``track_own_share``
   (torch.distributed.tensor imported beforehand) and ``track_torch_dispatch_floor`` (torch's one-time import of
@@ -28,6 +32,7 @@ from .common import (
     kink_net,
     lenet_forward,
     lenet_tie,
+    resnet_tie,
     separable_program,
     torch_dispatch_floor_seconds,
 )
@@ -131,6 +136,31 @@ class LeNetTie:
 
         v = nsverify.check_module(self.net, self.loss, self.x, self.y, progress=False)
         assert v.status == "member", v.status
+
+
+class ResNetTie:
+    timeout = 900
+    number = 1
+    repeat = 1
+    params = [0.03125, 0.0625, 0.125]
+    param_names = ["width"]
+
+    def setup(self, width):
+        _warm()
+        self.net, self.loss, self.x, self.y = resnet_tie(width)
+
+    def _check(self):
+        import nsverify
+
+        return nsverify.check_module(self.net, self.loss, self.x, self.y, progress=False, time_limit=300,
+                                     on_limit="unknown")
+
+    def time_check_module(self, width):
+        self._check()
+
+    def track_decided(self, width):
+        v = self._check()
+        return int(v.status != "unknown")
 
 
 class FirstCall:
