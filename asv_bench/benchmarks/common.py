@@ -295,6 +295,23 @@ def lenet_tie(batch: int = 2):
     return net, torch.nn.functional.mse_loss, x, y
 
 
+def pool_plateau_ties(channels: int = 2, seed: int = 0):
+    """``(model, loss_fn, inputs, targets)``: issue 23's scale target (c) -- a conv (3x3) -> ReLU -> 2x2 max pool ->
+    linear net on an 8x8 plateau input: each channel's 9 pooling windows tie 4 ways (4^9 tie patterns per channel),
+    the corner window aside; weights on a 1/8 grid, cross-entropy loss."""
+    nn = torch.nn
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Conv2d(1, channels, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                        nn.Linear(channels * 9, 3)).double()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.round(p * 8) / 8)
+        net[0].bias.fill_(0.25)
+    x = torch.ones(1, 1, 8, 8, dtype=torch.float64)
+    x[0, 0, 0, 0] = 2.0
+    return net, torch.nn.functional.cross_entropy, x, torch.tensor([1])
+
+
 def resnet_tie(width: float = 0.125, batch: int = 2, seed: int = 0):
     """``(model, loss_fn, inputs, targets)``: issue 23's scale target (a) -- nsverify.workloads' ResNet18 (BasicBlocks,
     BatchNorm in eval mode, a max-pool stem; width 0.125 gives channels 8-16-32-64, 176,402 parameters) with

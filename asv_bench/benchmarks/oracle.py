@@ -17,6 +17,9 @@
   4-8-16-32, 8-16-32-64: 11,178 / 44,322 / 176,402 parameters) with exact BatchNorm, integer inputs and one dead
   stem channel (``common.resnet_tie``): ``time_check_module`` (target (a) of issue 23: <= 60 s at width 1/8; the
   widths give curve (d)) and ``track_decided`` (1 when the layered decision answered, 0 when it declined).
+* ``PoolPlateau``: ``check_module`` on a conv-ReLU-maxpool-linear net whose plateau input ties every pooling
+  window 4 ways (4^9 tie patterns per channel, ``common.pool_plateau_ties``): ``time_check_module`` (target (c)
+  of issue 23: <= 10 s).
 * ``FirstCall``: seconds from ``import nsverify`` to the end of a first ``check_gradient`` in a fresh interpreter
   (torch imported): ``track_first_call`` (target < 0.5 s for nsverify's own share), ``track_own_share``
   (torch.distributed.tensor imported beforehand) and ``track_torch_dispatch_floor`` (torch's one-time import of
@@ -32,6 +35,7 @@ from .common import (
     kink_net,
     lenet_forward,
     lenet_tie,
+    pool_plateau_ties,
     resnet_tie,
     separable_program,
     torch_dispatch_floor_seconds,
@@ -130,6 +134,22 @@ class LeNetTie:
     def setup(self):
         _warm()
         self.net, self.loss, self.x, self.y = lenet_tie()
+
+    def time_check_module(self):
+        import nsverify
+
+        v = nsverify.check_module(self.net, self.loss, self.x, self.y, progress=False)
+        assert v.status == "member", v.status
+
+
+class PoolPlateau:
+    timeout = 300
+    number = 1
+    repeat = 3
+
+    def setup(self):
+        _warm()
+        self.net, self.loss, self.x, self.y = pool_plateau_ties()
 
     def time_check_module(self):
         import nsverify
