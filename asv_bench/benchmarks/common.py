@@ -312,12 +312,13 @@ def pool_plateau_ties(channels: int = 2, seed: int = 0):
     return net, torch.nn.functional.cross_entropy, x, torch.tensor([1])
 
 
-def resnet_tie(width: float = 0.125, batch: int = 2, seed: int = 0):
+def resnet_tie(width: float = 0.125, batch: int = 2, seed: int = 0, loss: str = "mse"):
     """``(model, loss_fn, inputs, targets)``: issue 23's scale target (a) -- nsverify.workloads' ResNet18 (BasicBlocks,
     BatchNorm in eval mode, a max-pool stem; width 0.125 gives channels 8-16-32-64, 176,402 parameters) with
     torch's own ReLU/MaxPool modules, weights on a 1/8 grid, every BatchNorm exact (eps = 2^-10, running variance
     1 - 2^-10: sqrt(var + eps) = 1; running means on a 1/8 grid), one dead stem channel (zero weights, beta = -1),
-    integer inputs in [-2, 2] (batch x 3 x 32 x 32), cross-entropy loss."""
+    integer inputs in [-2, 2] (batch x 3 x 32 x 32).  ``loss``: "mse" against one-hot targets (the exact AD stays
+    rational) or "cross_entropy" (softmax makes it irrational: the backward pass runs in interval arithmetic)."""
     from nsverify.workloads.models import ResNet18, plain_layers
 
     torch.manual_seed(seed)
@@ -336,7 +337,11 @@ def resnet_tie(width: float = 0.125, batch: int = 2, seed: int = 0):
         net.stem[1].bias[0] = -1.0
     x = torch.randint(-2, 3, (batch, 3, 32, 32), generator=g).double()
     y = torch.arange(batch) % 10
-    return net, torch.nn.functional.cross_entropy, x, y
+    if loss == "cross_entropy":
+        return net, torch.nn.functional.cross_entropy, x, y
+    onehot = torch.zeros(batch, 10, dtype=torch.float64)
+    onehot[torch.arange(batch), y] = 1.0
+    return net, torch.nn.functional.mse_loss, x, onehot
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -15,8 +15,8 @@
   units and tied pooling windows, decided by Park et al.'s Theorem 8 (target: <= 10 s).
 * ``ResNetTie``: ``check_module`` on nsverify.workloads' ResNet18 at widths 1/32, 1/16 and 1/8 (channels 2-4-8-16,
   4-8-16-32, 8-16-32-64: 11,178 / 44,322 / 176,402 parameters) with exact BatchNorm, integer inputs and one dead
-  stem channel (``common.resnet_tie``): ``time_check_module`` (target (a) of issue 23: <= 60 s at width 1/8; the
-  widths give curve (d)) and ``track_decided`` (1 when the layered decision answered, 0 when it declined).
+  stem channel (``common.resnet_tie``), MSE or cross-entropy loss: ``time_check_module`` (target (a) of issue 23:
+  <= 60 s at width 1/8; the widths give curve (d)) and ``track_decided`` (1 when decided, 0 for unknown).
 * ``PoolPlateau``: ``check_module`` on a conv-ReLU-maxpool-linear net whose plateau input ties every pooling
   window 4 ways (4^9 tie patterns per channel, ``common.pool_plateau_ties``): ``time_check_module`` (target (c)
   of issue 23: <= 10 s).
@@ -162,12 +162,12 @@ class ResNetTie:
     timeout = 900
     number = 1
     repeat = 1
-    params = [0.03125, 0.0625, 0.125]
-    param_names = ["width"]
+    params = ([0.03125, 0.0625, 0.125], ["mse", "cross_entropy"])
+    param_names = ["width", "loss"]
 
-    def setup(self, width):
+    def setup(self, width, loss):
         _warm()
-        self.net, self.loss, self.x, self.y = resnet_tie(width)
+        self.net, self.loss, self.x, self.y = resnet_tie(width, loss=loss)
 
     def _check(self):
         import nsverify
@@ -175,10 +175,10 @@ class ResNetTie:
         return nsverify.check_module(self.net, self.loss, self.x, self.y, progress=False, time_limit=300,
                                      on_limit="unknown")
 
-    def time_check_module(self, width):
+    def time_check_module(self, width, loss):
         self._check()
 
-    def track_decided(self, width):
+    def track_decided(self, width, loss):
         v = self._check()
         return int(v.status != "unknown")
 
