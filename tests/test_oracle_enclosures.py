@@ -111,3 +111,49 @@ def test_domain_errors_are_clear():
         N.sqrt_i(F(-1, 4))
     with pytest.raises(InexactError, match="not provably"):
         N.log_i(N.Ival.of(F(-1, 8), F(1, 8)))
+
+
+@pytest.mark.parametrize("left_intervals", [True, False])
+def test_interval_matmul_encloses_every_exact_product(left_intervals):
+    # the fast product of rationals with intervals (exact endpoint products, one outward rounding per entry)
+    # against exact rational products of points picked inside every input interval, endpoints included
+    import numpy as np
+
+    from nsverify.oracle import fastexact
+
+    rng = random.Random(5)
+
+    def rat():
+        return Fraction(rng.randint(-20, 20), rng.choice([1, 2, 3, 4, 7, 8]))
+
+    def entry(p):
+        if rng.random() >= p:
+            return rat()
+        lo = rat()
+        return N.Ival.of(lo, lo + Fraction(rng.randint(0, 5), rng.choice([3, 16, 1000])))
+
+    def arr(shape, p):  # with p > 0, the first entry is an interval
+        return np.array([entry(p if i else min(1.0, 2 * p)) for i in range(int(np.prod(shape)))],
+                        dtype=object).reshape(shape)
+
+    def pick(x, t):
+        if isinstance(x, N.Ival):
+            lo, hi = N.mpf_fraction(x.t[0]), N.mpf_fraction(x.t[1])
+            return lo + t * (hi - lo)
+        return x
+
+    for _ in range(25):
+        m, k, n = rng.randint(1, 4), rng.randint(1, 5), rng.randint(1, 4)
+        a, b = (arr((2, m, k), 0.7), arr((k, n), 0.0)) if left_intervals else (arr((m, k), 0.0), arr((k, n), 0.7))
+        out = fastexact.interval_matmul(a, b)
+        assert out is not None and out.shape == np.matmul(a, b).shape
+        for t in (Fraction(0), Fraction(1), Fraction(1, 3), None):
+            tt = (lambda: Fraction(rng.randint(0, 9), 9)) if t is None else (lambda t=t: t)
+            ap = np.array([pick(x, tt()) for x in a.reshape(-1)], dtype=object).reshape(a.shape)
+            bp = np.array([pick(x, tt()) for x in b.reshape(-1)], dtype=object).reshape(b.shape)
+            for f, p in zip(out.reshape(-1), np.matmul(ap, bp).reshape(-1)):
+                if isinstance(f, N.Ival):
+                    assert N.mpf_fraction(f.t[0]) <= p <= N.mpf_fraction(f.t[1])
+                else:
+                    assert f == p
+    assert fastexact.interval_matmul(arr((2, 2), 0.0), arr((2, 2), 0.0)) is None  # no interval: not this path

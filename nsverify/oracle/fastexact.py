@@ -7,7 +7,9 @@ no partial sum can overflow (|A| max * |B| max * inner size < 2**62, checked exa
 Python integers otherwise, and each *output* entry is normalised once.  The result is the same Fractions, exactly.
 
 Only plain rationals take this path: entries that carry a derivative (forward mode's ``Aff``) or an interval
-(``Ival``) return None and the caller keeps its general object matmul.  Common denominators are bounded
+(``Ival``) return None and the caller keeps its general object matmul -- except :func:`interval_matmul`, for a
+product of rationals with intervals (the reverse mode behind a softmax): exact endpoint products, one outward
+rounding per output entry.  Common denominators are bounded
 (``MAX_DEN_BITS``): operands whose denominators have no small common multiple also return None.
 """
 
@@ -78,6 +80,76 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     of = out.reshape(-1)
     for i, r in enumerate(R.reshape(-1).tolist()):
         of[i] = Fraction(int(r), den)
+    return out
+
+
+def interval_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """``a @ b`` when one operand holds plain rationals and the other rationals and intervals (``Ival``, the reverse
+    mode's cotangents behind a softmax or a square root), as an object array of intervals (Fractions where the
+    enclosure is a point); None for any other mix.
+
+    Rigorous and tighter than the entry-by-entry interval product: each interval entry's endpoints are taken as
+    exact dyadic rationals ``[l, h]``, the rational operand is split into its positive and negative parts, and
+    ``lo = L @ R+ + H @ R-``, ``hi = H @ R+ + L @ R-`` (or the same with the rational operand on the left) are
+    computed exactly in integers over common denominators; every output entry is then rounded outward once, to
+    the interval precision.  For x in [l, h] and r >= 0, x r lies in [l r, h r]; for r < 0 in [h r, l r]; sums
+    add bounds."""
+    from mpmath.libmp import from_rational, round_ceiling, round_floor
+
+    from nsverify.oracle.numbers import PREC, Ival, mpf_fraction, simplify
+
+    if a.dtype != object or b.dtype != object or a.size == 0 or b.size == 0 or a.ndim == 0 or b.ndim == 0:
+        return None
+
+    def bounds(x: np.ndarray):  # (L, H, d): integer arrays with x in [L / d, H / d] entrywise, or None
+        flat = x.reshape(-1).tolist()
+        if not any(isinstance(v, Ival) for v in flat):
+            return None
+        ends = np.empty(2 * len(flat), dtype=object)
+        for i, v in enumerate(flat):
+            if isinstance(v, Ival):
+                ends[2 * i], ends[2 * i + 1] = mpf_fraction(v.t[0]), mpf_fraction(v.t[1])
+            elif isinstance(v, Fraction) or (isinstance(v, (int, np.integer)) and type(v) is not bool):
+                ends[2 * i] = ends[2 * i + 1] = v
+            else:
+                return None
+        c = _over_common_denominator(ends)
+        if c is None:
+            return None
+        ints, d = c
+        return ints[0::2].reshape(x.shape), ints[1::2].reshape(x.shape), d
+
+    def signed(r: np.ndarray):  # (R+, R-, d): integer arrays, r = (R+ + R-) / d, or None
+        c = _over_common_denominator(r)
+        if c is None:
+            return None
+        ints, d = c
+        flat = ints.reshape(-1).tolist()
+        pos, neg = np.empty(len(flat), dtype=object), np.empty(len(flat), dtype=object)
+        pos[:] = [v if v > 0 else 0 for v in flat]
+        neg[:] = [v if v < 0 else 0 for v in flat]
+        return pos.reshape(r.shape), neg.reshape(r.shape), d
+
+    ia, rb = bounds(a), signed(b)
+    if ia is not None and rb is not None:  # intervals @ rationals
+        (L, H, d1), (P, N, d2) = ia, rb
+        lo = np.matmul(L, P) + np.matmul(H, N)
+        hi = np.matmul(H, P) + np.matmul(L, N)
+    else:
+        ib, ra = bounds(b), signed(a)
+        if ib is None or ra is None:
+            return None
+        (L, H, d1), (P, N, d2) = ib, ra
+        lo = np.matmul(P, L) + np.matmul(N, H)
+        hi = np.matmul(P, H) + np.matmul(N, L)
+    den = d1 * d2
+    lo, hi = np.asarray(lo, dtype=object), np.asarray(hi, dtype=object)
+    out = np.empty(lo.shape, dtype=object)
+    of = out.reshape(-1)
+    for i, (u, v) in enumerate(zip(lo.reshape(-1).tolist(), hi.reshape(-1).tolist())):
+        u, v = int(u), int(v)
+        of[i] = Fraction(u, den) if u == v else simplify(Ival((from_rational(u, den, PREC, round_floor),
+                                                               from_rational(v, den, PREC, round_ceiling))))
     return out
 
 

@@ -299,6 +299,8 @@ def matmul(a, b) -> np.ndarray:
 
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     fast = fastexact.matmul(a, b)  # plain rationals: integer arithmetic, one normalisation per output entry
+    if fast is None:  # rationals with intervals: exact endpoint products, one outward rounding per entry
+        fast = fastexact.interval_matmul(a, b)
     return fast if fast is not None else np.asarray(np.matmul(a, b), dtype=object)
 
 
