@@ -220,7 +220,9 @@ def measure(case: RatioCase, *, repeat: int, warmup: int, device) -> dict:
     ratios = []
     for p in case.pairs:
         med, best = t.ratio(p.candidate, p.baseline, "median"), t.ratio(p.candidate, p.baseline, "min")
+        iqr = t.ratio_iqr(p.candidate, p.baseline)
         ratios.append({"candidate": p.candidate, "baseline": p.baseline, "ratio_median": med, "ratio_min": best,
+                       "round_ratio_iqr": list(iqr),
                        "candidate_median_s": t.stat(p.candidate, "median"),
                        "baseline_median_s": t.stat(p.baseline, "median"),
                        "target": None if p.target is None else f"{p.target[0]} {p.target[1]:g}",
@@ -236,7 +238,8 @@ def _print(area: str, dtype_label: str, res: dict) -> None:
         verdict = "" if r["met"] is None else f"  target {r['target']}: {'met' if r['met'] else 'MISSED'}"
         print(f"  {r['candidate']:24s} {r['candidate_median_s'] * 1e3:10.2f} ms  vs  {r['baseline']:20s} "
               f"{r['baseline_median_s'] * 1e3:10.2f} ms   ratio {r['ratio_median']:6.2f}x "
-              f"(min {r['ratio_min']:.2f}x){verdict}", flush=True)
+              f"(min {r['ratio_min']:.2f}x, per-round IQR {r['round_ratio_iqr'][0]:.2f}-{r['round_ratio_iqr'][1]:.2f}x)"
+              f"{verdict}", flush=True)
 
 
 def _csv(text: str) -> list[str]:
@@ -251,7 +254,8 @@ def parse_args(argv):
     ap.add_argument("--dtype", type=_csv, default=None,
                     help="comma-separated dtypes (default: each area's own, e.g. float32,bfloat16 for ad_ops)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    ap.add_argument("--repeat", type=int, default=7, help="timed rounds per case (default 7)")
+    ap.add_argument("--repeat", type=int, default=15,
+                    help="timed interleaved rounds per case (default 15: a median with its interquartile range)")
     ap.add_argument("--warmup", type=int, default=1, help="untimed rounds first (default 1)")
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     ap.add_argument("--small", action="store_true", help="tiny sizes: checks that every case runs")

@@ -153,6 +153,24 @@ class SideBySide:
         num, den = self.stat(candidate, how), self.stat(baseline, how)
         return num / den if den > 0 else math.inf
 
+    def round_ratios(self, candidate: str, baseline: str) -> list[float]:
+        """The candidate's time over the baseline's, round by round (the two samples of one interleaved round
+        met the same load)."""
+        self.stat(candidate)
+        self.stat(baseline)
+        return [c / b if b > 0 else math.inf for c, b in zip(self.samples[candidate], self.samples[baseline])]
+
+    def ratio_iqr(self, candidate: str, baseline: str) -> tuple[float, float]:
+        """The interquartile range (25th and 75th percentiles, linear interpolation) of :meth:`round_ratios`."""
+        r = sorted(self.round_ratios(candidate, baseline))
+
+        def q(p: float) -> float:
+            k = (len(r) - 1) * p
+            lo, hi = math.floor(k), math.ceil(k)
+            return r[lo] + (r[hi] - r[lo]) * (k - lo)
+
+        return q(0.25), q(0.75)
+
     def to_json(self) -> dict:
         return {"rounds": self.rounds, "samples_s": {k: list(v) for k, v in self.samples.items()}}
 

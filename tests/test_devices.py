@@ -144,3 +144,16 @@ def test_torch_threads_restores_the_thread_count():
     assert torch.get_num_threads() == n
     with torch_threads(None):
         assert torch.get_num_threads() == n
+
+
+def test_round_ratios_pair_the_samples_of_one_round_and_their_iqr_matches_numpy():
+    import numpy as np
+
+    cand = [2.0, 9.0, 4.0, 6.0, 3.0, 8.0, 5.0]
+    base = [1.0, 3.0, 2.0, 2.0, 1.0, 4.0, 1.0]
+    t = SideBySide({"c": cand, "b": base}, rounds=7)
+    ratios = [c / b for c, b in zip(cand, base)]
+    assert t.round_ratios("c", "b") == ratios
+    assert t.ratio_iqr("c", "b") == pytest.approx(tuple(np.percentile(ratios, [25, 75])))
+    with pytest.raises(TimingArgumentError):
+        t.ratio_iqr("c", "missing")
