@@ -150,8 +150,10 @@ def test_fig33_heavy_tail_needs_about_130_pairs():
     bulk = [1e-6 * (1 + 0.01 * i) for i in range(256)]
     tail = bulk[:252] + [1e-3] * 4
     key = "a heavy tail"
-    assert _held(fig_3_3_summary(_rows(tail))["claims"], key) is True
-    # judged per draw (4 pairs share a draw's parameters): 64 draws have power 0.54, 132 draws 0.80
+    # judged per draw (4 pairs share a draw's parameters): 64 draws have power 0.54, 132 draws 0.80; the claim
+    # quotes a rate (1.22%), so even observed tail pairs decide only with that power
+    assert _held(fig_3_3_summary(_rows(tail))["claims"], key) is None
+    assert _held(fig_3_3_summary(_rows([1e-6] * (4 * 132 - 4) + [1e-3] * 4), batches=4)["claims"], key) is True
     assert _held(fig_3_3_summary(_rows(bulk))["claims"], key) is None
     many = [1e-6] * (4 * 132)
     assert _held(fig_3_3_summary(_rows(many), batches=4)["claims"], key) is False
@@ -231,7 +233,10 @@ def test_bertoin_dichotomy_flips():
         cl = bertoin_claims(_summary({"bfloat16": k16, "float32": k32, "float64": k64}, n), "test")
         return [_held(cl, "16 bits"), _held(cl, "32 bits"), _held(cl, "64 bits")]
 
-    assert verdicts(168, 3, 0, 168) == [True, True, True]
+    # 3 of 168 fp32 pairs differ: it happens, but "once in 100 iterations" needs the power at the rate's lower
+    # bound (0.00025 per pair: 0.04 at n = 168); at n = 7000 with a 1% share the claim is decided
+    assert verdicts(168, 3, 0, 168) == [True, None, True]
+    assert verdicts(7000, 70, 0, 7000) == [True, True, True]
     assert verdicts(40, 0, 5, 168) == [False, None, False]  # power at the rate's lower bound 0.00025: 0.04
     assert verdicts(168, 0, 0, 168) == [True, None, None]  # 64 bits: no 32-bit bifurcation, no contrast
     assert verdicts(4, 0, 0, 4) == [None, None, None]
@@ -303,13 +308,16 @@ def test_beta_sweep_both_sides_can_fail_and_wait_for_learning():
                 "initial_loss": initial, "kernel_path": "test", "learned": final <= 0.5 * initial,
                 "diverged": (not math.isfinite(final)) or final >= initial}
 
-    def verdicts(base, small, big):
+    def verdicts(base, small, big, seeds=3):
         rs = [run(d, b, s, base if b == 0 else (small if b <= 1e3 else big)) for d in ("float32", "bfloat16")
-              for b in (0.0, 1e2, 1e3, 1e4) for s in (0, 1, 2)]
+              for b in (0.0, 1e2, 1e3, 1e4) for s in range(seeds)]
         cl = sweep_claims({"results": rs, "steps": 400})
         return [c["held"] for c in cl]
 
-    assert verdicts(0.5, 0.6, float("nan")) == [True, True, True, True]
+    # every run at beta > 1e3 unstable: with 3 runs that is seen but not decided (n >= 5 for any decision that
+    # is not a counterexample), with 5 it is
+    assert verdicts(0.5, 0.6, float("nan")) == [True, None, True, None]
+    assert verdicts(0.5, 0.6, float("nan"), seeds=5) == [True, True, True, True]
     # 3 runs at beta > 1e3 (1e4 x 3 seeds): 0 unstable decides nothing below 5 runs
     assert verdicts(0.5, 2.5, 0.6) == [False, None, False, None]
     assert verdicts(2.2, 0.6, float("nan")) == [None, None, None, None]  # beta = 0 did not learn

@@ -399,7 +399,8 @@ def test_no_claim_in_a_report_is_decided_underpowered():
     assert underpowered([ok]) == []
     assert underpowered([{**ok, "n": 4, "n_required": 4}]) == ["a: n = 4, n_required = 4, power = 0.87"]
     assert underpowered([{**ok, "n": 31}]) and underpowered([{**ok, "power": 0.79}])
-    assert underpowered([{**ok, "n": 4, "witness": True}]) == []  # a witness decides at any n
+    assert underpowered([{**ok, "n": 4, "witness": True, "held": False}]) == []  # a counterexample decides
+    assert underpowered([{**ok, "n": 4, "witness": True}])  # a confirming witness needs the power too
     assert underpowered([{**ok, "n": 1, "rule": "exact", "power": 1.0}]) == []
     assert underpowered([{**ok, "held": None, "n": 1}]) == []
     # claims as the repro modules build them pass the check

@@ -12,9 +12,10 @@ The rules share three principles:
   undecided (None), never True;
 * a statistical test whose power is below :data:`POWER` (0.8) is undecided, whatever it measured: a
   verdict never rests on fewer samples than the rule's own power calculation requires;
-* a witness decides at any ``n``: one counterexample refutes "never", one occurrence confirms "occurs". The power
-  (and ``n_required``) of these rules concern the opposite outcome, the *absence* of a witness, which is
-  evidence only when the test had a good chance of finding one.
+* a counterexample decides at any ``n``: one refutes "never" (a universal claim).  A *confirming* witness -- an
+  occurrence for "occurs", both outcomes for "between" -- shows only that the event happens, while the paper's
+  claim quotes a rate or a share: it decides only with n >= :data:`MIN_N` and the power to see the claimed rate
+  (otherwise undecided, the witnesses named in the reason).
 
 Significance level :data:`ALPHA` = 0.05 (one-sided where the claim has a direction); intervals are 95%.
 """
@@ -161,9 +162,15 @@ def _rate_rule(rule: str, k: int, n: int, p: float, witness_held: bool, what: st
                 interval="Clopper-Pearson 95%" if n else "")
     if n == 0:
         return Decision(held=None, reason=f"premise not exercised: 0 {what}s", **base)
+    if k and not witness_held:
+        return Decision(held=False, reason=f"{k} counterexample(s) in {n} {what}s (a counterexample decides at any "
+                                           "n)", witness=True, **base)
+    if k and (n < MIN_N or pw(n) < POWER):  # it occurs, but the claim is about its rate
+        why = _too_few(n, what) if n < MIN_N else _underpowered(pw(n), n, need, rate_text)
+        return Decision(held=None, reason=f"{k} occurrence(s) in {n} {what}s show that it occurs, not at what rate: "
+                                          f"{why}", witness=True, **base)
     if k:
-        kind = "occurrence(s)" if witness_held else "counterexample(s)"
-        return Decision(held=witness_held, reason=f"{k} {kind} in {n} {what}s (a witness decides at any n)",
+        return Decision(held=True, reason=f"{k} occurrence(s) in {n} {what}s (power {pw(n):.2f} at {rate_text})",
                         witness=True, **base)
     if n < MIN_N:
         return Decision(held=None, reason=_too_few(n, what), **base)
@@ -237,6 +244,9 @@ def between(k: int, n: int, p_paper: float, what: str = "case") -> Decision:
                 interval="Clopper-Pearson 95%" if n else "")
     if n == 0:
         return Decision(held=None, reason=f"premise not exercised: 0 {what}s", **base)
+    if 0 < k < n and (n < MIN_N or pw(n) < POWER):  # both outcomes seen, but the claim quotes a share
+        why = _too_few(n, what) if n < MIN_N else _underpowered(pw(n), n, need, f"a share of {p:.3g}")
+        return Decision(held=None, reason=f"{k} of {n} {what}s: both outcomes seen, but {why}", witness=True, **base)
     if 0 < k < n:
         return Decision(held=True, reason=f"{k} of {n} {what}s: both outcomes seen", witness=True, **base)
     if n < MIN_N:

@@ -259,14 +259,16 @@ def summary_counts(claims: list[dict]) -> dict:
 
 
 def underpowered(claims: list[dict]) -> list[str]:
-    """The ids of claim dicts (a report's ``sections.<name>.claims``) decided without a witness on n < MIN_N,
-    n < n_required or power < POWER; deterministic rules (``exact``, ``robust``: one run decides) are exempt.
-    A report must have none (tests/test_claims.py checks it over a report JSON)."""
+    """The ids of claim dicts (a report's ``sections.<name>.claims``) decided on n < MIN_N, n < n_required or
+    power < POWER, except those refuted by a counterexample (a witness with held False) and deterministic rules
+    (``exact``, ``robust``: one run decides).  A report must have none (tests/test_claims.py checks it over a
+    report JSON)."""
     from nsverify.claims.decide import MIN_N
 
     out = []
     for c in claims:
-        if c.get("held") is None or c.get("witness") or c.get("rule") in ("exact", "robust"):
+        if c.get("held") is None or (c.get("witness") and c.get("held") is False) or \
+                c.get("rule") in ("exact", "robust"):
             continue
         p, n, need = c.get("power"), c.get("n") or 0, c.get("n_required")
         if p is None or p < POWER or n < MIN_N or (need is not None and n < need):
