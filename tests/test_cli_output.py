@@ -149,8 +149,11 @@ def test_sigint_to_a_running_zones_volume(tmp_path):
     """The console command itself, interrupted by SIGINT once its first draw is saved."""
     partial = tmp_path / "partial.json"
     argv = [*ZONES, "--draws", "100000", "--resume", str(partial)]
+    # the default SIGINT disposition, as at a terminal: a test run started in the background by a shell inherits
+    # SIGINT ignored, and Python then installs no KeyboardInterrupt handler in the child
     proc = subprocess.Popen([sys.executable, "-m", "nsverify", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 240
         while not partial.exists() and proc.poll() is None and time.monotonic() < deadline:
