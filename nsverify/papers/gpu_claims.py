@@ -31,7 +31,8 @@ def load(path: Path | str = CLAIMS_JSON) -> dict | None:
     if "natural" in settings:
         label = f"VGG11 width {sizes.get('width')}, natural crops, batch {sizes.get('batch')}, {prov['device']}"
         s = settings["natural"]
-        claims += table_3_2_claims(s["noBN"], label)
+        # the 16-bit rerun with the ReLU'(0) = 0 / 1 pair (tau2, Sec. 3.3.2) replaces the 16-bit rows when present
+        claims += table_3_2_claims({**s["noBN"], **s.get("noBN16", {})}, label)
         if "BN" in s:
             claims.append(bn_claim(s["noBN"], s["BN"], label))
     bertoin = {k: setting_summary(v) for k, v in raw.get("bertoin", {}).items()}
