@@ -193,7 +193,7 @@ def table2(s1_steps: int, s2_steps: int, batch: int, timing_steps: int, progress
         SPEC["park/scenario2-theorem8"].judge(
             f"{not_cert} not certified among {len(exercised)} steps with non-trivial ties ({unknown} steps unknown: "
             f"check cap, not counted) of {len(s2['steps'])}",
-            decide.never(not_cert, len(exercised), what="step with non-trivial ties"),
+            decide.never(not_cert, len(exercised), what="tied step"),  # a step with non-trivial ties
             notes=f"mini networks on {s2['data']} inputs",
         ),
         SPEC["park/table2-nontrivial-ties"].judge(
