@@ -201,19 +201,19 @@ def poll_deadline() -> None:
 POLL_EVERY = 256
 
 
-def polled_range(n: int, every: int = POLL_EVERY):
-    """``range(n)``, polling the deadline every ``every`` items: a single large op (an elementwise map, a
-    constant converted to exact numbers, a pool's windows) must not outrun the time limit by more than one chunk."""
-    for start in range(0, n, every):
-        poll_deadline()
-        yield from range(start, min(n, start + every))
-
-
 def chunks(n: int, every: int = POLL_EVERY):
-    """Slices covering ``range(n)`` of at most ``every`` items, polling the deadline before each."""
+    """Slices covering ``range(n)`` of at most ``every`` items, polling the deadline before each: a single large op
+    (an elementwise map, a constant converted to exact numbers, a matmul) must not outrun the time limit by more
+    than one chunk."""
     for start in range(0, n, every):
         poll_deadline()
         yield slice(start, min(n, start + every))
+
+
+def polled_range(n: int, every: int = POLL_EVERY):
+    """``range(n)``, polling the deadline every ``every`` items (:func:`chunks`)."""
+    for sl in chunks(n, every):
+        yield from range(sl.start, sl.stop)
 
 
 class TimeLimitExceeded(TooManyPieces):

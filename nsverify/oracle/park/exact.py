@@ -44,7 +44,7 @@ from nsverify.oracle.cones import ConeStats, primitive
 from nsverify.oracle.context import Site, poll_deadline
 from nsverify.oracle.park.algorithm1 import pool_index_windows
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
-from nsverify.oracle.park.graph import GraphCapture, GraphLayer, graph_layers, graph_pi_rows
+from nsverify.oracle.park.graph import Declined, GraphCapture, GraphLayer, graph_layers, graph_pi_rows
 from nsverify.oracle.park.rank import independent_columns
 from nsverify.oracle.park.walk import activation_of, chain
 
@@ -56,10 +56,6 @@ TRANSPARENT = (torch.nn.Flatten, torch.nn.Identity)
 #: the activations (registry names) of the exact decision: kink at 0, AD's derivative there the left one
 #: (0 for ReLU, the module's slope for LeakyReLU), linear pieces
 ACTIVATIONS = ("relu", "leaky_relu")
-
-
-class Declined(Exception):
-    """A premise of the layered shortcut does not hold: the plain enumeration decides."""
 
 
 @dataclass
@@ -234,19 +230,17 @@ def _pi_rows(L: ExactLayer, offsets: dict, exact_scale: bool = False):
     (Fractions), for a row that sums several affine maps (:mod:`.graph`)."""
     if isinstance(L, GraphLayer):
         return graph_pi_rows(L, offsets)
-    pi = _pi_rows_scaled(L, offsets)
-    if not exact_scale or L.affine is None:
+    pi, den = _pi_rows_scaled(L, offsets)
+    if not exact_scale or den == 1:
         return pi
-    from nsverify.oracle import fastexact
-
-    den = fastexact.integer_form(L.seen["affine_in"])[1]
     return lambda idx, shape=None: {k: F(v, den) for k, v in pi(idx, shape).items()}
 
 
 def _pi_rows_scaled(L: ExactLayer, offsets: dict):
+    """:func:`_pi_rows`'s integer rows and the positive denominator they are scaled by."""
     m = L.affine
     if m is None:
-        return lambda idx, shape=None: {}
+        return (lambda idx, shape=None: {}), 1
     zf = L.seen["affine_in"]
     from nsverify.oracle import fastexact
 
@@ -269,7 +263,7 @@ def _pi_rows_scaled(L: ExactLayer, offsets: dict):
                 row[bo + j] = one
             return row
 
-        return pi_linear
+        return pi_linear, den
     nsp = 1 if isinstance(m, torch.nn.Conv1d) else 2
     batched = z.ndim == nsp + 2
     zb = z if batched else z[None]
@@ -290,7 +284,7 @@ def _pi_rows_scaled(L: ExactLayer, offsets: dict):
             row[bo + o] = one
         return row
 
-    return pi_conv
+    return pi_conv, den
 
 
 def _act_derivative(L: ExactLayer, y) -> Fraction:
@@ -445,16 +439,12 @@ def decide(ev, model, loss_fn, targets, *, tracker=None) -> Layered | str:
 
 def _decide(ev, model, loss_fn, targets, tracker) -> Layered:
     from nsverify.errors import InexactError, UnsupportedOpError
-    from nsverify.oracle.park import graph
 
     calls = None
     if isinstance(model, torch.nn.Sequential):
         layers = network_layers(model)
     else:  # a custom forward: Park's layers read from its traced graph (residual adds, BatchNorm in eval mode)
-        try:
-            layers, calls = graph_layers(model)
-        except graph.Declined as e:
-            raise Declined(str(e)) from None
+        layers, calls = graph_layers(model)
     offsets = _param_offsets(model)
     owned = [id(p) for L in layers for p in _own_parameters(L)]
     if len(owned) != len(set(owned)):
@@ -468,8 +458,6 @@ def _decide(ev, model, loss_fn, targets, tracker) -> Layered:
             exact_ad, value = ev.reverse()
         if calls is not None:
             cap.fill(layers, [L.pool_node for L in layers if L.pool is not None])
-    except graph.Declined as e:
-        raise Declined(str(e)) from None
     except (InexactError, UnsupportedOpError) as e:
         raise Declined(f"the exact reverse trace failed: {e}") from None
     if any(not L.seen for L in layers) or cap.output is None:

@@ -50,7 +50,8 @@ FLATTENS = (torch.flatten,)
 
 
 class Declined(Exception):
-    """The model's graph is outside the layer model above."""
+    """A premise of the layered shortcut does not hold (here: the model's graph is outside the layer model above;
+    in :mod:`.exact`: any premise of Theorems 5 and 8): the plain enumeration decides."""
 
 
 @dataclass
