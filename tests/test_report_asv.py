@@ -103,7 +103,7 @@ def test_asv_discovers_benchmarks(tmp_path):
 
 
 def _benchmark_classes():
-    """Every asv benchmark class in asv_bench/benchmarks/, as asv discovers them (module attributes)."""
+    """Every asv benchmark class in asv_bench/benchmarks/, as asv discovers them (public module attributes)."""
     import inspect
     import pkgutil
 
@@ -116,7 +116,7 @@ def _benchmark_classes():
     for info in pkgutil.iter_modules(benchmarks.__path__, "benchmarks."):
         mod = importlib.import_module(info.name)
         for name, obj in vars(mod).items():
-            if inspect.isclass(obj) and obj.__module__ == mod.__name__:
+            if inspect.isclass(obj) and obj.__module__ == mod.__name__ and not name.startswith("_"):
                 methods = [m for m in dir(obj) if m.startswith(("time_", "track_", "mem_", "peakmem_"))]
                 if methods:
                     found.append(pytest.param(obj, methods, id=f"{info.name.split('.')[1]}.{name}"))
