@@ -95,33 +95,27 @@ def main(argv=None) -> int:
 
     # 1. Table 3.2 / BN: full-width VGG11 on natural crops
     result["settings"].setdefault("natural", {})
-    for bn in (False, True):
-        label = "BN" if bn else "noBN"
-        if f"VGG11 {label}" in done:
+    # noBN16: Table 3.2 at 16 bits is judged at tau2 (Sec. 3.3.2: the least nonzero D between ReLU'(0) = 0 and 1),
+    # which needs the ReLU pair -- the 16-bit dtypes again, same draws, with the relu1 program
+    sixteen = tuple(d for d in z["dtypes"] if d in ("float16", "bfloat16"))
+    for label, bn, dts, relu_pair in (("noBN", False, z["dtypes"], False), ("BN", True, z["dtypes"], False),
+                                      ("noBN16", False, sixteen, True)):
+        if f"VGG11 {label}" in done or not dts:
             continue
         # reruns: "threads" is a plain rerun on CUDA (nondeterministic kernels), "order" the reversed batch
-        cfg = PairConfig("vgg11", z["width"], bn, "natural", z["batch"], z["draws"], z["batches"], z["dtypes"],
-                         reruns=("threads", "order"), emulate16=False, device=z["device"],
+        cfg = PairConfig("vgg11", z["width"], bn, "natural", z["batch"], z["draws"], z["batches"], dts,
+                         reruns=("threads", "order"), emulate16=False, device=z["device"], relu_pair=relu_pair,
                          n_data=max(1024, z["batch"] * z["batches"]))
-        log(f"VGG11 width {z['width']} {label}: {z['draws']} draws x {z['batches']} batches of {z['batch']}")
+        log(f"VGG11 width {z['width']} {label}{' (with the ReLU pair)' if relu_pair else ''}: {dts}, {z['draws']} "
+            f"draws x {z['batches']} batches of {z['batch']}")
         result["settings"]["natural"][label] = measure_pairs(cfg, progress=lambda msg, *_: log(msg))
         save(f"VGG11 {label}")
-    # 1b. Table 3.2 at 16 bits is judged at tau2 (Sec. 3.3.2: the least nonzero D between ReLU'(0) = 0 and 1), which
-    # needs the ReLU pair: the 16-bit dtypes again, same draws, with the relu1 program
-    sixteen = tuple(d for d in z["dtypes"] if d in ("float16", "bfloat16"))
-    if sixteen and "VGG11 noBN16" not in done:
-        cfg = PairConfig("vgg11", z["width"], False, "natural", z["batch"], z["draws"], z["batches"], sixteen,
-                         reruns=("threads", "order"), emulate16=False, device=z["device"], relu_pair=True,
-                         n_data=max(1024, z["batch"] * z["batches"]))
-        log(f"VGG11 width {z['width']} noBN, 16 bits with the ReLU'(0) = 0 / 1 pair: {sixteen}")
-        result["settings"]["natural"]["noBN16"] = measure_pairs(cfg, progress=lambda msg, *_: log(msg))
-        save("VGG11 noBN16")
     # 2. Bertoin: MLP 784-2048^3-10, ReLU'(0) = 0 vs 1, native kernels and the split-bias emulation
     for emulate in z["emulate"]:
         key = "emulated" if emulate else "native"
         if f"Bertoin {key}" in done:
             continue
-        dts = z["dtypes"] if not emulate else tuple(d for d in z["dtypes"] if d in ("float16", "bfloat16"))
+        dts = z["dtypes"] if not emulate else sixteen
         cfg = PairConfig("mlp", z["mlp_width"], False, "digits28", z["mlp_batch"], z["mlp_draws"], z["mlp_batches"],
                          dts, programs=("native", "relu1"), reruns=(), emulate16=emulate, device=z["device"])
         log(f"Bertoin MLP width {z['mlp_width']} ({key}): {dts}")
