@@ -277,17 +277,6 @@ class GraphCapture:
                 L.seen["pool_idx"] = idx[L.pool_node]
 
 
-def _exact_sqrt(q: Fraction) -> Fraction | None:
-    """The rational square root of ``q`` >= 0, or None when it is irrational."""
-    import math
-
-    if q < 0:
-        return None
-    n, d = q.numerator, q.denominator
-    rn, rd = math.isqrt(n), math.isqrt(d)
-    return F(rn, rd) if rn * rn == n and rd * rd == d else None
-
-
 def _norm_data(L: GraphLayer, nm: str):
     """A BatchNorm's per-channel scale gamma / sqrt(var + eps), its normalized input (a - mean) / sqrt(var + eps)
     as a function of the channel, and its parameters' offsets: exact, or :class:`Declined`."""
@@ -295,8 +284,10 @@ def _norm_data(L: GraphLayer, nm: str):
     var = [F(float(v)) for v in m.running_var.detach().double().tolist()]
     mean = [F(float(v)) for v in m.running_mean.detach().double().tolist()]
     eps = F(m.eps)
-    sd = [_exact_sqrt(v + eps) for v in var]
-    if any(s is None or s == 0 for s in sd):
+    from nsverify.oracle.numbers import sqrt_i
+
+    sd = [sqrt_i(v + eps) if v + eps > 0 else None for v in var]  # a Fraction exactly when v + eps is a square
+    if not all(isinstance(s, Fraction) for s in sd):
         raise Declined(f"BatchNorm {nm}: sqrt(running_var + eps) is irrational, so the layer's rows are not "
                        "exact rationals")
     gamma = [F(float(v)) for v in m.weight.detach().double().tolist()] if m.weight is not None else [F(1)] * len(sd)
