@@ -344,6 +344,32 @@ def resnet_tie(width: float = 0.125, batch: int = 2, seed: int = 0, loss: str = 
     return net, torch.nn.functional.mse_loss, x, onehot
 
 
+def transformer_tie(d: int = 16, blocks: int = 2, batch: int = 2, tokens: int = 8, seed: int = 0,
+                    loss: str = "cross_entropy"):
+    """``(model, loss_fn, inputs, targets)``: issue 23's scale target (b) -- a 2-block pre-norm transformer encoder
+    (:class:`nsverify.workloads.models.PreNormTransformer`: d = 16, 2 heads, GELU MLPs, LayerNorm with its default
+    eps, so every value behind a norm is irrational), weights on a 1/8 grid, integer inputs in [-2, 2]
+    (batch x tokens x d), and one head unit exactly at its ReLU kink for every sample (zero weights and bias).
+    ``loss``: "cross_entropy" or "mse" (against one-hot targets)."""
+    from nsverify.workloads.models import PreNormTransformer
+
+    torch.manual_seed(seed)
+    net = PreNormTransformer(d, 2, blocks).double().eval()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.round(torch.randn(p.shape, generator=g, dtype=torch.float64) * 2) / 8)
+        net.head[0].weight[0] = 0.0
+        net.head[0].bias[0] = 0.0
+    x = torch.randint(-2, 3, (batch, tokens, d), generator=g).double()
+    y = torch.arange(batch) % 10
+    if loss == "cross_entropy":
+        return net, torch.nn.functional.cross_entropy, x, y
+    onehot = torch.zeros(batch, 10, dtype=torch.float64)
+    onehot[torch.arange(batch), y] = 1.0
+    return net, torch.nn.functional.mse_loss, x, onehot
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Reports of many metrics (report)
 

@@ -314,7 +314,10 @@ def _layered_verdict(ev, got, float_ad) -> Verdict:
                     "nontrivial_windows": c.nontrivial_windows, "rows": len(c.rows), "components": c.components}
                    for c in layers],
         "exact_ad_from": "backward",
+        "layers_from": got.source,
     }
+    if got.modules_declined:
+        stats["layers_declined"] = got.modules_declined  # why the module reading did not apply
     return Verdict(
         status="member",
         exact=False,

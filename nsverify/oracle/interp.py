@@ -87,6 +87,16 @@ def exact_input(values: list, shape, dtype) -> ExactTensor:
     return ExactTensor(arr.reshape(tuple(shape)), dtype=dtype)
 
 
+def _watched(fn, mode, after):
+    def run(x):
+        with mode:
+            out = fn(x)
+        after(out, x)
+        return out
+
+    return run
+
+
 def float_autograd(fn, w: torch.Tensor, survey: bool = False):
     """What PyTorch's autograd returns for fn at w, in w's dtype (as Python floats).  ``survey=True``: also
     the :class:`~nsverify.oracle.prepass.OpSurvey` of the forward run, returned as ``(gradient, survey)``."""
@@ -153,12 +163,13 @@ class Evaluation:
         return _new_context(self.n if n is None else n, self.w.dtype, mode=mode, rules=self.rules,
                             decide=decide, shadow=shadow)
 
-    def _call(self, x, mode: str | None = None):
-        """Run fn once (:func:`callenv.call`: the entry random state, grad mode on) and check that its output
+    def _call(self, x, mode: str | None = None, fn=None):
+        """Run fn (or ``fn``, a wrapper of it) once (:func:`callenv.call`: the entry random state, grad mode on)
+        and check that its output
         agrees with every earlier call at this point (``mode="ad"``: the exact value too, which traces that
         follow AD's own choices share)."""
         self.calls += 1
-        out = callenv.call(self.fn, x)
+        out = callenv.call(self.fn if fn is None else fn, x)
         if isinstance(out, ExactTensor):
             sh = getattr(out, "shadow", None)
             if isinstance(sh, torch.Tensor):
@@ -195,9 +206,13 @@ class Evaluation:
             self._forward = self.trace("ad", shadow=self.shadow)
         return self._forward
 
-    def reverse(self) -> tuple:
-        """(gradient, value): PyTorch's own autograd run on ExactTensor, its backward formulas evaluated exactly."""
-        if self._reverse is None:
+    def reverse(self, watch=None) -> tuple:
+        """(gradient, value): PyTorch's own autograd run on ExactTensor, its backward formulas evaluated exactly.
+
+        ``watch=(mode, after)``: a fresh run (not the cached one) with the TorchFunctionMode ``mode`` active
+        around fn's own calls only, and ``after(output, input)`` called while the autograd graph is alive
+        (:mod:`nsverify.oracle.park.optrace` reads the graph there)."""
+        if self._reverse is None or watch is not None:
             a = np.empty(self.n, dtype=object)
             a[:] = self.values
             zero = tuple(F(0) for _ in self.values)
@@ -205,7 +220,7 @@ class Evaluation:
                 x = ExactTensor(a.reshape(tuple(self.w.shape)), dtype=self.w.dtype, requires_grad=True)
                 if self.shadow:  # selections read the indices PyTorch returns in w's dtype (ops_select)
                     x.shadow = self.w.detach().clone()
-                out = self._call(x, "ad")
+                out = self._call(x, "ad", fn=None if watch is None else _watched(self.fn, *watch))
                 y = _scalar_output(out)
                 if not (isinstance(out, torch.Tensor) and out.requires_grad):
                     g = zero

@@ -21,7 +21,7 @@ from nsverify.oracle.numbers import Aff, KinkZero, sign, val
 from nsverify.oracle.ops_convt import conv_transpose_backward
 from nsverify.oracle.ops_kinks import ad_derivative, elementwise_backward
 from nsverify.oracle.ops_linear import arr, filled, matmul, objmap
-from nsverify.oracle.ops_smooth import exp, gelu, silu
+from nsverify.oracle.ops_smooth import exp, gelu_derivative, silu
 from nsverify.oracle.tensor import op, scalar
 from nsverify.registry import threshold_for
 
@@ -76,7 +76,7 @@ def _der(fn, x):
 
 @op("gelu_backward")
 def _gelu_backward(grad, x, approximate="none"):
-    return arr(grad) * objmap(lambda v: _der(lambda t: gelu(t, approximate), val(v)), arr(x))
+    return arr(grad) * objmap(lambda v: gelu_derivative(val(v), approximate), arr(x))
 
 
 @op("silu_backward")

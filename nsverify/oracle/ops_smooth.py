@@ -73,23 +73,33 @@ def erf(x):
 def gelu(x, approximate="none"):
     """PyTorch's gelu: x Phi(x) (``none``), or 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (``tanh``; the
     constants are the real numbers sqrt(2/pi) and 0.044715, which PyTorch rounds to the dtype)."""
+    return smooth(x, *_gelu_parts(approximate))
+
+
+def gelu_derivative(v, approximate="none"):
+    """gelu's derivative at the plain value v (its backward: one tanh or Phi/phi evaluation, not the value's too)."""
+    return _gelu_parts(approximate)[1](v)
+
+
+_KAPPA = F(44715, 10**6)
+
+
+def _gelu_parts(approximate):
+    """(value, derivative) of gelu as functions of a plain exact value."""
     if approximate == "none":
-        return smooth(x, lambda v: v * normal_cdf_i(v), lambda v: normal_cdf_i(v) + v * normal_pdf_i(v))
+        return (lambda v: v * normal_cdf_i(v)), (lambda v: normal_cdf_i(v) + v * normal_pdf_i(v))
     if approximate != "tanh":
         raise UnsupportedOpError(f"gelu with approximate={approximate!r}: PyTorch knows 'none' and 'tanh'")
-    kappa = F(44715, 10**6)
-
-    def inner(v):
-        return sqrt_i(2 / pi_i()) * (v + kappa * v * v * v)
+    c = sqrt_i(2 / pi_i())
 
     def value(v):
-        return v * (1 + tanh_i(inner(v))) / 2
+        return v * (1 + tanh_i(c * (v + _KAPPA * v * v * v))) / 2
 
     def der(v):
-        t = tanh_i(inner(v))
-        return (1 + t) / 2 + v * (1 - t * t) * sqrt_i(2 / pi_i()) * (1 + 3 * kappa * v * v) / 2
+        t = tanh_i(c * (v + _KAPPA * v * v * v))
+        return (1 + t) / 2 + v * (1 - t * t) * c * (1 + 3 * _KAPPA * v * v) / 2
 
-    return smooth(x, value, der)
+    return value, der
 
 
 def silu(x):

@@ -5,7 +5,9 @@
 * ``vgg11/13/16/19``: CIFAR-style VGG (kuangliu/pytorch-cifar: conv3x3 stacks, 2x2 maxpools, one 512x10
   linear layer), channel widths scaled by ``width``, optional BatchNorm after each convolution;
 * ``resnet18``: torchvision's ResNet18 adapted to CIFAR as in Bertoin App. D.1 (first conv 3x3, 10 classes,
-  BatchNorm optional -> Identity); it keeps torchvision's 3x3/stride-2/padding-1 maxpool (overlapping windows).
+  BatchNorm optional -> Identity); it keeps torchvision's 3x3/stride-2/padding-1 maxpool (overlapping windows);
+* :class:`PreNormTransformer`: a pre-norm transformer encoder on feature sequences (LayerNorm, multi-head softmax
+  attention, a GELU MLP, residual adds) with a mean-pooled ReLU head -- the shape of issue 23's target (b).
 
 Every ReLU is a :class:`nsverify.ad.ReLUVariant` and every maxpool a :class:`nsverify.ad.MaxPool2dVariant`, both
 built without a rule, so the backward rule is chosen at backward time (:func:`nsverify.ad.backward_rules`, or a
@@ -109,6 +111,44 @@ class ResNet18(nn.Module):
 
     def forward(self, x):
         return self.head(self.blocks(self.stem(x)))
+
+
+class EncoderBlock(nn.Module):
+    """One pre-norm encoder block: ``x + attn(LN(x))``, then ``x + MLP(LN(x))`` with a GELU MLP (4d hidden)."""
+
+    def __init__(self, d: int, heads: int, approximate: str = "tanh"):
+        super().__init__()
+        if d % heads:
+            raise NsverifyError(f"the model width d={d} must be a multiple of heads={heads}")
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(approximate=approximate), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = (q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5).softmax(dim=-1)
+        x = x + self.proj((a @ v).transpose(1, 2).reshape(b, n, d))
+        return x + self.mlp(self.ln2(x))
+
+
+class PreNormTransformer(nn.Module):
+    """``blocks`` pre-norm encoder blocks of width ``d`` on (batch, tokens, d) inputs, a final LayerNorm, the mean
+    over tokens, and a head ``Linear(d, d) -> ReLU -> Linear(d, classes)``."""
+
+    def __init__(self, d: int = 16, heads: int = 2, blocks: int = 2, classes: int = 10,
+                 approximate: str = "tanh"):
+        super().__init__()
+        self.blocks = nn.ModuleList([EncoderBlock(d, heads, approximate) for _ in range(blocks)])
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, classes))
+
+    def forward(self, x):
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(self.ln(x).mean(1))
 
 
 MODELS = ("mlp", "lenet5", *VGG_CFG, "resnet18")

@@ -78,6 +78,8 @@ class Layered:
     exact_ad: tuple
     value: object
     stats: ConeStats
+    source: str = "modules"  # where the layers were read: "modules" (Sequential / fx graph) or "autograd graph"
+    modules_declined: str | None = None  # why the module reading declined (source "autograd graph")
 
 
 # ---------------------------------------------------------------------------------------------------- structure
@@ -434,7 +436,19 @@ def decide(ev, model, loss_fn, targets, *, tracker=None) -> Layered | str:
     try:
         return _decide(ev, model, loss_fn, targets, tracker)
     except Declined as e:
-        return str(e)
+        first = str(e)
+    if "P_l is empty" in first:  # the autograd-graph rows are a restriction of the same rows: empty too
+        return first
+    from nsverify.oracle.park import optrace
+
+    if tracker is not None:
+        tracker.update(stage="layers: the autograd graph")
+    try:
+        got = optrace.decide(ev, model, optrace.slot_offsets(model), tracker)
+    except Declined as e:
+        return f"{first}; layers read from the autograd graph: {e}"
+    return Layered("park_theorem8", got.layers, got.sites, got.exact_ad, got.value, got.stats,
+                   source="autograd graph", modules_declined=first)
 
 
 def _decide(ev, model, loss_fn, targets, tracker) -> Layered:

@@ -1,0 +1,444 @@
+"""Park et al.'s Theorem 8 read from the model's own autograd graph: any architecture whose only nonsmooth ops at
+the point are ReLU / LeakyReLU calls -- transformers (LayerNorm, attention, GELU), residual blocks with BatchNorm,
+custom ``forward`` methods that torch.fx cannot trace.
+
+Park, Chun and Lee's network model (Sec. 2.2, eq. (1)) is ``y_l = tau_l(z_{0:l-1}, w_l)``, ``z_l = sigma_l(y_l)``,
+``Psi = l(z_L)`` with analytic ``tau_l`` and ``l``; Condition 1 notes that ``tau_l`` "can represent attention
+layers, normalization layers (one-dimensional BatchNorm, LayerNorm) and their compositions" and residual
+connections.  Theorem 8 then certifies AD (with Bouligand proxies at the kinks) when every layer's cone
+``P_l`` of Algorithm 1 is non-empty.
+
+This module reads that structure from the exact reverse-mode trace itself (PyTorch's autograd running on exact
+numbers, :meth:`nsverify.oracle.interp.Evaluation.reverse`):
+
+* **Layers.** Each ReLU / LeakyReLU *call* with at least one entry exactly at its kink is a layer's activation
+  ``sigma_l``; its input tensor is ``y_l``.  Every other op is part of some ``tau_l`` (or of the loss).  A ReLU
+  call with no entry at its kink is a fixed analytic piece near the point (each entry keeps its strict sign), so
+  it is absorbed into ``tau_l``: the Clarke and Bouligand subdifferentials are local, and AD's output is the same
+  (ours; proof sketch in docs/conditions.md, "Layers read from the autograd graph").
+* **Analytic ops.** Every node of the autograd graph between the parameters and the loss must be in
+  :data:`ANALYTIC_NODES` (ops analytic wherever the exact trace can evaluate them: an exact division by zero or
+  square root of zero stops that trace), a ``pow`` by a non-negative integer or of a positive base, or one of the
+  layer activations.  Any other node (max pools, abs, clamp, custom ``autograd.Function``) declines.
+* **No hidden branch.** A comparison, ``argmax``, ``.item()``, ``detach`` or ``torch.no_grad()`` applied to a
+  value that depends on the parameters is invisible to the autograd graph yet makes the program piecewise (or
+  changes what AD computes): a :class:`torch.overrides.TorchFunctionMode` watches every call of the model and the
+  loss and declines on any such call.
+* **Own parameters.** ``w_l`` is the set of parameter tensors that reach ``y_l`` through the graph without passing
+  through another layer's activation.  Park's model needs these sets disjoint, and disjoint from the parameters
+  reaching the loss directly; then the gradient of ``y_{l,i}`` in ``w_l`` with earlier activations held fixed is
+  the total gradient's ``w_l`` part, computed by one exact backward pass per kink entry.
+* **The cone.** Row ``i`` of ``P_l`` is AD's side (``-1`` for ReLU's and LeakyReLU's left derivative) times that
+  gradient.  Entries that are irrational (interval enclosures, e.g. a weight's coefficient behind a LayerNorm)
+  are dropped together with their coordinate: a direction supported on the remaining coordinates (where every
+  row is an exact rational -- biases always are) that lies strictly inside every restricted row lies strictly
+  inside every full row.  The restricted rows and the exact direction are the certificate (``park_theorem8``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+import torch
+from torch.overrides import TorchFunctionMode
+
+from nsverify.oracle.cones import ConeStats
+from nsverify.oracle.context import Site, poll_deadline
+from nsverify.oracle.park.cone import LayerCheck, p_nonempty
+from nsverify.oracle.park.graph import Declined
+
+F = Fraction
+
+#: autograd nodes of ops that are analytic wherever the exact trace evaluates them (shape ops, linear algebra,
+#: normalizations, softmax, smooth activations, dropout with its fixed mask, ``where``/``masked_fill`` with a
+#: condition that does not depend on the parameters -- :class:`_Watch` declines one that does)
+ANALYTIC_NODES = frozenset({
+    "AddBackward0", "AddBackward1", "SubBackward0", "SubBackward1", "RsubBackward0", "RsubBackward1",
+    "MulBackward0", "MulBackward1", "DivBackward0", "DivBackward1", "NegBackward0", "ReciprocalBackward0",
+    "ExpBackward0", "Expm1Backward0", "LogBackward0", "Log1pBackward0", "SqrtBackward0", "RsqrtBackward0",
+    "SinBackward0", "CosBackward0", "TanhBackward0", "SigmoidBackward0", "ErfBackward0", "GeluBackward0",
+    "SiluBackward0", "SoftmaxBackward0", "SafeSoftmaxBackward0", "LogSoftmaxBackward0", "LogsumexpBackward0",
+    "MmBackward0", "AddmmBackward0", "BmmBackward0", "BaddbmmBackward0", "MvBackward0", "AddmvBackward0",
+    "DotBackward0", "ConvolutionBackward0", "NativeLayerNormBackward0", "NativeBatchNormBackward0",
+    "NativeGroupNormBackward0", "VarBackward0", "VarMeanBackward0", "SumBackward0", "SumBackward1",
+    "MeanBackward0", "MeanBackward1", "CumsumBackward0", "ViewBackward0", "UnsafeViewBackward0",
+    "ReshapeAliasBackward0", "PermuteBackward0", "TransposeBackward0", "TransposeBackward1", "TBackward0",
+    "ExpandBackward0", "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "SqueezeBackward3",
+    "SqueezeBackward4", "UnsqueezeBackward0", "CloneBackward0", "AliasBackward0", "ToCopyBackward0",
+    "SelectBackward0", "SliceBackward0", "SplitBackward0", "SplitWithSizesBackward0", "UnbindBackward0",
+    "CatBackward0", "StackBackward0", "RepeatBackward0", "FlipBackward0", "IndexBackward0", "GatherBackward0",
+    "EmbeddingBackward0", "WhereBackward0", "MaskedFillBackward0", "NativeDropoutBackward0",
+    "AvgPool2DBackward0", "AvgPool3DBackward0", "AdaptiveAvgPool2DBackward0", "AdaptiveAvgPool3DBackward0",
+    "UpsampleNearest1DBackward0", "UpsampleNearest2DBackward0", "UpsampleNearest3DBackward0",
+    "MseLossBackward0", "NllLossBackward0", "BinaryCrossEntropyWithLogitsBackward0",
+})
+#: the activation calls that make layers: function name -> (registry entry, in-place)
+ACTIVATION_CALLS = {"relu": ("relu", False), "relu_": ("relu", True),
+                    "leaky_relu": ("leaky_relu", False), "leaky_relu_": ("leaky_relu", True)}
+ACTIVATION_NODES = frozenset({"ReluBackward0", "LeakyReluBackward0"})
+#: calls that read metadata (never a value) of a parameter-dependent tensor
+METADATA_CALLS = frozenset({"size", "dim", "ndimension", "numel", "nelement", "stride", "__get__", "__len__",
+                            "is_contiguous", "element_size", "is_floating_point", "is_complex", "get_device",
+                            "storage_offset", "type", "__format__", "__repr__"})
+#: calls whose (tensor) output is a constant however the parameters move
+CONSTANT_CALLS = frozenset({"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
+                            "randint_like", "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"})
+#: at most this many exact backward passes (one per kink entry) before declining
+MAX_KINK_ENTRIES = 512
+
+
+@dataclass
+class _Act:
+    """One activation call seen by the watcher."""
+
+    name: str  # "relu" | "leaky_relu" (registry entry)
+    where: str  # the module that called it, and the call's number among activation calls
+    pre: torch.Tensor | None  # a clone of the input (kink calls only): its grad_fn leads to y_l's ops
+    kinks: list = field(default_factory=list)  # flat indices of entries exactly at the kink
+    node: object = None  # the output's autograd node
+
+
+def _tensors(obj):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _tensors(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from _tensors(o)
+
+
+class _Watch(TorchFunctionMode):
+    """Watches every torch call of one run of ``fn`` (see the module docstring): records the activation calls and
+    the first reason to decline."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.acts: list[_Act] = []
+        self.splits: list = []  # (leaf, its chunks) for every split of a leaf tensor
+        self.declined: str | None = None
+        self.where: list[str] = []
+        self.handles = []
+        for name, m in model.named_modules():
+            self.handles.append(m.register_forward_pre_hook(self._push(name or type(model).__name__)))
+            self.handles.append(m.register_forward_hook(self._pop))
+
+    def _push(self, name):
+        def pre(module, inputs):
+            self.where.append(name)
+        return pre
+
+    def _pop(self, module, inputs, output):
+        if self.where:
+            self.where.pop()
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+    def decline(self, why: str):
+        if self.declined is None:
+            self.declined = why
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", str(func))
+        dep = any(t.requires_grad for t in _tensors((args, kwargs)))
+        if not dep or self.declined is not None:
+            return func(*args, **kwargs)
+        poll_deadline()
+        if name in ACTIVATION_CALLS:
+            return self._activation(func, name, args, kwargs)
+        out = func(*args, **kwargs)
+        if name in CONSTANT_CALLS:
+            return out
+        if name in ("split", "split_with_sizes") and isinstance(args[0], torch.Tensor) and args[0].is_leaf:
+            self.splits.append((args[0], list(out)))  # module_function's split of w into parameters
+        elif name in ("reshape", "view") and self.splits:
+            chunks = self.splits[-1][1]
+            k = next((k for k, c in enumerate(chunks) if c is args[0]), None)
+            if k is not None:  # the parameter itself: its own graph node, so a backward into it stays short
+                chunks[k] = out
+        outs = list(_tensors(out))
+        if not outs and out is not None and name not in METADATA_CALLS:
+            self.decline(f"`{name}` turns a value that depends on the parameters into a Python value "
+                         "(data-dependent control flow)")
+        for t in outs:
+            if not t.is_floating_point():
+                self.decline(f"`{name}` computes a boolean or integer tensor from a value that depends on the "
+                             "parameters (a comparison, argmax or mask: a branch the autograd graph does not show)")
+            elif not t.requires_grad:
+                self.decline(f"`{name}` returns a value that depends on the parameters but is cut from autograd "
+                             "(detach, torch.no_grad or .data): AD then differs from the function's derivative")
+        return out
+
+    def _activation(self, func, name, args, kwargs):
+        entry, inplace = ACTIVATION_CALLS[name]
+        inplace = inplace or bool(kwargs.get("inplace")) or (
+            len(args) > (2 if entry == "leaky_relu" else 1) and args[2 if entry == "leaky_relu" else 1] is True)
+        y = args[0]
+        arr = getattr(y, "arr", None)
+        if arr is None:
+            self.decline(f"{name} was applied to a tensor without exact values")
+            return func(*args, **kwargs)
+        from nsverify.oracle.numbers import sign, val
+
+        kinks = []
+        for i, v in enumerate(arr.reshape(-1).tolist()):
+            s = sign(val(v))
+            if s is None:
+                self.decline(f"{name}: the sign of a pre-activation entry is not decided by its enclosure")
+                break
+            if s == 0:
+                kinks.append(i)
+        where = f"{self.where[-1] if self.where else 'forward'}: {name} call {len(self.acts)}"
+        act = _Act(entry, where, y.clone() if kinks else None, kinks)
+        out = func(*args, **kwargs)
+        act.node = (y if inplace else out).grad_fn
+        if act.node is None or act.node.name() not in ACTIVATION_NODES:
+            self.decline(f"{where}: its autograd node is not ReLU's or LeakyReLU's")
+        self.acts.append(act)
+        return out
+
+
+def _walk(start, stop: set, x_node, split_nodes: set) -> set:
+    """The parameter slots (indices into module_function's split of w) reachable from ``start`` without
+    entering a node of ``stop``."""
+    slots, seen, stack = set(), set(), [start]
+    while stack:
+        n = stack.pop()
+        if n is None or n in seen or n in stop:
+            continue
+        seen.add(n)
+        for nxt, k in n.next_functions:
+            if nxt is None:
+                continue
+            if nxt in split_nodes:
+                slots.add(k)
+                seen.add(nxt)
+            elif nxt is x_node:
+                raise Declined("the parameters reach the loss other than through module_function's split")
+            else:
+                stack.append(nxt)
+    return slots
+
+
+def _check_node(n, acts: dict) -> None:
+    nm = n.name()
+    if nm in ANALYTIC_NODES:
+        return
+    if nm == "PowBackward0":
+        e = getattr(n, "_saved_exponent", None)
+        if isinstance(e, (int, float)) and float(e).is_integer() and e >= 0:
+            return
+        base = getattr(n, "_saved_self", None)
+        arr = getattr(base, "arr", None)
+        if arr is not None:
+            from nsverify.oracle.numbers import sign, val
+
+            if all(sign(val(v)) == 1 for v in arr.reshape(-1).tolist()):
+                return
+        raise Declined("a power with a non-integer exponent of a base that is not positive everywhere")
+    if nm in ACTIVATION_NODES and n in acts:
+        return
+    raise Declined(f"the op behind autograd node {nm} is not known to be analytic (the graph layer model "
+                   "covers ReLU/LeakyReLU activations between analytic ops)")
+
+
+def _nearest_slots(start, own: set, stop: set, split_nodes: set) -> list:
+    """The parameter slots of ``own`` at the smallest graph distance from ``start`` (breadth first): the layer's
+    last affine map's weight and bias, typically -- a short backward pass reaches them."""
+    frontier, seen, depth = [start], set(), 0
+    while frontier and depth < 10_000:
+        found, nxt_frontier = set(), []
+        for n in frontier:
+            if n is None or n in seen or n in stop:
+                continue
+            seen.add(n)
+            for nx, k in n.next_functions:
+                if nx in split_nodes:
+                    if k in own:
+                        found.add(k)
+                elif nx is not None:
+                    nxt_frontier.append(nx)
+        if found:
+            return sorted(found)
+        frontier, depth = nxt_frontier, depth + 1
+    return sorted(own)
+
+
+def _rows(a: _Act, sgn: int, slots: list, chunks: tuple, offsets: list, tracker) -> list | None:
+    """Algorithm 1's rows of activation call ``a`` in the parameters ``slots`` (one exact backward pass per kink
+    entry, into those parameters only), each restricted to the coordinates where every row is an exact
+    rational; "zero" when a row is exactly zero there, None when a row is left with no rational coordinate."""
+    from nsverify.oracle.tensor import ExactTensor
+
+    shape = tuple(a.pre.shape)
+    rows, irrational = [], set()
+    for i in a.kinks:
+        poll_deadline()
+        if tracker is not None:
+            tracker.update(stage=f"layers: exact row of {a.where}")
+        one = np.zeros(a.pre.numel(), dtype=object)
+        one[:] = F(0)
+        one[i] = F(1)
+        cot = ExactTensor(one.reshape(shape), dtype=a.pre.dtype)
+        grads = torch.autograd.grad(a.pre, [chunks[s] for s in slots], grad_outputs=cot, retain_graph=True,
+                                    allow_unused=True)
+        row = {}
+        for s, g in zip(slots, grads):
+            if g is None:
+                continue
+            for j, v in enumerate(g.arr.reshape(-1).tolist()):
+                if isinstance(v, Fraction):
+                    if v != 0:
+                        row[offsets[s] + j] = sgn * v
+                else:
+                    irrational.add(offsets[s] + j)
+        rows.append(row)
+    if any(not r for r in rows):
+        return "zero"  # 0 > 0 fails: P_l is empty in these coordinates
+    rows = [{c: v for c, v in r.items() if c not in irrational} for r in rows]
+    return None if any(not r for r in rows) else rows
+
+
+@dataclass
+class TraceLayers:
+    """What :func:`decide` found: the layers' checks, the kink sites, the exact AD and value."""
+
+    layers: list
+    sites: list
+    exact_ad: tuple
+    value: object
+    stats: ConeStats
+
+
+def decide(ev, model, offsets_of_slot: list, tracker=None) -> TraceLayers:
+    """Park et al.'s Theorem 8 on ``ev``'s program (``loss(model(inputs))`` w.r.t. the model's trainable
+    parameters, flattened by :func:`nsverify.oracle.interp.module_function`); ``offsets_of_slot[k]``: the
+    offset in w of the k-th trainable parameter.  Raises :class:`Declined`."""
+    watch = _Watch(model)
+    result: dict = {}
+
+    def analyse(out, x):
+        try:
+            result["layers"] = _analyse(watch, out, x, offsets_of_slot, tracker)
+        except Declined as e:
+            result["declined"] = str(e)
+
+    from nsverify.errors import InexactError, UnsupportedOpError
+
+    try:
+        exact_ad, value = ev.reverse(watch=(watch, analyse))
+    except (InexactError, UnsupportedOpError, ZeroDivisionError) as e:
+        raise Declined(f"the exact reverse trace failed: {e}") from None
+    finally:
+        watch.close()
+    if watch.declined is not None:
+        raise Declined(watch.declined)
+    if "declined" in result:
+        raise Declined(result["declined"])
+    if "layers" not in result:
+        raise Declined("the program's output does not depend on the parameters through autograd")
+    checks, sites, stats = result["layers"]
+    return TraceLayers(checks, sites, tuple(exact_ad), value, stats)
+
+
+def _analyse(watch: _Watch, out, x, offsets: list, tracker):
+    if not isinstance(out, torch.Tensor) or out.grad_fn is None:
+        raise Declined("the program's output does not depend on the parameters through autograd")
+    kink_acts = {a.node: a for a in watch.acts if a.kinks}
+    all_acts = {a.node: a for a in watch.acts}
+    # the whole graph: every node analytic or a watched activation; find module_function's split of w (the one
+    # node whose input is the leaf w's gradient sink)
+    x_node, split_nodes, main = None, set(), set()
+    stack = [out.grad_fn]
+    while stack:
+        n = stack.pop()
+        if n is None or n in main:
+            continue
+        if n.name() == "torch::autograd::AccumulateGrad":
+            if getattr(n, "variable", None) is not x:
+                raise Declined("the graph accumulates into a tensor other than the parameters")
+            x_node = n
+            continue
+        main.add(n)
+        for nx, _ in n.next_functions:
+            if nx is not None and nx.name() == "torch::autograd::AccumulateGrad" and \
+                    n.name() == "SplitWithSizesBackward0" and getattr(nx, "variable", None) is x:
+                split_nodes.add(n)
+            stack.append(nx)
+    if len(split_nodes) != 1:
+        raise Declined("the parameters are not read through module_function's one split of w")
+    chunks = next((c for leaf, c in watch.splits if leaf is x), None)
+    if chunks is None or len(chunks) != len(offsets) - 1:
+        raise Declined("the parameters are not read through module_function's one split of w")
+    for n in main:
+        if n not in split_nodes:
+            _check_node(n, all_acts)
+    layers = [a for a in watch.acts if a.kinks and a.node in main]  # activations the loss depends on
+    stop = set(kink_acts)
+    own_out = _walk(out.grad_fn, stop, x_node, split_nodes)
+    owners: dict = {s: "the loss's direct parameters" for s in own_out}
+    checks, sites = [], []
+    stats = ConeStats()
+    total = sum(len(a.kinks) for a in layers)
+    if total > MAX_KINK_ENTRIES:
+        raise Declined(f"{total} kink entries (more than {MAX_KINK_ENTRIES} exact backward passes)")
+    from nsverify.oracle.certificates import park_proxies
+
+    proxies = park_proxies()
+    for a in layers:
+        own = _walk(a.pre.grad_fn, stop, x_node, split_nodes)
+        for s in own:
+            if s in owners:
+                raise Declined(f"parameter {s} reaches both {owners[s]} and {a.where} without an activation "
+                               "between (Park et al.'s layers need disjoint parameters)")
+            owners[s] = a.where
+        if not own:
+            raise Declined(f"{a.where}: a pre-activation at the kink does not depend on any parameter of its layer")
+        side = proxies.get(a.name)
+        if side not in ("left", "right"):
+            raise Declined(f"{a.name}: AD's derivative at the kink is not a one-sided derivative")
+        sgn = -1 if side == "left" else 1
+        chk = LayerCheck(a.where, kink_touches=len(a.kinks))
+        shape = tuple(a.pre.shape)
+        for i in a.kinks:
+            sites.append(Site(a.name, -1, tuple(int(j) for j in np.unravel_index(i, shape)), F(0),
+                              extra={"layer": a.where}))
+        # the nearest parameters first (one short backward pass per kink entry), all of w_l if that fails
+        near = _nearest_slots(a.pre.grad_fn, own, stop, split_nodes)
+        why = ""
+        for slots in ([near, sorted(own)] if len(near) < len(own) else [sorted(own)]):
+            rows = _rows(a, sgn, slots, chunks, offsets, tracker)
+            if rows == "zero":
+                why = "a kink row is zero in the layer's parameters: P_l is empty"
+            elif rows is None:
+                why = "a kink row has no exactly rational coordinate in the layer's parameters"
+            else:
+                chk.rows = rows
+                chk.p = p_nonempty(rows, stats)
+                if chk.p.status == "nonempty":
+                    break
+                why = (f"P_l restricted to the exactly rational coordinates is "
+                       f"{'empty' if chk.p.status == 'empty' else 'undecided'}")
+        if chk.p is None or chk.p.status != "nonempty":
+            raise Declined(f"{a.where}: {why}")
+        checks.append(chk)
+    if not checks:
+        raise Declined("no activation of the loss's graph sits at its kink (nothing for the layered decision)")
+    return checks, sites, stats
+
+
+def slot_offsets(model) -> list:
+    """Offsets in the flattened trainable parameters of each parameter (and the total at the end)."""
+    out, off = [], 0
+    for _n, p in model.named_parameters():
+        if p.requires_grad:
+            out.append(off)
+            off += p.numel()
+    return out + [off]
