@@ -109,6 +109,27 @@ def test_inplace_relu_and_a_relu_away_from_its_kink():
     _assert_bouligand_along_witness(m, _mse, x, t, v)
 
 
+def test_a_power_of_a_positive_base_is_analytic():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.h = nn.Linear(2, 2), nn.Linear(2, 2), nn.Linear(2, 1)
+
+        def forward(self, x):
+            return self.h(torch.relu(self.b((self.a(x) ** 2 + 1) ** 0.5)))
+
+    m = _grid(Net().double(), 4)
+    with torch.no_grad():
+        m.b.weight[0].zero_()
+        m.b.bias[0] = 0.0
+        m.h.weight[0, 0] = 0.5  # the kink unit reaches the loss
+    x = torch.tensor([[1.0, -1.0]], dtype=D)
+    t = torch.zeros(1, 1, dtype=D)
+    v = _check(m, x, t)
+    assert _from_graph(v), v.stats.get("layers_declined")
+    _assert_bouligand_along_witness(m, _mse, x, t, v)
+
+
 def test_leaky_relu_and_training_mode_batch_norm():
     class Net(nn.Module):
         def __init__(self):
@@ -149,11 +170,13 @@ def test_lemma2_declines_and_the_enumeration_refutes():
     assert v.status == "not_member"
 
 
-@pytest.mark.parametrize("case", ["detach", "mask", "item", "abs", "clamp", "tied", "custom", "sqrt_pow"])
+@pytest.mark.parametrize("case", ["detach", "mask", "item", "abs", "clamp", "tied", "custom", "sqrt_pow",
+                                  "pow_at_zero"])
 def test_what_the_autograd_graph_reading_declines(case):
     why = {"detach": "cut from autograd", "mask": "boolean or integer tensor", "item": "Python value",
            "abs": "AbsBackward0", "clamp": "ClampBackward1", "tied": "disjoint parameters",
-           "custom": "cut from autograd", "sqrt_pow": "exact reverse trace failed"}
+           "custom": "cut from autograd", "sqrt_pow": "exact reverse trace failed",
+           "pow_at_zero": "non-integer exponent"}
     """Each of these hides a branch from the graph, changes what AD computes, or breaks Park's layer model: the
     reading must decline (the enumeration then decides)."""
 
@@ -189,6 +212,8 @@ def test_what_the_autograd_graph_reading_declines(case):
                 y = Ident.apply(y)
             elif case == "sqrt_pow":
                 y = (y * y) ** 0.5
+            elif case == "pow_at_zero":  # C^1 but not analytic at 0, where one entry sits
+                y = (y * y) ** 1.5
             return self.h(torch.relu(y))
 
     m = _grid(Net().double(), 2)

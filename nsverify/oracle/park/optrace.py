@@ -141,8 +141,10 @@ class _Watch(TorchFunctionMode):
         self.handles = []
 
     def decline(self, why: str):
+        """Record the reason and stop the trace (the rest of the program need not run)."""
         if self.declined is None:
             self.declined = why
+        raise Declined(why)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -168,6 +170,11 @@ class _Watch(TorchFunctionMode):
             self.decline(f"`{name}` turns a value that depends on the parameters into a Python value "
                          "(data-dependent control flow)")
         for t in outs:
+            node = t.grad_fn.name() if t.grad_fn is not None else None
+            if node is not None and node not in ANALYTIC_NODES and node != "PowBackward0" and \
+                    node not in ACTIVATION_NODES:
+                self.decline(f"`{name}` makes autograd node {node}, whose op is not known to be analytic (the "
+                             "layers read from the autograd graph are ReLU/LeakyReLU calls between analytic ops)")
             if not t.is_floating_point():
                 self.decline(f"`{name}` computes a boolean or integer tensor from a value that depends on the "
                              "parameters (a comparison, argmax or mask: a branch the autograd graph does not show)")
@@ -334,6 +341,8 @@ def decide(ev, model, offsets_of_slot: list, tracker=None) -> TraceLayers:
 
     try:
         exact_ad, value = ev.reverse(watch=(watch, analyse))
+    except Declined:
+        raise Declined(watch.declined or "the trace stopped") from None
     except (InexactError, UnsupportedOpError, ZeroDivisionError) as e:
         raise Declined(f"the exact reverse trace failed: {e}") from None
     finally:
