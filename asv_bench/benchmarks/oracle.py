@@ -17,6 +17,10 @@
   4-8-16-32, 8-16-32-64: 11,178 / 44,322 / 176,402 parameters) with exact BatchNorm, integer inputs and one dead
   stem channel (``common.resnet_tie``), MSE or cross-entropy loss: ``time_check_module`` (target (a) of issue 23:
   <= 60 s at width 1/8; the widths give curve (d)) and ``track_decided`` (1 when decided, 0 for unknown).
+* ``TransformerTie``: ``check_module`` on a 2-block pre-norm transformer encoder (d = 8 or 16, 2 heads, GELU MLPs,
+  LayerNorm with its default eps, 1,906 / 7,034 parameters; batch 2 x 8 tokens) with one head unit at its ReLU kink
+  (``common.transformer_tie``), MSE or cross-entropy loss, decided by Park et al.'s Theorem 8 with the layers read
+  from the autograd graph: ``time_check_module`` (target (b) of issue 23: <= 60 s) and ``track_decided``.
 * ``PoolPlateau``: ``check_module`` on a conv-ReLU-maxpool-linear net whose plateau input ties every pooling
   window 4 ways (4^9 tie patterns per channel, ``common.pool_plateau_ties``): ``time_check_module`` (target (c)
   of issue 23: <= 10 s).
@@ -39,6 +43,7 @@ from .common import (
     resnet_tie,
     separable_program,
     torch_dispatch_floor_seconds,
+    transformer_tie,
 )
 
 
@@ -177,6 +182,15 @@ class ResNetTie:
     def track_decided(self, width, loss):
         v = self._check()
         return int(v.status != "unknown")
+
+
+class TransformerTie(ResNetTie):
+    params = ([8, 16], ["mse", "cross_entropy"])
+    param_names = ["d", "loss"]
+
+    def setup(self, d, loss):
+        _warm()
+        self.net, self.loss, self.x, self.y = transformer_tie(d, loss=loss)
 
 
 class FirstCall:
