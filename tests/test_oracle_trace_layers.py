@@ -109,6 +109,39 @@ def test_inplace_relu_and_a_relu_away_from_its_kink():
     _assert_bouligand_along_witness(m, _mse, x, t, v)
 
 
+def test_a_stream_that_bypasses_an_activation_is_held_fixed():
+    """A post-norm encoder-style residual stream: the first map's parameters reach both ReLUs' inputs without an
+    activation between (outside Park's disjoint layers); directions in the other parameters still decide."""
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p, self.a, self.b, self.h = nn.Linear(3, 3), nn.Linear(3, 3), nn.Linear(3, 3), nn.Linear(3, 1)
+
+        def forward(self, x):
+            s = self.p(x)
+            y = s + self.b(torch.relu(self.a(s)))
+            return self.h(torch.relu(y))
+
+    m = _grid(Net().double(), 6)
+    with torch.no_grad():
+        m.a.weight[1].zero_()
+        m.a.bias[1] = 0.0  # first ReLU's unit 1 at its kink
+        m.b.weight[0].zero_()
+        m.b.bias[0] = 0.0
+        m.p.weight[0].zero_()
+        m.p.bias[0] = 0.0  # second ReLU's unit 0: s_0 + b_0(.) = 0
+        m.h.weight.fill_(0.5)
+        m.b.weight[:, 1] = 0.5  # the first kink reaches the loss
+    x = torch.tensor([[1.0, 0.0, -1.0], [2.0, 1.0, 1.0]], dtype=D)
+    t = torch.zeros(2, 1, dtype=D)
+    v = _check(m, x, t)
+    assert _from_graph(v), v.stats.get("layers_declined")
+    assert sorted(L["kinks"] for L in v.certificate["layers"]) == [2, 2]
+    _assert_bouligand_along_witness(m, _mse, x, t, v)
+    assert _check(m, x, t, shortcuts=False).status != "not_member"
+
+
 def test_a_power_of_a_positive_base_is_analytic():
     class Net(nn.Module):
         def __init__(self):
@@ -174,7 +207,7 @@ def test_lemma2_declines_and_the_enumeration_refutes():
                                   "pow_at_zero"])
 def test_what_the_autograd_graph_reading_declines(case):
     why = {"detach": "cut from autograd", "mask": "boolean or integer tensor", "item": "Python value",
-           "abs": "AbsBackward0", "clamp": "ClampBackward1", "tied": "disjoint parameters",
+           "abs": "AbsBackward0", "clamp": "ClampBackward1", "tied": "no other layer's directly",
            "custom": "cut from autograd", "sqrt_pow": "exact reverse trace failed",
            "pow_at_zero": "non-integer exponent"}
     """Each of these hides a branch from the graph, changes what AD computes, or breaks Park's layer model: the
@@ -236,14 +269,16 @@ def _fuzz_net(seed):
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
+            self.p = nn.Linear(2, 2) if rng.random() < 0.5 else None  # a stream that bypasses the first ReLU
             self.a = nn.Linear(2, 2, bias=bias)
             self.b = nn.Linear(2, 2, bias=rng.random() < 0.5)
             self.h = nn.Linear(2, 1, bias=False)
             self.skip = rng.random() < 0.5
 
         def forward(self, x):
-            z = torch.relu(self.a(x))
-            y = self.b(z) + (z if self.skip else 0)
+            s = x if self.p is None else self.p(x)
+            z = torch.relu(self.a(s))
+            y = self.b(z) + (z if self.skip else 0) + (0 if self.p is None else s)
             return self.h(nn.functional.relu(y))
 
     m = _grid(Net().double(), seed, denom=2)

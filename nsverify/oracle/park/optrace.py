@@ -24,10 +24,12 @@ numbers, :meth:`nsverify.oracle.interp.Evaluation.reverse`):
   value that depends on the parameters is invisible to the autograd graph yet makes the program piecewise (or
   changes what AD computes): a :class:`torch.overrides.TorchFunctionMode` watches every call of the model and the
   loss and declines on any such call.
-* **Own parameters.** ``w_l`` is the set of parameter tensors that reach ``y_l`` through the graph without passing
-  through another layer's activation.  Park's model needs these sets disjoint, and disjoint from the parameters
-  reaching the loss directly; then the gradient of ``y_{l,i}`` in ``w_l`` with earlier activations held fixed is
-  the total gradient's ``w_l`` part, computed by one exact backward pass per kink entry.
+* **Own parameters.** ``w_l`` is the set of parameter tensors that reach ``y_l`` -- and no other layer's
+  pre-activation -- through the graph without passing through another layer's activation.  Parameters that reach
+  two layers' pre-activations that way (a residual stream that bypasses an activation, tied weights) are held
+  fixed: they are constants of the restricted network, which is in Park's model with disjoint ``w_l`` (ours;
+  proof sketch in docs/conditions.md).  The gradient of ``y_{l,i}`` in ``w_l`` with earlier activations held
+  fixed is then the total gradient's ``w_l`` part, computed by one exact backward pass per kink entry.
 * **The cone.** Row ``i`` of ``P_l`` is AD's side (``-1`` for ReLU's and LeakyReLU's left derivative) times that
   gradient.  Entries that are irrational (interval enclosures, e.g. a weight's coefficient behind a LayerNorm)
   are dropped together with their coordinate: a direction supported on the remaining coordinates (where every
@@ -391,8 +393,6 @@ def _analyse(watch: _Watch, out, x, offsets: list, tracker):
             _check_node(n, all_acts)
     layers = [a for a in watch.acts if a.kinks and a.node in main]  # activations the loss depends on
     stop = set(kink_acts)
-    own_out = _walk(out.grad_fn, stop, x_node, split_nodes)
-    owners: dict = {s: "the loss's direct parameters" for s in own_out}
     checks, sites = [], []
     stats = ConeStats()
     total = sum(len(a.kinks) for a in layers)
@@ -401,15 +401,15 @@ def _analyse(watch: _Watch, out, x, offsets: list, tracker):
     from nsverify.oracle.certificates import park_proxies
 
     proxies = park_proxies()
-    for a in layers:
-        own = _walk(a.pre.grad_fn, stop, x_node, split_nodes)
-        for s in own:
-            if s in owners:
-                raise Declined(f"parameter {s} reaches both {owners[s]} and {a.where} without an activation "
-                               "between (Park et al.'s layers need disjoint parameters)")
-            owners[s] = a.where
+    owns = [_walk(a.pre.grad_fn, stop, x_node, split_nodes) for a in layers]
+    for a, own_all in zip(layers, owns):
+        # w_l: the parameters reaching this pre-activation, and no other layer's, without an activation between
+        # (a shared one -- a residual stream past an activation, tied weights -- is held fixed: see the module
+        # docstring)
+        own = own_all - set().union(*(o for o in owns if o is not own_all))
         if not own:
-            raise Declined(f"{a.where}: a pre-activation at the kink does not depend on any parameter of its layer")
+            raise Declined(f"{a.where}: no parameter reaches this pre-activation and no other layer's directly "
+                           "(every direction would move another layer's kinks too)")
         side = proxies.get(a.name)
         if side not in ("left", "right"):
             raise Declined(f"{a.name}: AD's derivative at the kink is not a one-sided derivative")
