@@ -142,6 +142,37 @@ def test_a_stream_that_bypasses_an_activation_is_held_fixed():
     assert _check(m, x, t, shortcuts=False).status != "not_member"
 
 
+def test_instance_norm_and_repeat():
+    """InstanceNorm2d runs through aten.repeat (its affine parameters tiled over the batch): exact, equal to
+    torch's own repeat; a ReLU behind it at a tie is decided."""
+    from nsverify.oracle.interp import exact_forward
+
+    a = torch.arange(6, dtype=D).reshape(2, 3) / 4
+    got = exact_forward(lambda t: t.repeat(2, 1, 3), a)
+    assert torch.tensor([[[float(v) for v in r] for r in b] for b in got], dtype=D).equal(a.repeat(2, 1, 3))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c, self.n, self.h = nn.Conv2d(1, 2, 3, padding=1), nn.InstanceNorm2d(2, affine=True), nn.Linear(32, 1)
+
+        def forward(self, x):
+            return self.h(torch.relu(self.n(self.c(x))).flatten(1))
+
+    m = _grid(Net().double(), 7)
+    with torch.no_grad():
+        m.c.weight[1].zero_()
+        m.c.bias[1] = 0.0  # channel 1 is constant before the norm: normalized to 0, beta = 0 puts it at the kink
+        m.n.bias[1] = 0.0
+        m.n.weight.fill_(1.0)
+        m.n.bias[0] = 0.5  # channel 0 stays off its kink
+    x = torch.randint(-2, 3, (2, 1, 4, 4), generator=torch.Generator().manual_seed(7)).double()
+    t = torch.zeros(2, 1, dtype=D)
+    v = _check(m, x, t)
+    assert _from_graph(v), v.stats.get("layers_declined")
+    assert [L["kinks"] for L in v.certificate["layers"]] == [32]
+
+
 def test_a_power_of_a_positive_base_is_analytic():
     class Net(nn.Module):
         def __init__(self):

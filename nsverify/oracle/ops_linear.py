@@ -226,6 +226,12 @@ def _unbind(a, dim=0):
     return [np.take(a, i, axis=dim) for i in range(a.shape[dim])]
 
 
+@op("repeat")
+def _repeat(a, repeats):
+    """torch's ``repeat`` (numpy's ``tile``: extra leading repeats add dimensions); a copy, never a view."""
+    return np.tile(a, tuple(int(r) for r in repeats)).copy()
+
+
 @op("flip")
 def _flip(a, dims):
     return np.flip(a, axis=tuple(dims)).copy()

@@ -75,6 +75,7 @@ ANALYTIC_NODES = frozenset({
     "AvgPool2DBackward0", "AvgPool3DBackward0", "AdaptiveAvgPool2DBackward0", "AdaptiveAvgPool3DBackward0",
     "UpsampleNearest1DBackward0", "UpsampleNearest2DBackward0", "UpsampleNearest3DBackward0",
     "MseLossBackward0", "NllLossBackward0", "BinaryCrossEntropyWithLogitsBackward0",
+    "ScaledDotProductFlashAttentionForCpuBackward0",
 })
 #: the activation calls that make layers: function name -> (registry entry, in-place)
 ACTIVATION_CALLS = {"relu": ("relu", False), "relu_": ("relu", True),
