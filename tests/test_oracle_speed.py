@@ -135,5 +135,8 @@ def test_stderr_progress_is_rate_limited_and_readable(capsys):
     assert lines[0] == "nsverify: pieces 10, LPs 3, 1.0 s of the 60 s time limit (pieces)"
     nsverify.check_gradient(lambda w: torch.relu(w).sum(), torch.zeros(2, dtype=torch.float64))
     assert capsys.readouterr().err == ""  # a quick call prints nothing by default
+    from nsverify.oracle.progress import reporter
+
+    assert isinstance(reporter(True), StderrProgress)  # progress=True: the same stderr lines as the default
     with pytest.raises(OracleInputError, match="progress must be"):
         nsverify.check_gradient(lambda w: w.sum(), torch.zeros(1, dtype=torch.float64), progress="yes")

@@ -93,15 +93,15 @@ class Tracker:
 
 
 def reporter(progress) -> Callable | None:
-    """The reporter for a ``progress=`` argument (None: the default stderr lines; False: none)."""
+    """The reporter for a ``progress=`` argument (None or True: the default stderr lines; False: none)."""
     from nsverify.errors import OracleInputError
 
-    if progress is None:
+    if progress is None or progress is True:
         return StderrProgress()
     if progress is False:
         return None
     if not callable(progress):
         raise OracleInputError(
-            f"progress must be None (a line on stderr after 5 s), False (silent) or a callable taking a "
+            f"progress must be None or True (a line on stderr after 5 s), False (silent) or a callable taking a "
             f"Progress, got {type(progress).__name__}")
     return progress
