@@ -290,11 +290,12 @@ def block_networks(
     batch=(1, 2),
     width=(1, 3),
     tokens=(1, 3),
-    image=(2, 4),
+    image=(2, 3),
     pooling=("none", "maxpool"),
     heads=(1, 2),
     ties=(1, 2),
     tie_kinds=BLOCK_TIE_KINDS,
+    tie_units=("inner", "head"),
     losses=BLOCK_LOSSES,
     bn_scales=(1, Fraction(1, 2), 2, Fraction(3, 2)),
     max_int: int = 2,
@@ -303,7 +304,9 @@ def block_networks(
 ) -> BlockNetSpec:
     """Draw a :class:`BlockNetSpec` of 1..``depth`` blocks drawn from ``blocks`` (any of ``residual``,
     ``batchnorm``, ``layernorm``, ``attention``) with 1..``ties`` planted ties of the kinds ``tie_kinds`` (any of
-    ``kink``, ``dead``, ``pool``; see the module docstring).
+    ``kink``, ``dead``, ``pool``; see the module docstring). ``tie_units``: where kink and dead ties may be planted:
+``inner`` (a block's ReLU: a residual block's first ReLU, a LayerNorm block's MLP ReLU) and / or ``head`` (the
+ReLU head).
 
     A network with a ``batchnorm`` block, or a ``residual`` block drawn for the image stage, starts from an
     image (B, C, H, W) (C from ``width``, side from ``image``); otherwise from tokens (B, T, D) (T from
@@ -323,6 +326,9 @@ def block_networks(
             raise NsverifyError(f"unknown tie kind {k!r}; choose from {', '.join(BLOCK_TIE_KINDS)}")
     if not blocks:
         raise NsverifyError("block_networks needs at least one block kind")
+    for u in tie_units:
+        if u not in ("inner", "head"):
+            raise NsverifyError(f"unknown tie unit {u!r}; choose from inner, head")
     for s in bn_scales:
         if Fraction(s) <= 0:
             raise NsverifyError(f"BatchNorm scale {s} must be positive")
@@ -414,10 +420,10 @@ def block_networks(
     # planted ties
     ed = _Edit(spec)
     planted = []
-    sites = _relu_sites(spec)
+    sites = [s for s in _relu_sites(spec) if ("head" if s[0] == "head_act" else "inner") in tie_units]
     n_ties = draw(st.integers(*ties), label="number of ties")
     for _ in range(n_ties):
-        options = [k for k in tie_kinds if k != "pool" or _pool_site(spec) is not None]
+        options = [k for k in tie_kinds if (_pool_site(spec) is not None if k == "pool" else bool(sites))]
         if not options:
             break
         kind = draw(st.sampled_from(options), label="tie kind")
