@@ -133,9 +133,10 @@ class BlockNetSpec:
 
     @property
     def rational(self) -> bool:
-        """True when the network computes with rationals only (no LayerNorm, attention or token mean over a
-        non-power-of-two count) and every BatchNorm scale is a power of two: then float64 is exact on it."""
-        if any(b.kind in _TOKEN_KINDS for b in self.blocks):
+        """True when the network and its loss compute with rationals only (no LayerNorm, attention, cross-entropy
+        or mean over a non-power-of-two count) and every BatchNorm scale is a power of two: then float64 is exact
+        on these small dyadic networks."""
+        if self.loss == "cross_entropy" or any(b.kind in _TOKEN_KINDS for b in self.blocks):
             return False
         if any(b.bn for b in self.blocks) and not all(_pow2(s) for s in self.meta.get("bn_scales", ())):
             return False
