@@ -40,7 +40,7 @@ from nsverify.strategies.blocks import block_networks, float_trace
 D = torch.float64
 #: the oracle's time limit per call (seconds): a network it cannot decide in time is "unknown", and counted
 LIMIT = 5.0
-FAST = settings(max_examples=12, deadline=None)
+FAST = settings(max_examples=10, deadline=None)
 COUNTS: dict = {}
 
 

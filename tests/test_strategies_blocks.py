@@ -16,7 +16,7 @@ from torch import nn
 import nsverify
 from nsverify.errors import NsverifyError
 from nsverify.strategies import BLOCK_KINDS, BlockNetSpec, NetSpec, block_networks, networks
-from nsverify.strategies.blocks import BN_EPS, _bn_scales_of, float_trace, verify_ties
+from nsverify.strategies.blocks import BN_EPS, _bn_scales_of, float_trace, unit_values, verify_ties
 from properties import test_blocks as pb
 
 D = torch.float64
@@ -61,8 +61,7 @@ def test_values_are_dyadic_inputs_integers_and_ties_exact(spec):
         w = st_[f"{lin}.weight"]
         row = math.prod(next(s for n, s, _ in spec.state if n == f"{lin}.weight")[1:])
         assert all(v == 0 for v in w[u * row:(u + 1) * row])  # the zeroed row
-        y = rec[t.where]
-        y = y[:, u] if y.dim() == 4 else y[..., u]
+        y = unit_values(rec[t.where], u)
         if t.kind == "kink":
             assert torch.equal(y, torch.zeros_like(y)), t  # exactly 0 at every sample and position
         else:

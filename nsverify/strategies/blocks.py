@@ -548,7 +548,7 @@ def float_trace(spec: BlockNetSpec, net: BlockNet | None = None) -> dict:
     return rec
 
 
-def unit_values(spec: BlockNetSpec, y: torch.Tensor, where: str, unit: int) -> torch.Tensor:
+def unit_values(y: torch.Tensor, unit: int) -> torch.Tensor:
     """The entries of a ReLU input ``y`` that belong to channel / feature ``unit`` (dim 1 of an image, the last
     dim of tokens and of the head)."""
     if y.dim() == 4:
@@ -566,7 +566,7 @@ def verify_ties(spec: BlockNetSpec) -> list[str]:
     for t in spec.ties:
         y = rec[t.where]
         if t.kind in ("kink", "dead"):
-            u = unit_values(spec, y, t.where, t.unit[0])
+            u = unit_values(y, t.unit[0])
             if t.kind == "kink" and not bool((u == 0).all()):
                 problems.append(f"{t}: pre-activation {u.flatten().tolist()} is not exactly 0")
             if t.kind == "dead" and not bool((u < 0).all()):
@@ -603,4 +603,4 @@ def _bn_scales_of(spec: BlockNetSpec, name: str) -> list[Fraction]:
 
 
 __all__ = ["BLOCK_KINDS", "BLOCK_TIE_KINDS", "BN_EPS", "LN_EPS", "BlockCfg", "BlockNet", "BlockNetSpec",
-           "BlockTie", "block_networks", "float_trace", "verify_ties"]
+           "BlockTie", "block_networks", "float_trace", "unit_values", "verify_ties"]
