@@ -10,7 +10,11 @@ Random floats essentially never land on a kink, so these strategies construct th
   (equal values, duplicated patches/rows, all-dead windows), several per layer or across layers, and verifies
   the ties exactly in ``Fraction`` and in the target float dtype (float16 and bfloat16 included);
 * :func:`near_ties` moves a forced tie a few ulps away from its kink;
-* :func:`dtypes` and :func:`devices` (CUDA only when present).
+* :func:`dtypes` and :func:`devices` (CUDA only when present);
+* ``networks(blocks=(...))`` / :func:`block_networks` draw a :class:`~nsverify.strategies.blocks.BlockNetSpec`
+  instead: residual (convolution or Linear, identity or 1x1 shortcut), eval-mode BatchNorm (rational scales),
+  pre-norm LayerNorm MLP and softmax attention blocks (1-2 heads) with a ReLU head, dyadic parameters, integer
+  inputs and planted exact ties (zeroed ReLU rows, dead units, repeated-patch max-pool windows).
 
 All randomness goes through ``draw``; shrinking moves toward fewer layers, smaller widths, fewer ties, small
 integers (every size is an ``integers`` draw whose minimum is the simplest choice, every choice a
@@ -30,6 +34,14 @@ from hypothesis import strategies as st
 
 from nsverify.devices import FLOAT_DTYPES, available_devices, dtype_name, parse_dtype
 from nsverify.errors import InexactError, NsverifyError
+from nsverify.strategies.blocks import (
+    BLOCK_KINDS,
+    BLOCK_LOSSES,
+    BLOCK_TIE_KINDS,
+    BlockNetSpec,
+    BlockTie,
+    block_networks,
+)
 from nsverify.strategies.netspec import (
     _PRECISION,
     LAYER_KINDS,
@@ -112,8 +124,16 @@ def networks(
     max_int: int = 3,
     frac_bits: int = 1,
     image=(3, 5),
-) -> NetSpec:
+    blocks=(),
+):
     """Draw a network specification with exact dyadic parameters.
+
+    ``blocks``: empty (the default) draws a :class:`~nsverify.strategies.netspec.NetSpec` as described here. A
+    non-empty tuple of block kinds (``"residual"``, ``"batchnorm"``, ``"layernorm"``, ``"attention"``) draws a
+    :class:`~nsverify.strategies.blocks.BlockNetSpec` instead: a small model of those blocks with dyadic weights,
+    integer inputs and planted exact ties (:func:`~nsverify.strategies.blocks.block_networks`, which takes the
+    block options; of this function's options only ``losses``, ``pooling`` (``"maxpool"`` lets image blocks end
+    with a max pool) and ``batch`` (at most 2) are passed on).
 
     ``kinds``: allowed layer kinds; the input kind is drawn from them (linear layers only follow other layers'
     outputs, flattened). ``activations``: registry names or AD variants with their kink rules in brackets
@@ -123,6 +143,15 @@ def networks(
     with a shared one). ``frozen``: allowed values of the frozen-weight flag (True = the weight is a constant, so
     only the bias is a parameter, as in Park's Lemma 3).
     """
+    if blocks:
+        return draw(
+            block_networks(
+                blocks=tuple(blocks),
+                losses=[loss for loss in losses if loss in BLOCK_LOSSES] or ["linear"],
+                pooling=tuple(pooling),
+                batch=(min(batch[0], 2), min(batch[1], 2)),
+            )
+        )
     kinds = tuple(kinds)
     for k in kinds:
         if k not in LAYER_KINDS:
@@ -570,6 +599,11 @@ __all__ = [
     "networks",
     "tie_points",
     "near_ties",
+    "block_networks",
+    "BlockNetSpec",
+    "BlockTie",
+    "BLOCK_KINDS",
+    "BLOCK_TIE_KINDS",
     "dtypes",
     "devices",
     "dyadics",
