@@ -38,7 +38,7 @@ from torch import nn
 
 from nsverify.errors import UnsupportedOpError
 from nsverify.kernels import count_equal, tie_scan
-from nsverify.oracle.park.algorithm1 import algorithm1_layer
+from nsverify.oracle.park.algorithm1 import AffineRows, algorithm1_layer
 from nsverify.oracle.park.cone import LayerCheck
 from nsverify.oracle.park.rank import full_column_rank
 from nsverify.oracle.park.walk import unsupported, walk
@@ -58,6 +58,7 @@ class _Layer:
     linear_in: str | None = None  # the Linear module whose input is z_{l-1} (Theorem 5)
     first_conv: str | None = None  # a conv applied directly to the model input (identical-patch fast path)
     field_of_view: tuple | None = None  # ((rf, jump, start) per spatial dim) of a conv/pool chain from the input
+    affine_module: str | None = None  # the one Conv/Linear computing y from z_{l-1}, w_l = its (weight, bias)
 
     @property
     def pool_geom(self):
@@ -163,11 +164,21 @@ def saturated_values(act: Activation) -> tuple[float, ...]:
     return tuple(out)
 
 
+#: how the pairs (i*, i) of tied windows were decided (``LayerCheck.tj_*``, summed in :meth:`Monitor.summary` and
+#: :attr:`StepRecord.tj_paths`): see :func:`nsverify.oracle.park.algorithm1._pool_constraints_auto`
+TJ_PATHS = ("flat", "patch", "field", "exact")
+
+
 @dataclass
 class StepRecord:
     step: int
     layers: list  # LayerCheck per monitored layer
     rank_ok: dict = field(default_factory=dict)  # layer name -> Theorem 5 premise (only where kinks touched)
+
+    @property
+    def tj_paths(self) -> dict:
+        """``{path: pairs}`` over the step's layers: how often each T_j test decided (:data:`TJ_PATHS`)."""
+        return {k: sum(getattr(c, f"tj_{k}") for c in self.layers) for k in TJ_PATHS}
 
     @property
     def correct(self) -> str:
@@ -185,7 +196,7 @@ class StepRecord:
 class Monitor:
     """Hooks on a model's activation, max-pool and affine modules; see the module docstring."""
 
-    def __init__(self, model: nn.Module, max_checks: int = 2048, lp: bool = True, tie_test: str = "jvp"):
+    def __init__(self, model: nn.Module, max_checks: int = 2048, lp: bool = True, tie_test: str = "auto"):
         self.model = model
         self.tie_test = tie_test
         self.max_checks = max_checks
@@ -195,6 +206,7 @@ class Monitor:
         self._handles = []
         self._inplace: list = []
         self.layers = self._plan(model)
+        self._modules = dict(model.named_modules())
         fields = receptive_fields(model)
         for L in self.layers:
             unit = L.act_module if L.act_module is not None else L.pool_module
@@ -275,6 +287,9 @@ class Monitor:
                     pending_affine = []
         if not layers:
             raise UnsupportedOpError(f"{type(model).__name__} has no activation or max-pool module to monitor")
+        for L in layers:
+            if len(L.affine) == 1 and AffineRows.applies(mods[L.affine[0]], L.params_l):
+                L.affine_module = L.affine[0]
         return layers
 
     def _install(self):
@@ -291,6 +306,8 @@ class Monitor:
                 self._handles.append(mods[L.linear_in].register_forward_hook(self._in_hook(L.name, "zin")))
             if L.first_conv:
                 self._handles.append(mods[L.first_conv].register_forward_hook(self._in_hook(L.name, "x")))
+            if L.affine_module and L.pool_module is not None:
+                self._handles.append(mods[L.affine_module].register_forward_hook(self._in_hook(L.name, "z")))
         if self._input_hook:
             def grab(mod, inp):
                 if torch.is_grad_enabled():
@@ -369,6 +386,8 @@ class Monitor:
                 same,
                 tie_test=self.tie_test,
                 windows=cand,
+                affine=AffineRows(self._modules[L.affine_module], d["z"], tuple(d["y"].shape))
+                if positive and "z" in d else None,
             )
             chk.windows, chk.tied_windows, chk.tied_positive = windows, tied, positive
             if not self.lp and chk.p is not None:
@@ -455,6 +474,7 @@ class Monitor:
                     "kink_touches": sum(c.kink_touches for c in chks),
                     "unchecked": sum(c.unchecked for c in chks),
                     "p_empty_steps": sum(1 for c in chks if c.status == "empty"),
+                    **{f"tj_{k}": sum(getattr(c, f"tj_{k}") for c in chks) for k in TJ_PATHS},
                     "unknown_steps": sum(1 for c in chks if c.status in ("unknown", "not_applicable")),
                 }
             )
