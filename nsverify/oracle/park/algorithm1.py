@@ -57,6 +57,8 @@ def algorithm1_layer(
     tie_test: str = "exact",
     windows: list | None = None,
     affine: AffineRows | None = None,
+    kinks: bool = True,
+    rho=None,
 ) -> LayerCheck:
     """Algorithm 1 (Park, Chun and Lee, Sec. 3.2) for one layer.
 
@@ -75,9 +77,13 @@ def algorithm1_layer(
     ``tj_*`` of the result say how often each test decided).
     ``affine``: the :class:`AffineRows` of the layer when y = the output of one Conv/Linear layer whose weight
     (and bias) are exactly ``params_l``.
-    ``windows``: the (sample, window) pairs known to tie, e.g. from the training monitor's vectorised detection
-    (window numbering of :func:`pool_index_windows`); only those are examined, and ``windows``/``tied_windows`` are
-    left to the caller. Default: every window is examined and counted.
+    ``windows``: the (sample, window) pairs known to tie (a list of pairs or an (n, 2) index tensor), e.g. from the
+    training monitor's vectorised detection (window numbering of :func:`pool_index_windows`); only those are
+    examined, and ``windows``/``tied_windows`` are left to the caller. Default: every window is examined and
+    counted. ``kinks=False``: the caller knows that no pre-activation touches a kink (lines 3-9 are skipped).
+    ``rho``: the activation as an elementwise callable (e.g. the module's ``forward``); then D^AD rho is taken
+    by a backward pass through ``rho`` applied to the tied windows' entries only, instead of through all of
+    ``alpha`` (the same derivative: rho acts entry by entry).
     """
     out = LayerCheck(name)
     B = y.shape[0]
@@ -85,7 +91,7 @@ def algorithm1_layer(
     bps = [float(b) for b in act.breakpoints]
     constraints = []
     # --- kinks (lines 3-9)
-    if bps:
+    if bps and kinks:
         on = torch.zeros_like(yf, dtype=torch.bool)
         for b in bps:
             on |= yf == b
@@ -120,15 +126,22 @@ def algorithm1_layer(
             out.tied_windows = int(many.sum())
             out.tied_positive = int((many & (mx.squeeze(2) > 0)).sum())
             windows = many.nonzero().tolist()
-        rows = torch.tensor(windows, dtype=torch.long, device=a.device).reshape(-1, 2)
+        rows = torch.as_tensor(windows, dtype=torch.long, device=a.device).reshape(-1, 2)
         wr = win[rows[:, 1]]  # (tied windows, K): each one's entries (flat per sample; -1: padding)
         vr = torch.where(wr >= 0, af[rows[:, :1], wr.clamp(min=0)], neg)
         tie = (vr == vr.max(dim=1, keepdim=True).values) & (wr >= 0)
         if len(windows):
-            # AD derivative of rho at every entry (one cheap backward through the activation)
-            rho_prime = torch.autograd.grad(alpha.sum(), y, retain_graph=True, allow_unused=True)[0]
-            rho_prime = torch.zeros_like(yf) if rho_prime is None else rho_prime.reshape(B, -1)
+            if rho is not None and tie_test == "auto":  # AD derivative of rho at the windows' entries: (n, K)
+                yy = yf[rows[:, :1], wr.clamp(min=0)].detach().requires_grad_(True)
+                with torch.enable_grad():
+                    d = torch.autograd.grad(rho(yy).sum(), yy, allow_unused=True)[0]
+                rho_prime = torch.zeros_like(yy) if d is None else d
+            else:  # AD derivative of rho at every entry (one cheap backward through the activation)
+                rho_prime = torch.autograd.grad(alpha.sum(), y, retain_graph=True, allow_unused=True)[0]
+                rho_prime = torch.zeros_like(yf) if rho_prime is None else rho_prime.reshape(B, -1)
             if tie_test == "auto":
+                if rho is None:
+                    rho_prime = rho_prime[rows[:, :1], wr.clamp(min=0)]
                 _pool_constraints_auto(out, constraints, alpha, rows, wr, tie, rho_prime, params_l, params_upto,
                                        max_checks, same_patch, affine)
             else:
@@ -267,13 +280,12 @@ class AffineRows:
             self.k = self.z.shape[1]
         else:
             two = isinstance(module, torch.nn.Conv2d)
-            pad = tuple(module.padding) if two else (0, module.padding[0])
-            zz = z if two else z.unsqueeze(2)
-            self.z = torch.nn.functional.pad(zz, (pad[1], pad[1], pad[0], pad[0])) if any(pad) else zz
+            self.z = (z if two else z.unsqueeze(2)).contiguous()
             sp = tuple(y_shape[2:]) if two else (1, y_shape[2])
             self.plane = sp[0] * sp[1]
             pair = (lambda v: tuple(v)) if two else (lambda v: (1, v[0]))
-            self.geom = (sp[1], pair(module.kernel_size), pair(module.stride), pair(module.dilation))
+            pad = pair(module.padding) if two else (0, module.padding[0])
+            self.geom = (sp[1], pair(module.kernel_size), pair(module.stride), pair(module.dilation), pad)
             self.k = module.in_channels * self.geom[1][0] * self.geom[1][1]
         self.weight_numel = module.weight.numel()
 
@@ -296,15 +308,20 @@ class AffineRows:
         """(n, K [+ 1]): ``scale * (patch, 1)`` of entries (b, i) (flat per sample, the layer output's order)."""
         if self.geom is None:
             patch = self.z[b]
-        else:
-            wo, (kh, kw), (sh, sw), (dh, dw) = self.geom
+        else:  # the zero-padded patch, gathered from z itself (positions in the padding read 0)
+            wo, (kh, kw), (sh, sw), (dh, dw), (ph, pw) = self.geom
+            _, cin, h, w = self.z.shape
             pos = i % self.plane
             dev = self.z.device
-            r = (pos // wo)[:, None] * sh + torch.arange(kh, device=dev) * dh
-            c = (pos % wo)[:, None] * sw + torch.arange(kw, device=dev) * dw
-            cin = torch.arange(self.z.shape[1], device=dev)
-            patch = self.z[b[:, None, None, None], cin[None, :, None, None], r[:, None, :, None],
-                           c[:, None, None, :]].reshape(len(b), -1)
+            r = (pos // wo)[:, None] * sh + torch.arange(kh, device=dev) * dh - ph  # (n, kh)
+            c = (pos % wo)[:, None] * sw + torch.arange(kw, device=dev) * dw - pw  # (n, kw)
+            inside = ((r >= 0) & (r < h))[:, :, None] & ((c >= 0) & (c < w))[:, None, :]  # (n, kh, kw)
+            flat = (r.clamp(0, h - 1) * w)[:, :, None] + c.clamp(0, w - 1)[:, None, :]
+            flat = (b * (cin * h * w))[:, None, None, None] + (torch.arange(cin, device=dev) * (h * w))[
+                None, :, None, None] + flat[:, None]  # (n, cin, kh, kw)
+            patch = torch.where(inside[:, None], self.z.reshape(-1)[flat], torch.zeros((), dtype=self.z.dtype,
+                                                                                       device=dev))
+            patch = patch.reshape(len(b), -1)
         if self.bias:
             patch = torch.cat([patch, torch.ones((len(b), 1), dtype=patch.dtype, device=patch.device)], dim=1)
         return scale.to(patch.dtype)[:, None] * patch
@@ -338,15 +355,16 @@ def _pool_constraints_auto(
 
     Constraints, ``nontrivial_windows`` and the ``max_checks`` budget follow the windows' order as in
     :func:`_pool_constraints_exact`: a window whose S_j \ T_j is non-empty costs 1 + |S_j \ T_j|; windows past
-    the budget count as ``unchecked``."""
+    the budget count as ``unchecked``. ``rho_prime``: D^AD rho at the tied windows' entries, (windows, K) like
+    ``wr`` (the other tests take the whole layer's)."""
     n = rows.shape[0]
     ar = torch.arange(n, device=wr.device)
     b = rows[:, 0]
     first = tie.to(torch.uint8).argmax(dim=1)  # i*'s position in the window (PyTorch: first index)
     w = wr.clamp(min=0)
     istar = w[ar, first]
-    rp = rho_prime[b[:, None], w]
-    both_flat = (rp == 0) & (rho_prime[b, istar] == 0)[:, None]
+    rp = rho_prime  # D^AD rho at the windows' entries, (n, K) like wr
+    both_flat = (rp == 0) & (rp[ar, first] == 0)[:, None]
     left = tie.clone()
     left[ar, first] = False
     out.tj_flat += int((left & both_flat).sum())
@@ -359,7 +377,7 @@ def _pool_constraints_auto(
     outside = torch.zeros_like(member)
     if affine is not None:
         cs, ci = affine.channels(si), affine.channels(ii)
-        vs, vi = affine.values(bb, si, rho_prime[bb, si]), affine.values(bb, ii, rho_prime[bb, ii])
+        vs, vi = affine.values(bb, si, rp[rr, first[rr]]), affine.values(bb, ii, rp[rr, kk])
         zs, zi = (vs == 0).all(dim=1), (vi == 0).all(dim=1)
         equal = ((cs == ci) & (vs == vi).all(dim=1)) | (zs & zi)
         outside = ~equal

@@ -115,18 +115,21 @@ def _same_field(x: torch.Tensor, y: torch.Tensor, fov, single_layer: bool = Fals
     (rf_h, jh, sh), (rf_w, jw, sw) = fov
     ho, wo = y.shape[-2:]
     h, w = x.shape[-2:]
-    xp = torch.nn.functional.pad(x, (rf_w, rf_w, rf_h, rf_h))  # margins wider than any field's overhang
+    xf = x.contiguous().reshape(-1)
     dr, dc = torch.arange(rf_h, device=x.device), torch.arange(rf_w, device=x.device)
-    chans = torch.arange(x.shape[1], device=x.device)
+    chans = torch.arange(x.shape[1], device=x.device) * (h * w)
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
 
-    def fields(b, i):
+    def fields(b, i):  # the zero-padded fields, gathered from x itself (positions outside the image read 0)
         pos = i % (ho * wo)
         oh, ow = pos // wo, pos % wo
         r0, c0 = sh + oh * jh, sw + ow * jw
         inside_h, inside_w = (r0 >= 0) & (r0 + rf_h <= h), (c0 >= 0) & (c0 + rf_w <= w)
-        r = r0[:, None] + rf_h + dr
-        c = c0[:, None] + rf_w + dc
-        f = xp[b[:, None, None, None], chans[None, :, None, None], r[:, None, :, None], c[:, None, None, :]]
+        r, c = r0[:, None] + dr, c0[:, None] + dc
+        ok = ((r >= 0) & (r < h))[:, :, None] & ((c >= 0) & (c < w))[:, None, :]
+        flat = (r.clamp(0, h - 1) * w)[:, :, None] + c.clamp(0, w - 1)[:, None, :]
+        flat = (b * (x.shape[1] * h * w))[:, None, None, None] + chans[None, :, None, None] + flat[:, None]
+        f = torch.where(ok[:, None], xf[flat], zero)
         return f, oh, ow, inside_h, inside_w
 
     def same(b, i, k):
@@ -367,7 +370,7 @@ class Monitor:
             if kinks == 0 and positive == 0:
                 recs.append(LayerCheck(L.name, windows=windows, tied_windows=tied, tied_positive=positive))
                 continue
-            cand = dt[1].reshape(dt[1].shape[0], -1).nonzero().tolist() if positive else None
+            cand = dt[1].reshape(dt[1].shape[0], -1).nonzero() if positive else None
             if L.first_conv and "x" in d:
                 same = self._same_patch(L, d)
             elif L.field_of_view and "x" in self._store.get("", {}):
@@ -388,6 +391,9 @@ class Monitor:
                 windows=cand,
                 affine=AffineRows(self._modules[L.affine_module], d["z"], tuple(d["y"].shape))
                 if positive and "z" in d else None,
+                kinks=kinks > 0,
+                rho=(L.act_module.forward if L.act_module is not None else (lambda t: t)) if self.tie_test == "auto"
+                else None,
             )
             chk.windows, chk.tied_windows, chk.tied_positive = windows, tied, positive
             if not self.lp and chk.p is not None:
