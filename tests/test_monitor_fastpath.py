@@ -177,3 +177,52 @@ def test_affine_rows_equal_autograd_rows():
             dense[cols[k]] = vals[k].double()
             assert torch.equal(dense, (ad[k].float() * scale[k]).double()), (mod, k)
     assert not algorithm1.AffineRows.applies(nn.Conv2d(2, 2, 3, groups=2), list(nn.Conv2d(2, 2, 3).parameters()))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# scripts/gpu/perf.py on CPU: argument handling and a dry run of every part
+# ------------------------------------------------------------------------------------------------------------------
+def _perf_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "gpu" / "perf.py"
+    spec = importlib.util.spec_from_file_location("gpu_perf_script", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("argv, message", [([], "--out"), (["--out", "{tmp}", "--steps", "0"], "--steps 0"),
+                                           (["--out", "{tmp}", "--repeat", "-1"], "--repeat -1"),
+                                           (["--out", "{file}", "--dry-run"], "not a directory")])
+def test_gpu_perf_script_rejects_bad_arguments(tmp_path, capsys, argv, message):
+    (tmp_path / "f").write_text("")
+    argv = [a.format(tmp=tmp_path, file=tmp_path / "f") for a in argv]
+    with pytest.raises(SystemExit) as exc:
+        _perf_script().main(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only refusal")
+def test_gpu_perf_script_needs_cuda_without_dry_run(tmp_path, capsys):
+    assert _perf_script().main(["--out", str(tmp_path)]) == 2
+    assert "--dry-run" in capsys.readouterr().err and not (tmp_path / "perf.json").exists()
+
+
+def test_gpu_perf_script_dry_run_on_cpu(tmp_path):
+    """Every part runs on CPU at tiny sizes (the CUDA tests part too: on CPU it selects no test) and lands in
+    perf.json with its provenance; the monitor part has both networks' ratios and T_j path counters."""
+    import json
+
+    assert _perf_script().main(["--out", str(tmp_path), "--dry-run"]) == 0
+    data = json.loads((tmp_path / "perf.json").read_text())
+    assert data["dry_run"] is True and data["provenance"]["device"] == "cpu"
+    for part in ("cuda_tests", "kernel_equality", "monitor", "pool_ratios"):
+        assert "error" not in data[part], (part, data[part])
+    assert data["cuda_tests"]["returncode"] in (0, 5)  # 5: pytest collected no test (no CUDA here)
+    assert data["kernel_equality"] and all(r["equal"] for r in data["kernel_equality"])
+    assert [m["model"] for m in data["monitor"]] == ["vgg11", "resnet18"]
+    for m in data["monitor"]:
+        assert m["ratio"] > 0 and set(m["tj_paths"]) == set(TJ_PATHS) and len(m["per_step"]) == 2
+    assert {r["candidate"] for r in data["pool_ratios"]} >= {"maxpool_minimal", "maxpool_hybrid"}
