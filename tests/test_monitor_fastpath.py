@@ -226,3 +226,18 @@ def test_gpu_perf_script_dry_run_on_cpu(tmp_path):
     for m in data["monitor"]:
         assert m["ratio"] > 0 and set(m["tj_paths"]) == set(TJ_PATHS) and len(m["per_step"]) == 2
     assert {r["candidate"] for r in data["pool_ratios"]} >= {"maxpool_minimal", "maxpool_hybrid"}
+
+
+def test_linear_on_a_sequence_falls_back_to_the_exact_test():
+    """A Linear applied to (B, T, in): the flat entry order is not (sample, feature), so no patch rows; the exact
+    test decides, with the same verdict and rows as the per-window test."""
+    lin = nn.Linear(2, 2)
+    with torch.no_grad():
+        lin.weight[:] = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        lin.bias[:] = 0.0
+    m = nn.Sequential(lin, nn.ReLU(), nn.Flatten(), nn.Unflatten(1, (1, 6)), nn.MaxPool1d(2), nn.Flatten())
+    x = torch.tensor([[[1.0, 1.0], [2.0, 0.5], [0.5, 0.5]]])  # ties (1, 1) and (0.5, 0.5): different inputs
+    rec_exact, rec_auto = _both(m, x)
+    _assert_same(rec_exact, rec_auto)
+    chk = rec_auto.layers[0]
+    assert chk.tj_patch == 0 and chk.tj_exact == 2 and chk.nontrivial_windows == 2

@@ -301,6 +301,13 @@ class AffineRows:
         want = [module.weight] + ([module.bias] if module.bias is not None else [])
         return ok and len(params_l) == len(want) and all(p is q for p, q in zip(params_l, want))
 
+    @staticmethod
+    def batched_input(module: torch.nn.Module, z: torch.Tensor) -> bool:
+        """Is z a batched input of the form the patches are read from: (B, in) for Linear, (B, C, L) / (B, C, H, W)
+        for Conv1d / Conv2d?"""
+        dims = 2 if isinstance(module, torch.nn.Linear) else 3 if isinstance(module, torch.nn.Conv1d) else 4
+        return z.dim() == dims
+
     def channels(self, i: torch.Tensor) -> torch.Tensor:
         return i // self.plane
 

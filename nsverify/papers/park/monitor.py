@@ -390,7 +390,8 @@ class Monitor:
                 tie_test=self.tie_test,
                 windows=cand,
                 affine=AffineRows(self._modules[L.affine_module], d["z"], tuple(d["y"].shape))
-                if positive and "z" in d else None,
+                if positive and "z" in d and AffineRows.batched_input(self._modules[L.affine_module], d["z"])
+                else None,
                 kinks=kinks > 0,
                 rho=(L.act_module.forward if L.act_module is not None else (lambda t: t)) if self.tie_test == "auto"
                 else None,
