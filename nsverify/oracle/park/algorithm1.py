@@ -341,10 +341,6 @@ class AffineRows:
         return cols
 
 
-#: the most tied entries one batched backward pass of :func:`_pool_constraints_auto`'s exact test takes
-EXACT_CHUNK = 16
-
-
 def _pool_constraints_auto(
     out, constraints, alpha, rows, wr, tie, rho_prime, params_l, params_upto, max_checks, same_patch, affine
 ):
@@ -357,8 +353,9 @@ def _pool_constraints_auto(
        (line 15) is their difference -- no backward pass. Equal blocks decide membership only when w_l is all of
        w_{1:l} (the first layer); otherwise the earlier parameters' blocks may still differ;
     3. ``tj_field``: identical receptive fields (``same_patch``): i in T_j;
-    4. ``tj_exact``: the exact AD gradients of i* and i in w_{1:l}, compared bitwise, from batched backward
-       passes (``is_grads_batched``, :data:`EXACT_CHUNK` entries at a time) -- the definition itself.
+    4. ``tj_exact``: the exact AD gradients of i* and i in w_{1:l}, compared bitwise, one plain backward pass
+       per entry (reverse-mode AD's own value for that scalar; few entries get here, and for them a loop is
+       faster than a vmapped pass) -- the definition itself.
 
     Constraints, ``nontrivial_windows`` and the ``max_checks`` budget follow the windows' order as in
     :func:`_pool_constraints_exact`: a window whose S_j \ T_j is non-empty costs 1 + |S_j \ T_j|; windows past
@@ -429,8 +426,7 @@ def _pool_constraints_auto(
         out.tj_exact += sum(1 for q in open_pairs if (int(bb[q]), int(ii[q])) in index)
         tail = len(params_upto) - len(params_l)
         same_tail = all(p is q for p, q in zip(params_upto[tail:], params_l))
-        g_up = [g for k in range(0, len(entries), EXACT_CHUNK)
-                for g in _batched_grads(alpha, entries[k:k + EXACT_CHUNK], params_upto)]
+        g_up = _batched_grads(alpha, entries, params_upto, batched=False)
         n_l = sum(p.numel() for p in params_l)
         for q in open_pairs:
             e_s, e_i = (int(bb[q]), int(si[q])), (int(bb[q]), int(ii[q]))
@@ -444,7 +440,7 @@ def _pool_constraints_auto(
             if same_tail:
                 d = gs[gs.numel() - n_l:] - gi[gi.numel() - n_l:]
             else:
-                g_l = _batched_grads(alpha, [e_s, e_i], params_l)
+                g_l = _batched_grads(alpha, [e_s, e_i], params_l, batched=False)
                 d = g_l[0] - g_l[1]
             exact_rows[q] = _sparse_row(d)
     # constraints in window order, with the budget of the other tests
@@ -466,42 +462,45 @@ def _pool_constraints_auto(
         constraints.extend(rest)
 
 
-def _batched_grads(t: torch.Tensor, entries: list, params: list) -> list:
-    """Gradients of the scalars t[b, i] (flattened per sample) w.r.t. ``params``, as flat float64 vectors."""
+def _batched_grads(t: torch.Tensor, entries: list, params: list, batched: bool = True) -> list:
+    """Gradients of the scalars t[b, i] (flattened per sample) w.r.t. ``params``, as flat float64 vectors: one
+    batched backward pass (``is_grads_batched``), or with ``batched=False`` one plain backward pass per entry."""
     if not entries:
         return []
     if not params:
         return [torch.zeros(0, dtype=torch.float64) for _ in entries]
     B = t.shape[0]
-    go = torch.zeros((len(entries), B, t[0].numel()), dtype=t.dtype, device=t.device)
-    for k, (b, i) in enumerate(entries):
-        go[k, b, i] = 1
-    go = go.reshape(len(entries), *t.shape)
-    try:
-        gs = torch.autograd.grad(
-            t, params, grad_outputs=go, retain_graph=True, is_grads_batched=True, allow_unused=True
-        )
-        flat = torch.cat(
-            [
-                (
-                    g
-                    if g is not None
-                    else torch.zeros((len(entries), *p.shape), dtype=t.dtype, device=t.device)
-                ).reshape(len(entries), -1)
-                for g, p in zip(gs, params)
-            ],
-            dim=1,
-        )
-        return [r.to(torch.float64).cpu() for r in flat]
-    except RuntimeError:  # some backward kernels have no batching rule: one backward per entry
-        out = []
-        for k in range(len(entries)):
-            gs = torch.autograd.grad(t, params, grad_outputs=go[k], retain_graph=True, allow_unused=True)
-            out.append(
-                torch.cat(
-                    [(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(gs, params)]
-                )
-                .to(torch.float64)
-                .cpu()
+    if batched:
+        go = torch.zeros((len(entries), B, t[0].numel()), dtype=t.dtype, device=t.device)
+        for k, (b, i) in enumerate(entries):
+            go[k, b, i] = 1
+        go = go.reshape(len(entries), *t.shape)
+        try:
+            gs = torch.autograd.grad(
+                t, params, grad_outputs=go, retain_graph=True, is_grads_batched=True, allow_unused=True
             )
-        return out
+            flat = torch.cat(
+                [
+                    (
+                        g
+                        if g is not None
+                        else torch.zeros((len(entries), *p.shape), dtype=t.dtype, device=t.device)
+                    ).reshape(len(entries), -1)
+                    for g, p in zip(gs, params)
+                ],
+                dim=1,
+            )
+            return [r.to(torch.float64).cpu() for r in flat]
+        except RuntimeError:  # some backward kernels have no batching rule: one backward per entry
+            pass
+    out = []
+    for b, i in entries:
+        go = torch.zeros_like(t)
+        go.view(B, -1)[b, i] = 1
+        gs = torch.autograd.grad(t, params, grad_outputs=go, retain_graph=True, allow_unused=True)
+        out.append(
+            torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(gs, params)])
+            .to(torch.float64)
+            .cpu()
+        )
+    return out
