@@ -241,3 +241,23 @@ def test_linear_on_a_sequence_falls_back_to_the_exact_test():
     _assert_same(rec_exact, rec_auto)
     chk = rec_auto.layers[0]
     assert chk.tj_patch == 0 and chk.tj_exact == 2 and chk.nontrivial_windows == 2
+
+
+def test_budget_and_summary_count_like_the_directional_test():
+    """``max_checks``: a window with S_j \\ T_j non-empty costs 1 + |S_j \\ T_j| as in the "jvp" test (the
+    monitor's former default); past the budget a window is ``unchecked`` and the step "unknown". The summary
+    sums the path counters over steps."""
+    m = _lemma7_conv([0.0, 0.0], 1.0)
+    x = torch.tensor([[[1.0, 0.0, 0.0, 1.0, 1.0]]])
+    got = {}
+    for test in ("jvp", "auto"):
+        with Monitor(m, max_checks=1, tie_test=test) as mon:
+            for _ in range(2):
+                m(x)
+                mon.check()
+            got[test] = mon.steps[-1].layers[0]
+            summary = mon.summary()[0]
+    for chk in got.values():
+        assert (chk.unchecked, chk.nontrivial_windows, chk.status) == (1, 1, "unknown")
+    assert mon.steps[-1].correct == "unknown"
+    assert {k: summary[f"tj_{k}"] for k in TJ_PATHS} == {"flat": 0, "patch": 4, "field": 0, "exact": 0}
