@@ -25,7 +25,11 @@ D^AD ReLU(0) = 0, and likewise the flat ends of ReLU6, HardTanh and clamp-like a
 every entry of such a window has AD derivative 0 (T_j = S_j, no constraint). Only those windows are checked. The
 exact checks (Algorithm 1 with :func:`nsverify.oracle.park.algorithm1.algorithm1_layer`: T_j, constraints,
 the exact P_l test, the rank test) run only for the layers and steps whose detection found kink touches or
-counted ties; all counts reach the host in one transfer per step.
+counted ties; all counts reach the host in one transfer per step. There T_j is decided pair by pair by the
+cheapest sufficient test (``tie_test="auto"``, :func:`nsverify.oracle.park.algorithm1._pool_constraints_auto`):
+D^AD rho 0 at both entries, the w_l blocks read from the layer input's patches when the layer is one Conv/Linear
+(no backward pass), identical receptive fields, and only then the exact AD gradients; each layer's record counts
+how often each test decided (``tj_flat``, ``tj_patch``, ``tj_field``, ``tj_exact``; :attr:`StepRecord.tj_paths`).
 """
 
 from __future__ import annotations
