@@ -89,6 +89,8 @@ def ad_ops_cases(dtype, device, small) -> Iterator[RatioCase]:
 
 def monitor_cases(dtype, device, small) -> Iterator[RatioCase]:
     """Park's monitor: monitored / plain training step, reduced-width VGG11 / ResNet18 on natural crops."""
+    from nsverify.papers.park.overhead import tj_path_totals
+
     for name in ("vgg11",) if small else common.MONITOR_MODELS:
         run = common.monitor_steps(name, dtype, device, small, steps=4 if small else 12)
         run.plain()
@@ -103,7 +105,9 @@ def monitor_cases(dtype, device, small) -> Iterator[RatioCase]:
         yield RatioCase(f"{name} (width {_width(name, small)}), batch "
                    f"{len(run.batches[0][0])}, natural crops: training step",
                    {"plain": run.plain, "monitored": run.monitored}, [Pair("monitored", "plain", ("<=", 1.2))],
-                   info={"tied windows per step": tied_per_step}, warmup=0)
+                   info={"tied windows per step": tied_per_step,
+                         "T_j pairs decided by (flat/patch/field/exact)": lambda records=ties: "/".join(
+                             str(v) for v in tj_path_totals(records).values())}, warmup=0)
         run.close()
 
 

@@ -5,7 +5,8 @@
    ``F.max_pool2d``'s, 128x64x32x32 plateau data (frequent ties), float32 and bfloat16, side by side
    (target <= 1.2x);
 2. Park's training monitor on full-width VGG11 and ResNet18 (natural crops, batch 64): monitored / plain step,
-   side by side, per tied windows per step (nsverify.papers.park.overhead.monitor_overhead);
+   side by side, per tied windows per step, with how often each T_j test decided (``tj_paths``;
+   nsverify.papers.park.overhead.monitor_overhead);
 3. ``pytest -m cuda tests/`` (the CUDA tests, skipped on every CPU run so far).
 
 Usage:
@@ -138,7 +139,11 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=15, help="max-pool ratios: timed rounds (default 15)")
     ap.add_argument("--skip-tests", action="store_true", help="do not run pytest -m cuda")
     args = ap.parse_args(argv)
+    if args.steps < 1 or args.repeat < 1:
+        ap.error(f"--steps {args.steps} / --repeat {args.repeat}: both must be >= 1")
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        ap.error(f"--out {out}: a file, not a directory")
     out.mkdir(parents=True, exist_ok=True)
     if args.dry_run:
         device, steps, repeat = torch.device("cpu"), 2, 2

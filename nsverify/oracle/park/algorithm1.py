@@ -56,6 +56,9 @@ def algorithm1_layer(
     same_patch=None,
     tie_test: str = "exact",
     windows: list | None = None,
+    affine: AffineRows | None = None,
+    kinks: bool = True,
+    rho=None,
 ) -> LayerCheck:
     """Algorithm 1 (Park, Chun and Lee, Sec. 3.2) for one layer.
 
@@ -66,10 +69,21 @@ def algorithm1_layer(
     identical receptive fields (then their AD gradients are equal). Kinks and tied windows beyond ``max_checks`` are
     counted as ``unchecked`` (verdict "unknown") instead of silently skipped. ``tie_test``: "exact" compares the AD
     gradients of tied entries bitwise (one backward per tied window); "jvp" (for training-size tensors)
-    compares directional derivatives along two random directions computed for all entries at once.
-    ``windows``: the (sample, window) pairs known to tie, e.g. from the training monitor's vectorised detection
-    (window numbering of :func:`pool_index_windows`); only those are examined, and ``windows``/``tied_windows`` are
-    left to the caller. Default: every window is examined and counted.
+    compares directional derivatives along two random directions computed for all entries at once; "auto" (the
+    training monitor's) decides each pair (i*, i) by the cheapest sufficient test that applies -- both AD
+    derivatives of rho 0, the w_l block of the gradients read from the layer input's patches (``affine``),
+    identical receptive fields (``same_patch``) -- and compares the exact AD gradients in w_{1:l} (batched
+    backward passes) only for the pairs none of them decides (:func:`_pool_constraints_auto`; the counters
+    ``tj_*`` of the result say how often each test decided).
+    ``affine``: the :class:`AffineRows` of the layer when y = the output of one Conv/Linear layer whose weight
+    (and bias) are exactly ``params_l``.
+    ``windows``: the (sample, window) pairs known to tie (a list of pairs or an (n, 2) index tensor), e.g. from the
+    training monitor's vectorised detection (window numbering of :func:`pool_index_windows`); only those are
+    examined, and ``windows``/``tied_windows`` are left to the caller. Default: every window is examined and
+    counted. ``kinks=False``: the caller knows that no pre-activation touches a kink (lines 3-9 are skipped).
+    ``rho``: the activation as an elementwise callable (e.g. the module's ``forward``); then D^AD rho is taken
+    by a backward pass through ``rho`` applied to the tied windows' entries only, instead of through all of
+    ``alpha`` (the same derivative: rho acts entry by entry).
     """
     out = LayerCheck(name)
     B = y.shape[0]
@@ -77,7 +91,7 @@ def algorithm1_layer(
     bps = [float(b) for b in act.breakpoints]
     constraints = []
     # --- kinks (lines 3-9)
-    if bps:
+    if bps and kinks:
         on = torch.zeros_like(yf, dtype=torch.bool)
         for b in bps:
             on |= yf == b
@@ -95,7 +109,7 @@ def algorithm1_layer(
             grads = _batched_grads(y, [(b_, i) for b_, i in todo], params_l)
             for s, g in zip(sides, grads):
                 if s is not None:
-                    constraints.append(g if s.name == "right" else -g)
+                    constraints.append(_sparse_row(g if s.name == "right" else -g))
     # --- pools (lines 10-17)
     if pool is not None:
         a = alpha.detach()
@@ -112,20 +126,38 @@ def algorithm1_layer(
             out.tied_windows = int(many.sum())
             out.tied_positive = int((many & (mx.squeeze(2) > 0)).sum())
             windows = many.nonzero().tolist()
-        rows = torch.tensor(windows, dtype=torch.long, device=a.device).reshape(-1, 2)
+        rows = torch.as_tensor(windows, dtype=torch.long, device=a.device).reshape(-1, 2)
         wr = win[rows[:, 1]]  # (tied windows, K): each one's entries (flat per sample; -1: padding)
         vr = torch.where(wr >= 0, af[rows[:, :1], wr.clamp(min=0)], neg)
         tie = (vr == vr.max(dim=1, keepdim=True).values) & (wr >= 0)
         if len(windows):
-            # AD derivative of rho at every entry (one cheap backward through the activation)
-            rho_prime = torch.autograd.grad(alpha.sum(), y, retain_graph=True, allow_unused=True)[0]
-            rho_prime = torch.zeros_like(yf) if rho_prime is None else rho_prime.reshape(B, -1)
-            pool_constraints = _pool_constraints_jvp if tie_test == "jvp" else _pool_constraints_exact
-            pool_constraints(out, constraints, alpha, rows, wr, tie, rho_prime, params_l, params_upto, max_checks,
-                             same_patch)
+            if rho is not None and tie_test == "auto":  # AD derivative of rho at the windows' entries: (n, K)
+                yy = yf[rows[:, :1], wr.clamp(min=0)].detach().requires_grad_(True)
+                with torch.enable_grad():
+                    d = torch.autograd.grad(rho(yy).sum(), yy, allow_unused=True)[0]
+                rho_prime = torch.zeros_like(yy) if d is None else d
+            else:  # AD derivative of rho at every entry (one cheap backward through the activation)
+                rho_prime = torch.autograd.grad(alpha.sum(), y, retain_graph=True, allow_unused=True)[0]
+                rho_prime = torch.zeros_like(yf) if rho_prime is None else rho_prime.reshape(B, -1)
+            if tie_test == "auto":
+                if rho is None:
+                    rho_prime = rho_prime[rows[:, :1], wr.clamp(min=0)]
+                _pool_constraints_auto(out, constraints, alpha, rows, wr, tie, rho_prime, params_l, params_upto,
+                                       max_checks, same_patch, affine)
+            else:
+                pool_constraints = _pool_constraints_jvp if tie_test == "jvp" else _pool_constraints_exact
+                pool_constraints(out, constraints, alpha, rows, wr, tie, rho_prime, params_l, params_upto,
+                                 max_checks, same_patch)
     if constraints:
-        out.p = p_nonempty([c.tolist() for c in constraints])
+        out.rows = constraints
+        out.p = p_nonempty(constraints, columns=sum(p.numel() for p in params_l))
     return out
+
+
+def _sparse_row(g: torch.Tensor) -> dict:
+    """A constraint row as ``{column: float}`` (its nonzero entries; the form :func:`~.cone.p_nonempty` reads)."""
+    nz = g.nonzero().flatten()
+    return dict(zip(nz.tolist(), g[nz].tolist()))
 
 
 def _pool_constraints_exact(
@@ -159,7 +191,7 @@ def _pool_constraints_exact(
             out.nontrivial_windows += 1
             out.sum_nontrivial += len(nontriv)
             for k in nontriv:
-                constraints.append(g_l[0] - g_l[k])
+                constraints.append(_sparse_row(g_l[0] - g_l[k]))
 
 
 def _jvps(alpha, params, n_dirs=2, seed=0):
@@ -227,45 +259,248 @@ def _pool_constraints_jvp(
         out.nontrivial_windows += 1
         out.sum_nontrivial += len(rest)
         for k in range(1, len(g_l)):
-            constraints.append(g_l[0] - g_l[k])
+            constraints.append(_sparse_row(g_l[0] - g_l[k]))
 
 
-def _batched_grads(t: torch.Tensor, entries: list, params: list) -> list:
-    """Gradients of the scalars t[b, i] (flattened per sample) w.r.t. ``params``, as flat float64 vectors."""
+class AffineRows:
+    r"""The rows pi_i = dy_i / dw_l of a layer whose pre-activation y is the output of one ``nn.Conv1d``/``Conv2d``
+    (groups 1, zero padding) or ``nn.Linear`` with w_l = (weight, bias) flattened in this order: entry i's input
+    patch in the weight slice of its output channel and a 1 at the channel's bias -- read from the layer input z,
+    with no autograd (Park et al., Algorithm 1 line 4; the exact form from exact traces is
+    :func:`nsverify.oracle.park.exact._pi_rows_scaled`). ``values(b, i, scale)`` gives ``scale * pi`` on the
+    channel's own columns (``columns``), in z's dtype: what reverse-mode AD computes for the w_l block of
+    d alpha_i / dw_l with ``scale`` = D^AD rho(y_i) (one product per entry, as in the convolution's weight
+    backward for a one-hot cotangent)."""
+
+    def __init__(self, module: torch.nn.Module, z: torch.Tensor, y_shape: tuple):
+        self.module, self.bias = module, module.bias is not None
+        B = y_shape[0]
+        if isinstance(module, torch.nn.Linear):
+            self.z, self.plane, self.geom = z.reshape(B, -1), 1, None
+            self.k = self.z.shape[1]
+        else:
+            two = isinstance(module, torch.nn.Conv2d)
+            self.z = (z if two else z.unsqueeze(2)).contiguous()
+            sp = tuple(y_shape[2:]) if two else (1, y_shape[2])
+            self.plane = sp[0] * sp[1]
+            pair = (lambda v: tuple(v)) if two else (lambda v: (1, v[0]))
+            pad = pair(module.padding) if two else (0, module.padding[0])
+            self.geom = (sp[1], pair(module.kernel_size), pair(module.stride), pair(module.dilation), pad)
+            self.k = module.in_channels * self.geom[1][0] * self.geom[1][1]
+        self.weight_numel = module.weight.numel()
+
+    @staticmethod
+    def applies(module: torch.nn.Module, params_l: list) -> bool:
+        """Does the patch form give exactly d y / d params_l for this module?"""
+        if isinstance(module, torch.nn.Linear):
+            ok = True
+        elif isinstance(module, (torch.nn.Conv1d, torch.nn.Conv2d)):
+            ok = module.groups == 1 and not isinstance(module.padding, str) and module.padding_mode == "zeros"
+        else:
+            return False
+        want = [module.weight] + ([module.bias] if module.bias is not None else [])
+        return ok and len(params_l) == len(want) and all(p is q for p, q in zip(params_l, want))
+
+    @staticmethod
+    def batched_input(module: torch.nn.Module, z: torch.Tensor) -> bool:
+        """Is z a batched input of the form the patches are read from: (B, in) for Linear, (B, C, L) / (B, C, H, W)
+        for Conv1d / Conv2d?"""
+        dims = 2 if isinstance(module, torch.nn.Linear) else 3 if isinstance(module, torch.nn.Conv1d) else 4
+        return z.dim() == dims
+
+    def channels(self, i: torch.Tensor) -> torch.Tensor:
+        return i // self.plane
+
+    def values(self, b: torch.Tensor, i: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        """(n, K [+ 1]): ``scale * (patch, 1)`` of entries (b, i) (flat per sample, the layer output's order)."""
+        if self.geom is None:
+            patch = self.z[b]
+        else:  # the zero-padded patch, gathered from z itself (positions in the padding read 0)
+            wo, (kh, kw), (sh, sw), (dh, dw), (ph, pw) = self.geom
+            _, cin, h, w = self.z.shape
+            pos = i % self.plane
+            dev = self.z.device
+            r = (pos // wo)[:, None] * sh + torch.arange(kh, device=dev) * dh - ph  # (n, kh)
+            c = (pos % wo)[:, None] * sw + torch.arange(kw, device=dev) * dw - pw  # (n, kw)
+            inside = ((r >= 0) & (r < h))[:, :, None] & ((c >= 0) & (c < w))[:, None, :]  # (n, kh, kw)
+            flat = (r.clamp(0, h - 1) * w)[:, :, None] + c.clamp(0, w - 1)[:, None, :]
+            flat = (b * (cin * h * w))[:, None, None, None] + (torch.arange(cin, device=dev) * (h * w))[
+                None, :, None, None] + flat[:, None]  # (n, cin, kh, kw)
+            patch = torch.where(inside[:, None], self.z.reshape(-1)[flat], torch.zeros((), dtype=self.z.dtype,
+                                                                                       device=dev))
+            patch = patch.reshape(len(b), -1)
+        if self.bias:
+            patch = torch.cat([patch, torch.ones((len(b), 1), dtype=patch.dtype, device=patch.device)], dim=1)
+        return scale.to(patch.dtype)[:, None] * patch
+
+    def columns(self, ch: torch.Tensor) -> torch.Tensor:
+        """(n, K [+ 1]): the columns of w_l that :meth:`values` of output channels ``ch`` fill."""
+        cols = ch[:, None] * self.k + torch.arange(self.k, device=ch.device)
+        if self.bias:
+            cols = torch.cat([cols, (self.weight_numel + ch)[:, None]], dim=1)
+        return cols
+
+
+def _pool_constraints_auto(
+    out, constraints, alpha, rows, wr, tie, rho_prime, params_l, params_upto, max_checks, same_patch, affine
+):
+    r"""T_j (Park et al., Algorithm 1 line 14) pair by pair (i*, i), each pair by the first sufficient test that
+    decides it, all vectorised over the layer's tied windows:
+
+    1. ``tj_flat``: D^AD rho is 0 at both entries -- both gradients in w_{1:l} are 0, i in T_j;
+    2. ``tj_patch`` (``affine`` given): the w_l blocks of the two AD gradients, D^AD rho(y_i) pi_i, read from the
+       layer input's patches (:class:`AffineRows`). Different blocks: i is not in T_j, and the constraint
+       (line 15) is their difference -- no backward pass. Equal blocks decide membership only when w_l is all of
+       w_{1:l} (the first layer); otherwise the earlier parameters' blocks may still differ;
+    3. ``tj_field``: identical receptive fields (``same_patch``): i in T_j;
+    4. ``tj_exact``: the exact AD gradients of i* and i in w_{1:l}, compared bitwise, one plain backward pass
+       per entry (reverse-mode AD's own value for that scalar; few entries get here, and for them a loop is
+       faster than a vmapped pass) -- the definition itself.
+
+    Constraints, ``nontrivial_windows`` and the ``max_checks`` budget follow the windows' order as in
+    :func:`_pool_constraints_exact`: a window whose S_j \ T_j is non-empty costs 1 + |S_j \ T_j|; windows past
+    the budget count as ``unchecked``. ``rho_prime``: D^AD rho at the tied windows' entries, (windows, K) like
+    ``wr`` (the other tests take the whole layer's)."""
+    n = rows.shape[0]
+    ar = torch.arange(n, device=wr.device)
+    b = rows[:, 0]
+    first = tie.to(torch.uint8).argmax(dim=1)  # i*'s position in the window (PyTorch: first index)
+    w = wr.clamp(min=0)
+    istar = w[ar, first]
+    rp = rho_prime  # D^AD rho at the windows' entries, (n, K) like wr
+    both_flat = (rp == 0) & (rp[ar, first] == 0)[:, None]
+    left = tie.clone()
+    left[ar, first] = False
+    out.tj_flat += int((left & both_flat).sum())
+    left &= ~both_flat
+    rr, kk = left.nonzero().unbind(1)  # the pairs still open, window by window
+    if not len(rr):
+        return
+    bb, si, ii = b[rr], istar[rr], w[rr, kk]
+    member = torch.zeros(len(rr), dtype=torch.bool, device=rr.device)
+    outside = torch.zeros_like(member)
+    if affine is not None:
+        cs, ci = affine.channels(si), affine.channels(ii)
+        vs, vi = affine.values(bb, si, rp[rr, first[rr]]), affine.values(bb, ii, rp[rr, kk])
+        zs, zi = (vs == 0).all(dim=1), (vi == 0).all(dim=1)
+        equal = ((cs == ci) & (vs == vi).all(dim=1)) | (zs & zi)
+        outside = ~equal
+        if len(params_upto) == len(params_l):
+            member = equal
+        out.tj_patch += int((member | outside).sum())
+    open_ = ~(member | outside)
+    if same_patch is not None and bool(open_.any()):
+        sel = open_.nonzero().flatten()
+        if getattr(same_patch, "vectorised", False):
+            known = same_patch(bb[sel], si[sel], ii[sel])
+        else:
+            known = torch.tensor([bool(same_patch(int(bb[q]), int(si[q]), int(ii[q]))) for q in sel.tolist()],
+                                 dtype=torch.bool, device=sel.device)
+        member[sel[known]] = True
+        out.tj_field += int(known.sum())
+        open_ = ~(member | outside)
+    # patch rows of the pairs decided outside T_j by their w_l blocks (float64, AD's own values)
+    patch_rows = {}
+    if bool(outside.any()):
+        q = outside.nonzero().flatten()
+        cols_s, cols_i = affine.columns(cs[q]).tolist(), affine.columns(ci[q]).tolist()
+        val_s, val_i = vs[q].to(torch.float64).tolist(), vi[q].to(torch.float64).tolist()
+        for j, qq in enumerate(q.tolist()):
+            row = dict(zip(cols_s[j], val_s[j]))
+            for c_, v in zip(cols_i[j], val_i[j]):
+                row[c_] = row.get(c_, 0.0) - v
+            patch_rows[qq] = {c_: v for c_, v in row.items() if v != 0}
+    # the exact test for the rest: entries (b, i*) and (b, i) of the open pairs, window by window, within budget
+    pair_r = rr.tolist()
+    open_pairs = open_.nonzero().flatten().tolist()
+    exact_rows = {}
+    if open_pairs:
+        entries, index, budget = [], {}, max_checks
+        for q in open_pairs:
+            if len(entries) >= budget:
+                break
+            for e in ((int(bb[q]), int(si[q])), (int(bb[q]), int(ii[q]))):
+                if e not in index:
+                    index[e] = len(entries)
+                    entries.append(e)
+        out.tj_exact += sum(1 for q in open_pairs if (int(bb[q]), int(ii[q])) in index)
+        tail = len(params_upto) - len(params_l)
+        same_tail = all(p is q for p, q in zip(params_upto[tail:], params_l))
+        g_up = _batched_grads(alpha, entries, params_upto, batched=False)
+        n_l = sum(p.numel() for p in params_l)
+        for q in open_pairs:
+            e_s, e_i = (int(bb[q]), int(si[q])), (int(bb[q]), int(ii[q]))
+            if e_i not in index:
+                exact_rows[q] = None  # past the budget: unchecked
+                continue
+            gs, gi = g_up[index[e_s]], g_up[index[e_i]]
+            if torch.equal(gs, gi):
+                member[q] = True
+                continue
+            if same_tail:
+                d = gs[gs.numel() - n_l:] - gi[gi.numel() - n_l:]
+            else:
+                g_l = _batched_grads(alpha, [e_s, e_i], params_l, batched=False)
+                d = g_l[0] - g_l[1]
+            exact_rows[q] = _sparse_row(d)
+    # constraints in window order, with the budget of the other tests
+    by_window: dict = {}
+    for q, r in enumerate(pair_r):
+        if q in patch_rows:
+            by_window.setdefault(r, []).append(patch_rows[q])
+        elif q in exact_rows:
+            by_window.setdefault(r, []).append(exact_rows[q])
+    budget = max_checks
+    for r in sorted(by_window):
+        rest = by_window[r]
+        if budget <= 0 or any(row is None for row in rest):
+            out.unchecked += 1
+            continue
+        budget -= 1 + len(rest)
+        out.nontrivial_windows += 1
+        out.sum_nontrivial += len(rest)
+        constraints.extend(rest)
+
+
+def _batched_grads(t: torch.Tensor, entries: list, params: list, batched: bool = True) -> list:
+    """Gradients of the scalars t[b, i] (flattened per sample) w.r.t. ``params``, as flat float64 vectors: one
+    batched backward pass (``is_grads_batched``), or with ``batched=False`` one plain backward pass per entry."""
     if not entries:
         return []
     if not params:
         return [torch.zeros(0, dtype=torch.float64) for _ in entries]
     B = t.shape[0]
-    go = torch.zeros((len(entries), B, t[0].numel()), dtype=t.dtype, device=t.device)
-    for k, (b, i) in enumerate(entries):
-        go[k, b, i] = 1
-    go = go.reshape(len(entries), *t.shape)
-    try:
-        gs = torch.autograd.grad(
-            t, params, grad_outputs=go, retain_graph=True, is_grads_batched=True, allow_unused=True
-        )
-        flat = torch.cat(
-            [
-                (
-                    g
-                    if g is not None
-                    else torch.zeros((len(entries), *p.shape), dtype=t.dtype, device=t.device)
-                ).reshape(len(entries), -1)
-                for g, p in zip(gs, params)
-            ],
-            dim=1,
-        )
-        return [r.to(torch.float64).cpu() for r in flat]
-    except RuntimeError:  # some backward kernels have no batching rule: one backward per entry
-        out = []
-        for k in range(len(entries)):
-            gs = torch.autograd.grad(t, params, grad_outputs=go[k], retain_graph=True, allow_unused=True)
-            out.append(
-                torch.cat(
-                    [(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(gs, params)]
-                )
-                .to(torch.float64)
-                .cpu()
+    if batched:
+        go = torch.zeros((len(entries), B, t[0].numel()), dtype=t.dtype, device=t.device)
+        for k, (b, i) in enumerate(entries):
+            go[k, b, i] = 1
+        go = go.reshape(len(entries), *t.shape)
+        try:
+            gs = torch.autograd.grad(
+                t, params, grad_outputs=go, retain_graph=True, is_grads_batched=True, allow_unused=True
             )
-        return out
+            flat = torch.cat(
+                [
+                    (
+                        g
+                        if g is not None
+                        else torch.zeros((len(entries), *p.shape), dtype=t.dtype, device=t.device)
+                    ).reshape(len(entries), -1)
+                    for g, p in zip(gs, params)
+                ],
+                dim=1,
+            )
+            return [r.to(torch.float64).cpu() for r in flat]
+        except RuntimeError:  # some backward kernels have no batching rule: one backward per entry
+            pass
+    out = []
+    for b, i in entries:
+        go = torch.zeros_like(t)
+        go.view(B, -1)[b, i] = 1
+        gs = torch.autograd.grad(t, params, grad_outputs=go, retain_graph=True, allow_unused=True)
+        out.append(
+            torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(gs, params)])
+            .to(torch.float64)
+            .cpu()
+        )
+    return out

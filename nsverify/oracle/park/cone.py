@@ -49,20 +49,21 @@ def _sparse(row) -> dict:
     return {j: F(v) if not isinstance(v, (int, Fraction)) else v for j, v in enumerate(row) if v != 0}
 
 
-def p_nonempty(constraints, stats: ConeStats | None = None) -> PResult:
+def p_nonempty(constraints, stats: ConeStats | None = None, columns: int | None = None) -> PResult:
     """Is P = {x : <a_k, x> > 0 for all k} non-empty?  ``constraints``: rows a_k, dense (sequences of floats,
     ints or Fractions; floats are taken at their exact binary value) or sparse (``{column: value}``).
 
     Decided exactly, group by group (rows on disjoint columns): "nonempty" with ``witness`` (and ``point`` for
     dense rows), "empty" with an exact Gordan certificate ``farkas`` over all rows, "unknown" when a group could
-    not be decided exactly (only for non-rational rows)."""
+    not be decided exactly (only for non-rational rows). ``columns``: the rows' length when they are sparse (then
+    ``point`` is available too)."""
     raw = list(constraints)
     if not raw:
         return PResult("trivial", 0)
     dense = not isinstance(raw[0], dict)
     rows = [_sparse(r) for r in raw]
     k = len(rows)
-    ncols = len(raw[0]) if dense else None
+    ncols = len(raw[0]) if dense else columns
     stats = ConeStats() if stats is None else stats
     zero = next((i for i, r in enumerate(rows) if not r), None)
     if zero is not None:  # 0 > 0 is infeasible
@@ -105,6 +106,13 @@ class LayerCheck:
     sum_nontrivial: int = 0  # sum of |S_j \\ T_j| over those windows
     unchecked: int = 0  # tied windows / kinks skipped because of the cap
     not_bouligand: int = 0  # kinks where AD's derivative is neither one-sided derivative
+    # how the pairs (i*, i) of tied windows were decided (the training monitor's tie_test="auto"; Algorithm 1
+    # line 14): D^AD rho 0 at both, the w_l blocks from the layer input's patches, identical receptive fields,
+    # exact batched AD gradients in w_{1:l}
+    tj_flat: int = 0
+    tj_patch: int = 0
+    tj_field: int = 0
+    tj_exact: int = 0
     rows: list = field(default_factory=list)  # the cone P_l's rows (exact decision: primitive, deduplicated)
     p: PResult | None = None  # the decision of P_l (None: no constraint)
     rank_columns: list | None = None  # Theorem 5: the B independent columns of z_{l-1}

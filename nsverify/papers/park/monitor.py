@@ -25,7 +25,11 @@ D^AD ReLU(0) = 0, and likewise the flat ends of ReLU6, HardTanh and clamp-like a
 every entry of such a window has AD derivative 0 (T_j = S_j, no constraint). Only those windows are checked. The
 exact checks (Algorithm 1 with :func:`nsverify.oracle.park.algorithm1.algorithm1_layer`: T_j, constraints,
 the exact P_l test, the rank test) run only for the layers and steps whose detection found kink touches or
-counted ties; all counts reach the host in one transfer per step.
+counted ties; all counts reach the host in one transfer per step. There T_j is decided pair by pair by the
+cheapest sufficient test (``tie_test="auto"``, :func:`nsverify.oracle.park.algorithm1._pool_constraints_auto`):
+D^AD rho 0 at both entries, the w_l blocks read from the layer input's patches when the layer is one Conv/Linear
+(no backward pass), identical receptive fields, and only then the exact AD gradients; each layer's record counts
+how often each test decided (``tj_flat``, ``tj_patch``, ``tj_field``, ``tj_exact``; :attr:`StepRecord.tj_paths`).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from torch import nn
 
 from nsverify.errors import UnsupportedOpError
 from nsverify.kernels import count_equal, tie_scan
-from nsverify.oracle.park.algorithm1 import algorithm1_layer
+from nsverify.oracle.park.algorithm1 import AffineRows, algorithm1_layer
 from nsverify.oracle.park.cone import LayerCheck
 from nsverify.oracle.park.rank import full_column_rank
 from nsverify.oracle.park.walk import unsupported, walk
@@ -58,6 +62,7 @@ class _Layer:
     linear_in: str | None = None  # the Linear module whose input is z_{l-1} (Theorem 5)
     first_conv: str | None = None  # a conv applied directly to the model input (identical-patch fast path)
     field_of_view: tuple | None = None  # ((rf, jump, start) per spatial dim) of a conv/pool chain from the input
+    affine_module: str | None = None  # the one Conv/Linear computing y from z_{l-1}, w_l = its (weight, bias)
 
     @property
     def pool_geom(self):
@@ -114,18 +119,21 @@ def _same_field(x: torch.Tensor, y: torch.Tensor, fov, single_layer: bool = Fals
     (rf_h, jh, sh), (rf_w, jw, sw) = fov
     ho, wo = y.shape[-2:]
     h, w = x.shape[-2:]
-    xp = torch.nn.functional.pad(x, (rf_w, rf_w, rf_h, rf_h))  # margins wider than any field's overhang
+    xf = x.contiguous().reshape(-1)
     dr, dc = torch.arange(rf_h, device=x.device), torch.arange(rf_w, device=x.device)
-    chans = torch.arange(x.shape[1], device=x.device)
+    chans = torch.arange(x.shape[1], device=x.device) * (h * w)
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
 
-    def fields(b, i):
+    def fields(b, i):  # the zero-padded fields, gathered from x itself (positions outside the image read 0)
         pos = i % (ho * wo)
         oh, ow = pos // wo, pos % wo
         r0, c0 = sh + oh * jh, sw + ow * jw
         inside_h, inside_w = (r0 >= 0) & (r0 + rf_h <= h), (c0 >= 0) & (c0 + rf_w <= w)
-        r = r0[:, None] + rf_h + dr
-        c = c0[:, None] + rf_w + dc
-        f = xp[b[:, None, None, None], chans[None, :, None, None], r[:, None, :, None], c[:, None, None, :]]
+        r, c = r0[:, None] + dr, c0[:, None] + dc
+        ok = ((r >= 0) & (r < h))[:, :, None] & ((c >= 0) & (c < w))[:, None, :]
+        flat = (r.clamp(0, h - 1) * w)[:, :, None] + c.clamp(0, w - 1)[:, None, :]
+        flat = (b * (x.shape[1] * h * w))[:, None, None, None] + chans[None, :, None, None] + flat[:, None]
+        f = torch.where(ok[:, None], xf[flat], zero)
         return f, oh, ow, inside_h, inside_w
 
     def same(b, i, k):
@@ -163,11 +171,21 @@ def saturated_values(act: Activation) -> tuple[float, ...]:
     return tuple(out)
 
 
+#: how the pairs (i*, i) of tied windows were decided (``LayerCheck.tj_*``, summed in :meth:`Monitor.summary` and
+#: :attr:`StepRecord.tj_paths`): see :func:`nsverify.oracle.park.algorithm1._pool_constraints_auto`
+TJ_PATHS = ("flat", "patch", "field", "exact")
+
+
 @dataclass
 class StepRecord:
     step: int
     layers: list  # LayerCheck per monitored layer
     rank_ok: dict = field(default_factory=dict)  # layer name -> Theorem 5 premise (only where kinks touched)
+
+    @property
+    def tj_paths(self) -> dict:
+        """``{path: pairs}`` over the step's layers: how often each T_j test decided (:data:`TJ_PATHS`)."""
+        return {k: sum(getattr(c, f"tj_{k}") for c in self.layers) for k in TJ_PATHS}
 
     @property
     def correct(self) -> str:
@@ -185,7 +203,7 @@ class StepRecord:
 class Monitor:
     """Hooks on a model's activation, max-pool and affine modules; see the module docstring."""
 
-    def __init__(self, model: nn.Module, max_checks: int = 2048, lp: bool = True, tie_test: str = "jvp"):
+    def __init__(self, model: nn.Module, max_checks: int = 2048, lp: bool = True, tie_test: str = "auto"):
         self.model = model
         self.tie_test = tie_test
         self.max_checks = max_checks
@@ -195,6 +213,7 @@ class Monitor:
         self._handles = []
         self._inplace: list = []
         self.layers = self._plan(model)
+        self._modules = dict(model.named_modules())
         fields = receptive_fields(model)
         for L in self.layers:
             unit = L.act_module if L.act_module is not None else L.pool_module
@@ -275,6 +294,9 @@ class Monitor:
                     pending_affine = []
         if not layers:
             raise UnsupportedOpError(f"{type(model).__name__} has no activation or max-pool module to monitor")
+        for L in layers:
+            if len(L.affine) == 1 and AffineRows.applies(mods[L.affine[0]], L.params_l):
+                L.affine_module = L.affine[0]
         return layers
 
     def _install(self):
@@ -291,6 +313,8 @@ class Monitor:
                 self._handles.append(mods[L.linear_in].register_forward_hook(self._in_hook(L.name, "zin")))
             if L.first_conv:
                 self._handles.append(mods[L.first_conv].register_forward_hook(self._in_hook(L.name, "x")))
+            if L.affine_module and L.pool_module is not None:
+                self._handles.append(mods[L.affine_module].register_forward_hook(self._in_hook(L.name, "z")))
         if self._input_hook:
             def grab(mod, inp):
                 if torch.is_grad_enabled():
@@ -350,7 +374,7 @@ class Monitor:
             if kinks == 0 and positive == 0:
                 recs.append(LayerCheck(L.name, windows=windows, tied_windows=tied, tied_positive=positive))
                 continue
-            cand = dt[1].reshape(dt[1].shape[0], -1).nonzero().tolist() if positive else None
+            cand = dt[1].reshape(dt[1].shape[0], -1).nonzero() if positive else None
             if L.first_conv and "x" in d:
                 same = self._same_patch(L, d)
             elif L.field_of_view and "x" in self._store.get("", {}):
@@ -369,6 +393,12 @@ class Monitor:
                 same,
                 tie_test=self.tie_test,
                 windows=cand,
+                affine=AffineRows(self._modules[L.affine_module], d["z"], tuple(d["y"].shape))
+                if positive and "z" in d and AffineRows.batched_input(self._modules[L.affine_module], d["z"])
+                else None,
+                kinks=kinks > 0,
+                rho=(L.act_module.forward if L.act_module is not None else (lambda t: t)) if self.tie_test == "auto"
+                else None,
             )
             chk.windows, chk.tied_windows, chk.tied_positive = windows, tied, positive
             if not self.lp and chk.p is not None:
@@ -455,6 +485,7 @@ class Monitor:
                     "kink_touches": sum(c.kink_touches for c in chks),
                     "unchecked": sum(c.unchecked for c in chks),
                     "p_empty_steps": sum(1 for c in chks if c.status == "empty"),
+                    **{f"tj_{k}": sum(getattr(c, f"tj_{k}") for c in chks) for k in TJ_PATHS},
                     "unknown_steps": sum(1 for c in chks if c.status in ("unknown", "not_applicable")),
                 }
             )

@@ -105,9 +105,10 @@ def monitor_overhead(model_name: str, steps: int = 12, *, width: float | None = 
 
     Returns ``{"model", "width", "batch", "steps", "device", "dtype", "plain_s", "monitored_s", "ratio"`` (median
     monitored step / median plain step), ``"paper_ratio"`` (1.77), ``"per_step": [{"tied_windows"`` (Algorithm 2's
-    count), ``"tied_windows_all", "kink_touches", "plain_s", "monitored_s", "ratio"}]``, ``"by_ties":
+    count), ``"tied_windows_all", "kink_touches", "tj_paths", "plain_s", "monitored_s", "ratio"}]``, ``"by_ties":
     [{"tied_windows": bucket, "steps", "ratio"}]`` (median of the per-step ratios in each bucket of tied windows per
-    step), ``"certified": [correct steps, steps]}``. ``warmup`` plain and monitored steps come first, untimed."""
+    step), ``"certified": [correct steps, steps], "tj_paths"`` (:func:`tj_path_totals`)``}``. ``warmup`` plain and
+    monitored steps come first, untimed."""
     device = torch.device(device)
     run = TrainingSteps(model_name, steps, width, batch, seed, device, dtype, lr)
     try:
@@ -123,7 +124,7 @@ def monitor_overhead(model_name: str, steps: int = 12, *, width: float | None = 
     for p_s, m_s, rec in zip(t.samples["plain"], t.samples["monitored"], run.records):
         per_step.append({"tied_windows": sum(c.tied_positive for c in rec.layers),
                          "tied_windows_all": sum(c.tied_windows for c in rec.layers),
-                         "kink_touches": sum(c.kink_touches for c in rec.layers),
+                         "kink_touches": sum(c.kink_touches for c in rec.layers), "tj_paths": rec.tj_paths,
                          "plain_s": p_s, "monitored_s": m_s, "ratio": m_s / p_s})
     by_ties = []
     for lo, hi in TIE_BUCKETS:
@@ -135,4 +136,13 @@ def monitor_overhead(model_name: str, steps: int = 12, *, width: float | None = 
             "batch": batch, "steps": steps, "device": str(device), "dtype": str(dtype).removeprefix("torch."),
             "plain_s": t.stat("plain", "median"), "monitored_s": t.stat("monitored", "median"),
             "ratio": t.ratio("monitored", "plain", "median"), "paper_ratio": PAPER_OVERHEAD,
-            "per_step": per_step, "by_ties": by_ties, "certified": [good, len(run.records)]}
+            "per_step": per_step, "by_ties": by_ties, "certified": [good, len(run.records)],
+            "tj_paths": tj_path_totals(run.records)}
+
+
+def tj_path_totals(records: list) -> dict:
+    """``{path: pairs}`` summed over steps: how often each T_j test of the monitor decided a tied pair
+    (:data:`nsverify.papers.park.monitor.TJ_PATHS`)."""
+    from nsverify.papers.park.monitor import TJ_PATHS
+
+    return {k: sum(r.tj_paths[k] for r in records) for k in TJ_PATHS}

@@ -1,0 +1,263 @@
+"""The training monitor's cheap T_j tests (tie_test="auto", issue 26) against the per-window exact test: the same
+verdicts, the same constraint rows, on networks whose ties hold T_j and on networks where they do not."""
+
+import pytest
+import torch
+from torch import nn
+
+from nsverify.oracle.park import algorithm1
+from nsverify.papers.park.monitor import TJ_PATHS, Monitor
+
+
+def _rows(chk):
+    return sorted(tuple(sorted(r.items())) for r in chk.rows)
+
+
+def _both(model, x, t=None):
+    """The records of one forward checked by the exact per-window test and by the monitor's default."""
+    recs = []
+    for test in ("exact", "auto"):
+        with Monitor(model, tie_test=test) as mon:
+            out = model(x)
+            recs.append(mon.check())
+            del out
+    return recs
+
+
+def _assert_same(rec_exact, rec_auto):
+    assert rec_exact.correct == rec_auto.correct
+    for e, a in zip(rec_exact.layers, rec_auto.layers, strict=True):
+        assert (e.status, e.nontrivial_windows, e.sum_nontrivial, e.unchecked, e.tied_positive) == (
+            a.status, a.nontrivial_windows, a.sum_nontrivial, a.unchecked, a.tied_positive), e.name
+        assert _rows(e) == _rows(a), e.name
+
+
+def _lemma7_conv(weight, bias, pool=2):
+    """Lemma 7's shape (Park et al., Sec. 3.2) with the shared parameters of a convolution: y_t = w . x_{t:t+2} + b
+    pooled in pairs."""
+    conv = nn.Conv1d(1, 1, 2)
+    with torch.no_grad():
+        conv.weight[:] = torch.tensor(weight).view(1, 1, 2)
+        conv.bias[:] = bias
+    return nn.Sequential(conv, nn.ReLU(), nn.MaxPool1d(pool), nn.Flatten())
+
+
+def test_lemma7_style_empty_cone_is_decided_from_patches(monkeypatch):
+    """w = 0, b = 1: every y_t = 1 ties; the patches (1,0), (0,0) | (0,1), (1,1) give the opposite rows (1, 0) and
+    (-1, 0) on the weight (the bias cancels): P_l is empty. The patch test decides both pairs, no backward pass."""
+    m = _lemma7_conv([0.0, 0.0], 1.0)
+    x = torch.tensor([[[1.0, 0.0, 0.0, 1.0, 1.0]]])
+    rec_exact, rec_auto = _both(m, x)
+    _assert_same(rec_exact, rec_auto)
+    (chk,) = rec_auto.layers
+    assert chk.status == "empty" and rec_auto.correct == "unknown"
+    assert _rows(chk) == [((0, -1.0),), ((0, 1.0),)]
+    assert (chk.tj_patch, chk.tj_exact) == (2, 0)
+    monkeypatch.setattr(algorithm1, "_batched_grads", lambda *a, **k: pytest.fail("a backward pass ran"))
+    with Monitor(m) as mon:
+        m(x)
+        assert mon.check().layers[0].status == "empty"
+
+
+def test_lemma7_style_with_a_witness_and_with_t_j_holding():
+    # rows (1, 0) and (0, -1): P_l non-empty
+    m = _lemma7_conv([0.0, 0.0], 1.0)
+    rec_exact, rec_auto = _both(m, torch.tensor([[[1.0, 0.0, 0.0, 0.0, 1.0]]]))
+    _assert_same(rec_exact, rec_auto)
+    assert rec_auto.layers[0].status == "nonempty" and rec_auto.correct == "yes"
+    # constant input: identical patches, T_j = S_j in the first layer (equal w_l blocks are the whole gradient)
+    rec_exact, rec_auto = _both(m, torch.full((1, 1, 5), 0.5))
+    _assert_same(rec_exact, rec_auto)
+    (chk,) = rec_auto.layers
+    assert chk.status == "trivial" and chk.tied_positive == 2 and (chk.tj_patch, chk.nontrivial_windows) == (2, 0)
+
+
+def _two_layers(w2):
+    """Layer 1: z_t = relu(x_t + x_{t+1}) ties at x = (1, 0, 1) with different patches; layer 2: a 1x1 convolution
+    (weight ``w2``, bias 1) and a pool over the pair. Layer 2's w_l blocks (z_t, 1) are equal, so only the earlier
+    parameters decide T_j: w2 != 0 makes their gradients w2 * patch_t differ (not in T_j: the constraint row is 0
+    and P_2 is empty), w2 = 0 makes them equal (in T_j)."""
+    c1, c2 = nn.Conv1d(1, 1, 2), nn.Conv1d(1, 1, 1)
+    with torch.no_grad():
+        c1.weight[:] = 1.0
+        c1.bias[:] = 0.0
+        c2.weight[:] = w2
+        c2.bias[:] = 1.0
+    return nn.Sequential(c1, nn.ReLU(), c2, nn.ReLU(), nn.MaxPool1d(2), nn.Flatten())
+
+
+@pytest.mark.parametrize("w2, status", [(0.5, "empty"), (0.0, "trivial")])
+def test_equal_patches_in_a_deeper_layer_go_to_the_exact_test(w2, status):
+    m = _two_layers(w2)
+    x = torch.tensor([[[1.0, 0.0, 1.0]]])
+    rec_exact, rec_auto = _both(m, x)
+    _assert_same(rec_exact, rec_auto)
+    chk = rec_auto.layers[1]
+    assert chk.status == status and (chk.tj_patch, chk.tj_exact) == (0, 1)
+
+
+def _vgg_like(c=4):
+    return nn.Sequential(nn.Conv2d(3, c, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(c, c, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(c * 4 * 4, 3))
+
+
+def _plateau_images(n=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 256, (n, 3, 16, 16), generator=g).float() / 255
+    x[:, :, :, :12] = 0.5
+    x[:, :, 10:, 12:] = torch.tensor([0.2, 0.4, 0.6]).view(1, 3, 1, 1)
+    return x
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_plateaus_and_dead_units_same_verdicts_and_rows(seed):
+    """Plateau images (ties with identical fields) and a dead channel (negative bias: ties at 0 with D^AD = 0);
+    8-bit pixel values make ties with different patches too."""
+    torch.manual_seed(seed)
+    m = _vgg_like()
+    with torch.no_grad():
+        m[0].bias[0] = -10.0
+    x = _plateau_images(seed=seed)
+    x[:, :, 12:, :4] = (torch.arange(16).float().view(4, 4) % 2) / 255  # two values: ties of different patches
+    rec_exact, rec_auto = _both(m, x)
+    _assert_same(rec_exact, rec_auto)
+    assert sum(c.tied_positive for c in rec_auto.layers) > 0
+    paths = rec_auto.tj_paths
+    assert set(paths) == set(TJ_PATHS) and paths["patch"] > 0
+
+
+@pytest.mark.parametrize("name, width", [("vgg11", 1 / 8), ("resnet18", 1 / 8)])
+def test_reference_networks_on_natural_crops_same_verdicts_and_rows(name, width):
+    """The overhead workloads (Park et al., App. J.2), reduced: VGG11 (every layer Conv + bias: the patch test)
+    and ResNet18 (Conv + BatchNorm: the field and exact tests), after two SGD steps, four batches of natural
+    crops."""
+    from nsverify.papers.park.overhead import TrainingSteps
+
+    run = TrainingSteps(name, 4, width=width, batch=16)
+    run.close()
+    for _ in range(2):
+        run.plain()
+    seen = dict.fromkeys(TJ_PATHS, 0)
+    nontrivial = 0
+    for xb, _ in run.batches:
+        rec_exact, rec_auto = _both(run.model, xb)
+        _assert_same(rec_exact, rec_auto)
+        for k, v in rec_auto.tj_paths.items():
+            seen[k] += v
+        nontrivial += sum(c.nontrivial_windows for c in rec_auto.layers)
+    if name == "vgg11":
+        assert seen["patch"] > 0 and seen["exact"] > 0
+        assert nontrivial > 0  # some ties are not in T_j: constraints were compared, not only counts
+    else:
+        assert seen["field"] > 0 and seen["patch"] == 0
+
+
+def test_affine_rows_equal_autograd_rows():
+    """:class:`AffineRows` gives bitwise what reverse-mode AD gives for d y_i / d w_l (Conv2d with stride, padding
+    and dilation, Conv1d, Linear)."""
+    torch.manual_seed(0)
+    cases = [(nn.Conv2d(2, 3, 3, stride=2, padding=1, dilation=1), torch.randn(2, 2, 7, 7)),
+             (nn.Conv2d(2, 3, 2, stride=1, padding=2, dilation=2, bias=False), torch.randn(2, 2, 5, 6)),
+             (nn.Conv1d(2, 3, 3, padding=1), torch.randn(2, 2, 6)),
+             (nn.Linear(5, 4), torch.randn(3, 5))]
+    for mod, z in cases:
+        params = list(mod.parameters())
+        assert algorithm1.AffineRows.applies(mod, params)
+        y = mod(z)
+        rows = algorithm1.AffineRows(mod, z, tuple(y.shape))
+        B, per = y.shape[0], y[0].numel()
+        b = torch.arange(B).repeat_interleave(per)
+        i = torch.arange(per).repeat(B)
+        scale = torch.linspace(-1, 2, len(b))
+        vals, cols = rows.values(b, i, scale), rows.columns(rows.channels(i))
+        ad = algorithm1._batched_grads(y, list(zip(b.tolist(), i.tolist())), params)
+        for k in range(len(b)):
+            dense = torch.zeros(ad[k].numel(), dtype=torch.float64)
+            dense[cols[k]] = vals[k].double()
+            assert torch.equal(dense, (ad[k].float() * scale[k]).double()), (mod, k)
+    assert not algorithm1.AffineRows.applies(nn.Conv2d(2, 2, 3, groups=2), list(nn.Conv2d(2, 2, 3).parameters()))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# scripts/gpu/perf.py on CPU: argument handling and a dry run of every part
+# ------------------------------------------------------------------------------------------------------------------
+def _perf_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "gpu" / "perf.py"
+    spec = importlib.util.spec_from_file_location("gpu_perf_script", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("argv, message", [([], "--out"), (["--out", "{tmp}", "--steps", "0"], "--steps 0"),
+                                           (["--out", "{tmp}", "--repeat", "-1"], "--repeat -1"),
+                                           (["--out", "{file}", "--dry-run"], "not a directory")])
+def test_gpu_perf_script_rejects_bad_arguments(tmp_path, capsys, argv, message):
+    (tmp_path / "f").write_text("")
+    argv = [a.format(tmp=tmp_path, file=tmp_path / "f") for a in argv]
+    with pytest.raises(SystemExit) as exc:
+        _perf_script().main(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only refusal")
+def test_gpu_perf_script_needs_cuda_without_dry_run(tmp_path, capsys):
+    assert _perf_script().main(["--out", str(tmp_path)]) == 2
+    assert "--dry-run" in capsys.readouterr().err and not (tmp_path / "perf.json").exists()
+
+
+def test_gpu_perf_script_dry_run_on_cpu(tmp_path):
+    """Every part runs on CPU at tiny sizes (the CUDA tests part too: on CPU it selects no test) and lands in
+    perf.json with its provenance; the monitor part has both networks' ratios and T_j path counters."""
+    import json
+
+    assert _perf_script().main(["--out", str(tmp_path), "--dry-run"]) == 0
+    data = json.loads((tmp_path / "perf.json").read_text())
+    assert data["dry_run"] is True and data["provenance"]["device"] == "cpu"
+    for part in ("cuda_tests", "kernel_equality", "monitor", "pool_ratios"):
+        assert "error" not in data[part], (part, data[part])
+    assert data["cuda_tests"]["returncode"] in (0, 5)  # 5: pytest collected no test (no CUDA here)
+    assert data["kernel_equality"] and all(r["equal"] for r in data["kernel_equality"])
+    assert [m["model"] for m in data["monitor"]] == ["vgg11", "resnet18"]
+    for m in data["monitor"]:
+        assert m["ratio"] > 0 and set(m["tj_paths"]) == set(TJ_PATHS) and len(m["per_step"]) == 2
+    assert {r["candidate"] for r in data["pool_ratios"]} >= {"maxpool_minimal", "maxpool_hybrid"}
+
+
+def test_linear_on_a_sequence_falls_back_to_the_exact_test():
+    """A Linear applied to (B, T, in): the flat entry order is not (sample, feature), so no patch rows; the exact
+    test decides, with the same verdict and rows as the per-window test."""
+    lin = nn.Linear(2, 2)
+    with torch.no_grad():
+        lin.weight[:] = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        lin.bias[:] = 0.0
+    m = nn.Sequential(lin, nn.ReLU(), nn.Flatten(), nn.Unflatten(1, (1, 6)), nn.MaxPool1d(2), nn.Flatten())
+    x = torch.tensor([[[1.0, 1.0], [2.0, 0.5], [0.5, 0.5]]])  # ties (1, 1) and (0.5, 0.5): different inputs
+    rec_exact, rec_auto = _both(m, x)
+    _assert_same(rec_exact, rec_auto)
+    chk = rec_auto.layers[0]
+    assert chk.tj_patch == 0 and chk.tj_exact == 2 and chk.nontrivial_windows == 2
+
+
+def test_budget_and_summary_count_like_the_directional_test():
+    """``max_checks``: a window with S_j \\ T_j non-empty costs 1 + |S_j \\ T_j| as in the "jvp" test (the
+    monitor's former default); past the budget a window is ``unchecked`` and the step "unknown". The summary
+    sums the path counters over steps."""
+    m = _lemma7_conv([0.0, 0.0], 1.0)
+    x = torch.tensor([[[1.0, 0.0, 0.0, 1.0, 1.0]]])
+    got = {}
+    for test in ("jvp", "auto"):
+        with Monitor(m, max_checks=1, tie_test=test) as mon:
+            for _ in range(2):
+                m(x)
+                mon.check()
+            got[test] = mon.steps[-1].layers[0]
+            summary = mon.summary()[0]
+    for chk in got.values():
+        assert (chk.unchecked, chk.nontrivial_windows, chk.status) == (1, 1, "unknown")
+    assert mon.steps[-1].correct == "unknown"
+    assert {k: summary[f"tj_{k}"] for k in TJ_PATHS} == {"flat": 0, "patch": 4, "field": 0, "exact": 0}
