@@ -235,12 +235,12 @@ def test_lemma2_declines_and_the_enumeration_refutes():
 
 
 @pytest.mark.parametrize("case", ["detach", "mask", "item", "abs", "clamp", "tied", "custom", "sqrt_pow",
-                                  "pow_at_zero"])
+                                  "pow_at_zero", "aten_mask"])
 def test_what_the_autograd_graph_reading_declines(case):
-    why = {"detach": "cut from autograd", "mask": "boolean or integer tensor", "item": "Python value",
+    why = {"detach": "cut from autograd", "mask": "boolean or integer tensor", "item": "data-dependent control flow",
            "abs": "AbsBackward0", "clamp": "ClampBackward1", "tied": "no other layer's directly",
            "custom": "cut from autograd", "sqrt_pow": "exact reverse trace failed",
-           "pow_at_zero": "non-integer exponent"}
+           "pow_at_zero": "non-integer exponent", "aten_mask": "aten.gt computes a boolean"}
     """Each of these hides a branch from the graph, changes what AD computes, or breaks Park's layer model: the
     reading must decline (the enumeration then decides)."""
 
@@ -264,6 +264,8 @@ def test_what_the_autograd_graph_reading_declines(case):
                 y = y + (y * y - y).detach()  # a straight-through estimator
             elif case == "mask":
                 y = y * (y > 0)
+            elif case == "aten_mask":  # an ATen op called directly bypasses torch functions
+                y = y * torch.ops.aten.gt(y, 0)
             elif case == "item":
                 y = y * 2 if y.sum().item() > 0 else y
             elif case == "abs":

@@ -171,6 +171,11 @@ def evaluates(func) -> bool:
     return impl is not None and not getattr(impl, "unsupported", False)
 
 
+#: callables ``observer(op base name, args, result)`` told of every exact ATen op (the autograd-graph reading of
+#: :mod:`nsverify.oracle.park.optrace` registers one while the program runs; empty otherwise)
+OBSERVERS: list = []
+
+
 def dispatch(func, args, kwargs):
     ctx = context.current()
     name = func.__name__  # e.g. "relu.default"
@@ -196,6 +201,9 @@ def dispatch(func, args, kwargs):
         raise
     finally:
         ctx.shadow_args = ctx.shadow_in = ctx.shadow_out = None
+    if OBSERVERS:
+        for ob in OBSERVERS:
+            ob(base, args, out)
     if base == "_local_scalar_dense":
         return out
     if base.endswith("_"):

@@ -143,6 +143,34 @@ class _Watch(TorchFunctionMode):
             h.remove()
         self.handles = []
 
+    def __enter__(self):
+        from nsverify.oracle.tensor import OBSERVERS
+
+        OBSERVERS.append(self._aten)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        from nsverify.oracle.tensor import OBSERVERS
+
+        if self._aten in OBSERVERS:
+            OBSERVERS.remove(self._aten)
+        return super().__exit__(*exc)
+
+    def _aten(self, op, args, out):
+        """Every exact ATen op, also those called as ``torch.ops.aten.*`` (which bypass torch functions): a value
+        computed from the parameters must not become a boolean or integer tensor or a Python number."""
+        if op in ("native_dropout",) or not any(t.requires_grad for t in _tensors(args)):
+            return  # dropout's mask is drawn, not computed from the values
+        if op == "_local_scalar_dense":
+            self.decline(f"aten.{op} turns a value that depends on the parameters into a Python number "
+                         "(data-dependent control flow)")
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        for o in outs:
+            if isinstance(o, np.ndarray) and (o.dtype == bool or np.issubdtype(o.dtype, np.integer)):
+                self.decline(f"aten.{op} computes a boolean or integer tensor from a value that depends on the "
+                             "parameters (a comparison, argmax, indices or mask: a branch the autograd graph "
+                             "does not show)")
+
     def decline(self, why: str):
         """Record the reason and stop the trace (the rest of the program need not run)."""
         if self.declined is None:
