@@ -173,6 +173,58 @@ def test_instance_norm_and_repeat():
     assert [L["kinks"] for L in v.certificate["layers"]] == [32]
 
 
+class PoolNet(nn.Module):
+    """conv - BatchNorm (default eps: every value behind it an interval) - ReLU - 2x2 max pool - a ReLU head."""
+
+    def __init__(self):
+        super().__init__()
+        self.c, self.bn, self.h, self.o = nn.Conv2d(1, 2, 3, padding=1), nn.BatchNorm2d(2), nn.Linear(8, 2), \
+            nn.Linear(2, 1)
+
+    def forward(self, x):
+        z = nn.functional.max_pool2d(torch.relu(self.bn(self.c(x))), 2)
+        return self.o(torch.relu(self.h(z.flatten(1))))
+
+
+def _pool_net(seed):
+    m = _grid(PoolNet().double(), seed).eval()
+    with torch.no_grad():
+        m.bn.running_var.fill_(1.0)
+        m.bn.running_mean.zero_()
+        m.bn.weight.fill_(1.0)
+        m.bn.bias[1] = -8.0  # channel 1 dead: every window of it ties at ReLU's 0
+        m.c.weight[0].zero_()
+        m.c.weight[0, 0, 1, 1] = 1.0  # channel 0 is its input (distinct values: no tie above 0)
+        m.c.bias[0] = 0.0
+        m.bn.bias[0] = 0.0
+        m.h.weight[0].zero_()
+        m.h.bias[0] = 0.0  # the head's unit 0 at its kink
+        m.o.weight.fill_(0.5)
+    return m
+
+
+def test_max_pool_ties_at_relu_zero_and_untied_windows():
+    m = _pool_net(8)
+    x = torch.stack([torch.arange(16, dtype=D) - 5, 10 - torch.arange(16, dtype=D)]).reshape(2, 1, 4, 4)
+    t = torch.zeros(2, 1, dtype=D)
+    v = _check(m, x, t)
+    assert _from_graph(v), v.stats.get("layers_declined")
+    _assert_bouligand_along_witness(m, _mse, x, t, v)
+
+
+def test_max_pool_tie_at_a_positive_value_declines():
+    m = _pool_net(8)
+    with torch.no_grad():
+        m.c.weight.zero_()
+        m.c.bias.fill_(1.0)  # channel 0 constant and positive: every window ties above 0
+        m.bn.eps, m.bn.running_var[:] = 2.0 ** -10, 1 - 2.0 ** -10  # an exact norm: the tie is decided
+    x = torch.ones(1, 1, 4, 4, dtype=D)
+    t = torch.zeros(1, 1, dtype=D)
+    fn, w = module_function(m, _mse, x, t)
+    got = layered.decide(Evaluation(fn, w), m, _mse, t)
+    assert isinstance(got, str) and "ties at a value other than the 0" in got, got
+
+
 def test_a_power_of_a_positive_base_is_analytic():
     class Net(nn.Module):
         def __init__(self):

@@ -81,6 +81,9 @@ ANALYTIC_NODES = frozenset({
 ACTIVATION_CALLS = {"relu": ("relu", False), "relu_": ("relu", True),
                     "leaky_relu": ("leaky_relu", False), "leaky_relu_": ("leaky_relu", True)}
 ACTIVATION_NODES = frozenset({"ReluBackward0", "LeakyReluBackward0"})
+#: max-pool calls read by the watcher: decided exactly, window by window
+POOL_CALLS = frozenset({"max_pool2d", "max_pool2d_with_indices"})
+POOL_NODES = frozenset({"MaxPool2DWithIndicesBackward0"})
 #: calls that read metadata (never a value) of a parameter-dependent tensor
 METADATA_CALLS = frozenset({"size", "dim", "ndimension", "numel", "nelement", "stride", "__get__", "__len__",
                             "is_contiguous", "element_size", "is_floating_point", "is_complex", "get_device",
@@ -101,6 +104,7 @@ class _Act:
     pre: torch.Tensor | None  # a clone of the input (kink calls only): its grad_fn leads to y_l's ops
     kinks: list = field(default_factory=list)  # flat indices of entries exactly at the kink
     node: object = None  # the output's autograd node
+    out: torch.Tensor | None = None  # the output tensor (a max pool of it is part of this layer's activation)
 
 
 def _tensors(obj):
@@ -122,6 +126,7 @@ class _Watch(TorchFunctionMode):
         super().__init__()
         self.acts: list[_Act] = []
         self.splits: list = []  # (leaf, its chunks) for every split of a leaf tensor
+        self.pools: dict = {}  # max-pool autograd node -> the _Act whose output it pools with ties at 0 (or None)
         self.declined: str | None = None
         self.where: list[str] = []
         self.handles = []
@@ -159,8 +164,10 @@ class _Watch(TorchFunctionMode):
     def _aten(self, op, args, out):
         """Every exact ATen op, also those called as ``torch.ops.aten.*`` (which bypass torch functions): a value
         computed from the parameters must not become a boolean or integer tensor or a Python number."""
-        if op in ("native_dropout",) or not any(t.requires_grad for t in _tensors(args)):
-            return  # dropout's mask is drawn, not computed from the values
+        if op in ("native_dropout", "max_pool2d_with_indices") or not any(t.requires_grad for t in _tensors(args)):
+            # dropout's mask is drawn, not computed from the values; a max pool's indices are decided window by
+            # window by :meth:`_pool` (a pool its torch function did not announce leaves an unread autograd node)
+            return
         if op == "_local_scalar_dense":
             self.decline(f"aten.{op} turns a value that depends on the parameters into a Python number "
                          "(data-dependent control flow)")
@@ -186,6 +193,8 @@ class _Watch(TorchFunctionMode):
         poll_deadline()
         if name in ACTIVATION_CALLS:
             return self._activation(func, name, args, kwargs)
+        if name in POOL_CALLS:
+            return self._pool(func, name, args, kwargs)
         out = func(*args, **kwargs)
         if name in CONSTANT_CALLS:
             return out
@@ -236,10 +245,64 @@ class _Watch(TorchFunctionMode):
         where = f"{self.where[-1] if self.where else 'forward'}: {name} call {len(self.acts)}"
         act = _Act(entry, where, y.clone() if kinks else None, kinks)
         out = func(*args, **kwargs)
-        act.node = (y if inplace else out).grad_fn
+        act.out = y if inplace else out
+        act.node = act.out.grad_fn
         if act.node is None or act.node.name() not in ACTIVATION_NODES:
             self.decline(f"{where}: its autograd node is not ReLU's or LeakyReLU's")
         self.acts.append(act)
+        return out
+
+    def _pool(self, func, name, args, kwargs):
+        """A 2-d max pool, its windows decided exactly.  Without a tie it is one linear selection near the point
+        (absorbed like a ReLU away from its kink).  A window tied at the value 0 of a ReLU output it pools
+        directly has AD derivative 0 at every tied entry: Park et al.'s T_j, no constraint (Algorithm 1, lines
+        10-17) -- the pool is then part of that ReLU's layer activation.  Any other tie declines."""
+        import inspect
+
+        import torch.nn.functional as tnf
+
+        from nsverify.oracle.numbers import sign, val
+        from nsverify.oracle.park.algorithm1 import pool_index_windows
+
+        b = inspect.signature(tnf.max_pool2d_with_indices).bind(*args, **kwargs)
+        b.apply_defaults()
+        y, a = b.arguments["input"], b.arguments
+        arr = getattr(y, "arr", None)
+        if arr is None or arr.ndim not in (3, 4):
+            self.decline(f"{name} on a tensor without exact values or of an unexpected shape")
+        yb = arr if arr.ndim == 4 else arr[None]
+        win = pool_index_windows(tuple(yb.shape[1:]), a["kernel_size"], a["stride"], a["padding"],
+                                 a["dilation"], a["ceil_mode"]).tolist()
+        src = next((act for act in reversed(self.acts) if act.out is y), None)
+        tied_zero = False
+        for sample in yb.reshape(yb.shape[0], -1):
+            vals = sample.tolist()
+            for w in win:
+                poll_deadline()
+                best, ties = None, 0
+                for i in w:
+                    if i < 0:
+                        continue
+                    v = val(vals[i])
+                    d = 1 if best is None else sign(v - best)
+                    if d is None:
+                        self.decline(f"{name}: whether two entries of a window tie is not decided by their "
+                                     "enclosures")
+                    if d > 0:
+                        best, ties = v, 1
+                    elif d == 0:
+                        ties += 1
+                if ties > 1:
+                    if src is None or src.name != "relu" or best != 0:
+                        self.decline(f"{name}: a window ties at a value other than the 0 of the ReLU it pools "
+                                     "directly (its constraints would need the entries' gradients)")
+                    tied_zero = True
+        out = func(*args, **kwargs)
+        first = out[0] if isinstance(out, (tuple, list)) else out
+        node = first.grad_fn
+        if node is None or node.name() not in POOL_NODES:
+            self.decline(f"{name}: its autograd node is not a 2-d max pool's")
+        self.pools[node] = src if tied_zero else None
         return out
 
 
@@ -265,7 +328,7 @@ def _walk(start, stop: set, x_node, split_nodes: set) -> set:
     return slots
 
 
-def _check_node(n, acts: dict) -> None:
+def _check_node(n, acts: dict, pools: dict) -> None:
     nm = n.name()
     if nm in ANALYTIC_NODES:
         return
@@ -282,6 +345,8 @@ def _check_node(n, acts: dict) -> None:
                 return
         raise Declined("a power with a non-integer exponent of a base that is not positive everywhere")
     if nm in ACTIVATION_NODES and n in acts:
+        return
+    if nm in POOL_NODES and n in pools:
         return
     raise Declined(f"the op behind autograd node {nm} is not known to be analytic (the graph layer model "
                    "covers ReLU/LeakyReLU activations between analytic ops)")
@@ -419,7 +484,17 @@ def _analyse(watch: _Watch, out, x, offsets: list, tracker):
         raise Declined("the parameters are not read through module_function's one split of w")
     for n in main:
         if n not in split_nodes:
-            _check_node(n, all_acts)
+            _check_node(n, all_acts, watch.pools)
+    # a pool with ties at 0 belongs to the ReLU layer it pools: that ReLU's output must feed nothing else
+    users: dict = {}
+    for n in main:
+        for nx, _ in n.next_functions:
+            if nx is not None:
+                users[nx] = users.get(nx, 0) + 1
+    for pnode, src in watch.pools.items():
+        if src is not None and pnode in main and users.get(src.node, 0) != 1:
+            raise Declined(f"{src.where}: a max pool with tied windows reads this ReLU's output, which is also "
+                           "used elsewhere (Park et al.'s layer activation is the pool of the ReLU)")
     layers = [a for a in watch.acts if a.kinks and a.node in main]  # activations the loss depends on
     stop = set(kink_acts)
     checks, sites = [], []
