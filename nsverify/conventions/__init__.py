@@ -9,7 +9,7 @@ for every framework (:mod:`~nsverify.conventions.judge`); JAX's matrix is :mod:`
 from __future__ import annotations
 
 from nsverify.conventions.cli import register_cli
-from nsverify.conventions.judge import KINK_CANDIDATES, classify, judge
+from nsverify.conventions.judge import KINK_CANDIDATES, classify
 from nsverify.conventions.matrix import (
     MODES,
     SCHEMA,
@@ -35,4 +35,4 @@ from nsverify.conventions.matrix import (
 __all__ = ["KINK_CANDIDATES", "MODES", "SCHEMA", "Case", "Result", "batch_crashes", "build_cases", "classify",
            "crashed", "crashed_result", "differences", "elementwise_cases", "evaluate_batch", "evaluate_case",
            "format_table", "metrics", "provenance", "result_from_json", "run_matrix", "selection_cases", "to_json",
-           "register_cli", "judge"]
+           "register_cli"]

@@ -66,6 +66,7 @@ def missing(ops: Sequence[str] | None = None) -> list[dict]:
 
 def exact_array(values: Sequence, dtype: str, shape=None):
     """A jax array holding exactly ``values`` in ``dtype``; InexactError when one is not representable."""
+    require_jax()
     import jax.numpy as jnp
     import numpy as np
 
