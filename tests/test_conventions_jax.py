@@ -91,22 +91,8 @@ def test_torch_matrix_uses_the_shared_judge():
 
 
 # ----------------------------------------------------------------------------------------------------------
-# import isolation and the error without jax
+# the error without jax (import isolation: tests/test_imports.py)
 # ----------------------------------------------------------------------------------------------------------
-def test_nothing_imports_jax_unless_asked():
-    code = ("import sys\n"
-            "import nsverify, nsverify.cli, nsverify.registry, nsverify.conventions\n"
-            "from nsverify.conventions import jax_matrix, sidebyside, judge, releases, repro\n"
-            "import nsverify.sections.conventions\n"
-            "from nsverify.conventions.matrix import build_cases\n"
-            "build_cases(framework='jax'); jax_matrix.missing()\n"
-            "sidebyside.newest_jax_run()\n"
-            "bad = sorted(m for m in sys.modules if m == 'jax' or m.startswith(('jax.', 'jaxlib')))\n"
-            "print(bad); sys.exit(1 if bad else 0)\n")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stdout + res.stderr[-2000:]
-
-
 def test_framework_jax_without_jax_says_how_to_install_it(tmp_path):
     code = ("import sys; sys.modules['jax'] = None\n"  # as if jax were not installed
             "from nsverify.conventions.cli import main_conventions\n"
@@ -176,10 +162,11 @@ def test_report_section_shows_torch_and_jax_in_one_table(monkeypatch):
     # every (op, case) of either run is a row; a row says DIFFERS exactly when some paired cell's values differ
     cases = list(dict.fromkeys((r.op, r.case) for r in [*torch_results, *run.results.values()]))
     assert [tuple(r[:2]) for r in tab["rows"] if r[1] != "(every case)"] == cases
+    all_pairs = sidebyside.pairs(torch_results, list(run.results.values()))
     for row, cls in zip(tab["rows"], tab["row_classes"]):
         if row[1] == "(every case)":
             continue
-        ps = [p for p in sidebyside.pairs(torch_results, list(run.results.values())) if (p.op, p.case) == tuple(row[:2])]
+        ps = [p for p in all_pairs if (p.op, p.case) == tuple(row[:2])]
         differ = any((p.torch.error or p.jax.error) and bool(p.torch.error) != bool(p.jax.error)
                      or (not p.torch.error and not p.jax.error and p.torch.derivative != p.jax.derivative)
                      for p in ps if p.torch and p.jax)
