@@ -327,3 +327,14 @@ def test_jax_sweep_checks_the_jax_version_of_each_environment(tmp_path):
     (row,) = [r for r in sweep.timeline(["0.4.38", "0.5.3", "0.6.2"]) if r["changes"]]
     (ch,) = row["changes"]
     assert (ch.op, ch.since, ch.exact) == ("relu", "0.6.2", False)  # 0.5.3 unmeasured: "between"
+
+
+@pytest.mark.parametrize("argv,msg", [(["--compile-dtype", "float32"], "torch option"),
+                                      (["--modes", "eager,compile"], "not a mode of --framework jax")])
+def test_releases_cli_framework_jax_rejects_torch_options_before_any_work(argv, msg, capsys, monkeypatch):
+    from nsverify.cli import main
+    from nsverify.conventions import releases
+
+    monkeypatch.setattr(releases, "available_releases", lambda *a, **k: pytest.fail("asked the index"))
+    assert main(["releases", "--framework", "jax", "0.4.30", *argv]) == 2
+    assert msg in capsys.readouterr().err
