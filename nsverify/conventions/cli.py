@@ -45,11 +45,11 @@ def _add_conventions_args(p) -> None:
                    type=CsvList(Checked(parse_dtype, "float32"), "dtypes"),
                    help="comma-separated float dtypes")
     p.add_argument("--framework", default="torch", type=Choice(list(FRAMEWORK_MODES), "framework"),
-                   help="the AD framework measured: torch (default) or jax (the optional extra nsverify[jax]; CPU, "
-                        "modes grad,jvp,jit,vmap)")
+                   help="the AD framework measured: torch or jax (the optional extra nsverify[jax]; CPU, modes "
+                        "grad,jvp,jit,vmap)")
     p.add_argument("--modes", default=None, type=CsvList(Choice(ALL_MODES, "mode"), "modes"),
-                   help=f"comma-separated modes: torch {','.join(MODES)} (default eager,func,jvp; compile takes "
-                        f"minutes on CPU); jax {','.join(FRAMEWORK_MODES['jax'])} (default: all)")
+                   help=f"comma-separated modes: torch {','.join(MODES)} (compile takes minutes on CPU), jax "
+                        f"{','.join(FRAMEWORK_MODES['jax'])} (default: torch eager,func,jvp; jax all four)")
     p.add_argument("--ops", default=None, type=CsvList(Checked(registry.get, "relu"), "registry ops"),
                    help="comma-separated registry ops (default: all)")
     p.add_argument("--compile-backend", default="inductor",
@@ -327,7 +327,7 @@ def register_releases_cli(sub) -> None:
                    help="releases: a comma list (2.4.1,2.13.0), minors (2.9) and ranges (2.4..2.14); JAX's: "
                         "0.4.30,0.10.2 or 0.4..0.10")
     p.add_argument("--framework", default="torch", type=Choice(list(FRAMEWORK_MODES), "framework"),
-                   help="whose releases: torch (default) or jax (one environment per jax[cpu] release, next to this "
+                   help="whose releases: torch or jax (one environment per jax[cpu] release, next to this "
                         "environment's torch, which the registry imports)")
     p.add_argument("--last-patch", action="store_true", help="keep only the last patch of each minor release")
     p.add_argument("--out", default="nsverify-releases", type=OutputDir("--out"),
