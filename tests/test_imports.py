@@ -88,3 +88,20 @@ def test_public_api_resolves(name):
 def test_unknown_attribute_names_the_public_api():
     with pytest.raises(AttributeError, match="public API"):
         nsverify.no_such_thing  # noqa: B018
+
+
+def test_nothing_imports_jax_unless_asked():
+    """jax is the optional extra nsverify[jax]: importing nsverify, its CLI, the registry (whose entries hold the JAX
+    expressions), the conventions package and its JAX modules, building the JAX cases and reading the recorded JAX
+    runs import no jax module (only evaluating a JAX cell does)."""
+    code = ("import sys\n"
+            "import nsverify, nsverify.cli, nsverify.registry, nsverify.conventions\n"
+            "from nsverify.conventions import jax_matrix, sidebyside, judge, releases, repro\n"
+            "import nsverify.sections.conventions\n"
+            "from nsverify.conventions.matrix import build_cases\n"
+            "build_cases(framework='jax'); jax_matrix.missing()\n"
+            "sidebyside.newest_jax_run()\n"
+            "bad = sorted(m for m in sys.modules if m == 'jax' or m.startswith(('jax.', 'jaxlib')))\n"
+            "print(bad); sys.exit(1 if bad else 0)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr[-2000:]

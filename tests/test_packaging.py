@@ -35,7 +35,7 @@ def _shipped_files() -> set[str]:
     out = {p.relative_to(REPO).as_posix() for p in (REPO / "nsverify").rglob("*.py") if "__pycache__" not in p.parts}
     out |= {"nsverify/properties/" + p.name for p in (REPO / "properties").glob("*.py")}
     for pattern in ("data/*.json", "data/gpu/*.json", "data/gpu/*.txt", "data/conventions/*.json",
-                    "kernels/cpu/*.cpp"):
+                    "data/conventions/jax/*.json", "kernels/cpu/*.cpp"):
         out |= {p.relative_to(REPO).as_posix() for p in (REPO / "nsverify").glob(pattern)}
     return out
 

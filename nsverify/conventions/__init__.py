@@ -2,20 +2,21 @@
 the registry; its baselines per torch release, shipped as data (:mod:`~nsverify.conventions.baselines`); and the
 matrix across releases, one environment per release (:mod:`~nsverify.conventions.releases`,
 :mod:`~nsverify.conventions.envs`); its cells in child processes, a crash becoming a crashed cell
-(:mod:`~nsverify.conventions.isolation`). ``nsverify conventions`` and ``nsverify releases`` are in
+(:mod:`~nsverify.conventions.isolation`). How a derivative is judged (its rule, its Clarke status) is one module
+for every framework (:mod:`~nsverify.conventions.judge`); JAX's matrix is :mod:`~nsverify.conventions.jax_matrix`
+(jax imported only when it runs). ``nsverify conventions`` and ``nsverify releases`` are in
 :mod:`~nsverify.conventions.cli`."""
 from __future__ import annotations
 
 from nsverify.conventions.cli import register_cli
+from nsverify.conventions.judge import KINK_CANDIDATES, classify
 from nsverify.conventions.matrix import (
-    KINK_CANDIDATES,
     MODES,
     SCHEMA,
     Case,
     Result,
     batch_crashes,
     build_cases,
-    classify,
     crashed,
     crashed_result,
     differences,

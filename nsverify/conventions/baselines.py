@@ -22,6 +22,8 @@ __all__ = ["BaselineError", "Change", "Run", "DATA_DIR", "changes", "compare_wit
            "release_of", "resolve_baseline"]
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "conventions"
+#: each framework's recorded runs: torch's in DATA_DIR, JAX's in DATA_DIR/jax (``nsverify releases --framework jax``)
+DATA_DIRS = {"torch": DATA_DIR, "jax": DATA_DIR / "jax"}
 
 
 class BaselineError(NsverifyError, ValueError):
@@ -49,9 +51,10 @@ class Run:
             results = [result_from_json(r) for r in data["results"]]
         except TypeError as exc:
             raise BaselineError(f"{source}: a result row is incomplete ({exc}).") from None
-        release = data.get("meta", {}).get("release") or release_of(data.get("torch", "0.0.0"))
-        return cls(release, {cell_key(r): r for r in results}, dict(data.get("meta", {}), torch=data.get("torch")),
-                   source)
+        fw = data.get("framework", "torch")
+        release = data.get("meta", {}).get("release") or release_of(data.get(fw) or "0.0.0")
+        return cls(release, {cell_key(r): r for r in results},
+                   dict(data.get("meta", {}), torch=data.get("torch"), framework=fw, version=data.get(fw)), source)
 
     @classmethod
     def load(cls, path: Path) -> Run:
@@ -66,7 +69,8 @@ class Run:
         prov = self.meta.get("provenance", self.meta)
         where = ", ".join(x for x in (prov.get("device_names") and "/".join(prov["device_names"]),
                                       prov.get("date")) if x)
-        return f"torch {self.meta.get('torch') or self.release}" + (f" ({where})" if where else "")
+        fw = self.meta.get("framework", "torch")
+        return f"{fw} {self.meta.get('version') or self.release}" + (f" ({where})" if where else "")
 
 
 def recorded_releases(data_dir: Path = DATA_DIR) -> list[str]:

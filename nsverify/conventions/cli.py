@@ -20,23 +20,36 @@ def _compile_backends() -> list[str]:
 
 
 def _baseline_spec(text: str) -> str:
-    _baseline(text)  # an unknown release or an unreadable file: NsverifyError, before any work
+    """``--baseline``'s value, checked before any work: a release recorded for torch or JAX, a readable file, auto
+    or none (which framework's recorded runs it names is checked once --framework is known)."""
+    from nsverify.conventions.baselines import DATA_DIRS, BaselineError, recorded_releases
+
+    try:
+        _baseline(text)
+    except BaselineError:
+        if text not in recorded_releases(DATA_DIRS["jax"]):
+            raise
     return text
 
 
 def _add_conventions_args(p) -> None:
     from nsverify import registry
     from nsverify.argtypes import Checked, Choice, CsvList, OutputFile
-    from nsverify.conventions.matrix import MODES
+    from nsverify.conventions.matrix import FRAMEWORK_MODES, MODES
     from nsverify.devices import parse_device, parse_dtype
 
+    ALL_MODES = list(dict.fromkeys(m for ms in FRAMEWORK_MODES.values() for m in ms))
     p.add_argument("--device", default=["cpu"], type=CsvList(Checked(parse_device, "cpu"), "devices"),
                    help="comma-separated devices (cpu, cuda)")
     p.add_argument("--dtype", default=["float16", "bfloat16", "float32", "float64"],
                    type=CsvList(Checked(parse_dtype, "float32"), "dtypes"),
                    help="comma-separated float dtypes")
-    p.add_argument("--modes", default=["eager", "func", "jvp"], type=CsvList(Choice(MODES, "mode"), "modes"),
-                   help=f"comma-separated modes from {','.join(MODES)} (compile takes minutes on CPU)")
+    p.add_argument("--framework", default="torch", type=Choice(list(FRAMEWORK_MODES), "framework"),
+                   help="the AD framework measured: torch or jax (the optional extra nsverify[jax]; CPU, modes "
+                        "grad,jvp,jit,vmap)")
+    p.add_argument("--modes", default=None, type=CsvList(Choice(ALL_MODES, "mode"), "modes"),
+                   help=f"comma-separated modes: torch {','.join(MODES)} (compile takes minutes on CPU), jax "
+                        f"{','.join(FRAMEWORK_MODES['jax'])} (default: torch eager,func,jvp; jax all four)")
     p.add_argument("--ops", default=None, type=CsvList(Checked(registry.get, "relu"), "registry ops"),
                    help="comma-separated registry ops (default: all)")
     p.add_argument("--compile-backend", default="inductor",
@@ -98,13 +111,13 @@ def comparisons(spec: str | None, installed: str, data_dir: Path | None = None) 
     return out
 
 
-def format_comparison(kind: str, run, chs, missing: int, installed: str) -> str:
+def format_comparison(kind: str, run, chs, missing: int, installed: str, framework: str = "torch") -> str:
     """The text block of one comparison of :func:`comparisons` (one line, then one line per group of changes)."""
     from nsverify.conventions.baselines import format_changes, group
 
     if kind == "baseline":
         return format_changes(chs, run, missing)
-    head = (f"Changes since the previous recorded release, {run.describe()}, to torch {installed}: "
+    head = (f"Changes since the previous recorded release, {run.describe()}, to {framework} {installed}: "
             f"{len(chs)} cells" + (f" ({missing} cells not recorded there)" if missing else ""))
     return "\n".join([head, *(f"  {g['text']}" for g in group(chs))])
 
@@ -120,12 +133,90 @@ def _step_labels(devices, dtypes, modes, compile_dtypes) -> list[str]:
             for i, (dev, dt) in enumerate(steps, 1)]
 
 
+def _default_modes(args) -> list[str]:
+    """``--modes``, or the framework's default; NsverifyError for a mode of the other framework."""
+    from nsverify.conventions.matrix import FRAMEWORK_MODES
+
+    own = FRAMEWORK_MODES[args.framework]
+    if args.modes is None:
+        return ["eager", "func", "jvp"] if args.framework == "torch" else list(own)
+    bad = [m for m in args.modes if m not in own]
+    if bad:
+        raise NsverifyError(f"--modes {','.join(bad)}: not a mode of --framework {args.framework}; choose from "
+                            f"{','.join(own)}.")
+    return list(args.modes)
+
+
+def _cli_jax(args, modes: list[str]) -> int:
+    """``nsverify conventions --framework jax``: the JAX matrix in this process (CPU), compared with the recorded
+    JAX releases as the torch matrix is with torch's."""
+    from nsverify.conventions import jax_matrix as jm
+    from nsverify.conventions.baselines import DATA_DIRS, compare_with_baseline, release_of
+    from nsverify.conventions.matrix import differences, format_table
+    from nsverify.devices import Heartbeat
+    from nsverify.files import atomic_write_text, make_output_dir
+
+    if [str(d) for d in args.device] != ["cpu"]:
+        raise NsverifyError("--framework jax measures the CPU only: drop --device (or give --device cpu).")
+    if args.compile_dtype is not None:
+        raise NsverifyError("--compile-dtype is a torch option: the JAX matrix compiles with the mode jit.")
+    jm.require_jax()  # not installed: the error names `pip install nsverify[jax]`, before any work
+    installed = release_of(jm.versions()["jax"])
+    against = comparisons(args.baseline, installed, DATA_DIRS["jax"])
+    if args.json and args.json != "-":
+        make_output_dir(Path(args.json).parent, "--json")
+    from nsverify.devices import dtype_name, parse_dtype
+
+    dtypes = [dtype_name(parse_dtype(d)) for d in args.dtype]
+    labels = [f"running step {i}/{len(dtypes)} ({dt} on cpu, JAX)" for i, dt in enumerate(dtypes, 1)]
+    with Heartbeat(labels[0], prefix="[conventions] ") as heartbeat:
+
+        def progress(msg, i=None, n=None):
+            print(f"[conventions {i}/{n}] {msg}", file=sys.stderr, flush=True)
+            heartbeat.beat(labels[min(i, len(labels) - 1)])
+
+        results = jm.run_matrix(args.ops, dtypes, modes, progress=progress)
+    meta = {"devices": ["cpu"], "provenance": jm.provenance(getattr(args, "command_line", None)
+                                                            or ["nsverify", *sys.argv[1:]])}
+    compared = []
+    for kind, run in against:
+        chs, missing = compare_with_baseline(results, run, installed, DATA_DIRS["jax"])
+        compared.append(format_comparison(kind, run, chs, len(missing), installed, "jax"))
+        meta["baseline" if kind == "baseline" else "previous_release"] = {
+            "release": run.release, "source": run.source, "changes": len(chs)}
+    data = jm.to_json(results, meta, args.ops)
+    if args.json:
+        text = json.dumps(data, indent=1)
+        if args.json == "-":
+            print(text)
+        else:
+            atomic_write_text(args.json, text)
+    if args.json != "-":
+        print(format_table(results))
+        outside = sum(r.in_clarke == "no" for r in results)
+        errors = sum(r.rule == "error" for r in results)
+        print(f"\n{len(results)} evaluations (JAX {installed}, CPU), {outside} outside the Clarke set, {errors} "
+              f"refused by JAX, {len(differences(results))} cases whose rule differs across dtypes/modes.")
+        for r in sorted({(r.op, r.mode, r.error) for r in results if r.error}):
+            print(f"error: {r[0]} in mode {r[1]} (some dtypes or all): {r[2]}")
+        for m in data["missing"]:
+            print(f"no JAX counterpart: {m['op']} ({m['reason']})")
+        for text in compared:
+            print("\n" + text)
+        if not against and args.baseline in ("auto", None):
+            print(f"\nNo recorded JAX conventions at or below jax {installed} to compare with.")
+    return 0
+
+
 def _cli(args) -> int:
     from nsverify.conventions.baselines import compare_with_baseline
     from nsverify.conventions.matrix import format_table, provenance, run_matrix, to_json
     from nsverify.devices import Heartbeat, parse_device, parse_dtype
     from nsverify.files import atomic_write_text, make_output_dir
 
+    args.modes = _default_modes(args)
+    if args.framework == "jax":
+        return _cli_jax(args, args.modes)
     ops = args.ops
     dtypes = [parse_dtype(d) for d in args.dtype]
     devices = [parse_device(d) for d in args.device]
@@ -222,7 +313,7 @@ def main_conventions(argv: list[str] | None = None) -> int:
 # ----------------------------------------------------------------------------------------------------------
 def register_releases_cli(sub) -> None:
     from nsverify.argtypes import Checked, Choice, CsvList, Number, OutputDir, resume_hint
-    from nsverify.conventions.matrix import MODES
+    from nsverify.conventions.matrix import FRAMEWORK_MODES
     from nsverify.devices import parse_dtype
 
     dtypes = CsvList(Checked(parse_dtype, "float32"), "dtypes")
@@ -233,16 +324,22 @@ def register_releases_cli(sub) -> None:
     from nsverify.conventions.releases import parse_release_spec
 
     p.add_argument("releases", type=Checked(parse_release_spec, "2.13"),
-                   help="releases: a comma list (2.4.1,2.13.0), minors (2.9) and ranges (2.4..2.14)")
+                   help="releases: a comma list (2.4.1,2.13.0), minors (2.9) and ranges (2.4..2.14); JAX's: "
+                        "0.4.30,0.10.2 or 0.4..0.10")
+    p.add_argument("--framework", default="torch", type=Choice(list(FRAMEWORK_MODES), "framework"),
+                   help="whose releases: torch or jax (one environment per jax[cpu] release, next to this "
+                        "environment's torch, which the registry imports)")
     p.add_argument("--last-patch", action="store_true", help="keep only the last patch of each minor release")
     p.add_argument("--out", default="nsverify-releases", type=OutputDir("--out"),
                    help="results directory (resumable)")
-    p.add_argument("--modes", default=["eager", "func", "jvp", "compile"],
-                   type=CsvList(Choice(MODES, "mode"), "modes"), help="matrix modes")
+    all_modes = list(dict.fromkeys(m for ms in FRAMEWORK_MODES.values() for m in ms))
+    p.add_argument("--modes", default=None, type=CsvList(Choice(all_modes, "mode"), "modes"),
+                   help="matrix modes (default: torch eager,func,jvp,compile; jax grad,jvp,jit,vmap)")
     p.add_argument("--dtype", default=["float16", "bfloat16", "float32", "float64"], type=dtypes,
                    help="matrix dtypes")
-    p.add_argument("--compile-dtype", default=["float32"], type=dtypes,
-                   help="dtypes that get the compile mode (a minute of compilation each on a small CPU)")
+    p.add_argument("--compile-dtype", default=None, type=dtypes,
+                   help="torch: dtypes that get the compile mode (a minute of compilation each on a small CPU; "
+                        "default float32)")
     p.add_argument("--installer", default="auto", type=Choice(["auto", "uv", "pip"], "installer"),
                    help="how environments are made (auto: uv when installed, else pip)")
     p.add_argument("--cache-dir", default=None, type=OutputDir("--cache-dir"),
@@ -261,6 +358,15 @@ def register_releases_cli(sub) -> None:
 def _validate_releases_args(args) -> None:
     from nsverify.devices import parse_dtype
 
+    if args.modes is None:
+        args.modes = ["eager", "func", "jvp", "compile"] if args.framework == "torch" else ["grad", "jvp", "jit",
+                                                                                             "vmap"]
+    else:
+        args.modes = _default_modes(args)
+    if args.framework == "jax" and args.compile_dtype is not None:
+        raise NsverifyError("--compile-dtype is a torch option: the JAX matrix compiles with the mode jit.")
+    if args.compile_dtype is None:
+        args.compile_dtype = ["float32"] if args.framework == "torch" else []
     for d in args.compile_dtype:
         if parse_dtype(d) not in [parse_dtype(x) for x in args.dtype]:
             raise NsverifyError(f"--compile-dtype {d!r} is not among --dtype {','.join(args.dtype)!r}.")
@@ -272,14 +378,15 @@ def _releases_cli(args) -> int:
     from nsverify.conventions.repro import write_repros
 
     _validate_releases_args(args)
-    available = available_releases()
+    available = available_releases(package=args.framework)
     releases = select_releases(args.releases, available, args.last_patch)
     installer = Installer.detect(args.installer, args.cache_dir)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     progress = lambda msg: print(f"[releases] {msg}", file=sys.stderr, flush=True)  # noqa: E731
     sweep = Sweep(out, installer, ",".join(args.modes), ",".join(args.dtype), progress, args.keep_envs,
-                  timeout=args.timeout, compile_dtypes=",".join(args.compile_dtype))
+                  timeout=args.timeout, compile_dtypes=",".join(args.compile_dtype) or None,
+                  framework=args.framework)
     sweep.sweep(releases)
     if not args.no_bisect:
         lo, hi = releases[0], releases[-1]
@@ -287,7 +394,7 @@ def _releases_cli(args) -> int:
     rows = sweep.timeline(available)
     table = format_timeline(rows, sweep.failures())
     (out / "table.md").write_text(table + "\n", encoding="utf-8")
-    scripts = write_repros(rows, out / "repro")
+    scripts = write_repros(rows, out / "repro", args.framework)
     if args.publish:
         lo, hi = releases[0], releases[-1]
         in_range = [r for r in available if _le(lo, r) and _le(r, hi)]

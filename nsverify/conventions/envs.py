@@ -99,10 +99,16 @@ class Installer:
         env.pop("PYTHONPATH", None)
         return env
 
-    def create(self, env_dir: Path, release: str, log) -> None:
-        """A fresh environment at ``env_dir`` with torch==release and the matrix's dependencies."""
+    def create(self, env_dir: Path, release: str, log, framework: str = "torch") -> None:
+        """A fresh environment at ``env_dir`` with torch==release (``framework`` "jax": jax[cpu]==release, which
+        pins its jaxlib, next to this environment's torch, which the registry imports) and the matrix's
+        dependencies."""
         if env_dir.exists():
             shutil.rmtree(env_dir)
+        if framework == "jax":
+            wanted = [f"jax[cpu]=={release}", f"torch=={metadata.version('torch')}"]
+        else:
+            wanted = [f"torch=={release}"]
         pins = []
         for dep in MATRIX_DEPS:
             try:
@@ -113,12 +119,12 @@ class Installer:
         if self.kind == "uv":
             cmds = [[self.uv, "venv", "--quiet", "--python", self.python, str(env_dir)],
                     [self.uv, "pip", "install", "--python", str(env_dir / "bin" / "python"), *self.index_args,
-                     f"torch=={release}", *pins]]
+                     *wanted, *pins]]
         else:
             cmds = [[self.python, "-m", "venv", str(env_dir)],
-                    [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", f"torch=={release}", *pins]]
+                    [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", *wanted, *pins]]
         for cmd in cmds:
-            run_logged(cmd, log, env=self._env(), timeout=3600, what=f"installing torch {release}")
+            run_logged(cmd, log, env=self._env(), timeout=3600, what=f"installing {framework} {release}")
 
     def remove(self, env_dir: Path) -> None:
         shutil.rmtree(env_dir, ignore_errors=True)
@@ -156,11 +162,11 @@ def snapshot_source(dest: Path) -> Path:
 
 
 def run_matrix_in(env_dir: Path, src: Path, out_json: Path, modes: str, dtypes: str, log,
-                  timeout: float = 3600, compile_dtypes: str | None = None) -> dict:
-    """Run ``python -m nsverify.conventions`` in the environment; returns the JSON it wrote."""
+                  timeout: float = 3600, compile_dtypes: str | None = None, framework: str = "torch") -> dict:
+    """Run ``python -m nsverify.conventions [--framework jax]`` in the environment; returns the JSON it wrote."""
     env = dict(os.environ, PYTHONPATH=str(src))
-    cmd = [str(env_dir / "bin" / "python"), "-m", "nsverify.conventions", "--modes", modes, "--dtype", dtypes,
-           "--baseline", "none", "--json", str(out_json)]
+    cmd = [str(env_dir / "bin" / "python"), "-m", "nsverify.conventions", "--framework", framework, "--modes", modes,
+           "--dtype", dtypes, "--baseline", "none", "--json", str(out_json)]
     if compile_dtypes and "compile" in modes.split(","):
         cmd += ["--compile-dtype", compile_dtypes]
     run_logged(cmd, log, env=env, timeout=timeout, what="running the conventions matrix")

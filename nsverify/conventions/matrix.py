@@ -17,7 +17,6 @@ Compilation is slow on CPU, so every primitive and case of one dtype/device is c
 """
 from __future__ import annotations
 
-import math
 import platform
 import sys
 import time
@@ -25,20 +24,19 @@ from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import Callable, Sequence
 
-import mpmath
 import torch
 
 from nsverify import registry
+from nsverify.conventions.judge import KINK_CANDIDATES, directional_matches, judge
 from nsverify.devices import FLOAT_DTYPES, dtype_name, parse_device, parse_dtype
 from nsverify.errors import BadArgumentError, NsverifyError
 from nsverify.rational import in_hull
-from nsverify.registry import Rule, parse_rule
+from nsverify.registry import Rule
 
 MODES = ("eager", "func", "jvp", "compile")
+#: the modes of each framework's matrix (JAX's: :mod:`nsverify.conventions.jax_matrix`)
+FRAMEWORK_MODES = {"torch": MODES, "jax": ("grad", "jvp", "jit", "vmap")}
 SCHEMA = "nsverify.conventions/1"
-#: the rules the matrix names a derivative at a kink by (its metric values): the one-sided derivatives and their
-#: even split (the rule mix=1/2, named "even" as at a tie); at a tie the names are TieCase.rules' (first, last, even)
-KINK_CANDIDATES = {"left": parse_rule("left"), "right": parse_rule("right"), "even": parse_rule("mix=1/2")}
 
 
 @dataclass
@@ -89,7 +87,16 @@ class Result:
 # ----------------------------------------------------------------------------------------------------------
 # building the cases from the registry
 # ----------------------------------------------------------------------------------------------------------
-def elementwise_cases(entry: registry.Elementwise) -> list[Case]:
+def _op_fn(entry, framework: str, extra: dict):
+    """The entry's op as a function of one array: its torch function (with its kwargs and the case's extra), or
+    its JAX expression (:func:`nsverify.registry.jax_function`)."""
+    if framework == "jax":
+        return registry.jax_function(entry.jax, **extra)
+    kw = dict(entry.kwargs) if entry.kind == "elementwise" else dict(extra)
+    return lambda t: entry.torch_fn(t, **kw)
+
+
+def elementwise_cases(entry: registry.Elementwise, framework: str = "torch") -> list[Case]:
     out = []
     for i, b in enumerate(entry.breakpoints):
         left, right = entry.one_sided(b)
@@ -103,16 +110,16 @@ def elementwise_cases(entry: registry.Elementwise) -> list[Case]:
 
         out.append(Case(entry.name, entry.kink_label(i), "elementwise", (b,), (1,), None, entry.torch_rules[i],
                         rules, (lambda vec, lo=lo, hi=hi: lo <= vec[0] <= hi),
-                        (lambda t, e=entry: e.torch_fn(t, **e.kwargs)), directional,
+                        _op_fn(entry, framework, {}), directional,
                         rule_vector=lambda r, x, e=entry, i=i: (e.kink_derivative(i, r),),
                         violation=lambda dt, e=entry, i=i: e.violation(i, dt)))
     return out
 
 
-def selection_cases(entry: registry.Selection) -> list[Case]:
+def selection_cases(entry: registry.Selection, framework: str = "torch") -> list[Case]:
     out = []
     for c in entry.cases:
-        fn = (lambda t, e=entry, x=dict(c.extra): e.torch_fn(t, **x))
+        fn = _op_fn(entry, framework, dict(c.extra))
 
         def rule_vector(rule, x, c=c, e=entry):
             returned = e.indices_fn(x) if rule.name == "returned" else None
@@ -124,12 +131,16 @@ def selection_cases(entry: registry.Selection) -> list[Case]:
     return out
 
 
-def build_cases(ops: Sequence[str] | None = None) -> list[Case]:
+def build_cases(ops: Sequence[str] | None = None, framework: str = "torch") -> list[Case]:
+    """The cases of ``ops`` (default: every registry op) with the op of ``framework`` ("torch", "jax"); an op
+    without a JAX counterpart has no JAX cases (:func:`nsverify.conventions.jax_matrix.missing` lists it)."""
     names = list(ops) if ops else registry.names()
     cases = []
     for name in names:
         entry = registry.get(name)
-        cases += elementwise_cases(entry) if entry.kind == "elementwise" else selection_cases(entry)
+        if framework == "jax" and entry.jax is None:
+            continue
+        cases += (elementwise_cases if entry.kind == "elementwise" else selection_cases)(entry, framework)
     return cases
 
 
@@ -171,79 +182,13 @@ def _exact(t: torch.Tensor) -> list[Fraction]:
     return [Fraction(v) for v in t.detach().double().cpu().flatten().tolist()]
 
 
-def classify(vec: Sequence[Fraction], rules: dict, dtype) -> tuple[str, bool]:
-    """(rule name, exact?) for a returned derivative: the first rule equal to it exactly, else the first rule
-    equal to it after rounding each exact rule value to ``dtype``; "other" otherwise.  Irrational rule
-    values (mpmath, e.g. selu's) only ever match after rounding."""
-    vec = list(vec)
-    for name, rv in rules.items():
-        if [None if isinstance(v, mpmath.mpf) else Fraction(v) for v in rv] == vec:
-            return name, True
-    for name, rv in rules.items():
-        if [registry.round_to_dtype(v, dtype) for v in rv] == vec:
-            return name, False
-    for name, rv in rules.items():  # irrational constants: PyTorch's own rounding of the constant may differ
-        if any(isinstance(v, mpmath.mpf) for v in rv) and all(
-                abs(registry.round_to_dtype(v, dtype) - g) <= 2 * _ulp(v, dtype) for v, g in zip(rv, vec)):
-            return name, False
-    return "other", True
-
-
-def _ulp(v, dtype) -> Fraction:
-    """The spacing of ``dtype`` numbers at |v|."""
-    eps = Fraction(torch.finfo(dtype).eps)
-    v = abs(float(v))
-    if v == 0:
-        return Fraction(torch.finfo(dtype).tiny)
-    return eps * Fraction(2) ** math.floor(math.log2(v))
-
-
-def _clarke_status(case: Case, vec, rule: str, exact: bool) -> str:
-    if case.kind == "elementwise":
-        val = vec[0]
-        entry = registry.get(case.op)
-        b = case.values[0]
-        left, right = entry.one_sided(b)
-        lo, hi = min(left, right), max(left, right)
-        if isinstance(lo, mpmath.mpf) or isinstance(hi, mpmath.mpf):
-            inside = mpmath.mpf(val.numerator) / val.denominator
-            if lo <= inside <= hi:
-                return "yes"
-            return "rounding" if rule != "other" else "no"
-        if lo <= val <= hi:
-            return "yes"
-        return "rounding" if (rule != "other" and not exact) else "no"
-    if case.clarke(vec):
-        return "yes"
-    if rule != "other" and not exact and case.clarke([Fraction(v) for v in case.rules[rule]]):
-        return "rounding"
-    return "no"
-
-
 def _directional(case: Case, x, f, dtype) -> dict:
-    """Does the jvp equal the exact one-sided directional derivative f'(x; v)?  Elementwise: v = +1, -1;
-    selection: v = (1, 2, ..., n) and its reverse (ties ordered by v).  At a true kink a linear jvp can match
-    at most one side."""
-    n = x.numel()
-    tangents = {"+": [1] * n, "-": [-1] * n} if case.kind == "elementwise" else {
-        "ascending": list(range(1, n + 1)), "descending": list(range(n, 0, -1))}
-    out = {}
-    for name, v in tangents.items():
+    """Does the jvp equal the exact one-sided directional derivative f'(x; v)? (:func:`directional_matches`)"""
+    def jvp(v):
         tv = torch.tensor([float(a) for a in v], dtype=x.dtype, device=x.device).reshape(x.shape)
-        _, t = torch.func.jvp(f, (x,), (tv,))
-        want = case.directional(tuple(Fraction(a) for a in v))
-        out[name] = Fraction(t.item()) == registry.round_to_dtype(want, dtype)
-    return out
+        return Fraction(torch.func.jvp(f, (x,), (tv,))[1].item())
 
-
-def _observed(case: Case, vec, label: str, expected: Rule, x, dtype) -> tuple[str | None, bool]:
-    """(the Rule PyTorch's derivative equals, as text; does it equal the registry's rule ``expected``?)."""
-    want = case.rule_vector(expected, x)
-    if want is not None and classify(vec, {str(expected): want}, dtype)[0] != "other":
-        return str(expected), True
-    if label in case.rules and label != "left=right":
-        return str(KINK_CANDIDATES[label] if case.kind == "elementwise" else parse_rule(label)), False
-    return (str(KINK_CANDIDATES["left"]), False) if label == "left=right" else (None, False)
+    return directional_matches(case, x.numel(), jvp, dtype)
 
 
 def error_text(exc: BaseException) -> str:
@@ -270,13 +215,9 @@ def evaluate_case(case: Case, dtype, device, mode: str, compiled_grad=None) -> R
         else:
             raise NsverifyError(f"unknown mode {mode!r}: choose from {', '.join(MODES)}.")
         vec = _exact(g)
-        rule, exact = classify(vec, case.rules, dtype)
-        observed, matches = _observed(case, vec, rule, expected, x, dtype)
-        in_clarke = _clarke_status(case, vec, rule, exact)
-        recorded = case.violation(dt) if case.violation else None
-        as_expected = matches or (recorded is not None and recorded.kind == "no" and in_clarke == "no")
-        res = Result(case.op, case.label, dt, dev, mode, [float(v) for v in vec], rule, in_clarke, str(expected),
-                     as_expected, observed=observed)
+        v = judge(case, vec, dt, expected, x, case.violation(dt) if case.violation else None)
+        res = Result(case.op, case.label, dt, dev, mode, [float(a) for a in vec], v.rule, v.in_clarke,
+                     str(expected), v.as_expected, observed=v.observed)
         if mode == "jvp":
             res.directional = _directional(case, x, f, dtype)
         return res
@@ -447,11 +388,14 @@ def _fmt_vec(v: list) -> str:
     return s if len(s) <= 28 else s[:25] + "..."
 
 
+_MODE_ORDER = [m for ms in FRAMEWORK_MODES.values() for m in ms]
+
+
 def format_table(results: Sequence[Result]) -> str:
     """The terminal table: one row per (op, case), one column per (dtype/device/mode) with the rule."""
     cols = sorted({(r.device, r.dtype, r.mode) for r in results},
                   key=lambda k: (k[0], list(FLOAT_DTYPES).index(k[1]) if k[1] in FLOAT_DTYPES else 9,
-                                 MODES.index(k[2])))
+                                 _MODE_ORDER.index(k[2])))
     rows: dict = {}
     for r in results:
         rows.setdefault((r.op, r.case), {})[(r.device, r.dtype, r.mode)] = r

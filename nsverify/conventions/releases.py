@@ -40,17 +40,18 @@ class ReleaseSpecError(NsverifyError, ValueError):
 # ----------------------------------------------------------------------------------------------------------
 # which releases
 # ----------------------------------------------------------------------------------------------------------
-def available_releases(python: str = sys.executable) -> list[str]:
-    """The final torch releases the package index serves (``pip index versions torch``), oldest first."""
+def available_releases(python: str = sys.executable, package: str = "torch") -> list[str]:
+    """The final releases of ``package`` (torch, jax) the package index serves (``pip index versions``), oldest
+    first."""
     try:
-        res = subprocess.run([python, "-m", "pip", "index", "versions", "torch"], capture_output=True, text=True,
+        res = subprocess.run([python, "-m", "pip", "index", "versions", package], capture_output=True, text=True,
                              timeout=300)
     except (OSError, subprocess.SubprocessError) as exc:
-        raise ReleaseSpecError(f"cannot list torch releases ({exc}); give explicit releases, e.g. 2.4.1,2.13.0."
+        raise ReleaseSpecError(f"cannot list {package} releases ({exc}); give explicit releases, e.g. 2.4.1,2.13.0."
                                ) from None
     m = re.search(r"Available versions:\s*(.*)", res.stdout)
     if not m:
-        raise ReleaseSpecError("the package index lists no torch releases (offline?); give explicit releases, "
+        raise ReleaseSpecError(f"the package index lists no {package} releases (offline?); give explicit releases, "
                                "e.g. 2.4.1,2.13.0.")
     vers = {v.strip() for v in m.group(1).split(",")}
     return sorted((v for v in vers if re.fullmatch(r"\d+\.\d+\.\d+", v)), key=release_key)
@@ -114,8 +115,9 @@ class Sweep:
     def __init__(self, out: Path, installer: Installer | None = None, modes: str = DEFAULT_MODES,
                  dtypes: str = DEFAULT_DTYPES, progress: Callable[[str], None] | None = None,
                  keep_envs: bool = False, measure: Callable | None = None, timeout: float = 3600,
-                 compile_dtypes: str | None = "float32"):
+                 compile_dtypes: str | None = "float32", framework: str = "torch"):
         self.out = Path(out)
+        self.framework = framework
         self.installer = installer
         self.modes, self.dtypes = modes, dtypes
         self.progress = progress or (lambda msg: None)
@@ -187,12 +189,12 @@ class Sweep:
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / f"{release}.log", "w", encoding="utf-8") as log:
             try:
-                _, t_install = timed(self.installer.create, env_dir, release, log)
+                _, t_install = timed(self.installer.create, env_dir, release, log, self.framework)
                 self.progress(f"{release}: environment ready in {t_install:.0f} s ({self.installer.kind}); "
                               f"running the matrix ({self.modes})")
                 tmp = self.out / f"{release}.json.partial"
                 data, t_run = timed(run_matrix_in, env_dir, self._src, tmp, self.modes, self.dtypes, log,
-                                    self.timeout, self.compile_dtypes)
+                                    self.timeout, self.compile_dtypes, self.framework)
                 tmp.unlink(missing_ok=True)
             finally:
                 if not self.keep_envs:
@@ -215,9 +217,9 @@ class Sweep:
         self.progress(f"{release}: creating the environment")
         try:
             data = self._measure(release)
-            torch_v = str(data.get("torch", ""))
-            if torch_v.split("+")[0] != release:
-                raise ReleaseEnvError(f"the environment imported torch {torch_v}, not {release}")
+            got = str(data.get(self.framework, ""))
+            if got.split("+")[0] != release:
+                raise ReleaseEnvError(f"the environment imported {self.framework} {got}, not {release}")
         except ReleaseEnvError as exc:
             self.failed_path(release).write_text(json.dumps({"release": release, "reason": str(exc)}, indent=1))
             self.progress(f"{release}: could not be measured: {exc}")
@@ -227,7 +229,7 @@ class Sweep:
         write_run(self.path(release), data)
         n = len(data.get("results", []))
         errors = sum(1 for r in data.get("results", []) if r.get("error"))
-        self.progress(f"{release}: measured {n} cells ({errors} refused by PyTorch) in "
+        self.progress(f"{release}: measured {n} cells ({errors} refused by {self.framework}) in "
                       f"{time.monotonic() - t0:.0f} s")
         return True
 
@@ -236,7 +238,7 @@ class Sweep:
         todo = [r for r in releases if not self.path(r).exists()]
         self.progress(f"{len(releases)} releases, {len(releases) - len(todo)} already measured in {self.out}")
         for i, rel in enumerate(todo, 1):
-            self.progress(f"[{i}/{len(todo)}] torch {rel}")
+            self.progress(f"[{i}/{len(todo)}] {self.framework} {rel}")
             self.measure(rel)
 
     def bisect(self, available: Sequence[str]) -> None:

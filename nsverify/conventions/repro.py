@@ -105,9 +105,38 @@ def _case(op: str, label: str):
     return e.torch_fn, dict(c.extra), c.values, c.shape, c.cotangent
 
 
-def cell_script(op: str, label: str, dtype: str, mode: str, head: str) -> str:
+_JAX_MODE_CODE = {
+    "grad": "g = jax.grad(f)(x)",
+    "jit": "g = jax.jit(jax.grad(f))(x)",
+    "vmap": "g = jax.vmap(jax.grad(f))(jnp.stack([x, x]))[0]",
+    "jvp": ("g = jnp.stack([jax.jvp(f, (x,), (jnp.zeros(x.size, x.dtype).at[i].set(1).reshape(x.shape),))[1]\n"
+            "               for i in range(x.size)])  # forward mode: the jvp along each unit tangent"),
+}
+
+
+def jax_cell_script(op: str, label: str, dtype: str, mode: str, head: str) -> str:
+    """A standalone script evaluating one cell of the JAX matrix: jax only (CPU, x64 on), the registry's JAX
+    expression of the op, printing the derivative."""
+    e = registry.get(op)
+    _, extra, values, shape, cot = _case(op, label)
+    vals = ", ".join(str(float(v)) for v in values)
+    names = "".join(f"{k} = {v!r}\n" for k, v in extra.items())
+    cot_line = "c = None" if cot is None else f"c = jnp.array([{', '.join(str(float(v)) for v in cot)}], jnp.{dtype})"
+    return "\n".join([
+        head, "import os", "", 'os.environ.setdefault("JAX_PLATFORMS", "cpu")', "", "import jax  # noqa: E402",
+        "import jax.numpy as jnp  # noqa: E402", "from jax import lax  # noqa: E402", "",
+        'jax.config.update("jax_enable_x64", True)', names,
+        f"x = jnp.array([{vals}], jnp.float64).astype(jnp.{dtype}).reshape({tuple(shape)!r})", cot_line, "", "",
+        "def op(x):  # the registry's JAX expression", f"    return {e.jax}", "", "",
+        "def f(t):", "    y = op(t)", "    return jnp.sum(y * c) if c is not None else jnp.sum(y)", "", "",
+        _JAX_MODE_CODE[mode], 'print("jax", jax.__version__, "derivative:", g.flatten().tolist())', ""])
+
+
+def cell_script(op: str, label: str, dtype: str, mode: str, head: str, framework: str = "torch") -> str:
     """A standalone script evaluating one cell of the matrix (its op, case, dtype and mode), after the comment
-    block ``head``: torch only, printing the derivative."""
+    block ``head``: torch only (or jax only, :func:`jax_cell_script`), printing the derivative."""
+    if framework == "jax":
+        return jax_cell_script(op, label, dtype, mode, head)
     fn, kwargs, values, shape, cot = _case(op, label)
     vals = ", ".join(str(float(v)) for v in values)
     cot_line = ("c = None" if cot is None else
@@ -122,17 +151,18 @@ def cell_script(op: str, label: str, dtype: str, mode: str, head: str) -> str:
         'print("torch", torch.__version__, "derivative:", g.flatten().tolist())', ""])
 
 
-def script(change: Change, history: Sequence[tuple[str, str]] = ()) -> str:
-    """A standalone script reproducing ``change`` (its op, case, dtype and mode)."""
+def script(change: Change, history: Sequence[tuple[str, str]] = (), framework: str = "torch") -> str:
+    """A standalone script reproducing ``change`` (its op, case, dtype and mode) in ``framework``."""
     op, label, dtype, _device, mode = change.key
-    seen = "\n".join(f"#   torch {rel}: {val}" for rel, val in history) or (
-        f"#   torch {change.prev}: {fmt_value(change.before)}\n#   torch {change.since}: {fmt_value(change.after)}")
+    fw = framework
+    seen = "\n".join(f"#   {fw} {rel}: {val}" for rel, val in history) or (
+        f"#   {fw} {change.prev}: {fmt_value(change.before)}\n#   {fw} {change.since}: {fmt_value(change.after)}")
     head = (f"# {op} at {label} ({dtype}, {mode} mode): {fmt_value(change.before)} -> {fmt_value(change.after)} "
             f"{'since' if change.exact else 'between ' + change.prev + ' and'} {change.since}\n"
             f"# Clarke status: {change.before.in_clarke} -> {change.after.in_clarke} (rule {change.before.rule} -> "
             f"{change.after.rule}; nsverify's conventions matrix, registry case {op!r} / {label!r})\n"
             f"# derivative of sum(c * op(x)) measured on CPU:\n{seen}")
-    return cell_script(op, label, dtype, mode, head)
+    return cell_script(op, label, dtype, mode, head, framework)
 
 
 def _safe_name(name: str) -> str:
@@ -171,7 +201,7 @@ def write_crash_repro(result, out: str | Path | None = None) -> Path:
     return path
 
 
-def write_repros(rows: Sequence[dict], out: Path) -> list[Path]:
+def write_repros(rows: Sequence[dict], out: Path, framework: str = "torch") -> list[Path]:
     """One script per grouped change of a release timeline (:meth:`Sweep.timeline`), in ``out``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -181,7 +211,7 @@ def write_repros(rows: Sequence[dict], out: Path) -> list[Path]:
             ch = g["change"]
             safe = _safe_name(f"{ch.since}_{ch.op}_{ch.case}_{ch.key[2]}_{ch.key[4]}")
             try:
-                text = script(ch)
+                text = script(ch, framework=framework)
             except (ValueError, OSError, TypeError, StopIteration) as exc:
                 text = f"# no standalone script for {ch.text()}: {exc}\n"
             (out / safe).write_text(text, encoding="utf-8")

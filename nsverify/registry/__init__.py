@@ -35,6 +35,7 @@ activations: a new elementwise activation is one entry.
 from __future__ import annotations
 
 from nsverify.registry.entries import (
+    JAX_MAX_POOL2D,
     MAX_POOL2D_GEOMS,
     SELU_ALPHA,
     SELU_SCALE,
@@ -89,6 +90,7 @@ from nsverify.registry.types import (
     Violation,
     functional_name,
     installed_release,
+    jax_function,
     lin,
     release_key,
     release_of,
@@ -113,7 +115,7 @@ __all__ = [
     "torch_rule", "elementwise_for", "clamp_for", "selection_rule_for", "parse_conventions", "parse_kink_rules",
     "parse_op_rules", "single_rule", "convention_ops", "ARGUMENT_OPS", "THRESHOLD_RULES", "violation",
     "recorded_violations", "violation_records", "fixed_violation", "RuleChange", "AD_MODES", "installed_release",
-    "release_key", "release_of",
+    "release_key", "release_of", "jax_function", "JAX_MAX_POOL2D",
     "as_fraction_vec", "exact_tensor", "round_to_dtype", "kink_inputs",
     "rule_vectors", "bouligand_pieces", "MAX_PIECES", "pool_out_size", "pool2d_windows", "adaptive_windows",
     "MAX_POOL2D_GEOMS", "SELU_ALPHA", "SELU_SCALE",

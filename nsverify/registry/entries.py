@@ -109,7 +109,8 @@ def elementwise_entries():
     yield Elementwise("relu", ("relu", "relu_", "threshold_backward"), torch.relu, (F(0),),
                       (_const(0), lin(1)), ("left",), doc="max(x, 0); PyTorch: relu'(0) = 0",
                       backward=("threshold_backward",), modules=("ReLU",),
-                      functionals=_fn_names("F.relu", "F.relu_", "torch.relu", "torch.relu_", "T.relu", "T.relu_"))
+                      functionals=_fn_names("F.relu", "F.relu_", "torch.relu", "torch.relu_", "T.relu", "T.relu_"),
+                      jax="jax.nn.relu(x)")
     yield Elementwise("leaky_relu", ("leaky_relu", "leaky_relu_"), tF.leaky_relu, (F(0),),
                       (lin(F(1, 100)), lin(1)), ("left",), kwargs={"negative_slope": 0.01},
                       doc="slope 1/100 below 0; the real slope is not dyadic: in a float dtype the slope "
@@ -120,20 +121,21 @@ def elementwise_entries():
                           "float32 (bfloat16 and float16 round it upward, into the Clarke interval [0.01, 1])",
                           ("float32",)),)},
                       backward=("leaky_relu_backward",), modules=("LeakyReLU",),
-                      functionals=_fn_names("F.leaky_relu", "F.leaky_relu_"), from_args=leaky_relu_for)
+                      functionals=_fn_names("F.leaky_relu", "F.leaky_relu_"), from_args=leaky_relu_for,
+                      jax="jax.nn.leaky_relu(x, negative_slope=0.01)")
     yield Elementwise("relu6", ("relu6",), tF.relu6, (F(0), F(6)),
                       (_const(0), lin(1), _const(6)), ("left", "right"), modules=("ReLU6",),
-                      functionals=_fn_names("F.relu6"),
+                      functionals=_fn_names("F.relu6"), jax="jax.nn.relu6(x)",
                       doc="min(max(x, 0), 6); PyTorch runs it as hardtanh(x, 0, 6) (aten.hardtanh, "
                           "hardtanh_backward)")
     yield Elementwise("hardtanh", ("hardtanh", "hardtanh_"), tF.hardtanh, (F(-1), F(1)),
                       (_const(-1), lin(1), _const(1)), ("left", "right"), backward=("hardtanh_backward",),
                       modules=("Hardtanh",), functionals=_fn_names("F.hardtanh", "F.hardtanh_"),
-                      from_args=hardtanh_for)
+                      from_args=hardtanh_for, jax="jax.nn.hard_tanh(x)")
     yield Elementwise("hardsigmoid", ("hardsigmoid",), tF.hardsigmoid, (F(-3), F(3)),
                       (_const(0), lin(F(1, 6), F(1, 2)), _const(1)), ("left", "right"),
                       backward=("hardsigmoid_backward",), modules=("Hardsigmoid",),
-                      functionals=_fn_names("F.hardsigmoid"))
+                      functionals=_fn_names("F.hardsigmoid"), jax="jax.nn.hard_sigmoid(x)")
     yield Elementwise("hardswish", ("hardswish",), tF.hardswish, (F(-3), F(3)),
                       (_const(0), Piece(poly=(F(0), F(1, 2), F(1, 6))), lin(1)), ("left", "right"),
                       doc="x * relu6(x + 3) / 6: derivative at -3 and 3 the inner piece's (-1/2, 3/2) up to torch "
@@ -141,21 +143,25 @@ def elementwise_entries():
                       rule_changes=(RuleChange("2.8.0", ("right", "left"), ("left", "right"),
                                                note="hardswish's derivative at -3 and 3: -1/2 -> 0 and 3/2 -> 1 "
                                                     "(measured by nsverify releases)"),),
-                      backward=("hardswish_backward",), modules=("Hardswish",), functionals=_fn_names("F.hardswish"))
+                      backward=("hardswish_backward",), modules=("Hardswish",), functionals=_fn_names("F.hardswish"),
+                      jax="jax.nn.hard_swish(x)")
     yield Elementwise("elu", ("elu",), tF.elu, (F(0),), (_mp_exp_piece(1, 1), lin(1)), ("left",),
                       kwargs={"alpha": 1.0},
                       doc="alpha = 1: both one-sided derivatives are 1 (C^1, a piece boundary, no kink)",
-                      backward=("elu_backward",), modules=("ELU",), functionals=_fn_names("F.elu", "F.elu_"))
+                      backward=("elu_backward",), modules=("ELU",), functionals=_fn_names("F.elu", "F.elu_"),
+                      jax="jax.nn.elu(x, alpha=1.0)")
     yield Elementwise("selu", ("selu",), tF.selu, (F(0),),
                       (_mp_exp_piece(SELU_SCALE, SELU_ALPHA), Piece(mp=lambda x: SELU_SCALE * x,
                                                                      dmp=lambda x: SELU_SCALE)),
                       ("left",), doc="left derivative scale*alpha ~ 1.7581, right scale ~ 1.0507 (mpmath); PyTorch "
                                      "runs it as aten.elu with scale arguments",
-                      modules=("SELU",), functionals=_fn_names("F.selu", "F.selu_", "torch.selu", "torch.selu_"))
+                      modules=("SELU",), functionals=_fn_names("F.selu", "F.selu_", "torch.selu", "torch.selu_"),
+                      jax="jax.nn.selu(x)")
     yield Elementwise("abs", ("abs", "abs_"), torch.abs, (F(0),), (lin(-1), lin(1)), ("mix=1/2",),
                       doc="PyTorch: abs'(0) = sgn(0) = 0, the even split of -1 and 1 (the minimal-norm element); "
                           "its backward is grad * sgn(x) (aten.sgn, no backward op of its own)",
-                      functionals=_fn_names("torch.abs", "torch.abs_", "torch.absolute", "T.abs", "T.abs_"))
+                      functionals=_fn_names("torch.abs", "torch.abs_", "torch.absolute", "T.abs", "T.abs_"),
+                      jax="jnp.abs(x)")
     yield Elementwise("clamp", ("clamp", "clamp_", "clip"), torch.clamp, (F(0), F(1)),
                       (_const(0), lin(1), _const(1)), ("inside", "inside"), kwargs={"min": 0.0, "max": 1.0},
                       doc="clamp(x, 0, 1) with scalar bounds: derivative 1 at both bounds up to torch 2.13 (unlike "
@@ -163,7 +169,7 @@ def elementwise_entries():
                       rule_changes=(RuleChange("2.14.0", ("inside", "inside"), ("left", "right"),
                                                note="clamp's derivative at its scalar bounds: 1 -> 0"),),
                       functionals=_fn_names("torch.clamp", "torch.clip", "T.clamp", "T.clip"), from_args=clamp_for,
-                      shared_with="clamp_tensor")
+                      shared_with="clamp_tensor", jax="jnp.clip(x, 0.0, 1.0)")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -183,34 +189,42 @@ def selection_entries():
     pair = lambda n, d: [W((j, n + j), 0, d) for j in range(n)]  # noqa: E731
     yield Selection("maximum", ("maximum", "fmax"), lambda t: torch.maximum(t[0], t[1]), "even", lambda: (
         case("x == y", [1, 0, 2, 1, 3, 2], (2, 3), pair(3, "max"), "even", cotangent=[1, 2, 3]),),
-        packing="pair", doc="torch.maximum(x, y): 1/2 to each side at x == y")
+        packing="pair", doc="torch.maximum(x, y): 1/2 to each side at x == y",
+        jax="jnp.maximum(x[0], x[1])")
     yield Selection("minimum", ("minimum", "fmin"), lambda t: torch.minimum(t[0], t[1]), "even", lambda: (
         case("x == y", [1, 0, 2, 1, -3, 2], (2, 3), pair(3, "min"), "even", cotangent=[1, 2, 3]),),
-        packing="pair")
+        packing="pair", jax="jnp.minimum(x[0], x[1])")
     # --- full reductions: even split
     for name, fn, d in [("amax", torch.amax, "max"), ("amin", torch.amin, "min"), ("max", torch.max, "max"),
                         ("min", torch.min, "min")]:
         yield Selection(name, (name,), (lambda f: lambda t: f(t))(fn), "even", _reduction_cases(d),
-                        doc=f"torch.{name}(x), full reduction: even split over the tie set (minimal norm)")
+                        doc=f"torch.{name}(x), full reduction: even split over the tie set (minimal norm)",
+                        jax=f"jnp.{d}(x)")
     # --- reductions along a dim: first index
     rows = lambda r, c, d: [W(tuple(i * c + j for j in range(c)), 0, d) for i in range(r)]  # noqa: E731
     yield Selection("max_dim", ("max.dim",), lambda t: torch.max(t, 1).values, "first", lambda: (
         case("ties in rows", [1, 1, 0, 2, 0, 2], (2, 3), rows(2, 3, "max"), "first", cotangent=[1, 2]),
         case("all tied", [0, 0, 0, 0], (1, 4), rows(1, 4, "max"), "first")),
-        kwargs={"dim": 1}, doc="torch.max(x, dim): the first maximal index")
+        kwargs={"dim": 1}, doc="torch.max(x, dim): the first maximal index",
+        jax="jnp.max(x, axis=1)")
     yield Selection("min_dim", ("min.dim",), lambda t: torch.min(t, 1).values, "first", lambda: (
         case("ties in rows", [1, 1, 2, 0, 3, 0], (2, 3), rows(2, 3, "min"), "first", cotangent=[1, 2]),),
-        kwargs={"dim": 1}, doc="torch.min(x, dim): the first minimal index")
+        kwargs={"dim": 1}, doc="torch.min(x, dim): the first minimal index",
+        jax="jnp.min(x, axis=1)")
     yield Selection("median", ("median",), lambda t: torch.median(t), "even", lambda: (
         case("3 tied at the median", [1, 1, 1, 2], (4,), [W((0, 1, 2, 3), 1, "min")], "even",
              violations=(_THIRD,)),
         case("all tied", [0, 0, 0, 0], (4,), [W((0, 1, 2, 3), 1, "min")], "even")),
-        doc="torch.median(x) (lower median): even split over the entries equal to it (measured, torch 2.13)")
+        doc="torch.median(x) (lower median): even split over the entries equal to it (measured, torch 2.13); "
+            "JAX: jnp.quantile(x, 0.5, method='lower'), the same function (jnp.median averages the two middle "
+            "entries of an even count: another function)",
+        jax="jnp.quantile(x, 0.5, method='lower')")
     yield Selection("median_dim", ("median.dim",), lambda t: torch.median(t, 1).values, "first", lambda: (
         case("3 tied", [1, 1, 1], (1, 3), [W((0, 1, 2), 1, "min")], "first"),
         case("3 tied among 5", [2, 1, 1, 1, 0], (1, 5), [W((0, 1, 2, 3, 4), 2, "min")], "first")),
         kwargs={"dim": 1}, doc="torch.median(x, dim): the gradient goes to the returned index, the one a "
-                              "stable ascending sort puts at the median rank (measured on CPU, torch 2.13)")
+                              "stable ascending sort puts at the median rank (measured on CPU, torch 2.13)",
+        jax="jnp.quantile(x, 0.5, axis=1, method='lower')")
     # --- pooling: first index in row-major window order, overlapping windows accumulate
     yield Selection("max_pool1d", ("max_pool1d", "max_pool1d_with_indices"),
                     lambda t: tF.max_pool1d(t.reshape(1, 1, -1), 2, stride=1).flatten(), "first", lambda: (
@@ -221,28 +235,34 @@ def selection_entries():
                              _pool_windows_2d(1, 2, kernel=(1, 2), stride=(1, 1)), "first")),
                     kwargs={"kernel_size": 2, "stride": 1},
                     doc="F.max_pool1d; when its input requires grad PyTorch runs it as max_pool2d_with_indices, "
-                        "so the oracle sees (and keys) it as max_pool2d")
+                        "so the oracle sees (and keys) it as max_pool2d",
+                    jax="lax.reduce_window(x, -jnp.inf, lax.max, (2,), (1,), 'VALID')")
     yield Selection("max_pool2d", ("max_pool2d", "max_pool2d_with_indices", "max_pool3d",
                                    "max_pool3d_with_indices"), _max_pool2d_case_fn, "first",
                     _max_pool2d_cases, doc="first index in row-major window order; overlapping windows add "
                     "up. Also the key of ATen's 3-d max pool (the same first-index rule). torch_fn(t, geom=...) "
-                    "takes the case's geometry (case.extra)")
+                    "takes the case's geometry (case.extra); JAX: lax.reduce_window with lax.max",
+                    jax=JAX_MAX_POOL2D)
     yield Selection("adaptive_max_pool2d", ("adaptive_max_pool2d", "adaptive_max_pool1d"),
                     lambda t: tF.adaptive_max_pool2d(t.reshape(1, 1, 3, 3), 2).flatten(), "first", lambda: (
                         case("3x3 -> 2x2 (overlapping) all tied", [0] * 9, (3, 3), _adaptive_windows_2d(3, 2),
                              "first", cotangent=[1, 2, 3, 1]),),
-                    kwargs={"output_size": 2}, doc="F.adaptive_max_pool1d runs as adaptive_max_pool2d")
+                    kwargs={"output_size": 2}, doc="F.adaptive_max_pool1d runs as adaptive_max_pool2d",
+                    jax_note="JAX has no adaptive pooling: neither jax.lax, jax.numpy nor jax.nn has one (the "
+                             "windows would be hand-built reduce_window calls, not a JAX op)")
     # --- sort / topk
     yield Selection("sort", ("sort",), lambda t: torch.sort(t).values, "first", lambda: (
         case("3 tied", [1, 0, 1, 1], (4,), [W((0, 1, 2, 3), r, "min") for r in range(4)], "first",
              cotangent=[1, 2, 3, 4]),),
-        doc="ascending sort: tied entries keep their index order (measured, torch 2.13 CPU)")
+        doc="ascending sort: tied entries keep their index order (measured, torch 2.13 CPU)",
+        jax="jnp.sort(x)")
     yield Selection("topk", ("topk",), lambda t: torch.topk(t, 2).values, "returned", lambda: (
         case("3 tied, k=2", [1, 0, 1, 1], (4,), [W((0, 1, 2, 3), r, "max") for r in range(2)], "returned",
              cotangent=[1, 2]),),
         kwargs={"k": 2}, indices_fn=lambda t: torch.topk(t, 2).indices.flatten().tolist(),
         doc="topk at ties returns later indices in ascending order (measured, torch 2.13 CPU): a Bouligand "
-            "piece, but neither the first- nor the last-index rule; the gradient goes to the returned indices")
+            "piece, but neither the first- nor the last-index rule; the gradient goes to the returned indices",
+        jax="lax.top_k(x, 2)[0]")
     s17 = [5, 1, 9, 3, 3, 12, 0, 7, 3, 14, 2, 11, 8, 13, 15, 16, 10]  # 17 entries, 3 tied (value 3)
     yield Selection("sort_unstable", ("sort",), lambda t: torch.sort(t, stable=False).values, "returned", lambda: (
         case("17 entries, 3 tied", s17, (17,), [W(tuple(range(17)), r, "min") for r in range(17)], "returned",
@@ -250,18 +270,22 @@ def selection_entries():
         indices_fn=lambda t: torch.sort(t, stable=False).indices.flatten().tolist(),
         doc="torch.sort(x) (unstable, the default): from 17 entries on, tied entries come out in another order "
             "than their index order (measured, torch 2.13 CPU: the three tied 3s at indices 8, 4, 3); the gradient "
-            "goes to the returned indices")
+            "goes to the returned indices",
+        jax="lax.sort(x, is_stable=False)")
     yield Selection("topk_smallest", ("topk",), lambda t: torch.topk(t, 2, largest=False).values, "returned",
                     lambda: (case("3 tied, k=2", [0, 1, 0, 0], (4,), [W((0, 1, 2, 3), r, "min") for r in range(2)],
                                   "returned", cotangent=[1, 2]),),
                     kwargs={"k": 2, "largest": False},
                     indices_fn=lambda t: torch.topk(t, 2, largest=False).indices.flatten().tolist(),
                     doc="topk(largest=False) at ties: the gradient goes to the returned indices (later ones, "
-                        "measured on torch 2.13 CPU)")
+                        "measured on torch 2.13 CPU)",
+                    jax="-lax.top_k(-x, 2)[0]")
     yield Selection("kthvalue", ("kthvalue",), lambda t: torch.kthvalue(t, 2).values, "returned", lambda: (
         case("3 tied at k=2", [1, 1, 1, 2], (4,), [W((0, 1, 2, 3), 1, "min")], "returned"),),
         kwargs={"k": 2}, indices_fn=lambda t: [int(torch.kthvalue(t, 2).indices)],
-        doc="torch.kthvalue(x, k) at ties: the gradient goes to the returned index")
+        doc="torch.kthvalue(x, k) at ties: the gradient goes to the returned index; JAX: jnp.partition(x, k - 1)"
+            "[k - 1] (JAX has no kthvalue)",
+        jax="jnp.partition(x, 1)[1]")
     # --- clamp with tensor bounds = median of (x, min, max) when min <= max
     med3 = lambda n: [W((j, n + j, 2 * n + j), 1, "max") for j in range(n)]  # noqa: E731
     yield Selection("clamp_tensor", (), lambda t: torch.clamp(t[0], t[1], t[2]), "inside", lambda: (
@@ -280,7 +304,8 @@ def selection_entries():
         "goes to x at x == min or x == max (like the scalar clamp); when min == max > x it is 0 for every input, "
         "outside the Clarke set conv{e_min, e_max}, while forward mode (jvp) returns e_min, inside it. From "
         "torch 2.14: an even split between x and the bound it equals, and e_min (a Clarke subgradient) in every "
-        "mode when min == max > x (measured on CPU)")
+        "mode when min == max > x (measured on CPU)",
+        jax="jnp.clip(x[0], x[1], x[2])")
 
 
 def _reduction_cases(d: str):
@@ -297,6 +322,11 @@ def _adaptive_windows_2d(n: int, out: int) -> list[Window]:
     return [Window(tuple(r * n + c for r in a[i] for c in a[j])) for i in range(out) for j in range(out)]
 
 
+#: max_pool2d in JAX: lax.reduce_window with lax.max from the Python scalar -inf (as flax's max_pool calls it), in
+#: the geometry ``geom`` of the case (its ``extra``: kernel, and stride (default: the kernel), padding, dilation)
+JAX_MAX_POOL2D = ("lax.reduce_window(x, -jnp.inf, lax.max, (geom['kernel'],) * 2, "
+                  "(geom.get('stride', geom['kernel']),) * 2, ((geom.get('padding', 0),) * 2,) * 2, "
+                  "window_dilation=(geom.get('dilation', 1),) * 2).flatten()")
 MAX_POOL2D_GEOMS = (("k=2 non-overlapping", 4, 4, {"kernel": 2}),
                     ("k=3 s=1 overlapping", 4, 4, {"kernel": 3, "stride": 1}),
                     ("k=3 s=2 p=1", 4, 4, {"kernel": 3, "stride": 2, "padding": 1}),

@@ -199,6 +199,21 @@ class Piece:
         return self.poly is not None and all(c == 0 for c in self.poly[1:])
 
 
+def jax_function(expr: str, **names) -> Callable:
+    """The registry's JAX expression ``expr`` (in ``x``, over ``jax``, ``jnp``, ``lax`` and ``names``) as a
+    function of one array. jax is imported when the function is called, never before (it is optional)."""
+    code = compile(expr, f"<jax: {expr}>", "eval")
+
+    def fn(x):
+        import jax
+        import jax.numpy as jnp
+        from jax import lax
+
+        return eval(code, {"jax": jax, "jnp": jnp, "lax": lax, **names}, {"x": x})  # noqa: S307 (registry text)
+    fn.expr = expr  # type: ignore[attr-defined]
+    return fn
+
+
 def functional_name(name: str) -> str:
     """The qualified name of a functional form: ``F.x`` abbreviates torch.nn.functional.x and ``T.x``
     torch.Tensor.x; other names are returned as given (``torch.relu``)."""
@@ -256,6 +271,11 @@ class Elementwise:
     functionals: tuple[str, ...] = ()
     from_args: Callable[..., "Elementwise"] | None = None
     shared_with: str | None = None
+    #: the JAX counterpart, next to ``torch_fn``: an expression in ``x`` (the input array) over the names jax,
+    #: jnp and lax (:func:`jax_function` makes it a function; jax is imported when it is called, never at
+    #: registry import); None when JAX has none, and ``jax_note`` then says why (the JAX matrix lists it)
+    jax: str | None = None
+    jax_note: str = ""
 
     kind = "elementwise"
 
@@ -654,6 +674,11 @@ class Selection:
     #: releases where PyTorch changed the op's tie rule (:class:`RuleChange`); per-case changes live on the cases
     rule_changes: tuple[RuleChange, ...] = ()
     release: str | None = None
+    #: the JAX counterpart, next to ``torch_fn``: an expression in ``x`` (the input array, packed as for torch_fn)
+    #: over jax, jnp, lax and the case's ``extra`` (max_pool2d's ``geom``), see :func:`jax_function`; None when
+    #: JAX has none, and ``jax_note`` then says why
+    jax: str | None = None
+    jax_note: str = ""
 
     kind = "selection"
 

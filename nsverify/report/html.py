@@ -30,6 +30,7 @@ th{background:#f3f3f3} .ok{color:#17692b} .failed,.red{color:#b00020} .green{col
 pre{background:#f7f7f7;padding:.6em;overflow:auto;font-size:.8em} img{max-width:100%}
 .meta td{border:none;padding:1px 8px} nav a{margin-right:1em} .cross{background:#fff3cd;padding:.4em}
 tr.regression td{background:#fde7ea} td.differs{background:#fff3cd}
+tr.differs td{background:#fff3cd} tr.outside td{background:#fde7ea;font-weight:bold}
 .trends{display:flex;flex-wrap:wrap;gap:.8em} .trend{font-size:.75em;width:280px}
 #summary ul{margin:.3em 0 .8em} #summary li{margin:.25em 0} .field{color:#444;font-size:.9em;margin-left:.6em}
 details{margin:.6em 0} summary{cursor:pointer;color:#245}
@@ -109,8 +110,9 @@ def collapsed(summary: str, body: str, element_id: str = "") -> str:
 def _table_maybe_collapsed(tab: dict) -> str:
     n = len(tab.get("rows", []))
     if n <= COLLAPSE_ROWS:
-        return render_table(tab)
-    return collapsed(f"{tab.get('title') or 'Table'} ({n} rows)", render_table({**tab, "title": ""}))
+        return render_table(tab, tab.get("row_classes"))
+    return collapsed(f"{tab.get('title') or 'Table'} ({n} rows)", render_table({**tab, "title": ""},
+                                                                              tab.get("row_classes")))
 
 
 def _body_parts(sec: dict) -> list[str]:

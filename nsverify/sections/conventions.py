@@ -23,6 +23,11 @@ CLAIMS = (
     ClaimSpec("conventions/compile-matches-eager", OURS, "conventions matrix",
               "torch.compile matches eager at every kink and tie", "cases whose compiled rule differs from eager",
               "exact", "every registry kink and tie x the compiled dtypes (float32 only in quick mode)", by="ours"),
+    ClaimSpec("conventions/jax-in-clarke", OURS, "conventions matrix, JAX column",
+              "JAX's derivatives (newest recorded release) lie in the Clarke set at every registry kink and tie",
+              "JAX cells outside the Clarke set", "exact",
+              "the newest recorded JAX run (nsverify/data/conventions/jax), every case x 4 dtypes x its modes",
+              by="ours"),
     ClaimSpec("conventions/gpu-readable", OURS, "conventions matrix", "GPU conventions readable",
               "the GPU data file", "exact", "the stored GPU run (nsverify/data/gpu/conventions.json)", by="ours"),
     ClaimSpec("conventions/cuda-equals-cpu", OURS, "conventions matrix", "CUDA conventions equal CPU conventions",
@@ -77,6 +82,9 @@ def conventions_section(ctx) -> dict:
     if crashed:
         tables.append(_crash_table(crashed))
     claims = _matrix_claims(results, unexpected, compile_vs_eager, compile_dtypes)
+    jax = _jax_part(results)
+    tables += jax["tables"]
+    claims += jax["claims"]
     outside = sorted({(r.op, r.case) for r in results if r.in_clarke == "no"})
     gpu = _gpu_part(cv, results)
     if gpu:
@@ -93,17 +101,53 @@ def conventions_section(ctx) -> dict:
                f"{len(crashed)} crashed their process{_crash_note(crashed)}. "
                + "".join(f"Crash no single cell reproduces: {note}. " for note in cv.batch_crashes(results))
                + f"Outside the Clarke set: {', '.join(f'{o} ({c})' for o, c in outside) or 'none'}."
-               + ("" if gpu else " No GPU data (nsverify/data/gpu/conventions.json) yet."))
+               + ("" if gpu else " No GPU data (nsverify/data/gpu/conventions.json) yet.") + " " + jax["summary"])
     metrics = cv.metrics(results) + cv.metrics(results_gpu) + [
         {"key": "unexpected_rules", "kind": "counterexample", "value": len(unexpected)},
         {"key": "outside_clarke_cases", "kind": "info", "value": len(outside)},
         {"key": "crashed_cells", "kind": "counterexample", "value": len(crashed)},
         {"key": "batch_crashes", "kind": "counterexample", "value": len(cv.batch_crashes(results))},
-    ]
+    ] + jax["metrics"]
     return {"summary": summary, "tables": tables, "claims": claims,
             "data": {"metrics": metrics, "differences": diffs, "unexpected": [vars(r) for r in unexpected],
                      "crashed": [vars(r) for r in crashed],
                      "outside_clarke": [m["key"] for r, m in zip(results, cv.metrics(results)) if r.in_clarke == "no"]}}
+
+
+def _jax_part(torch_results) -> dict:
+    """PyTorch (this run) and JAX (the newest recorded release) side by side (:mod:`nsverify.conventions.sidebyside`):
+    one table, differing rows and rows outside the Clarke set highlighted, and the claim that JAX stays in it."""
+    from nsverify.conventions import sidebyside as sbs
+
+    run, missing = sbs.newest_jax_run()
+    if run is None:
+        return {"tables": [], "claims": [], "metrics": [],
+                "summary": "No recorded JAX run (nsverify/data/conventions/jax): run `nsverify releases --framework "
+                           "jax ... --publish nsverify/data/conventions/jax`."}
+    jax_results = list(run.results.values())
+    rows, classes = sbs.table_rows(torch_results, jax_results, missing)
+    ps = sbs.pairs(torch_results, jax_results)
+    differ = [p for p in ps if p.differs]
+    out_jax = [r for r in jax_results if r.in_clarke == "no"]
+    import torch
+
+    title = (f"PyTorch {torch.__version__} vs JAX {run.meta.get('version')} (recorded "
+             f"{run.meta.get('provenance', {}).get('date', '?')}): {len(differ)} of {len(ps)} paired cells differ "
+             f"(modes {', '.join(f'{a}/{b}' for a, b in sbs.MODE_PAIRS)}); highlighted: DIFFERS, OUTSIDE the "
+             "Clarke set")
+    tab = table(title, sbs.COLUMNS, rows)
+    tab["row_classes"] = classes
+    claim = SPEC["conventions/jax-in-clarke"].judge(
+        f"{len(out_jax)} of {len(jax_results)} JAX cells outside the Clarke set (jax {run.meta.get('version')})",
+        decide.exact(not out_jax))
+    ops_differ = sorted({(p.op, p.case) for p in differ})
+    return {"tables": [tab], "claims": [claim],
+            "metrics": [{"key": "torch_jax_differing_cells", "kind": "info", "value": len(differ)},
+                        {"key": "jax_outside_clarke_cells", "kind": "counterexample", "value": len(out_jax)}],
+            "summary": f"Side by side with JAX {run.meta.get('version')}: {len(differ)} of {len(ps)} paired cells "
+                       f"differ, in {len(ops_differ)} cases ({', '.join(f'{o} [{c}]' for o, c in ops_differ)}); "
+                       f"{len(out_jax)} JAX cells outside the Clarke set; no JAX counterpart: "
+                       f"{', '.join(m['op'] for m in missing) or 'none'}."}
 
 
 def _crash_note(crashed) -> str:
