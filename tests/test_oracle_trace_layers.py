@@ -391,3 +391,21 @@ def test_autograd_graph_layers_never_contradict_the_enumeration():
             declined_empty += 1
     assert decided >= 8, decided  # enough points where both decided for the comparison to mean something
     assert declined_empty >= 1, declined_empty  # and the premise fails somewhere (no bias, opposite rows)
+
+
+def test_a_failure_inside_the_reading_declines_and_the_plain_path_decides(monkeypatch):
+    """The shortcut never decides on a broken reading: an internal error becomes a decline with its reason."""
+    from nsverify.oracle.park import optrace
+
+    def broken(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(optrace, "_analyse", broken)
+    m = _fuzz_net(3)[0]
+    x = torch.tensor([[0.0, 1.0]], dtype=D)
+    t = torch.zeros(1, 1, dtype=D)
+    fn, w = module_function(m, _mse, x, t)
+    got = layered.decide(Evaluation(fn, w), m, _mse, t)
+    assert isinstance(got, str) and "the graph could not be read (RuntimeError: boom)" in got, got
+    v = _check(m, x, t)
+    assert not _from_graph(v) and v.status == _check(m, x, t, shortcuts=False).status

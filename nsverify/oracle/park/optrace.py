@@ -427,11 +427,17 @@ def decide(ev, model, offsets_of_slot: list, tracker=None) -> TraceLayers:
     watch = _Watch(model)
     result: dict = {}
 
+    from nsverify.oracle.context import TimeLimitExceeded
+
     def analyse(out, x):
         try:
             result["layers"] = _analyse(watch, out, x, offsets_of_slot, tracker)
         except Declined as e:
             result["declined"] = str(e)
+        except TimeLimitExceeded:
+            raise
+        except Exception as e:  # noqa: BLE001 -- a shortcut that cannot read the graph declines; never decides
+            result["declined"] = f"the graph could not be read ({type(e).__name__}: {e})"
 
     from nsverify.errors import InexactError, UnsupportedOpError
 
@@ -441,6 +447,10 @@ def decide(ev, model, offsets_of_slot: list, tracker=None) -> TraceLayers:
         raise Declined(watch.declined or "the trace stopped") from None
     except (InexactError, UnsupportedOpError, ZeroDivisionError) as e:
         raise Declined(f"the exact reverse trace failed: {e}") from None
+    except TimeLimitExceeded:
+        raise
+    except Exception as e:  # noqa: BLE001 -- the program's own error: the plain path runs it again and reports it
+        raise Declined(f"the watched trace failed ({type(e).__name__}: {e})") from None
     finally:
         watch.close()
     if watch.declined is not None:
