@@ -200,6 +200,20 @@ def test_at_least_eight_jax_releases_are_recorded_with_their_provenance():
     assert set(rec) <= set(index["available"])
 
 
+def test_a_cell_change_between_recorded_jax_releases_is_found_and_dated():
+    """The recorded JAX releases show no change; the comparison that says so does find one planted change, in
+    the right cell, dated to the later release (the same code bisects torch's releases)."""
+    rec = sorted(baselines.recorded_releases(JAX_DIR), key=baselines.release_key)
+    runs = [baselines.load_recorded(r, JAX_DIR) for r in rec]
+    assert all(not baselines.changes(a, b) for a, b in zip(runs, runs[1:]))
+    before, after = runs[-2], runs[-1]
+    key = next(k for k, r in after.results.items() if not r.error and k in before.results)
+    moved = replace(after.results[key], derivative=tuple(v + 1 for v in after.results[key].derivative))
+    planted = replace(after, results={**after.results, key: moved})
+    got = baselines.changes(before, planted)
+    assert [c.key for c in got] == [key] and got[0].since == after.release and got[0].prev == before.release
+
+
 # ----------------------------------------------------------------------------------------------------------
 # the JAX matrix itself (needs jax)
 # ----------------------------------------------------------------------------------------------------------
