@@ -147,14 +147,41 @@ def _default_modes(args) -> list[str]:
     return list(args.modes)
 
 
+def _compare(results, against, installed: str, meta: dict, framework: str) -> list[str]:
+    """Compare ``results`` with each run of :func:`comparisons` (``against``): the text blocks to print, and
+    each comparison's summary recorded in ``meta``."""
+    from nsverify.conventions.baselines import DATA_DIRS, compare_with_baseline
+
+    compared = []
+    for kind, run in against:
+        chs, missing = compare_with_baseline(results, run, installed, DATA_DIRS[framework])
+        compared.append(format_comparison(kind, run, chs, len(missing), installed, framework))
+        meta["baseline" if kind == "baseline" else "previous_release"] = {
+            "release": run.release, "source": run.source, "changes": len(chs)}
+    return compared
+
+
+def _write_json(dest: str | None, data: dict) -> None:
+    """``--json``: to stdout for "-", else atomically to the file."""
+    from nsverify.files import atomic_write_text
+
+    if not dest:
+        return
+    text = json.dumps(data, indent=1)
+    if dest == "-":
+        print(text)
+    else:
+        atomic_write_text(dest, text)
+
+
 def _cli_jax(args, modes: list[str]) -> int:
     """``nsverify conventions --framework jax``: the JAX matrix in this process (CPU), compared with the recorded
     JAX releases as the torch matrix is with torch's."""
     from nsverify.conventions import jax_matrix as jm
-    from nsverify.conventions.baselines import DATA_DIRS, compare_with_baseline, release_of
+    from nsverify.conventions.baselines import DATA_DIRS, release_of
     from nsverify.conventions.matrix import differences, format_table
     from nsverify.devices import Heartbeat
-    from nsverify.files import atomic_write_text, make_output_dir
+    from nsverify.files import make_output_dir
 
     if [str(d) for d in args.device] != ["cpu"]:
         raise NsverifyError("--framework jax measures the CPU only: drop --device (or give --device cpu).")
@@ -178,19 +205,9 @@ def _cli_jax(args, modes: list[str]) -> int:
         results = jm.run_matrix(args.ops, dtypes, modes, progress=progress)
     meta = {"devices": ["cpu"], "provenance": jm.provenance(getattr(args, "command_line", None)
                                                             or ["nsverify", *sys.argv[1:]])}
-    compared = []
-    for kind, run in against:
-        chs, missing = compare_with_baseline(results, run, installed, DATA_DIRS["jax"])
-        compared.append(format_comparison(kind, run, chs, len(missing), installed, "jax"))
-        meta["baseline" if kind == "baseline" else "previous_release"] = {
-            "release": run.release, "source": run.source, "changes": len(chs)}
+    compared = _compare(results, against, installed, meta, "jax")
     data = jm.to_json(results, meta, args.ops)
-    if args.json:
-        text = json.dumps(data, indent=1)
-        if args.json == "-":
-            print(text)
-        else:
-            atomic_write_text(args.json, text)
+    _write_json(args.json, data)
     if args.json != "-":
         print(format_table(results))
         outside = sum(r.in_clarke == "no" for r in results)
@@ -209,10 +226,9 @@ def _cli_jax(args, modes: list[str]) -> int:
 
 
 def _cli(args) -> int:
-    from nsverify.conventions.baselines import compare_with_baseline
     from nsverify.conventions.matrix import format_table, provenance, run_matrix, to_json
     from nsverify.devices import Heartbeat, parse_device, parse_dtype
-    from nsverify.files import atomic_write_text, make_output_dir
+    from nsverify.files import make_output_dir
 
     args.modes = _default_modes(args)
     if args.framework == "jax":
@@ -245,18 +261,8 @@ def _cli(args) -> int:
                              isolate=not args.in_process, repro_dir=_crash_dir(args.json))
     meta = {"devices": [str(d) for d in devices], "provenance": provenance(devices, getattr(args, "command_line", None)
                                                                     or ["nsverify", *sys.argv[1:]])}
-    compared = []
-    for kind, run in against:
-        chs, missing = compare_with_baseline(results, run, installed)
-        compared.append(format_comparison(kind, run, chs, len(missing), installed))
-        meta["baseline" if kind == "baseline" else "previous_release"] = {
-            "release": run.release, "source": run.source, "changes": len(chs)}
-    if args.json:
-        text = json.dumps(to_json(results, meta), indent=1)
-        if args.json == "-":
-            print(text)
-        else:
-            atomic_write_text(args.json, text)
+    compared = _compare(results, against, installed, meta, "torch")
+    _write_json(args.json, to_json(results, meta))
     if args.json != "-":
         from nsverify.conventions.matrix import batch_crashes, differences
 
