@@ -7,6 +7,7 @@ from torch import nn
 
 from nsverify.oracle.park import algorithm1
 from nsverify.papers.park.monitor import TJ_PATHS, Monitor
+from tests.test_monitor import _plateau_images, _vgg_like
 
 
 def _rows(chk):
@@ -94,20 +95,6 @@ def test_equal_patches_in_a_deeper_layer_go_to_the_exact_test(w2, status):
     _assert_same(rec_exact, rec_auto)
     chk = rec_auto.layers[1]
     assert chk.status == status and (chk.tj_patch, chk.tj_exact) == (0, 1)
-
-
-def _vgg_like(c=4):
-    return nn.Sequential(nn.Conv2d(3, c, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(c, c, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Flatten(), nn.Linear(c * 4 * 4, 3))
-
-
-def _plateau_images(n=4, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randint(0, 256, (n, 3, 16, 16), generator=g).float() / 255
-    x[:, :, :, :12] = 0.5
-    x[:, :, 10:, 12:] = torch.tensor([0.2, 0.4, 0.6]).view(1, 3, 1, 1)
-    return x
 
 
 @pytest.mark.parametrize("seed", range(3))
