@@ -45,6 +45,7 @@ from fractions import Fraction
 import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
 
 from nsverify.oracle.cones import ConeStats
 from nsverify.oracle.context import Site, poll_deadline
@@ -107,15 +108,9 @@ class _Act:
     out: torch.Tensor | None = None  # the output tensor (a max pool of it is part of this layer's activation)
 
 
-def _tensors(obj):
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for o in obj:
-            yield from _tensors(o)
-    elif isinstance(obj, dict):
-        for o in obj.values():
-            yield from _tensors(o)
+def _tensors(obj) -> list:
+    """The tensors in a nest of call arguments or results (torch's own pytree, as :mod:`..prepass` reads them)."""
+    return [t for t in tree_leaves(obj) if isinstance(t, torch.Tensor)]
 
 
 class _Watch(TorchFunctionMode):
@@ -205,7 +200,7 @@ class _Watch(TorchFunctionMode):
             k = next((k for k, c in enumerate(chunks) if c is args[0]), None)
             if k is not None:  # the parameter itself: its own graph node, so a backward into it stays short
                 chunks[k] = out
-        outs = list(_tensors(out))
+        outs = _tensors(out)
         if not outs and out is not None and name not in METADATA_CALLS:
             self.decline(f"`{name}` turns a value that depends on the parameters into a Python value "
                          "(data-dependent control flow)")
@@ -470,7 +465,8 @@ def _analyse(watch: _Watch, out, x, offsets: list, tracker):
     all_acts = {a.node: a for a in watch.acts}
     # the whole graph: every node analytic or a watched activation; find module_function's split of w (the one
     # node whose input is the leaf w's gradient sink)
-    x_node, split_nodes, main = None, set(), set()
+    # (and how many graph edges enter each node: its users)
+    x_node, split_nodes, main, users = None, set(), set(), {}
     stack = [out.grad_fn]
     while stack:
         n = stack.pop()
@@ -483,8 +479,11 @@ def _analyse(watch: _Watch, out, x, offsets: list, tracker):
             continue
         main.add(n)
         for nx, _ in n.next_functions:
-            if nx is not None and nx.name() == "torch::autograd::AccumulateGrad" and \
-                    n.name() == "SplitWithSizesBackward0" and getattr(nx, "variable", None) is x:
+            if nx is None:
+                continue
+            users[nx] = users.get(nx, 0) + 1
+            if nx.name() == "torch::autograd::AccumulateGrad" and n.name() == "SplitWithSizesBackward0" and \
+                    getattr(nx, "variable", None) is x:
                 split_nodes.add(n)
             stack.append(nx)
     if len(split_nodes) != 1:
@@ -496,11 +495,6 @@ def _analyse(watch: _Watch, out, x, offsets: list, tracker):
         if n not in split_nodes:
             _check_node(n, all_acts, watch.pools)
     # a pool with ties at 0 belongs to the ReLU layer it pools: that ReLU's output must feed nothing else
-    users: dict = {}
-    for n in main:
-        for nx, _ in n.next_functions:
-            if nx is not None:
-                users[nx] = users.get(nx, 0) + 1
     for pnode, src in watch.pools.items():
         if src is not None and pnode in main and users.get(src.node, 0) != 1:
             raise Declined(f"{src.where}: a max pool with tied windows reads this ReLU's output, which is also "
