@@ -328,6 +328,7 @@ void scan_plane(const scalar_t* x, const scalar_t* out, bool* mask, const Geom& 
   using op_t = typename OpMath<scalar_t>::type;
   const bool two_by_two = G.kh == 2 && G.kw == 2 && G.sh == 2 && G.sw == 2 && G.ph == 0 && G.pw == 0 && G.dh == 1 &&
                           G.dw == 1 && 2 * G.Ho <= G.H && 2 * G.Wo <= G.W;
+  std::vector<op_t> cnt(two_by_two ? 0 : G.Wo), mrow_buf(two_by_two ? 0 : G.Wo);  // the general path's row buffers
   for (int64_t oh = 0; oh < G.Ho; ++oh) {
     if (two_by_two) {
       const scalar_t* r0 = x + 2 * oh * G.W;
@@ -342,17 +343,25 @@ void scan_plane(const scalar_t* x, const scalar_t* out, bool* mask, const Geom& 
                          (ld<scalar_t>(r1[2 * ow + 1]) == m ? op_t(1) : op_t(0));
         mrow[ow] = cnt > op_t(1);
       }
-    } else {
-      const int64_t h0 = oh * G.sh - G.ph;
+    } else {  // any geometry: kernel offset by kernel offset, a loop over the row's windows that GCC vectorizes
       for (int64_t ow = 0; ow < G.Wo; ++ow) {
-        const int64_t w0 = ow * G.sw - G.pw;
-        const op_t m = ld<scalar_t>(out[oh * G.Wo + ow]);
-        int count = 0;
-        each_in_window(G, h0, w0, [&](int64_t q) {
-          count += ld<scalar_t>(x[q]) == m;
-        });
-        mask[oh * G.Wo + ow] = count > 1;
+        mrow_buf[ow] = ld<scalar_t>(out[oh * G.Wo + ow]);
+        cnt[ow] = op_t(0);
       }
+      for (int64_t a = 0; a < G.kh; ++a) {
+        const int64_t ih = oh * G.sh - G.ph + a * G.dh;
+        if (ih < 0 || ih >= G.H) continue;  // a padding row
+        const scalar_t* xr = x + ih * G.W;
+        for (int64_t b = 0; b < G.kw; ++b) {
+          const int64_t off = b * G.dw - G.pw;  // input column of window ow: ow * sw + off
+          const int64_t lo = off >= 0 ? 0 : (-off + G.sw - 1) / G.sw;
+          const int64_t hi = G.W - 1 - off < 0 ? -1 : std::min<int64_t>(G.Wo - 1, (G.W - 1 - off) / G.sw);
+          for (int64_t ow = lo; ow <= hi; ++ow) {
+            cnt[ow] += ld<scalar_t>(xr[ow * G.sw + off]) == mrow_buf[ow] ? op_t(1) : op_t(0);
+          }
+        }
+      }
+      for (int64_t ow = 0; ow < G.Wo; ++ow) mask[oh * G.Wo + ow] = cnt[ow] > op_t(1);
     }
   }
   for (int64_t j = 0; j < G.Ho * G.Wo; ++j) {

@@ -142,8 +142,11 @@ def algorithm1_layer(
             if tie_test == "auto":
                 if rho is None:
                     rho_prime = rho_prime[rows[:, :1], wr.clamp(min=0)]
+                y_entries = None  # the BatchNorm form needs the pre-activations and no kink rows in the layer
+                if affine is not None and affine.bn is not None and not constraints:
+                    y_entries = yf[rows[:, :1], wr.clamp(min=0)]
                 _pool_constraints_auto(out, constraints, alpha, rows, wr, tie, rho_prime, params_l, params_upto,
-                                       max_checks, same_patch, affine)
+                                       max_checks, same_patch, affine, y_entries)
             else:
                 pool_constraints = _pool_constraints_jvp if tie_test == "jvp" else _pool_constraints_exact
                 pool_constraints(out, constraints, alpha, rows, wr, tie, rho_prime, params_l, params_upto,
@@ -270,10 +273,21 @@ class AffineRows:
     :func:`nsverify.oracle.park.exact._pi_rows_scaled`). ``values(b, i, scale)`` gives ``scale * pi`` on the
     channel's own columns (``columns``), in z's dtype: what reverse-mode AD computes for the w_l block of
     d alpha_i / dw_l with ``scale`` = D^AD rho(y_i) (one product per entry, as in the convolution's weight
-    backward for a one-hot cotangent)."""
+    backward for a one-hot cotangent).
 
-    def __init__(self, module: torch.nn.Module, z: torch.Tensor, y_shape: tuple):
+    ``bn``: a ``BatchNorm1d``/``2d`` applied to the convolution's output (w_l = conv weight [, conv bias] [, BN
+    weight, BN bias]), in training or evaluation mode. Then ``values`` are not single rows but serve the
+    *differences* of two entries i*, i of one output channel c with equal pre-activations y_i* = y_i (a tied pair):
+    in exact arithmetic d y_i*/dw_l - d y_i/dw_l = (gamma_c / sigma_c) (pi_i* - pi_i) on channel c's weight block
+    and 0 on every other column -- the batch statistics' terms are common to both entries (the mean's) or carry the
+    factor y_i* - y_i = 0 (the deviation's), and the bias, gamma and beta columns cancel (ours; proof sketch in
+    docs/conditions.md). ``channel_sign`` gives sign(gamma_c) (+1 without affine BN); the positive factor
+    |gamma_c| / sigma_c is left out, which scales the rows of each channel's block alike and so changes no cone
+    of rows that live on that block alone."""
+
+    def __init__(self, module: torch.nn.Module, z: torch.Tensor, y_shape: tuple, bn: torch.nn.Module | None = None):
         self.module, self.bias = module, module.bias is not None
+        self.bn = bn
         B = y_shape[0]
         if isinstance(module, torch.nn.Linear):
             self.z, self.plane, self.geom = z.reshape(B, -1), 1, None
@@ -290,15 +304,20 @@ class AffineRows:
         self.weight_numel = module.weight.numel()
 
     @staticmethod
-    def applies(module: torch.nn.Module, params_l: list) -> bool:
-        """Does the patch form give exactly d y / d params_l for this module?"""
+    def applies(module: torch.nn.Module, params_l: list, bn: torch.nn.Module | None = None) -> bool:
+        """Does the patch form give exactly d y / d params_l for this module (followed by ``bn``)?"""
         if isinstance(module, torch.nn.Linear):
-            ok = True
+            ok = bn is None or isinstance(bn, torch.nn.BatchNorm1d)
         elif isinstance(module, (torch.nn.Conv1d, torch.nn.Conv2d)):
             ok = module.groups == 1 and not isinstance(module.padding, str) and module.padding_mode == "zeros"
+            ok = ok and (bn is None or isinstance(bn, torch.nn.BatchNorm2d if isinstance(module, torch.nn.Conv2d)
+                                                  else torch.nn.BatchNorm1d))
         else:
             return False
         want = [module.weight] + ([module.bias] if module.bias is not None else [])
+        if bn is not None:
+            ok = ok and bn.num_features == module.weight.shape[0]
+            want += [p for p in (bn.weight, bn.bias) if p is not None]
         return ok and len(params_l) == len(want) and all(p is q for p, q in zip(params_l, want))
 
     @staticmethod
@@ -308,6 +327,14 @@ class AffineRows:
         dims = 2 if isinstance(module, torch.nn.Linear) else 3 if isinstance(module, torch.nn.Conv1d) else 4
         return z.dim() == dims
 
+    def channel_sign(self, ch: torch.Tensor) -> torch.Tensor | None:
+        """sign(gamma_c) of output channels ``ch`` (BatchNorm's weight; +1 without one), or None without ``bn``."""
+        if self.bn is None:
+            return None
+        if self.bn.weight is None:
+            return torch.ones(len(ch), dtype=self.z.dtype, device=ch.device)
+        return torch.sign(self.bn.weight.detach()[ch]).to(self.z.dtype)
+
     def channels(self, i: torch.Tensor) -> torch.Tensor:
         return i // self.plane
 
@@ -315,23 +342,29 @@ class AffineRows:
         """(n, K [+ 1]): ``scale * (patch, 1)`` of entries (b, i) (flat per sample, the layer output's order)."""
         if self.geom is None:
             patch = self.z[b]
-        else:  # the zero-padded patch, gathered from z itself (positions in the padding read 0)
-            wo, (kh, kw), (sh, sw), (dh, dw), (ph, pw) = self.geom
-            _, cin, h, w = self.z.shape
+        else:  # the zero-padded patch: one gather from z padded once, at offsets computed once
+            zp, offsets, (wo, (sh, sw), wp, per_sample) = self._padded()
             pos = i % self.plane
-            dev = self.z.device
-            r = (pos // wo)[:, None] * sh + torch.arange(kh, device=dev) * dh - ph  # (n, kh)
-            c = (pos % wo)[:, None] * sw + torch.arange(kw, device=dev) * dw - pw  # (n, kw)
-            inside = ((r >= 0) & (r < h))[:, :, None] & ((c >= 0) & (c < w))[:, None, :]  # (n, kh, kw)
-            flat = (r.clamp(0, h - 1) * w)[:, :, None] + c.clamp(0, w - 1)[:, None, :]
-            flat = (b * (cin * h * w))[:, None, None, None] + (torch.arange(cin, device=dev) * (h * w))[
-                None, :, None, None] + flat[:, None]  # (n, cin, kh, kw)
-            patch = torch.where(inside[:, None], self.z.reshape(-1)[flat], torch.zeros((), dtype=self.z.dtype,
-                                                                                       device=dev))
-            patch = patch.reshape(len(b), -1)
+            base = b * per_sample + (pos // wo) * (sh * wp) + (pos % wo) * sw
+            patch = zp[base[:, None] + offsets]
         if self.bias:
             patch = torch.cat([patch, torch.ones((len(b), 1), dtype=patch.dtype, device=patch.device)], dim=1)
         return scale.to(patch.dtype)[:, None] * patch
+
+    def _padded(self):
+        """z zero-padded and flattened, the flat offsets of a patch's entries from its top-left corner (in the
+        weight's (in_channels, kh, kw) order), and the strides that place a patch."""
+        if getattr(self, "_pad", None) is None:
+            wo, (kh, kw), (sh, sw), (dh, dw), (ph, pw) = self.geom
+            _, cin, h, w = self.z.shape
+            zp = torch.nn.functional.pad(self.z, (pw, pw, ph, ph))
+            hp, wp = h + 2 * ph, w + 2 * pw
+            dev = self.z.device
+            offsets = ((torch.arange(cin, device=dev) * (hp * wp))[:, None, None]
+                       + (torch.arange(kh, device=dev) * (dh * wp))[None, :, None]
+                       + (torch.arange(kw, device=dev) * dw)[None, None, :]).reshape(1, -1)
+            self._pad = (zp.reshape(-1), offsets, (wo, (sh, sw), wp, cin * hp * wp))
+        return self._pad
 
     def columns(self, ch: torch.Tensor) -> torch.Tensor:
         """(n, K [+ 1]): the columns of w_l that :meth:`values` of output channels ``ch`` fill."""
@@ -342,7 +375,8 @@ class AffineRows:
 
 
 def _pool_constraints_auto(
-    out, constraints, alpha, rows, wr, tie, rho_prime, params_l, params_upto, max_checks, same_patch, affine
+    out, constraints, alpha, rows, wr, tie, rho_prime, params_l, params_upto, max_checks, same_patch, affine,
+    y_entries=None,
 ):
     r"""T_j (Park et al., Algorithm 1 line 14) pair by pair (i*, i), each pair by the first sufficient test that
     decides it, all vectorised over the layer's tied windows:
@@ -351,7 +385,10 @@ def _pool_constraints_auto(
     2. ``tj_patch`` (``affine`` given): the w_l blocks of the two AD gradients, D^AD rho(y_i) pi_i, read from the
        layer input's patches (:class:`AffineRows`). Different blocks: i is not in T_j, and the constraint
        (line 15) is their difference -- no backward pass. Equal blocks decide membership only when w_l is all of
-       w_{1:l} (the first layer); otherwise the earlier parameters' blocks may still differ;
+       w_{1:l} (the first layer); otherwise the earlier parameters' blocks may still differ. With a BatchNorm after
+       the convolution (``affine.bn``) the test is the difference form of :class:`AffineRows`, used only in the
+       first layer, with no kink rows (``y_entries`` given: the pre-activations at the windows' entries, (n, K))
+       and for pairs of one channel with equal pre-activations; otherwise every pair goes on to the next tests;
     3. ``tj_field``: identical receptive fields (``same_patch``): i in T_j;
     4. ``tj_exact``: the exact AD gradients of i* and i in w_{1:l}, compared bitwise, one plain backward pass
        per entry (reverse-mode AD's own value for that scalar; few entries get here, and for them a loop is
@@ -379,9 +416,20 @@ def _pool_constraints_auto(
     bb, si, ii = b[rr], istar[rr], w[rr, kk]
     member = torch.zeros(len(rr), dtype=torch.bool, device=rr.device)
     outside = torch.zeros_like(member)
+    if affine is not None and affine.bn is not None:
+        # BatchNorm after the conv: the difference form needs equal pre-activations, gamma_c != 0, one channel and
+        # no other rows in the layer (first layer, no kink rows); else the exact test decides every pair
+        cs, ci = affine.channels(si), affine.channels(ii)
+        sgn = affine.channel_sign(cs)
+        ok = (len(params_upto) == len(params_l) and y_entries is not None and bool((cs == ci).all())
+              and bool((y_entries[rr, first[rr]] == y_entries[rr, kk]).all()) and bool((sgn != 0).all()))
+        if not ok:
+            affine = None
     if affine is not None:
         cs, ci = affine.channels(si), affine.channels(ii)
         vs, vi = affine.values(bb, si, rp[rr, first[rr]]), affine.values(bb, ii, rp[rr, kk])
+        if affine.bn is not None:  # the rows' common factor sign(gamma_c) (see AffineRows)
+            vs, vi = vs * sgn[:, None], vi * sgn[:, None]
         zs, zi = (vs == 0).all(dim=1), (vi == 0).all(dim=1)
         equal = ((cs == ci) & (vs == vi).all(dim=1)) | (zs & zi)
         outside = ~equal
@@ -403,13 +451,20 @@ def _pool_constraints_auto(
     patch_rows = {}
     if bool(outside.any()):
         q = outside.nonzero().flatten()
-        cols_s, cols_i = affine.columns(cs[q]).tolist(), affine.columns(ci[q]).tolist()
-        val_s, val_i = vs[q].to(torch.float64).tolist(), vi[q].to(torch.float64).tolist()
-        for j, qq in enumerate(q.tolist()):
-            row = dict(zip(cols_s[j], val_s[j]))
-            for c_, v in zip(cols_i[j], val_i[j]):
-                row[c_] = row.get(c_, 0.0) - v
-            patch_rows[qq] = {c_: v for c_, v in row.items() if v != 0}
+        one = cs[q] == ci[q]  # both entries in one output channel (always, for a max pool): one set of columns
+        if bool(one.all()):
+            cols = affine.columns(cs[q]).tolist()
+            diff = (vs[q].to(torch.float64) - vi[q].to(torch.float64)).tolist()
+            for j, qq in enumerate(q.tolist()):
+                patch_rows[qq] = {c_: v for c_, v in zip(cols[j], diff[j]) if v != 0}
+        else:
+            cols_s, cols_i = affine.columns(cs[q]).tolist(), affine.columns(ci[q]).tolist()
+            val_s, val_i = vs[q].to(torch.float64).tolist(), vi[q].to(torch.float64).tolist()
+            for j, qq in enumerate(q.tolist()):
+                row = dict(zip(cols_s[j], val_s[j]))
+                for c_, v in zip(cols_i[j], val_i[j]):
+                    row[c_] = row.get(c_, 0.0) - v
+                patch_rows[qq] = {c_: v for c_, v in row.items() if v != 0}
     # the exact test for the rest: entries (b, i*) and (b, i) of the open pairs, window by window, within budget
     pair_r = rr.tolist()
     open_pairs = open_.nonzero().flatten().tolist()

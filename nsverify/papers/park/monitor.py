@@ -35,6 +35,7 @@ how often each test decided (``tj_flat``, ``tj_patch``, ``tj_field``, ``tj_exact
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass, field
 
 import torch
@@ -63,6 +64,7 @@ class _Layer:
     first_conv: str | None = None  # a conv applied directly to the model input (identical-patch fast path)
     field_of_view: tuple | None = None  # ((rf, jump, start) per spatial dim) of a conv/pool chain from the input
     affine_module: str | None = None  # the one Conv/Linear computing y from z_{l-1}, w_l = its (weight, bias)
+    affine_bn: str | None = None  # ... followed by this BatchNorm (w_l adds its weight and bias)
 
     @property
     def pool_geom(self):
@@ -73,9 +75,13 @@ class _Layer:
         stride = m.stride if m.stride not in (None, []) else m.kernel_size
         return (m.kernel_size, stride, m.padding, m.dilation)
 
-    @property
+    @functools.cached_property
     def saturated(self) -> tuple:
         return saturated_values(self.activation)
+
+    @functools.cached_property
+    def breakpoints(self) -> list:
+        return [float(b) for b in self.activation.breakpoints]
 
 
 def receptive_fields(model: nn.Module) -> dict:
@@ -297,6 +303,9 @@ class Monitor:
         for L in layers:
             if len(L.affine) == 1 and AffineRows.applies(mods[L.affine[0]], L.params_l):
                 L.affine_module = L.affine[0]
+            elif (len(L.affine) == 2 and L.params_l == L.params_upto
+                  and AffineRows.applies(mods[L.affine[0]], L.params_l, bn=mods[L.affine[1]])):
+                L.affine_module, L.affine_bn = L.affine  # a first conv + BatchNorm: the difference form
         return layers
 
     def _install(self):
@@ -306,9 +315,9 @@ class Monitor:
                 if getattr(L.act_module, "inplace", False):
                     self._inplace.append(L.act_module)
                     L.act_module.inplace = False  # the pre-activation must survive; restored by close()
-                self._handles.append(L.act_module.register_forward_hook(self._act_hook(L.name)))
+                self._handles.append(L.act_module.register_forward_hook(self._act_hook(L)))
             if L.pool_module is not None:
-                self._handles.append(L.pool_module.register_forward_hook(self._pool_hook(L.name)))
+                self._handles.append(L.pool_module.register_forward_hook(self._pool_hook(L)))
             if L.linear_in:
                 self._handles.append(mods[L.linear_in].register_forward_hook(self._in_hook(L.name, "zin")))
             if L.first_conv:
@@ -332,21 +341,25 @@ class Monitor:
         finally:
             self._install()
 
-    def _act_hook(self, name):
+    def _act_hook(self, L):
         def hook(mod, inp, out):
             if torch.is_grad_enabled():
-                self._store.setdefault(name, {}).update(y=inp[0], a=out)
+                d = self._store.setdefault(L.name, {})
+                d.update(y=inp[0], a=out)
+                d["kinks"] = self._count_kinks(L, inp[0])  # now, while y is still in the cache
 
         return hook
 
-    def _pool_hook(self, name):
+    def _pool_hook(self, L):
         def hook(mod, inp, out):
             if torch.is_grad_enabled():
-                d = self._store.setdefault(name, {})
+                d = self._store.setdefault(L.name, {})
                 d["pool_in"], d["pool_out"] = inp[0], out
                 if "a" not in d or d.get("a") is not inp[0]:
                     d.setdefault("y", inp[0])
                     d["a"] = inp[0]
+                    d["kinks"] = self._count_kinks(L, d["y"])
+                d["scan"] = self._scan_pool(L, inp[0], out)  # now, while the pool's input is in the cache
 
         return hook
 
@@ -393,7 +406,8 @@ class Monitor:
                 same,
                 tie_test=self.tie_test,
                 windows=cand,
-                affine=AffineRows(self._modules[L.affine_module], d["z"], tuple(d["y"].shape))
+                affine=AffineRows(self._modules[L.affine_module], d["z"], tuple(d["y"].shape),
+                                  bn=self._modules[L.affine_bn] if L.affine_bn else None)
                 if positive and "z" in d and AffineRows.batched_input(self._modules[L.affine_module], d["z"])
                 else None,
                 kinks=kinks > 0,
@@ -413,16 +427,16 @@ class Monitor:
         return rec
 
     @staticmethod
-    def _detect(L: _Layer, d: dict):
-        """``([kink touches, windows, tied windows, Algorithm-2-counted tied windows], mask)`` of one layer: 0-d
-        tensors and the (B, C, Ho, Wo) mask of the Algorithm-2 ties (None without a pool), all on the model's device
-        (vectorised; nothing reaches the host here)."""
-        y = d["y"].detach()
-        zero = torch.zeros((), dtype=torch.int64, device=y.device)
-        kinks = count_equal(y, L.activation.breakpoints) if L.activation.breakpoints else zero
-        if L.pool_module is None or "pool_out" not in d:
-            return [kinks, zero, zero, zero], None
-        a, out = d["a"].detach(), d["pool_out"].detach()
+    def _count_kinks(L: _Layer, y: torch.Tensor) -> torch.Tensor | None:
+        """Kink touches of pre-activations y (0-d int64 on y's device), or None for an activation without kinks."""
+        return count_equal(y.detach(), L.breakpoints) if L.breakpoints else None
+
+    @staticmethod
+    def _scan_pool(L: _Layer, a: torch.Tensor, out: torch.Tensor):
+        """``(counts, mask)`` of the pool's tied windows (:func:`nsverify.kernels.tie_scan`: windows with |S_j| >= 2,
+        and those Algorithm 2 counts, whose maximum is not a saturated value; mask: (B, C, Ho, Wo), True at the
+        latter), on the model's device."""
+        a, out = a.detach(), out.detach()
         k, s, p, dl = L.pool_geom
         if isinstance(L.pool_module, nn.MaxPool1d) or out.dim() <= 3:  # 1-d pools: a (B, C, L) or (B, L)
             one = lambda v: (1, v if isinstance(v, int) else v[0])  # noqa: E731
@@ -434,13 +448,27 @@ class Monitor:
             a2, o2 = a, out
         if a2.dim() == 3:  # (B, 1, L) from a (B, L) activation
             a2, o2 = a2.unsqueeze(1), o2.unsqueeze(1)
-        counts, positive = tie_scan(a2, o2, *geom, saturated=L.saturated)
-        return [kinks, zero + out.numel(), counts[0], counts[1]], positive
+        return tie_scan(a2, o2, *geom, saturated=L.saturated)
+
+    @staticmethod
+    def _detect(L: _Layer, d: dict):
+        """``([kink touches, windows, tied windows, Algorithm-2-counted tied windows], mask)`` of one layer: 0-d
+        tensors and the (B, C, Ho, Wo) mask of the Algorithm-2 ties (None without a pool), all on the model's device
+        (vectorised; nothing reaches the host here). The forward hooks computed them as the tensors were made."""
+        y = d["y"]
+        zero = torch.zeros((), dtype=torch.int64, device=y.device)
+        kinks = d.get("kinks")
+        if kinks is None:
+            kinks = zero
+        if L.pool_module is None or "pool_out" not in d:
+            return [kinks, zero, zero, zero], None
+        counts, positive = d["scan"]
+        return [kinks, zero + d["pool_out"].numel(), counts[0], counts[1]], positive
 
     def _same_patch(self, L: _Layer, d):
         """Identical receptive fields of a first-layer convolution: equal zero-padded input patches (same sample,
         channel)."""
-        conv = dict(self.model.named_modules())[L.first_conv]
+        conv = self._modules[L.first_conv]
         x = d["x"]
         if isinstance(conv, nn.Conv1d):
             x = x.unsqueeze(2)
