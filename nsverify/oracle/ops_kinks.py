@@ -8,7 +8,9 @@ relu, leaky_relu, hardtanh, hardsigmoid, hardswish, abs, ...) evaluate its piece
 the call's scalar arguments describe (``Elementwise.instance``). A new elementwise activation is therefore one
 registry entry. The exceptions are the argument-only op ``threshold`` (no registry entry of its own) and
 ``threshold_backward``, which relu and threshold share (:mod:`nsverify.oracle.ops_backward`); scalar-bound clamp
-shares its ATen op with the tensor-bound clamp and is dispatched with it (``ops_select``).
+shares its ATen op with the tensor-bound clamp and is dispatched with it (``ops_select``); and prelu, whose slope
+is a tensor argument that may depend on w (``Elementwise.learnable``): ``_prelu_kernel`` and
+``_prelu_kernel_backward`` are implemented here with the tensor.
 
 At a kink/tie the behaviour depends on the context mode (see :mod:`nsverify.oracle.context`): in ``"ad"`` mode
 PyTorch's rule (from :mod:`nsverify.registry`) or the rule given for the op (``rules=``) gives the local derivative;
