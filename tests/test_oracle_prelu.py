@@ -19,7 +19,7 @@ from nsverify import ad as nsad
 from nsverify import registry
 from nsverify.conventions import baselines
 from nsverify.conventions.matrix import build_cases, evaluate_case
-from nsverify.errors import UnsupportedOpError
+from nsverify.errors import NsverifyError, UnsupportedOpError
 from nsverify.oracle.interp import Evaluation, exact_backprop, exact_forward, exact_gradient, module_function
 from nsverify.oracle.park import exact as layered
 from nsverify.oracle.park.walk import walk
@@ -240,6 +240,12 @@ def test_registry_entry_and_module_instances():
     with pytest.raises(UnsupportedOpError, match="num_parameters=3"):
         registry.module_instance(nn.PReLU(3))
     assert "prelu" not in nsad.variant_ops()
+    with pytest.raises(NsverifyError, match="use the modes"):  # per-mode rules: a mode the matrix does not have
+        registry.Elementwise("bad", (), None, (F(0),), (registry.lin(0), registry.lin(1)), ("left",),
+                             mode_rules={"backward": ("right",)})
+    with pytest.raises(NsverifyError, match="1 kinks need one rule each; got 2"):
+        registry.Elementwise("bad", (), None, (F(0),), (registry.lin(0), registry.lin(1)), ("left",),
+                             mode_rules={"jvp": ("right", "left")})
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
