@@ -69,9 +69,11 @@ _ACTIVE: dict = {"normpool": "P"}
 # The backward-rule setting
 # ----------------------------------------------------------------------------------------------------
 def variant_ops() -> list[str]:
-    """The registry ops that have variants here: the piecewise-polynomial elementwise activations and the max
-    pools (the keys :func:`backward_rules` accepts, besides ``normpool``)."""
-    ew = [n for n in registry.names("elementwise") if all(p.exact for p in registry.get(n).pieces)]
+    """The registry ops that have variants here: the piecewise-polynomial elementwise activations that are fixed
+    functions (not prelu, whose slope is a learnable tensor) and the max pools (the keys :func:`backward_rules`
+    accepts, besides ``normpool``)."""
+    ew = [n for n in registry.names("elementwise")
+          if all(p.exact for p in registry.get(n).pieces) and registry.get(n).fixed]
     return ew + list(POOL_OPS)
 
 
@@ -282,6 +284,10 @@ def _pwl_entry(name: str):
         raise UnsupportedOpError(
             f"{name!r} has non-polynomial pieces (exp); piecewise_linear supports piecewise-polynomial "
             "activations (relu, leaky_relu, relu6, hardtanh, hardsigmoid, hardswish, abs, clamp).")
+    if not entry.fixed:
+        raise UnsupportedOpError(
+            f"{name!r} has a learnable {entry.learnable} tensor: piecewise_linear applies fixed activations. Use "
+            "leaky_relu with the slope as negative_slope (a fixed slope), or torch.nn.PReLU itself.")
     return entry
 
 

@@ -177,10 +177,10 @@ def test_families_derived_from_the_pieces():
     for PyTorch's relu, leaky_relu (lambda = 0) and abs (1/2), not for the two-kink ops' left/right rules."""
     exact = [registry.get(n) for n in registry.names("elementwise") if registry.get(n).exact]
     one_sided = {e.name for e in exact if e.one_sided_rules()}
-    assert one_sided == {"relu", "leaky_relu", "relu6", "hardtanh", "hardsigmoid", "hardswish", "clamp"}
+    assert one_sided == {"relu", "leaky_relu", "prelu", "relu6", "hardtanh", "hardsigmoid", "hardswish", "clamp"}
     lam = {n: registry.get(n).common_lambda() for n in registry.names("elementwise")}
     # lambda in the direction of mix=lambda (the weight of the right derivative): PyTorch's left rules give 0
-    assert lam["relu"] == lam["leaky_relu"] == 0 and lam["abs"] == F(1, 2) and lam["selu"] == 0
+    assert lam["relu"] == lam["leaky_relu"] == lam["prelu"] == 0 and lam["abs"] == F(1, 2) and lam["selu"] == 0
     assert lam["elu"] == "any"  # alpha = 1: no kink
     assert all(lam[n] is None for n in ("relu6", "hardtanh", "hardsigmoid", "hardswish", "clamp"))
     # AD variants: one rule for every kink gives the same lambda everywhere
@@ -191,7 +191,7 @@ def test_families_derived_from_the_pieces():
     assert registry.get("relu").common_lambda("value=1/2") == F(1, 2)
     assert registry.get("relu").common_lambda("value=2") is None  # outside the Clarke interval
     pl = {n for n in registry.names("elementwise") if registry.get(n).piecewise_linear}
-    assert pl == {"relu", "leaky_relu", "relu6", "hardtanh", "hardsigmoid", "abs", "clamp"}
+    assert pl == {"relu", "leaky_relu", "prelu", "relu6", "hardtanh", "hardsigmoid", "abs", "clamp"}
     assert {n for n in registry.names("elementwise") if not registry.get(n).exact} == {"elu", "selu"}
     assert registry.get("elu").kinks == () and registry.get("hardswish").kinks == (F(-3), F(3))
 

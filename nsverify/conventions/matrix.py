@@ -111,6 +111,7 @@ def elementwise_cases(entry: registry.Elementwise, framework: str = "torch") -> 
         out.append(Case(entry.name, entry.kink_label(i), "elementwise", (b,), (1,), None, entry.torch_rules[i],
                         rules, (lambda vec, lo=lo, hi=hi: lo <= vec[0] <= hi),
                         _op_fn(entry, framework, {}), directional,
+                        mode_rules={m: rs[i] for m, rs in entry.mode_rules.items()} if framework == "torch" else {},
                         rule_vector=lambda r, x, e=entry, i=i: (e.kink_derivative(i, r),),
                         violation=lambda dt, e=entry, i=i: e.violation(i, dt)))
     return out

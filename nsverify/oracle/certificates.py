@@ -956,7 +956,7 @@ def park_proxies() -> dict:
     out = {}
     for name in registry.names("elementwise"):
         e = registry.get(name)
-        if e.exact and len(e.kinks) == 1 == len(e.breakpoints) and e.one_sided_rules():
+        if e.exact and e.fixed and len(e.kinks) == 1 == len(e.breakpoints) and e.one_sided_rules():
             out[name] = str(e.kink_side(0))
     return out
 

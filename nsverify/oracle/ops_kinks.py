@@ -8,7 +8,9 @@ relu, leaky_relu, hardtanh, hardsigmoid, hardswish, abs, ...) evaluate its piece
 the call's scalar arguments describe (``Elementwise.instance``). A new elementwise activation is therefore one
 registry entry. The exceptions are the argument-only op ``threshold`` (no registry entry of its own) and
 ``threshold_backward``, which relu and threshold share (:mod:`nsverify.oracle.ops_backward`); scalar-bound clamp
-shares its ATen op with the tensor-bound clamp and is dispatched with it (``ops_select``).
+shares its ATen op with the tensor-bound clamp and is dispatched with it (``ops_select``); and prelu, whose slope
+is a tensor argument that may depend on w (``Elementwise.learnable``): ``_prelu_kernel`` and
+``_prelu_kernel_backward`` are implemented here with the tensor.
 
 At a kink/tie the behaviour depends on the context mode (see :mod:`nsverify.oracle.context`): in ``"ad"`` mode
 PyTorch's rule (from :mod:`nsverify.registry`) or the rule given for the op (``rules=``) gives the local derivative;
@@ -27,7 +29,7 @@ from nsverify import registry
 from nsverify.errors import UnsupportedOpError
 from nsverify.oracle import context
 from nsverify.oracle.context import Site, float_pair
-from nsverify.oracle.numbers import Aff, KinkZero, grad, is_lin, mk, sign, straddle_error, val
+from nsverify.oracle.numbers import Aff, KinkZero, grad, is_exact, is_lin, is_zero, mk, sign, straddle_error, val
 from nsverify.oracle.ops_linear import arr, objmap
 from nsverify.oracle.tensor import RESOLVERS, op
 from nsverify.registry import threshold_for
@@ -196,7 +198,7 @@ class RegistryOps:
             table: dict = {}
             for name in registry.names("elementwise"):
                 e = registry.get(name)
-                if not e.exact:
+                if not e.exact or not e.fixed:  # a learnable tensor argument (prelu): its ops are in OPS below
                     continue
                 if e.shared_with is None:
                     for a in e.aten_forward:
@@ -234,6 +236,102 @@ RESOLVERS.append(RegistryOps())
 @op("threshold")
 def _threshold(a, threshold, value):
     return elementwise_op(threshold_for(threshold, value), a)
+
+
+# ------------------------------------------------------------------------------------------------------ prelu
+# prelu(x, weight) = x where x > 0, else weight * x: the registry's prelu with a slope that is a tensor argument (one
+# entry, or one per channel broadcast along dim 1 by ATen's view) and may depend on w. At x == 0 both pieces are
+# 0; with x and the slope a depending on w, the right piece x has gradient grad(x) and the left piece a * x has
+# gradient a * grad(x) + x * grad(a) = a * grad(x): the kink is leaky_relu's with the slope's value, and the
+# slope's own gradient enters only through x != 0.
+def _prelu_side(a):
+    """AD's derivative at prelu's kink with slope value ``a``: 0 (the left piece, a * x), 1 (the right piece, x)
+    or a fixed derivative (a Fraction or an enclosure: mix and value rules), under the rule given for prelu or
+    PyTorch's (the reverse mode's: its backward kernel tests x > 0, the left piece)."""
+    tmpl = registry.get("prelu")
+    rule = _ad_rule(tmpl, 0)
+    inst = registry.prelu_for(a) if is_exact(a) else tmpl  # an enclosed slope is not 0: "inside" is the left piece
+    piece = inst.rule_piece(0, rule)
+    return piece if piece is not None else rule.kink_derivative(a, F(1))
+
+
+def _same(d, e) -> bool:
+    """Are two derivatives exactly equal (False when either is an enclosure)?"""
+    return is_exact(d) and is_exact(e) and d == e
+
+
+def _prelu_entry(x, a, loc, fx=None):
+    ctx = context.current()
+    s = sign(val(x))
+    if s is None:
+        raise straddle_error("prelu")
+    if s != 0:
+        if fx is not None and fx == 0 and isinstance(x, Aff):
+            ctx.note_float_only("prelu", loc, fx, val(x))
+        return x if s > 0 else a * x
+    if not isinstance(x, Aff):  # a constant sitting on the kink: 0 on both pieces, nothing flows through
+        return F(0)
+    g = grad(x)
+    site = Site("prelu", ctx.call, loc, F(0), affine=is_lin(x), slopes=(g,),
+                float_tie=None if fx is None else fx == 0)
+    av = val(a)
+    if ctx.mode == "ad" or not g:
+        ctx.note(site)
+        if not g:
+            return a * x
+        side = _prelu_side(av)
+        if type(side) is int:  # a piece
+            return x if side else a * x
+        return mk(F(0), {k: side * c for k, c in g.items()} if not is_zero(side) else {}, is_lin(x))
+    side = _prelu_side(av)
+    if type(side) is int:
+        site.ad_option = side
+    else:  # a fixed derivative that equals a side's counts as that side (as for the registry's entries)
+        site.ad_option = 0 if _same(side, av) else 1 if _same(side, F(1)) else None
+    choice = ctx.branch(site, [("left", [_neg_g(g)]), ("right", [g])])
+    return a * x if choice == 0 else x
+
+
+@op("_prelu_kernel")
+def _prelu_kernel(x, weight):
+    """aten._prelu_kernel(x, weight): the weight is already viewed to broadcast against x (dim 1: channels)."""
+    x = arr(x)
+    w = np.broadcast_to(arr(weight), x.shape)
+    fa = context.current().float_arg(0)
+    ff = fa.reshape(-1) if fa is not None and fa.size == x.size else None
+    out = np.empty(x.shape, dtype=object)
+    of, xf, wf = out.reshape(-1), x.reshape(-1), np.ascontiguousarray(w).reshape(-1)
+    for i in context.polled_range(xf.size):
+        of[i] = _prelu_entry(xf[i], wf[i], (i,), None if ff is None else ff[i])
+    return out
+
+
+@op("_prelu_kernel_backward")
+def _prelu_kernel_backward(grad, x, weight):
+    """(grad_input, grad_weight), both of x's shape (autograd sums grad_weight over the broadcast dims):
+    grad * (1 where x > 0, weight where x < 0) and grad * (0 where x > 0, x where x < 0), PyTorch's CPU kernel.
+    At x == 0 grad_input follows AD's rule (:func:`_prelu_side`; PyTorch's: weight * grad) and grad_weight is
+    grad * x = 0 on either piece."""
+    x = arr(x)
+    g = np.broadcast_to(arr(grad), x.shape).reshape(-1)
+    w = np.ascontiguousarray(np.broadcast_to(arr(weight), x.shape)).reshape(-1)
+    gi = np.empty(x.size, dtype=object)
+    gw = np.empty(x.size, dtype=object)
+    xf = x.reshape(-1)
+    for i in context.polled_range(x.size):
+        v, a = val(xf[i]), w[i]
+        s = sign(v)
+        if s is None:
+            raise straddle_error("prelu")
+        if s > 0:
+            gi[i], gw[i] = g[i], F(0)
+        elif s < 0:
+            gi[i], gw[i] = g[i] * a, g[i] * xf[i]
+        else:
+            side = _prelu_side(val(a))
+            d = side if type(side) is not int else F(1) if side else a
+            gi[i], gw[i] = g[i] * d, F(0)
+    return gi.reshape(x.shape), gw.reshape(x.shape)
 
 
 # ------------------------------------------------------------------------------------------------ comparisons

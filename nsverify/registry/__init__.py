@@ -44,6 +44,7 @@ from nsverify.registry.entries import (
     clamp_for,
     hardtanh_for,
     leaky_relu_for,
+    prelu_for,
     threshold_for,
 )
 from nsverify.registry.exact import as_fraction_vec, exact_tensor, round_to_dtype
@@ -111,7 +112,7 @@ __all__ = [
     "Elementwise", "Selection", "TieCase", "Violation", "Piece", "Primitive", "Window", "lin", "selection_case",
     "PRIMITIVES", "register", "unregister", "registered", "version", "get", "names", "by_aten", "op_key",
     "by_module", "module_instance", "by_functional", "functional_name", "elementwise_by_aten", "hardtanh_for",
-    "leaky_relu_for", "threshold_for",
+    "leaky_relu_for", "prelu_for", "threshold_for",
     "torch_rule", "elementwise_for", "clamp_for", "selection_rule_for", "parse_conventions", "parse_kink_rules",
     "parse_op_rules", "single_rule", "convention_ops", "ARGUMENT_OPS", "THRESHOLD_RULES", "violation",
     "recorded_violations", "violation_records", "fixed_violation", "RuleChange", "AD_MODES", "installed_release",

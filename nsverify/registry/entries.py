@@ -63,6 +63,32 @@ def leaky_relu_for(negative_slope=0.01, *_) -> Elementwise:
     return dataclasses.replace(get("leaky_relu"), pieces=(lin(F(negative_slope)), lin(1)), torch_fn=None)
 
 
+def prelu_for(weight=0.25, *_) -> Elementwise:
+    """prelu with the one slope ``weight`` below 0 (a number, or a tensor with one entry, such as the weight of
+    ``nn.PReLU()``): PyTorch's rules at 0 (reverse mode the left piece's slope, forward mode the right piece's).
+    A weight with one slope per channel is not one elementwise function: it raises UnsupportedOpError (the oracle
+    evaluates ``aten._prelu_kernel`` with the tensor itself, :mod:`nsverify.oracle.ops_kinks`)."""
+    from nsverify.errors import UnsupportedOpError
+    from nsverify.registry.table import get
+
+    if hasattr(weight, "numel"):
+        if weight.numel() != 1:
+            raise UnsupportedOpError(
+                f"prelu with {weight.numel()} slopes (num_parameters={weight.numel()}, one per channel) is not one "
+                "elementwise function of the registry; check it with nsverify.check_module / check_gradient, whose "
+                "exact interpreter evaluates aten._prelu_kernel with the weight tensor, or use num_parameters=1.")
+        weight = float(weight.detach().reshape(-1)[0])
+    return dataclasses.replace(get("prelu"), pieces=(lin(F(weight)), lin(1)), torch_fn=None)
+
+
+def prelu_fn(t, weight=0.25):
+    """The registry's prelu as a function of one tensor: F.prelu with one slope ``weight`` (nn.PReLU's default
+    initial value 0.25)."""
+    import torch
+
+    return torch.nn.functional.prelu(t, torch.full((1,), weight, dtype=t.dtype, device=t.device))
+
+
 def hardtanh_for(min_val=-1.0, max_val=1.0, *_) -> Elementwise:
     """hardtanh with bounds (min_val, max_val): relu6's rules (and name) for the bounds (0, 6), hardtanh's
     otherwise."""
@@ -123,6 +149,18 @@ def elementwise_entries():
                       backward=("leaky_relu_backward",), modules=("LeakyReLU",),
                       functionals=_fn_names("F.leaky_relu", "F.leaky_relu_"), from_args=leaky_relu_for,
                       jax="jax.nn.leaky_relu(x, negative_slope=0.01)")
+    yield Elementwise("prelu", ("prelu", "_prelu_kernel"), prelu_fn, (F(0),), (lin(F(1, 4)), lin(1)), ("left",),
+                      kwargs={"weight": 0.25}, mode_rules={"jvp": ("right",)}, learnable="weight",
+                      doc="x where x > 0, else weight * x, with a learnable weight (one slope, or one per channel: "
+                          "dim 1 of the input); the entry's pieces are those of one slope 1/4 (nn.PReLU's initial "
+                          "value). PyTorch (torch 2.13, tools/autograd/derivatives.yaml and the CPU kernel): the "
+                          "backward kernel _prelu_kernel_backward tests x > 0, so at x == 0 grad_input is "
+                          "weight * grad (the left piece) and grad_weight is x * grad = 0; forward mode tests "
+                          "x >= 0 and takes the right piece (derivative 1). Both lie in the Clarke interval",
+                      backward=("_prelu_kernel_backward",), modules=("PReLU",),
+                      functionals=_fn_names("F.prelu", "torch.prelu", "T.prelu"), from_args=prelu_for,
+                      jax_note="JAX has no PReLU: jax.nn has no parametric ReLU (flax and haiku build it from "
+                               "jnp.where or leaky_relu with a learned slope, not a JAX op)")
     yield Elementwise("relu6", ("relu6",), tF.relu6, (F(0), F(6)),
                       (_const(0), lin(1), _const(6)), ("left", "right"), modules=("ReLU6",),
                       functionals=_fn_names("F.relu6"), jax="jax.nn.relu6(x)",

@@ -276,6 +276,14 @@ class Elementwise:
     #: registry import); None when JAX has none, and ``jax_note`` then says why (the JAX matrix lists it)
     jax: str | None = None
     jax_note: str = ""
+    #: per-mode exceptions to ``torch_rules`` (one rule per kink each, as text or Rules): prelu's forward mode
+    #: takes the right piece at 0 ({"jvp": ("right",)}) where its backward kernel takes the left one
+    mode_rules: dict = field(default_factory=dict)
+    #: the name of the op's tensor argument that is a learnable parameter of the activation (prelu's ``weight``),
+    #: or None. The pieces are then those of its default value in ``kwargs`` (what the conventions matrix
+    #: measures); the oracle evaluates the op's ATen ops itself with the actual tensor
+    #: (:mod:`nsverify.oracle.ops_kinks`), and Park's layer model, whose activations are fixed functions, declines it
+    learnable: str | None = None
 
     kind = "elementwise"
 
@@ -289,6 +297,10 @@ class Elementwise:
         _check_chain(self.name, changes)
         object.__setattr__(self, "rule_changes", changes)
         object.__setattr__(self, "torch_rules", _chain(changes, self.release or installed_release(), rules))
+        bad = [m for m in self.mode_rules if m not in AD_MODES]
+        if bad:
+            raise NsverifyError(f"{self.name}: mode_rules for {bad}: use the modes {AD_MODES}.")
+        object.__setattr__(self, "mode_rules", {m: self._kink_rules(r) for m, r in self.mode_rules.items()})
 
     def _kink_rules(self, rules) -> tuple[Rule, ...]:
         out = tuple(parse_rule(r, kind="kink") for r in ((rules,) if isinstance(rules, (str, Rule)) else rules))
@@ -299,6 +311,17 @@ class Elementwise:
     def rules_at(self, release: str) -> tuple[Rule, ...]:
         """PyTorch's rule at each kink in torch ``release`` ("2.13.0")."""
         return _chain(self.rule_changes, release, self.torch_rules)
+
+    def rules_for(self, mode: str) -> tuple[Rule, ...]:
+        """PyTorch's rule at each kink in ``mode`` ("eager", "func", "jvp", "compile"): ``mode_rules`` or
+        ``torch_rules``."""
+        return self.mode_rules.get(mode, self.torch_rules)
+
+    @property
+    def fixed(self) -> bool:
+        """Is the op a fixed function of its input (no ``learnable`` tensor argument)? Only fixed activations are
+        in Park et al.'s network model (Sec. 2.2: ``z_l = sigma_l(y_l)``), its strategies and AD variants."""
+        return self.learnable is None
 
     # ------------------------------------------------------------------------------------------ OpInfo fields
     @property

@@ -91,11 +91,12 @@ def devices() -> st.SearchStrategy[str]:
 
 
 def _default_activations() -> list[str]:
-    """Registry elementwise primitives whose pieces are all polynomial (``Elementwise.exact``: exactly evaluable),
-    relu first. An entry registered later (``registry.register``) is drawn too."""
+    """Registry elementwise primitives whose pieces are all polynomial (``Elementwise.exact``: exactly evaluable)
+    and that are fixed functions (``Elementwise.fixed``: not prelu, whose slope is a parameter), relu first. An
+    entry registered later (``registry.register``) is drawn too."""
     from nsverify import registry
 
-    names = [n for n in registry.names("elementwise") if registry.get(n).exact]
+    names = [n for n in registry.names("elementwise") if registry.get(n).exact and registry.get(n).fixed]
     names.sort(key=lambda n: (n != "relu", n))
     return names
 

@@ -46,7 +46,7 @@ from nsverify.oracle.park.algorithm1 import pool_index_windows
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
 from nsverify.oracle.park.graph import Declined, GraphCapture, GraphLayer, graph_layers, graph_pi_rows
 from nsverify.oracle.park.rank import independent_columns
-from nsverify.oracle.park.walk import activation_of, chain
+from nsverify.oracle.park.walk import activation_of, chain, learnable_reason
 
 F = Fraction
 
@@ -115,6 +115,8 @@ def network_layers(model) -> list[ExactLayer]:
             if not layers or layers[-1].pool is not None:
                 layers.append(ExactLayer(name))
             layers[-1].pool = m
+        elif learnable_reason(activation_of("call_module", type(m).__name__)):
+            raise Declined(f"module {name}: {learnable_reason(activation_of('call_module', type(m).__name__))}")
         else:
             raise Declined(f"module {name} ({type(m).__name__}) is outside the layered shortcut's layer model "
                            "(Linear/Conv1d/Conv2d, ReLU/LeakyReLU, MaxPool1d/2d, Flatten)")

@@ -90,7 +90,7 @@ def _torch_class(m) -> bool:
 def graph_layers(model) -> tuple[list[GraphLayer], dict]:
     """Park's layers of ``model`` (see the module docstring) and the traced graph's call-module nodes in order:
     ``(layers, {node name: (module, occurrence of that module)})``.  Raises :class:`Declined`."""
-    from nsverify.oracle.park.walk import _Tracer, activation_of
+    from nsverify.oracle.park.walk import _Tracer, activation_of, learnable_reason
 
     try:
         gm = fx.GraphModule(model, _Tracer().trace(model))
@@ -180,6 +180,9 @@ def graph_layers(model) -> tuple[list[GraphLayer], dict]:
                 if not z_like(x):
                     raise Declined(f"module {node.target} between an affine map and its activation")
                 kind[node.name] = ("z", -1, "smooth")
+            elif learnable_reason(activation_of("call_module", type(m).__name__)):
+                raise Declined(f"module {node.target}: "
+                               f"{learnable_reason(activation_of('call_module', type(m).__name__))}")
             else:
                 raise Declined(f"module {node.target} ({type(m).__name__}) is outside the graph layer model "
                                "(Linear/Conv, BatchNorm in eval mode, ReLU/LeakyReLU, MaxPool, residual adds, "

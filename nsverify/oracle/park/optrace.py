@@ -108,6 +108,19 @@ class _Act:
     out: torch.Tensor | None = None  # the output tensor (a max pool of it is part of this layer's activation)
 
 
+def _learnable_calls() -> dict:
+    """Function name -> registry activation for the activations with a learnable tensor argument (``prelu``):
+    outside Park's layer model (:func:`nsverify.oracle.park.walk.learnable_reason`), so the watcher declines them."""
+    from nsverify import registry
+
+    out = {}
+    for n in registry.names("elementwise"):
+        e = registry.get(n)
+        if not e.fixed:
+            out.update({f.rsplit(".", 1)[-1]: n for f in e.functionals})
+    return out
+
+
 def _tensors(obj) -> list:
     """The tensors in a nest of call arguments or results (torch's own pytree, as :mod:`..prepass` reads them)."""
     return [t for t in tree_leaves(obj) if isinstance(t, torch.Tensor)]
@@ -188,6 +201,10 @@ class _Watch(TorchFunctionMode):
         poll_deadline()
         if name in ACTIVATION_CALLS:
             return self._activation(func, name, args, kwargs)
+        if name in _learnable_calls():
+            from nsverify.oracle.park.walk import learnable_reason
+
+            self.decline(f"`{name}`: {learnable_reason(_learnable_calls()[name])}")
         if name in POOL_CALLS:
             return self._pool(func, name, args, kwargs)
         out = func(*args, **kwargs)

@@ -53,10 +53,27 @@ def activation_of(op: str, what) -> str | None:
 
 
 def activation_modules() -> set:
-    """The ``nn`` module class names of :func:`activation_of` (the registry's elementwise entries with kinks)."""
+    """The ``nn`` module class names of :func:`activation_of` (the registry's elementwise entries with kinks) that
+    Park's layer model covers (fixed activations: not PReLU, see :func:`learnable_reason`)."""
     from nsverify import registry
 
-    return {c for n in registry.names("elementwise") for c in registry.get(n).modules if registry.get(n).breakpoints}
+    return {c for n in registry.names("elementwise") for c in registry.get(n).modules
+            if registry.get(n).breakpoints and registry.get(n).fixed}
+
+
+def learnable_reason(activation: str | None) -> str | None:
+    """Why Park's layer model declines the registry activation ``activation`` (an entry with a learnable tensor
+    argument, :attr:`nsverify.registry.Elementwise.learnable`: PReLU's slope), or None for a fixed activation (and
+    for None). The one text that the fx walk, the layered decisions and the autograd-graph reading give."""
+    from nsverify import registry
+
+    if activation is None or activation not in registry.names() or registry.get(activation).fixed:
+        return None
+    e = registry.get(activation)
+    return (f"{activation} has a learnable {e.learnable} (its slope is a parameter of the activation): Park, Chun "
+            "and Lee's network model has fixed activations z_l = sigma_l(y_l) (Sec. 2.2, eq. (1)), so Theorem 8 "
+            "and Conditions 1 and 2 are not known to cover it; the exact oracle's plain enumeration decides it "
+            "(nsverify.check_gradient / check_module)")
 
 
 def module_activation(name: str, m: nn.Module) -> str:
@@ -173,6 +190,12 @@ class _Tracer(fx.Tracer):
         return type(m).__name__ in VARIANT_MODULES or super().is_leaf_module(m, qualname)
 
 
+def _decline_learnable(where: str, activation: str) -> None:
+    why = learnable_reason(activation)
+    if why is not None:
+        raise UnsupportedOpError(f"layer {where!r}: {why}.")
+
+
 def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
     """The layer-level nodes of ``model`` in execution order (see the module docstring).
 
@@ -201,6 +224,7 @@ def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
                 _check_variant_pool(node.target, m)
                 kind, act = "pool", None
             elif activation_of(node.op, cls):
+                _decline_learnable(node.target, activation_of(node.op, cls))
                 kind, act = "activation", module_activation(node.target, m)
             elif cls in POOL_MODULES:
                 kind, act = "pool", None
@@ -212,6 +236,7 @@ def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
         elif node.op == "call_function":
             fname = getattr(node.target, "__name__", str(node.target))
             if activation_of(node.op, node.target):
+                _decline_learnable(node.name, activation_of(node.op, node.target))
                 out.append(LayerNode("activation", node.name, fname, node.op, None,
                                      activation_of(node.op, node.target)))
             elif fname in POOL_FUNCTIONS:
@@ -220,6 +245,7 @@ def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
                 out.append(LayerNode("nonsmooth", node.name, fname, node.op))
         elif node.op == "call_method":
             if activation_of(node.op, node.target):
+                _decline_learnable(node.name, activation_of(node.op, node.target))
                 out.append(LayerNode("activation", node.name, node.target, node.op, None,
                                 activation_of(node.op, node.target)))
             elif node.target in NONSMOOTH_METHODS:

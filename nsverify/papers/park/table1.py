@@ -28,7 +28,8 @@ from nsverify.strategies.netspec import Layer, NetSpec, Pool
 #: proxies), from the registry's derived families: a new activation entry joins the rows by itself.  clamp, a
 #: function with its bounds as arguments (no module), is drawn explicitly in the rows of Theorems 1 and 5.
 BOULIGAND = tuple(n for n in registry.names("elementwise")
-                  if registry.get(n).modules and registry.get(n).exact and registry.get(n).one_sided_rules())
+                  if registry.get(n).modules and registry.get(n).exact and registry.get(n).fixed
+                  and registry.get(n).one_sided_rules())
 #: a common lambda per layer (Theorems 4 and 6): PyTorch's relu/leaky_relu/abs, and AD variants
 COMMON_LAMBDA = (
     "relu",
