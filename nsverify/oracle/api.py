@@ -36,6 +36,7 @@ from nsverify.oracle.certificates import (
 )
 from nsverify.oracle.context import TimeLimitExceeded, deadline, tracking
 from nsverify.oracle.interp import Evaluation, module_function
+from nsverify.oracle.jets import certify_rays
 from nsverify.oracle.membership import (
     distance,
     distinct,
@@ -195,6 +196,10 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
         # exact arithmetic never yields a float; one that slipped in (an op's bug) must not decide anything
         return _undecided("internal error: a float entered the exact arithmetic (please report the program)",
                           float_ad, ad, fw)
+    rays = 0
+    if en.incomplete is None and not en.exact:  # outer-only pieces: try to certify them along rays (jets)
+        tracker.update(stage="rays")
+        rays = certify_rays(ev, en.leaves, deadline_s=None if time_limit is None else tracker.t0 + time_limit / 2)
     inner_leaves = [leaf for leaf in en.leaves if leaf.inner]
     inner = distinct(leaf.gradient for leaf in inner_leaves)
     outer = distinct(leaf.gradient for leaf in en.leaves)
@@ -251,6 +256,8 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
         "curved": en.curved,
         "exact_ad_from": how,
     }
+    if rays:
+        stats["ray_pieces"] = rays  # outer-only pieces certified along a ray (second-order sites, jets)
     if declined:
         stats["blocks_declined"] = declined  # why the separable-blocks shortcut did not apply
     if layers_declined:

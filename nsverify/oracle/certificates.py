@@ -66,9 +66,10 @@ from typing import ClassVar
 from nsverify.oracle.callenv import user_environment
 from nsverify.oracle.cones import ConeStats, feasible, holds, primitive
 from nsverify.oracle.interp import Evaluation
+from nsverify.oracle.jets import Ray, ray_piece
 from nsverify.oracle.jsonio import enc
 from nsverify.oracle.membership import margin
-from nsverify.oracle.numbers import Ival, bounds, overlap
+from nsverify.oracle.numbers import JET_ORDER, Ival, bounds, overlap
 from nsverify.oracle.pieces import follow_ad
 from nsverify.rational import check_weights
 
@@ -174,7 +175,7 @@ def _witnesses_of(vertices: list, leaves: list, wanted) -> dict:
     for i in wanted:
         leaf = next((lf for lf in leaves if lf.inner and tuple(lf.gradient) == tuple(vertices[i])), None)
         if leaf is not None:
-            out[i] = leaf.witness or {}
+            out[i] = leaf.ray if leaf.ray is not None else (leaf.witness or {})
     return out
 
 
@@ -208,7 +209,15 @@ def _dec_leaves(x) -> tuple | None:
 
 
 def _enc_witnesses(wit: dict) -> dict:
-    return {str(i): enc(d) if d else {} for i, d in wit.items()}
+    return {str(i): _enc_witness(d) for i, d in wit.items()}
+
+
+def _enc_witness(d) -> dict:
+    """A direction into the piece's open cone ({coordinate: "p/q"}), or a ray {"ray": direction, "orders": [k,
+    ...]} along which the piece's pattern holds (:class:`nsverify.oracle.jets.Ray`)."""
+    if isinstance(d, Ray):
+        return {"ray": enc(d.direction), "orders": list(d.orders)}
+    return enc(d) if d else {}
 
 
 def _dec_witnesses(x, size: int) -> dict:
@@ -216,7 +225,19 @@ def _dec_witnesses(x, size: int) -> dict:
         return {}
     if not isinstance(x, dict):
         raise Malformed("witnesses must be an object {vertex index: direction}")
-    return {_index(k, size): _sparse(v) for k, v in x.items()}
+    return {_index(k, size): _dec_witness(v) for k, v in x.items()}
+
+
+def _dec_witness(v):
+    if isinstance(v, dict) and "ray" in v:
+        orders = v.get("orders")
+        if set(v) != {"ray", "orders"} or not isinstance(orders, list):
+            raise Malformed("a ray witness has exactly the keys ray (a direction) and orders (a list)")
+        d = _sparse(v["ray"])
+        if not any(d.values()):
+            raise Malformed("a ray witness needs a non-zero direction")
+        return Ray(d, tuple(_index(k, JET_ORDER + 1) for k in orders))
+    return _sparse(v)
 
 
 @dataclass(frozen=True)
@@ -631,7 +652,9 @@ def _same(replayed, listed) -> bool:
     return llo <= lo and hi <= lhi
 
 
-def _replay_vertex(fn, w, d: dict, vertex) -> str | None:
+def _replay_vertex(fn, w, d, vertex) -> str | None:
+    if isinstance(d, Ray):
+        return _replay_ray(fn, w, d, vertex)
     r, dec = _follow_direction(fn, w, d)
     if r is None:
         return dec
@@ -659,6 +682,19 @@ def _nearby_point(fn, w, d, r, vertex) -> str | None:
 #: the nearby points are w + 2^-k d, closer to w than the kinks that do not pass through w in any program
 #: with float constants of modest depth (two scales: a non-generic point is retried closer)
 _SCALES = (1200, 1600)
+
+
+def _replay_ray(fn, w, ray: Ray, vertex) -> str | None:
+    """A ray witness: the ray trace along w + t d decides every site at the recorded orders, and the pieces trace
+    of that pattern has the vertex as its gradient."""
+    got = ray_piece(Evaluation(fn, w), ray.direction)
+    if got is None:
+        return "the ray trace along the witness direction does not decide every site"
+    if got.ray.orders != ray.orders:
+        return "the ray trace decides the sites at other orders than the certificate records"
+    if len(got.gradient) != len(vertex) or not all(_same(a, b) for a, b in zip(got.gradient, vertex)):
+        return "the piece the ray selects has another gradient"
+    return None
 
 
 def _genuine_sites(sites) -> int:

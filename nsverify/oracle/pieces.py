@@ -6,7 +6,8 @@ stack.  A feasible option is certified by an exact witness direction (the parent
 already satisfies the new constraints, so most children cost no LP); an infeasible one is pruned only with an
 exact Gordan certificate.  Options that cannot be certified either way, and options below a site whose
 argument is not affine in w (where the first-order cone is only an approximation), are kept as *outer-only*
-pieces: they belong to the outer bracket, not to the certified inner set.
+pieces: they belong to the outer bracket, not to the certified inner set -- unless a ray along which their whole
+pattern holds certifies them afterwards (:func:`nsverify.oracle.jets.certify_rays`).
 
 Every trace is a :meth:`~nsverify.oracle.interp.Evaluation.pieces_trace` of the one
 :class:`~nsverify.oracle.interp.Evaluation` that the caller owns (so the exact point, the rules and the
@@ -31,6 +32,7 @@ class Leaf:
     inner: bool  # certified adjacent piece (its whole pattern realised by ``witness``)
     witness: dict | None  # exact direction d realising the pattern (None: no constraint / not certified)
     sites: list
+    ray: object = None  # a jets.Ray certifying the piece along w + t d (second-order sites), or None
 
 
 @dataclass
