@@ -17,7 +17,8 @@ A certificate proves a verdict's status.  :func:`verify_certificate` checks it i
 ==========================  ==========  =====================================================================
 ``convex_weights``           member      ``weights`` ({vertex index: weight}) are >= 0, sum to 1 and reproduce
 ``weights``, ``witnesses``               ``tested`` from ``bouligand``; ``witnesses``: per vertex used, a
-                                         direction d into that piece's open cone
+                                         direction d into that piece's open cone, or a ray {"ray": d,
+                                         "orders": [k, ...]} along which its pattern holds
 ``interval_bracket``         member      vertex ``below`` <= ``tested`` <= vertex ``above`` in the one coordinate
 ``below``, ``above``,                    where they differ (interval endpoints bound rigorously), all three
 ``witnesses``                            exactly equal elsewhere: ``tested`` is on their segment
@@ -36,7 +37,9 @@ With ``fn`` (the record must carry ``point``, ``shape`` and ``dtype``, which the
   the one option whose cone contains the witness direction d strictly (no option, or two, fails); the gradient
   of that piece must be the listed vertex (equal, or inside its enclosure).  Where the piece is affine, a
   second plain evaluation at the rational point w + 2^-k d (no kink or tie met there) must return the same
-  gradient.  This uses the exact interpreter's ordinary evaluation, which the verdict depends on anyway; what
+  gradient.  A ray witness (:mod:`nsverify.oracle.jets`) is replayed by its ray trace along d, which must decide
+  every site at the recorded orders, and the pieces-mode trace of that pattern, whose gradient must be the vertex.
+  This uses the exact interpreter's ordinary evaluation, which the verdict depends on anyway; what
   it does not reuse is the enumerator (its stack, witness pool, nogoods, merged vertices).
 * **tree replay** (not_member) -- ``fn`` runs once per listed leaf, following its decisions; at every branch
   site each option that no leaf takes must be proved empty again (an exact Gordan certificate on the

@@ -1,0 +1,270 @@
+"""Kink sites with zero first-order slope: pieces certified along a ray by truncated Taylor series (jets).
+
+Expected verdicts and Clarke sets are derived by hand in each test's docstring; every certified gradient is also
+checked against PyTorch's float64 autograd at points w + 2^-k d along its witness ray, and sampled gradients near
+w are checked against the listed sets (independent of the oracle's exact interpreter).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from fractions import Fraction
+
+import pytest
+import sympy
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nsverify
+from nsverify.oracle import ops_kinks, verify_certificate
+from nsverify.oracle.interp import Evaluation
+from nsverify.oracle.jets import certify_rays, directions, ray_piece
+from nsverify.oracle.numbers import JET_ORDER, Ival, Jet, JetDeclined, exp_i, jet_sign
+from nsverify.oracle.pieces import enumerate_pieces
+
+F = Fraction
+D = torch.float64
+Z2 = torch.zeros(2, dtype=D)
+
+
+def ring(w):
+    """where(w0^2 - w1^2 > 0, w0, -w0): gradient (1, 0) where |w0| > |w1|, (-1, 0) where |w0| < |w1| -- both open
+    cones touch 0, so the Clarke set is hull{(1, 0), (-1, 0)}; AD takes 0 > 0 false: (-1, 0), a member."""
+    return torch.where(w[0] ** 2 - w[1] ** 2 > 0, w[0], -w[0])
+
+
+def cubic(w):
+    """where(w0^3 > 0, w1, -w1): (0, 1) for w0 > 0, (0, -1) for w0 < 0: Clarke hull{(0, 1), (0, -1)}; AD (0, -1)."""
+    return torch.where(w[0] ** 3 > 0, w[1], -w[1])
+
+
+def never(w):
+    """where(w0^2 > 0, w1, -w1): w0^2 > 0 off the null set w0 = 0, so the Clarke set is {(0, 1)}; AD (0, -1) is not a
+    member, but the oracle cannot prove the side w0^2 < 0 empty at second order: unknown."""
+    return torch.where(w[0] ** 2 > 0, w[1], -w[1])
+
+
+def two_sites(w):
+    """where(w0 w1 > 0, w0, -w0) + relu(w0^2 - w1) at 0, the four regions near 0 (q1 = w0 w1, q2 = w0^2 - w1):
+    q1 > 0, q2 > 0: w0 < 0, w1 < 0            gradient (1, 0) + (2 w0, -1) -> (1, -1)
+    q1 > 0, q2 < 0: w0 > 0, w1 > w0^2          (1, 0)
+    q1 < 0, q2 > 0: w0 > 0, w1 < 0             (-1, 0) + (2 w0, -1) -> (-1, -1)
+    q1 < 0, q2 < 0: w0 < 0, w1 > w0^2          (-1, 0)
+    Clarke set [-1, 1] x [-1, 0]; AD: q1 = 0 > 0 false (-1, 0), relu'(0) = 0: (-1, 0), a member."""
+    return torch.where(w[0] * w[1] > 0, w[0], -w[0]) + torch.relu(w[0] ** 2 - w[1])
+
+
+def autograd(fn, point) -> tuple:
+    w = torch.tensor([float(x) for x in point], dtype=D, requires_grad=True)
+    (g,) = torch.autograd.grad(fn(w), w)
+    return tuple(g.tolist())
+
+
+def along(fn, d: dict, k: int, n: int = 2) -> tuple:
+    """float64 autograd at the point 2^-k d (w = 0)."""
+    return autograd(fn, [F(d.get(i, 0), 2**k) for i in range(n)])
+
+
+def ray_mismatches(fn, w=Z2, ks=(12, 20, 28)) -> list:
+    """Every ray piece of ``fn`` at ``w`` (the candidate directions) whose gradient float64 autograd does not
+    approach at 2^-k d: within 2^(3-k) (the pieces here are polynomials of degree <= 2 with small coefficients, so
+    their gradients move by O(t) along the ray)."""
+    ev = Evaluation(fn, w)
+    bad = []
+    for d in directions(ev.n):
+        got = ray_piece(ev, d)
+        if got is None:
+            continue
+        want = tuple(float(x) for x in got.gradient)
+        for k in ks:
+            g = along(fn, d, k, ev.n)
+            if max(abs(a - b) for a, b in zip(g, want)) > 2.0 ** (3 - k):
+                bad.append((d, k, want, g))
+    return bad
+
+
+# ---------------------------------------------------------------------------------------------------------- jets
+def test_jet_arithmetic_matches_sympy_series():
+    """Truncated series of a rational function of t against sympy's Taylor expansion."""
+    t = sympy.symbols("t")
+    x = Jet((F(1), F(2), F(-1)) + (F(0),) * (JET_ORDER - 2))  # 1 + 2t - t^2
+    y = Jet((F(3), F(-1), F(0), F(1)) + (F(0),) * (JET_ORDER - 3))  # 3 - t + t^3
+    got = (x ** 3 - F(1, 2) * x) / y + 7 / x
+    X, Y = 1 + 2 * t - t**2, 3 - t + t**3
+    ser = sympy.series((X**3 - X / 2) / Y + 7 / X, t, 0, JET_ORDER + 1).removeO()
+    want = [F(str(ser.coeff(t, k))) for k in range(JET_ORDER + 1)]
+    assert list(got.c) == want
+    assert (x ** -2).c == (x * x).inv().c
+
+
+def test_jet_sign_reads_the_first_nonzero_coefficient():
+    z = (F(0),) * (JET_ORDER - 2)
+    assert jet_sign(Jet((F(0), F(0), F(-3)) + z)) == (-1, 2)
+    assert jet_sign(Jet((F(0), F(1, 7), F(-3)) + z)) == (1, 1)
+    assert jet_sign(Jet((F(0),) * (JET_ORDER + 1))) is None  # every kept coefficient zero: undecided
+    assert jet_sign(Jet((F(0), Ival.of(F(-1), F(1)), F(1)) + z)) is None  # an enclosure containing 0
+    assert jet_sign(Jet((F(0), Ival.of(F(1), F(2)), F(-1)) + z)) == (1, 1)
+
+
+@pytest.mark.parametrize("use", [lambda j: j > 0, lambda j: bool(j), lambda j: float(j), lambda j: hash(j),
+                                 lambda j: j == 0, lambda j: abs(j), lambda j: exp_i(j), lambda j: j ** F(1, 2),
+                                 lambda j: j / Jet((F(0), F(1)) + (F(0),) * (JET_ORDER - 1))])
+def test_a_jet_never_passes_for_a_constant(use):
+    with pytest.raises(JetDeclined):
+        use(Jet((F(1), F(1)) + (F(0),) * (JET_ORDER - 1)))
+
+
+# ------------------------------------------------------------------------------------------------------ verdicts
+@pytest.mark.parametrize("fn,clarke", [(ring, {(F(1), F(0)), (F(-1), F(0))}),
+                                       (cubic, {(F(0), F(1)), (F(0), F(-1))})])
+def test_second_order_ties_are_certified_members(fn, clarke):
+    v = nsverify.check_gradient(fn, Z2)
+    assert v.status == "member" and v.exact and set(v.bouligand) == clarke
+    assert v.stats["ray_pieces"] == 2
+    assert set(v.certificate["witnesses"]["0"]) == {"ray", "orders"}
+    assert verify_certificate(v.to_json()) and verify_certificate(v.to_json(), fn=fn)
+    # float64 autograd along each vertex's own ray (both sides): the vertices are approached
+    for i, wit in v.certificate["witnesses"].items():
+        d = {int(k): F(x) for k, x in wit["ray"].items()}
+        assert along(fn, d, 30) == tuple(float(x) for x in v.bouligand[int(i)])
+    assert ray_mismatches(fn) == []
+
+
+def test_a_side_of_measure_zero_stays_unknown():
+    """never(): only (0, 1) is certified (every ray has w0^2 = t^2 d0^2 >= 0); AD (0, -1) stays in the outer
+    bracket -- unknown, not member (and not_member is not derived from a ray that was not found)."""
+    v = nsverify.check_gradient(never, Z2)
+    assert v.status == "unknown" and v.bouligand == [(F(0), F(1))]
+    assert set(v.outer) == {(F(0), F(1)), (F(0), F(-1))}
+    assert ray_mismatches(never) == []
+
+
+def test_several_sites_on_a_curved_program():
+    v = nsverify.check_gradient(two_sites, Z2)
+    clarke = {(F(1), F(-1)), (F(1), F(0)), (F(-1), F(-1)), (F(-1), F(0))}
+    assert v.status == "member" and v.exact and set(v.bouligand) == clarke and v.stats["ray_pieces"] == 4
+    assert verify_certificate(v.to_json(), fn=two_sites)
+    assert ray_mismatches(two_sites) == []
+    # independent of the oracle: float64 gradients at random points near 0 are the four vertices, up to 2 w0
+    rng = random.Random(3)
+    for _ in range(200):
+        p = [F(rng.randint(-999, 999), 2**30) for _ in range(2)]
+        g = autograd(two_sites, p)
+        assert min(abs(g[0] - float(a)) + abs(g[1] - float(b)) for a, b in clarke) <= 2 * abs(float(p[0])) + 1e-12
+    # a vector outside [-1, 1] x [-1, 0]: not_member, over the (now exact) Bouligand set
+    bad = nsverify.check_gradient(two_sites, Z2, ad=[0.0, 0.5])
+    assert bad.status == "not_member" and bad.certificate["over"] == "bouligand"
+    assert verify_certificate(bad.to_json(), fn=two_sites)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda w: torch.exp(w[0]) * torch.where(w[0] ** 2 - w[1] ** 2 > 0, w[0], -w[0]),  # exp on a jet
+    lambda w: torch.where(torch.tanh(w[0]) ** 2 - w[1] ** 2 > 0, w[0], -w[0]),  # tanh at a site
+    lambda w: torch.where(torch.sigmoid(w[0]) * w[0] ** 2 - w[1] ** 2 > 0, w[0], -w[0]),
+    lambda w: torch.where(torch.maximum(w[0] ** 2, w[1] ** 2) - w[1] ** 2 > 0, w[0], -w[0]),  # a select
+])
+def test_the_ray_declines_what_it_does_not_know(fn):
+    ev = Evaluation(fn, Z2)
+    assert all(ray_piece(ev, d) is None for d in directions(2))
+    v = nsverify.check_gradient(fn, Z2, on_limit="unknown")
+    assert v.status != "member" or "ray_pieces" not in v.stats
+
+
+def test_ray_witness_tampering_is_caught():
+    v = nsverify.check_gradient(cubic, Z2)
+    rec = v.to_dict()
+    wit = rec["certificate"]["witnesses"]["0"]
+    assert wit == {"ray": {"0": "-1"}, "orders": [3]}
+    for bad in ({"ray": {"0": "1"}, "orders": [3]},  # the other side: another gradient
+                {"ray": {"0": "-1"}, "orders": [2]},  # another order
+                {"ray": {"1": "1"}, "orders": [3]}):  # w0^3 = 0 along e1: undecided
+        r2 = json.loads(json.dumps(rec))
+        r2["certificate"]["witnesses"]["0"] = bad
+        assert verify_certificate(r2) and not verify_certificate(r2, fn=cubic)
+    for bad in ({"ray": {}, "orders": [3]}, {"ray": {"0": "-1"}}, {"ray": {"0": "-1"}, "orders": "3"},
+                {"ray": {"0": "-1"}, "orders": [99]}, {"ray": {"0": 0.5}, "orders": [3]},
+                {"ray": {"0": "-1"}, "orders": [3], "x": 1}, {"ray": ["-1"], "orders": [3]}):
+        r2 = json.loads(json.dumps(rec))
+        r2["certificate"]["witnesses"]["0"] = bad
+        assert not verify_certificate(r2) and not verify_certificate(r2, fn=cubic)
+
+
+# ------------------------------------------------------------------------------------------------ property test
+_MONOMIALS = [(2, 0), (1, 1), (0, 2), (3, 0), (2, 1), (1, 2), (0, 3)]  # degree >= 2: zero gradient at 0
+
+
+def _program(sites):
+    """sum_j where(q_j(w) > 0, a_j . w, b_j . w), q_j a small polynomial with no term below degree 2."""
+
+    def fn(w):
+        out = torch.zeros((), dtype=w.dtype)
+        for coeffs, a, b in sites:
+            q = sum(c * w[0] ** i * w[1] ** j for c, (i, j) in zip(coeffs, _MONOMIALS) if c)
+            out = out + torch.where(q > 0, a[0] * w[0] + a[1] * w[1], b[0] * w[0] + b[1] * w[1])
+        return out
+
+    return fn
+
+
+_site = st.tuples(st.lists(st.integers(-2, 2), min_size=len(_MONOMIALS), max_size=len(_MONOMIALS))
+                  .filter(any), st.tuples(st.integers(-2, 2), st.integers(-2, 2)),
+                  st.tuples(st.integers(-2, 2), st.integers(-2, 2)))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(_site, min_size=1, max_size=2))
+def test_random_polynomial_sites_against_float_autograd(sites):
+    """Every certified piece is approached along its witness ray by float64 autograd (exactly: the pieces are
+    linear); every gradient sampled near 0 is an outer vector; a member verdict's tested vector is in the hull of
+    the certified ones, a not_member's is separated from every sampled gradient by the certificate's h."""
+    fn = _program(sites)
+    ev = Evaluation(fn, Z2)
+    en = enumerate_pieces(ev)
+    certify_rays(ev, en.leaves)
+    for leaf in en.leaves:
+        if leaf.ray is not None:
+            for k in (16, 24):
+                assert along(fn, leaf.ray.direction, k) == tuple(float(x) for x in leaf.gradient)
+    v = nsverify.check_gradient(fn, Z2)
+    assert set(v.bouligand) == {tuple(lf.gradient) for lf in en.leaves if lf.inner}
+    outer = {tuple(float(x) for x in g) for g in v.outer}
+    rng = random.Random(0)
+    sampled = set()
+    for _ in range(60):
+        p = [F(rng.randint(-999, 999), 2**24) for _ in range(2)]
+        q_exact = [sum(c * p[0] ** i * p[1] ** j for c, (i, j) in zip(co, _MONOMIALS)) for co, _, _ in sites]
+        if all(q != 0 for q in q_exact):
+            sampled.add(autograd(fn, p))
+    assert sampled <= outer
+    if v.status == "member":
+        assert verify_certificate(v.to_json(), fn=fn)
+        lam = {int(i): F(x) for i, x in v.certificate["weights"].items()}
+        assert all(sum(lam[i] * v.bouligand[i][c] for i in lam) == v.tested[c] for c in range(2))
+    elif v.status == "not_member":
+        h = [F(x) for x in v.certificate["h"]]
+        top = sum(a * b for a, b in zip(h, v.tested))
+        assert all(sum(a * F(b) for a, b in zip(h, g)) < top for g in sampled)
+
+
+# --------------------------------------------------------------------------------------------------- mutation
+def _last_nonzero(q):
+    """A wrong sign rule: the *last* non-zero kept coefficient instead of the first."""
+    got = None
+    for k, c in enumerate(q.c):
+        if c != 0:
+            got = (1 if c > 0 else -1, k)
+    return got
+
+
+def test_a_wrong_sign_rule_is_caught(monkeypatch):
+    """where(w0^2 - w0^3 > 0, w1, -w1): q = t^2 (1 -+ t) > 0 along +-e0, so Clarke = {(0, 1)} and AD (0, -1) is not
+    certified (unknown).  With the mutant rule the ray +e0 reads -t^3 and certifies (0, -1): a wrong member,
+    which the float64 check along the ray catches."""
+    fn = lambda w: torch.where(w[0] ** 2 - w[0] ** 3 > 0, w[1], -w[1])  # noqa: E731
+    assert ray_mismatches(fn) == []
+    assert nsverify.check_gradient(fn, Z2).status == "unknown"
+    monkeypatch.setattr(ops_kinks, "jet_sign", _last_nonzero)
+    assert ray_mismatches(fn) != []
+    assert nsverify.check_gradient(fn, Z2).status == "member"  # the wrong verdict the check above exposes
