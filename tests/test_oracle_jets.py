@@ -159,6 +159,31 @@ def test_several_sites_on_a_curved_program():
     assert verify_certificate(bad.to_json(), fn=two_sites)
 
 
+def thin(w):
+    """where(w0 w1 > 0, w0, -w0) + relu(w2 - 4 w3) + relu(5 w3 - w2) at 0 in R^4: the second-order site's sides
+    (w0 w1 > 0 or < 0) combine with the four sign patterns of the two kink lines, all four open near 0 (two thin
+    cones: 4 w3 < w2 < 5 w3 and 5 w3 < w2 < 4 w3).  Gradients (+-1, 0) x {(0, 1), (1, -4), (-1, 5), (0, 0)}: eight
+    vertices; AD (-1, 0, 0, 0) is one of them."""
+    return torch.where(w[0] * w[1] > 0, w[0], -w[0]) + torch.relu(w[2] - 4 * w[3]) + torch.relu(5 * w[3] - w[2])
+
+
+def test_directions_inside_a_thin_first_order_cone(monkeypatch):
+    from nsverify.oracle import jets
+
+    Z4 = torch.zeros(4, dtype=D)
+    clarke = {(F(s), F(0), F(a), F(b)) for s in (1, -1) for a, b in ((0, 1), (1, -4), (-1, 5), (0, 0))}
+    v = nsverify.check_gradient(thin, Z4)
+    assert v.status == "member" and v.exact and set(v.bouligand) == clarke
+    ev = Evaluation(thin, Z4)
+    en = enumerate_pieces(ev)
+    assert certify_rays(ev, en.leaves) == 8
+    for leaf in en.leaves:  # float64 autograd along each witness ray: exactly the vertex (the pieces are linear)
+        assert along(thin, leaf.ray.direction, 20, 4) == tuple(float(x) for x in leaf.gradient)
+    # the generic directions alone (|d_i| <= 3) never enter the thin cones with d0 d1 != 0
+    monkeypatch.setattr(jets, "MAX_CONE_DIRECTIONS", 0)
+    assert set(nsverify.check_gradient(thin, Z4).bouligand) < clarke
+
+
 @pytest.mark.parametrize("fn", [
     lambda w: torch.exp(w[0]) * torch.where(w[0] ** 2 - w[1] ** 2 > 0, w[0], -w[0]),  # exp on a jet
     lambda w: torch.where(torch.tanh(w[0]) ** 2 - w[1] ** 2 > 0, w[0], -w[0]),  # tanh at a site

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import math
+import time
 from fractions import Fraction
 
 import torch
@@ -199,7 +200,10 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
     rays = 0
     if en.incomplete is None and not en.exact:  # outer-only pieces: try to certify them along rays (jets)
         tracker.update(stage="rays")
-        rays = certify_rays(ev, en.leaves, deadline_s=None if time_limit is None else tracker.t0 + time_limit / 2)
+        # at most as long again as the enumeration took (2 s at least), and within half the time limit
+        stop = time.perf_counter() + max(2.0, en.seconds)
+        rays = certify_rays(ev, en.leaves, deadline_s=stop if time_limit is None else
+                            min(stop, tracker.t0 + time_limit / 2))
     inner_leaves = [leaf for leaf in en.leaves if leaf.inner]
     inner = distinct(leaf.gradient for leaf in inner_leaves)
     outer = distinct(leaf.gradient for leaf in en.leaves)

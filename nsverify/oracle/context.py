@@ -26,6 +26,7 @@ import numpy as np
 
 from nsverify.errors import TooManyPieces
 from nsverify.oracle.jsonio import enc
+from nsverify.oracle.numbers import JetDeclined
 from nsverify.registry import parse_rules
 
 _STACK: list["Ctx"] = []
@@ -103,6 +104,8 @@ class Ctx:
 
     def branch(self, site: Site, options: list) -> int:
         """Record a kink/tie site; in pieces mode let the enumerator choose among ``options``."""
+        if self.mode == "jet":  # a ray trace decides every site by its jet; one that did not must not default
+            raise JetDeclined(f"{site.op}: a branch site that the ray trace does not decide")
         self.sites.append(site)
         if not site.affine:
             self.nonaffine = True

@@ -23,18 +23,23 @@ checker (:mod:`nsverify.oracle.certificates`) replays both traces.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass
 from fractions import Fraction
 
+from nsverify.oracle.cones import ConeStats, feasible, holds
 from nsverify.oracle.context import TimeLimitExceeded, clear_failure
 from nsverify.oracle.interp import Evaluation
+from nsverify.oracle.numbers import JetUndecided
 
 F = Fraction
 
-#: how many directions the ray pass tries at most (axes, sign vectors, seeded small-integer vectors)
-MAX_DIRECTIONS = 48
+#: how many directions the ray pass tries at most: generic ones (axes, sign vectors, seeded small-integer vectors)
+#: and ones inside the first-order cones of the pieces still to certify
+MAX_DIRECTIONS = 24
+MAX_CONE_DIRECTIONS = 24
 
 
 @dataclass(frozen=True)
@@ -63,17 +68,28 @@ _SIDES = {("<", ">"), ("left", "right")}
 
 def ray_piece(ev: Evaluation, d: dict) -> RayPiece | None:
     """The piece whose pattern holds along w + t d for all small t > 0, or None when the ray cannot decide it."""
+    got = _ray(ev, d)
+    return got if isinstance(got, RayPiece) else None
+
+
+def _ray(ev: Evaluation, d: dict) -> RayPiece | str:
+    """:func:`ray_piece`, or why not: "undecided" (a site's sign along this d is not decided: another direction
+    may do better) or "declined" (an op a jet does not know, a pole, a branch site jets do not decide, traces
+    that disagree: the same for every direction, as the program's op sequence does not depend on d)."""
     if not any(d.values()):
-        return None
+        return "undecided"
     try:
         jsites = [s for s in ev.jet_trace(d) if not s.extra.get("float_only")]
     except TimeLimitExceeded:
         raise
-    except Exception:  # noqa: BLE001 - a jet met an op it does not know (JetDeclined), an undecided sign, a pole:
-        clear_failure()  # the ray is given up and claims nothing (the failure is not the program's)
-        return None
+    except JetUndecided:
+        clear_failure()
+        return "undecided"
+    except Exception:  # noqa: BLE001 - a jet met an op it does not know (JetDeclined), a pole...: the ray is
+        clear_failure()  # given up and claims nothing (the failure is not the program's)
+        return "declined"
     if not all("jet" in s.extra for s in jsites):
-        return None
+        return "declined"
     outcome = {(s.op, s.call, tuple(s.loc)): s.extra["jet"][0] for s in jsites}
     decisions: list = []
 
@@ -91,10 +107,10 @@ def ray_piece(ev: Evaluation, d: dict) -> RayPiece | None:
         raise
     except Exception:  # noqa: BLE001 - _Decline, or the pattern's trace failed: no claim
         clear_failure()
-        return None
+        return "declined"
     keys = [(s.op, s.call, tuple(s.loc)) for s in r.sites if not s.extra.get("float_only")]
     if keys != [(s.op, s.call, tuple(s.loc)) for s in jsites]:
-        return None  # the two traces did not meet the same sites: no claim
+        return "declined"  # the two traces did not meet the same sites: no claim
     return RayPiece(tuple(decisions), tuple(r.gradient), Ray(dict(d), tuple(s.extra["jet"][1] for s in jsites)))
 
 
@@ -126,17 +142,50 @@ def directions(n: int, seed: int = 0, limit: int = MAX_DIRECTIONS):
     return out
 
 
+def cone_directions(leaf, n: int, rng: random.Random):
+    """Directions inside the open first-order cone of ``leaf``'s path (its rows), where the first-order sites already
+    take the leaf's side: the cone's exact witness d* (scaled to integers), then K d* + r for sign vectors r (all
+    +1, alternating, their negatives, two seeded random ones) with K = 1 + the largest |row|_1, so that K d* + r
+    stays inside when the rows are integer (checked exactly in any case); the ray decides the second-order sites."""
+    if not leaf.rows:
+        return
+    rows = list(leaf.rows)
+    res, d = feasible(rows, ConeStats())
+    if res != "open" or not d:
+        return
+    den = math.lcm(*(F(x).denominator for x in d.values()))
+    base = {i: F(x) * den for i, x in d.items() if x}
+    yield base
+    k = 1 + max(int(sum(abs(F(c)) for c in r.values())) if all(isinstance(c, (int, F)) for c in r.values()) else 1
+                for r in rows)
+    alt = [1 if i % 2 == 0 else -1 for i in range(n)]
+    signs = [[1] * n, alt, [-1] * n, [-x for x in alt]] + [[rng.choice((-1, 1)) for _ in range(n)] for _ in range(2)]
+    for r in signs:
+        cand = {i: F(k * base.get(i, 0) + r[i]) for i in range(n)}
+        cand = {i: x for i, x in cand.items() if x}
+        if holds(rows, cand):
+            yield cand
+
+
 def certify_rays(ev: Evaluation, leaves: list, *, deadline_s: float | None = None, seed: int = 0) -> int:
     """Certify outer-only leaves of an enumeration by rays: each leaf whose decisions and gradient a ray piece
     reproduces becomes inner, with that :class:`Ray` as its witness (``leaf.ray``).  Returns how many were
-    certified.  ``deadline_s``: a ``time.perf_counter()`` value after which no new ray is started."""
+    certified.  The first ray a jet declines (an op it does not know) ends the pass.  ``deadline_s``: a
+    ``time.perf_counter()`` value after which no new ray is started."""
     todo = {leaf.decisions: leaf for leaf in leaves if not leaf.inner}
     done = 0
-    for d in directions(ev.n, seed):
+    tried: set = set()
+    for d in _candidates(ev.n, todo, seed):
+        key = tuple(sorted(d.items()))
+        if key in tried:
+            continue
+        tried.add(key)
         if not todo or (deadline_s is not None and time.perf_counter() > deadline_s):
             break
-        got = ray_piece(ev, d)
-        if got is None:
+        got = _ray(ev, d)
+        if got == "declined":
+            break  # every other direction would meet the same op
+        if got == "undecided":
             continue
         leaf = todo.get(got.decisions)
         if leaf is None or _key(leaf.gradient) != _key(got.gradient):
@@ -145,6 +194,21 @@ def certify_rays(ev: Evaluation, leaves: list, *, deadline_s: float | None = Non
         del todo[got.decisions]
         done += 1
     return done
+
+
+def _candidates(n: int, todo: dict, seed: int):
+    """The generic directions, then directions inside the first-order cones of the pieces still to certify."""
+    yield from directions(n, seed)
+    rng = random.Random(seed + 1)
+    count = 0
+    for leaf in list(todo.values())[:MAX_CONE_DIRECTIONS]:  # one cone LP per leaf, for at most this many leaves
+        for d in cone_directions(leaf, n, rng):
+            if count >= MAX_CONE_DIRECTIONS:
+                return
+            if leaf.decisions not in todo:  # certified meanwhile: on to the next leaf
+                break
+            count += 1
+            yield d
 
 
 def _key(v) -> tuple:

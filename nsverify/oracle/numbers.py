@@ -851,6 +851,10 @@ class JetDeclined(UnsupportedOpError):
     conversion to float or to an index): the ray pass gives up on that direction, nothing is decided."""
 
 
+class JetUndecided(JetDeclined):
+    """A kink site's sign along the ray is not decided by the kept coefficients (another direction may decide it)."""
+
+
 class Jet:
     """The Taylor coefficients ``c[0] .. c[K]`` (Fractions or :class:`Ival` enclosures) of a quantity
     q(w + t d) in the infinitesimal t > 0, truncated after t^K: ``c[k]`` is the exact k-th coefficient.

@@ -31,6 +31,7 @@ from nsverify.oracle.numbers import (
     Aff,
     Jet,
     JetDeclined,
+    JetUndecided,
     KinkZero,
     grad,
     is_lin,
@@ -80,7 +81,7 @@ def _jet_side(ctx, opname: str, loc, q: Jet) -> int:
     """The strict sign of q(w + t d) for every small t > 0 (a ray trace, :mod:`nsverify.oracle.jets`): read from
     the value at w when it is not 0, else from the first non-zero Taylor coefficient -- then the site is recorded
     with the sign and the order k that decided it.  Undecided (all kept coefficients 0, or an enclosure of the
-    first one that contains 0) raises :class:`JetDeclined`: the ray is given up, nothing is guessed."""
+    first one that contains 0) raises :class:`JetUndecided`: the ray is given up, nothing is guessed."""
     s0 = sign(q.c[0])
     if s0 is None:
         raise straddle_error(opname)
@@ -88,7 +89,7 @@ def _jet_side(ctx, opname: str, loc, q: Jet) -> int:
         return s0
     got = jet_sign(q)
     if got is None:
-        raise JetDeclined(f"{opname}: the sign along the ray is not decided by the kept Taylor coefficients")
+        raise JetUndecided(f"{opname}: the sign along the ray is not decided by the kept Taylor coefficients")
     ctx.note(Site(opname, ctx.call, loc, q.c[0], affine=False, extra={"jet": got}))
     return got[0]
 
@@ -330,7 +331,7 @@ def _compare(name):
         ctx = context.current()
         fa = ctx.float_arg(0)
         fb = ctx.float_arg(1) if ctx.float_arg(1) is not None else (
-            np.asarray(float(b.reshape(-1)[0])) if b.size == 1 and not isinstance(b.reshape(-1)[0], Aff)
+            np.asarray(float(b.reshape(-1)[0])) if b.size == 1 and not isinstance(b.reshape(-1)[0], (Aff, Jet))
             else None)
         fl = float_pair(a.shape, fa, fb)
         out = np.empty(a.shape, dtype=bool)

@@ -33,6 +33,7 @@ class Leaf:
     witness: dict | None  # exact direction d realising the pattern (None: no constraint / not certified)
     sites: list
     ray: object = None  # a jets.Ray certifying the piece along w + t d (second-order sites), or None
+    rows: list = field(default_factory=list)  # the first-order cone rows of the sites on its path that have them
 
 
 @dataclass
@@ -156,7 +157,8 @@ def enumerate_pieces(
             en.branch_sites = sum(1 for s in r.sites if s.labels)
         en.curved = en.curved or r.nonaffine
         en.max_depth = max(en.max_depth, len(st.decisions))
-        en.leaves.append(Leaf(tuple(st.decisions), r.gradient, r.value, st.inner, st.witness, r.sites))
+        en.leaves.append(Leaf(tuple(st.decisions), r.gradient, r.value, st.inner, st.witness, r.sites,
+                              rows=st.rows))
         if tracker is not None:
             tracker.update(pieces=tracker.pieces + 1, lps=tracker.lps + stats.lps - lps_seen)
             lps_seen = stats.lps
