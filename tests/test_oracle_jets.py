@@ -188,13 +188,53 @@ def test_directions_inside_a_thin_first_order_cone(monkeypatch):
     lambda w: torch.exp(w[0]) * torch.where(w[0] ** 2 - w[1] ** 2 > 0, w[0], -w[0]),  # exp on a jet
     lambda w: torch.where(torch.tanh(w[0]) ** 2 - w[1] ** 2 > 0, w[0], -w[0]),  # tanh at a site
     lambda w: torch.where(torch.sigmoid(w[0]) * w[0] ** 2 - w[1] ** 2 > 0, w[0], -w[0]),
-    lambda w: torch.where(torch.maximum(w[0] ** 2, w[1] ** 2) - w[1] ** 2 > 0, w[0], -w[0]),  # a select
+    lambda w: torch.sign(w[0] + 1) * torch.where(w[0] ** 2 - w[1] ** 2 > 0, w[0], -w[0]),  # sign reads a value
+    lambda w: torch.nn.functional.softplus(w[0]) + torch.where(w[0] ** 2 - w[1] ** 2 > 0, w[0], -w[0]),
 ])
 def test_the_ray_declines_what_it_does_not_know(fn):
     ev = Evaluation(fn, Z2)
     assert all(ray_piece(ev, d) is None for d in directions(2))
     v = nsverify.check_gradient(fn, Z2, on_limit="unknown")
     assert v.status != "member" or "ray_pieces" not in v.stats
+
+
+def maxsq(w):
+    """where(max(w0^2, w1^2) - 2 w1^2 > 0, w0, -w0): for |w0| > |w1| the quantity is w0^2 - 2 w1^2, positive iff
+    |w0| > sqrt(2) |w1| (gradient (1, 0)); for |w0| < |w1| it is -w1^2 < 0 (gradient (-1, 0)).  Clarke hull{(1, 0),
+    (-1, 0)}; the max's tie at 0 has identical first-order data (no branch), the comparison is second-order."""
+    return torch.where(torch.maximum(w[0] ** 2, w[1] ** 2) - 2 * w[1] ** 2 > 0, w[0], -w[0])
+
+
+def amaxsq(w):
+    """maxsq() with the max as a reduction (amax over a stacked vector): the same function."""
+    return torch.where(torch.stack([w[0] ** 2, w[1] ** 2]).amax() - 2 * w[1] ** 2 > 0, w[0], -w[0])
+
+
+def max_and_product(w):
+    """where(w0 w1 > 0, w0, -w0) + max(w0, w1): in the quadrants w0 w1 > 0 the gradient is (1, 0) + (1, 0) or
+    (0, 1) by the larger entry: (2, 0) and (1, 1) (both occur in each of them); w0 > 0 > w1: (-1, 0) + (1, 0) =
+    (0, 0); w0 < 0 < w1: (-1, 1).  AD: (-1, 0) + (1/2, 1/2) (maximum splits its tie evenly) = (-1/2, 1/2),
+    the midpoint of (0, 0) and (-1, 1): a member."""
+    return torch.where(w[0] * w[1] > 0, w[0], -w[0]) + torch.maximum(w[0], w[1])
+
+
+@pytest.mark.parametrize("fn,clarke", [
+    (maxsq, {(F(1), F(0)), (F(-1), F(0))}), (amaxsq, {(F(1), F(0)), (F(-1), F(0))}),
+    (max_and_product, {(F(2), F(0)), (F(1), F(1)), (F(0), F(0)), (F(-1), F(1))})])
+def test_selections_on_a_ray(fn, clarke):
+    v = nsverify.check_gradient(fn, Z2)
+    assert v.status == "member" and v.exact and set(v.bouligand) == clarke
+    assert verify_certificate(v.to_json(), fn=fn)
+    assert ray_mismatches(fn) == []
+
+
+def test_a_tie_that_persists_stays_unknown():
+    """where(max(w0^2, w1^2) - w1^2 > 0, w0, -w0): where |w0| < |w1| the quantity is identically 0 (the comparison
+    is false on an open set: (-1, 0) is a Clarke gradient), but no ray gives it a strict sign: only (1, 0) is
+    certified, AD (-1, 0) stays unknown."""
+    fn = lambda w: torch.where(torch.maximum(w[0] ** 2, w[1] ** 2) - w[1] ** 2 > 0, w[0], -w[0])  # noqa: E731
+    v = nsverify.check_gradient(fn, Z2)
+    assert v.status == "unknown" and v.bouligand == [(F(1), F(0))]
 
 
 def test_ray_witness_tampering_is_caught():

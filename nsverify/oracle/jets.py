@@ -91,15 +91,26 @@ def _ray(ev: Evaluation, d: dict) -> RayPiece | str:
     if not all("jet" in s.extra for s in jsites):
         return "declined"
     outcome = {(s.op, s.call, tuple(s.loc)): s.extra["jet"][0] for s in jsites}
+    extra_of = {(s.op, s.call, tuple(s.loc)): s.extra for s in jsites}
     decisions: list = []
 
     def decide(site, options):
         labels = tuple(lbl for lbl, _ in options)
         s = outcome.get((site.op, site.call, tuple(site.loc)))
-        if labels not in _SIDES or s is None:
+        groups = site.extra.get("groups")
+        if s is None:
             raise _Decline()
-        decisions.append(0 if s < 0 else 1)
-        return decisions[-1]
+        if labels in _SIDES:  # s: the sign of the compared quantity along the ray
+            j = 0 if s < 0 else 1
+        elif groups is not None and len(groups) == len(options) and "jet_select" in extra_of.get(
+                (site.op, site.call, tuple(site.loc)), ()):  # a selection: s is the winning entry
+            j = next((g for g, ix in enumerate(groups) if s in ix), None)
+            if j is None:
+                raise _Decline()
+        else:
+            raise _Decline()
+        decisions.append(j)
+        return j
 
     try:
         r = ev.pieces_trace(decide)
