@@ -1,10 +1,12 @@
-"""Exact scalars for the oracle: rationals, rigorous intervals, and first-order affine forms.
+"""Exact scalars for the oracle: rationals, rigorous intervals, first-order affine forms and Taylor jets.
 
 * values are :class:`fractions.Fraction` whenever they are *proved* exactly rational, else :class:`Ival`, an
   interval with binary endpoints at ``PREC`` bits that is guaranteed to contain the real value;
 * :class:`Aff` is a value together with its exact local derivative with respect to the input vector ``w``
   (a sparse ``{index: number}`` dict), plus a flag ``lin`` telling whether the entry is exactly affine in ``w``
-  on the current piece.  Entries that do not depend on ``w`` are plain numbers, never ``Aff``.
+  on the current piece.  Entries that do not depend on ``w`` are plain numbers, never ``Aff``;
+* :class:`Jet` is a truncated Taylor series in t of an entry along a ray w + t d (the ray traces of
+  :mod:`nsverify.oracle.jets`): ring operations only, everything else refuses (:class:`JetDeclined`).
 
 Intervals live on mpmath's raw binary floats (``(sign, mantissa, exponent, bitcount)`` tuples) and use only
 mpmath's *directed-rounding basic operations* (``mpi_add``, ``mpi_mul``, ``mpi_div`` ...: an exact result rounded
