@@ -75,7 +75,7 @@ def ray_piece(ev: Evaluation, d: dict) -> RayPiece | None:
 def _ray(ev: Evaluation, d: dict) -> RayPiece | str:
     """:func:`ray_piece`, or why not: "undecided" (a site's sign along this d is not decided: another direction
     may do better) or "declined" (an op a jet does not know, a pole, a branch site jets do not decide, traces
-    that disagree: the same for every direction, as the program's op sequence does not depend on d)."""
+    that disagree: as a rule the same for every direction, the program's op sequence being the same)."""
     if not any(d.values()):
         return "undecided"
     try:
@@ -92,6 +92,8 @@ def _ray(ev: Evaluation, d: dict) -> RayPiece | str:
         return "declined"
     outcome = {(s.op, s.call, tuple(s.loc)): s.extra["jet"][0] for s in jsites}
     extra_of = {(s.op, s.call, tuple(s.loc)): s.extra for s in jsites}
+    if len(outcome) != len(jsites):
+        return "declined"  # two sites at one place of one call: the pieces trace could not tell them apart
     decisions: list = []
 
     def decide(site, options):
@@ -100,10 +102,10 @@ def _ray(ev: Evaluation, d: dict) -> RayPiece | str:
         groups = site.extra.get("groups")
         if s is None:
             raise _Decline()
-        if labels in _SIDES:  # s: the sign of the compared quantity along the ray
+        selection = "jet_select" in extra_of[(site.op, site.call, tuple(site.loc))]
+        if labels in _SIDES and not selection:  # s: the sign of the compared quantity along the ray
             j = 0 if s < 0 else 1
-        elif groups is not None and len(groups) == len(options) and "jet_select" in extra_of.get(
-                (site.op, site.call, tuple(site.loc)), ()):  # a selection: s is the winning entry
+        elif selection and groups is not None and len(groups) == len(options):  # s: the winning entry
             j = next((g for g, ix in enumerate(groups) if s in ix), None)
             if j is None:
                 raise _Decline()
