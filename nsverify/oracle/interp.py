@@ -279,8 +279,9 @@ class Evaluation:
     def jet_trace(self, direction: dict) -> list:
         """A ray trace (mode ``"jet"``): ``fn`` on the truncated Taylor series of w + t d in t (entry i:
         ``Jet((w_i, d_i, 0, ...))``, d sparse), every kink/tie site taking the outcome that holds for all small
-        t > 0.  Returns the sites met, in order (``site.extra["jet"] = (sign, order)``).  Raises
-        :class:`~nsverify.oracle.numbers.JetDeclined` (or another error) where the ray cannot be followed."""
+        t > 0.  Returns the sites met, in order (``site.extra["jet"]``: (sign, order), or (winning entry, order) at a
+        selection tie).  Raises :class:`~nsverify.oracle.numbers.JetDeclined` (or another error) where the ray
+        cannot be followed."""
         zeros = (F(0),) * (JET_ORDER - 1)
         a = np.empty(self.n, dtype=object)
         for i, v in enumerate(self.values):
