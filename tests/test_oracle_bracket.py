@@ -22,12 +22,16 @@ def curved(w):
 def test_bracket_inner_outer():
     v = nsverify.check_gradient(curved, Z2)
     assert not v.exact
-    assert v.bouligand == [(F(0), F(1))]  # certified: both sides of the two smooth kinks
-    assert (F(0), F(0)) in v.outer  # the curved region |w1| < w0^2, only in the outer set
-    # AD (ReLU'(0) = 0) gives (0, 0): a true Clarke subgradient, but only the outer set contains it
-    assert v.status == "unknown"
-    lo, hi = v.distance_bounds
-    assert lo == 0.0 and hi == 1.0
+    # certified: both sides of the two smooth kinks (0, 1), and the curved region |w1| < w0^2 (0, 0): its
+    # first-order cone is empty, but along the ray w + t e0 both kink arguments are -t^2 < 0 (nsverify.oracle.jets)
+    assert v.bouligand == [(F(0), F(0)), (F(0), F(1))]
+    assert (F(0), F(2)) in v.outer  # the empty pattern w1 > w0^2 and -w1 > w0^2: only in the outer set
+    # AD (ReLU'(0) = 0) gives (0, 0): a true Clarke subgradient (f = 0 where |w1| < w0^2), certified by that ray
+    assert v.status == "member" and v.certificate["witnesses"]["0"] == {"ray": {"0": "1"}, "orders": [2, 2]}
+    assert verify_certificate(v.to_json(), fn=curved)
+    # (0, 3/2) lies between (0, 1) and the outer-only (0, 2): in the outer hull, 1/2 away from the inner one
+    v = nsverify.check_gradient(curved, Z2, ad=[0.0, 1.5])
+    assert v.status == "unknown" and v.distance_bounds == (0.0, 0.5)
 
 
 def test_bracket_member_and_not_member_are_certified():

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import math
+import time
 from fractions import Fraction
 
 import torch
@@ -36,6 +37,7 @@ from nsverify.oracle.certificates import (
 )
 from nsverify.oracle.context import TimeLimitExceeded, deadline, tracking
 from nsverify.oracle.interp import Evaluation, module_function
+from nsverify.oracle.jets import certify_rays
 from nsverify.oracle.membership import (
     distance,
     distinct,
@@ -195,6 +197,15 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
         # exact arithmetic never yields a float; one that slipped in (an op's bug) must not decide anything
         return _undecided("internal error: a float entered the exact arithmetic (please report the program)",
                           float_ad, ad, fw)
+    rays, t_rays = None, 0.0
+    if en.incomplete is None and not en.exact:  # outer-only pieces: try to certify them along rays (jets)
+        tracker.update(stage="rays")
+        # at most as long again as the enumeration took (2 s at least), and within half the time limit
+        t_rays = time.perf_counter()
+        stop = t_rays + max(2.0, en.seconds)
+        rays = certify_rays(ev, en.leaves, deadline_s=stop if time_limit is None else
+                            min(stop, tracker.t0 + time_limit / 2))
+        t_rays = time.perf_counter() - t_rays
     inner_leaves = [leaf for leaf in en.leaves if leaf.inner]
     inner = distinct(leaf.gradient for leaf in inner_leaves)
     outer = distinct(leaf.gradient for leaf in en.leaves)
@@ -251,6 +262,9 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
         "curved": en.curved,
         "exact_ad_from": how,
     }
+    if rays is not None:
+        stats["ray_pieces"] = rays  # outer-only pieces certified along a ray (second-order sites, jets)
+        stats["ray_seconds"] = t_rays
     if declined:
         stats["blocks_declined"] = declined  # why the separable-blocks shortcut did not apply
     if layers_declined:

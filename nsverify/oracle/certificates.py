@@ -17,7 +17,8 @@ A certificate proves a verdict's status.  :func:`verify_certificate` checks it i
 ==========================  ==========  =====================================================================
 ``convex_weights``           member      ``weights`` ({vertex index: weight}) are >= 0, sum to 1 and reproduce
 ``weights``, ``witnesses``               ``tested`` from ``bouligand``; ``witnesses``: per vertex used, a
-                                         direction d into that piece's open cone
+                                         direction d into that piece's open cone, or a ray {"ray": d,
+                                         "orders": [k, ...]} along which its pattern holds
 ``interval_bracket``         member      vertex ``below`` <= ``tested`` <= vertex ``above`` in the one coordinate
 ``below``, ``above``,                    where they differ (interval endpoints bound rigorously), all three
 ``witnesses``                            exactly equal elsewhere: ``tested`` is on their segment
@@ -36,7 +37,9 @@ With ``fn`` (the record must carry ``point``, ``shape`` and ``dtype``, which the
   the one option whose cone contains the witness direction d strictly (no option, or two, fails); the gradient
   of that piece must be the listed vertex (equal, or inside its enclosure).  Where the piece is affine, a
   second plain evaluation at the rational point w + 2^-k d (no kink or tie met there) must return the same
-  gradient.  This uses the exact interpreter's ordinary evaluation, which the verdict depends on anyway; what
+  gradient.  A ray witness (:mod:`nsverify.oracle.jets`) is replayed by its ray trace along d, which must decide
+  every site at the recorded orders, and the pieces-mode trace of that pattern, whose gradient must be the vertex.
+  This uses the exact interpreter's ordinary evaluation, which the verdict depends on anyway; what
   it does not reuse is the enumerator (its stack, witness pool, nogoods, merged vertices).
 * **tree replay** (not_member) -- ``fn`` runs once per listed leaf, following its decisions; at every branch
   site each option that no leaf takes must be proved empty again (an exact Gordan certificate on the
@@ -66,9 +69,10 @@ from typing import ClassVar
 from nsverify.oracle.callenv import user_environment
 from nsverify.oracle.cones import ConeStats, feasible, holds, primitive
 from nsverify.oracle.interp import Evaluation
+from nsverify.oracle.jets import Ray, ray_piece
 from nsverify.oracle.jsonio import enc
 from nsverify.oracle.membership import margin
-from nsverify.oracle.numbers import Ival, bounds, overlap
+from nsverify.oracle.numbers import JET_ORDER, Ival, bounds, overlap
 from nsverify.oracle.pieces import follow_ad
 from nsverify.rational import check_weights
 
@@ -174,7 +178,7 @@ def _witnesses_of(vertices: list, leaves: list, wanted) -> dict:
     for i in wanted:
         leaf = next((lf for lf in leaves if lf.inner and tuple(lf.gradient) == tuple(vertices[i])), None)
         if leaf is not None:
-            out[i] = leaf.witness or {}
+            out[i] = leaf.ray if leaf.ray is not None else (leaf.witness or {})
     return out
 
 
@@ -208,7 +212,15 @@ def _dec_leaves(x) -> tuple | None:
 
 
 def _enc_witnesses(wit: dict) -> dict:
-    return {str(i): enc(d) if d else {} for i, d in wit.items()}
+    return {str(i): _enc_witness(d) for i, d in wit.items()}
+
+
+def _enc_witness(d) -> dict:
+    """A direction into the piece's open cone ({coordinate: "p/q"}), or a ray {"ray": direction, "orders": [k,
+    ...]} along which the piece's pattern holds (:class:`nsverify.oracle.jets.Ray`)."""
+    if isinstance(d, Ray):
+        return {"ray": enc(d.direction), "orders": list(d.orders)}
+    return enc(d) if d else {}
 
 
 def _dec_witnesses(x, size: int) -> dict:
@@ -216,7 +228,19 @@ def _dec_witnesses(x, size: int) -> dict:
         return {}
     if not isinstance(x, dict):
         raise Malformed("witnesses must be an object {vertex index: direction}")
-    return {_index(k, size): _sparse(v) for k, v in x.items()}
+    return {_index(k, size): _dec_witness(v) for k, v in x.items()}
+
+
+def _dec_witness(v):
+    if isinstance(v, dict) and "ray" in v:
+        orders = v.get("orders")
+        if set(v) != {"ray", "orders"} or not isinstance(orders, list):
+            raise Malformed("a ray witness has exactly the keys ray (a direction) and orders (a list)")
+        d = _sparse(v["ray"])
+        if not any(d.values()):
+            raise Malformed("a ray witness needs a non-zero direction")
+        return Ray(d, tuple(_index(k, JET_ORDER + 1) for k in orders))
+    return _sparse(v)
 
 
 @dataclass(frozen=True)
@@ -631,7 +655,9 @@ def _same(replayed, listed) -> bool:
     return llo <= lo and hi <= lhi
 
 
-def _replay_vertex(fn, w, d: dict, vertex) -> str | None:
+def _replay_vertex(fn, w, d, vertex) -> str | None:
+    if isinstance(d, Ray):
+        return _replay_ray(fn, w, d, vertex)
     r, dec = _follow_direction(fn, w, d)
     if r is None:
         return dec
@@ -659,6 +685,19 @@ def _nearby_point(fn, w, d, r, vertex) -> str | None:
 #: the nearby points are w + 2^-k d, closer to w than the kinks that do not pass through w in any program
 #: with float constants of modest depth (two scales: a non-generic point is retried closer)
 _SCALES = (1200, 1600)
+
+
+def _replay_ray(fn, w, ray: Ray, vertex) -> str | None:
+    """A ray witness: the ray trace along w + t d decides every site at the recorded orders, and the pieces trace
+    of that pattern has the vertex as its gradient."""
+    got = ray_piece(Evaluation(fn, w), ray.direction)
+    if got is None:
+        return "the ray trace along the witness direction does not decide every site"
+    if got.ray.orders != ray.orders:
+        return "the ray trace decides the sites at other orders than the certificate records"
+    if len(got.gradient) != len(vertex) or not all(_same(a, b) for a, b in zip(got.gradient, vertex)):
+        return "the piece the ray selects has another gradient"
+    return None
 
 
 def _genuine_sites(sites) -> int:

@@ -1,12 +1,15 @@
 """The evaluation context: which mode the exact interpreter runs in, and where kink/tie sites are recorded.
 
-Two modes:
+Three modes:
 
 * ``"ad"`` -- the program's automatic derivative evaluated exactly: at every kink/tie the local derivative
   follows PyTorch's rule (or the rule given for the op in ``rules``, a :class:`nsverify.registry.Rules`
   read by :func:`nsverify.registry.parse_rules`), comparisons use the exact values;
 * ``"pieces"`` -- every kink/tie site whose outcome depends on the direction of approach is a *branch point*;
-  ``decide(site, options)`` chooses the outcome (the piece enumerator drives it).
+  ``decide(site, options)`` chooses the outcome (the piece enumerator drives it);
+* ``"jet"`` -- a *ray trace* (:mod:`nsverify.oracle.jets`): the entries are truncated Taylor series
+  (:class:`~nsverify.oracle.numbers.Jet`) of the program along w + t d, and every kink/tie site takes the
+  outcome that holds for all small t > 0, recorded with the order of the coefficient that decided it.
 
 Each option of a branch point is ``(label, rows)``: the open cone of directions d
 for which that outcome occurs
@@ -23,6 +26,7 @@ import numpy as np
 
 from nsverify.errors import TooManyPieces
 from nsverify.oracle.jsonio import enc
+from nsverify.oracle.numbers import JetDeclined
 from nsverify.registry import parse_rules
 
 _STACK: list["Ctx"] = []
@@ -69,7 +73,7 @@ class Site:
 @dataclass
 class Ctx:
     n: int
-    mode: str = "ad"  # "ad" | "pieces"
+    mode: str = "ad"  # "ad" | "pieces" | "jet"
     rules: Mapping = field(default_factory=dict)
     decide: Callable | None = None
     dtype: Any = None
@@ -100,6 +104,8 @@ class Ctx:
 
     def branch(self, site: Site, options: list) -> int:
         """Record a kink/tie site; in pieces mode let the enumerator choose among ``options``."""
+        if self.mode == "jet":  # a ray trace decides every site by its jet; one that did not must not default
+            raise JetDeclined(f"{site.op}: a branch site that the ray trace does not decide")
         self.sites.append(site)
         if not site.affine:
             self.nonaffine = True

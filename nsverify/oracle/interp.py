@@ -18,7 +18,9 @@ Its traces run ``fn`` (each at most once, cached; :attr:`Evaluation.calls` count
   mode as the fallback);
 * :meth:`Evaluation.pieces_trace` -- one trace in ``"pieces"`` mode, where the piece enumerator
   (:mod:`nsverify.oracle.pieces`) decides every branch point.  A program whose AD trace met no kink or tie site
-  has a single piece around w, and the AD trace is that piece's trace: it is reused, fn does not run again.
+  has a single piece around w, and the AD trace is that piece's trace: it is reused, fn does not run again;
+* :meth:`Evaluation.jet_trace` -- one ray trace in ``"jet"`` mode: the outcome of every kink/tie site along
+  w + t d for all small t > 0 (:mod:`nsverify.oracle.jets` certifies pieces with it).
 
 Public helpers: :func:`exact_gradient` / :func:`exact_module_gradient` (forward mode), :func:`exact_backprop` /
 :func:`exact_module_backprop` (reverse mode), :func:`exact_forward` (values only), :func:`run` (one trace).
@@ -47,7 +49,7 @@ from nsverify.oracle import (  # noqa: F401  (import registers the op implementa
     ops_smooth,
 )
 from nsverify.oracle.context import Ctx
-from nsverify.oracle.numbers import Aff, grad, is_lin, val
+from nsverify.oracle.numbers import JET_ORDER, Aff, Jet, grad, is_lin, val
 from nsverify.oracle.prepass import OpSurvey
 from nsverify.oracle.tensor import ExactTensor, evaluates, rewrite_hint, to_exact_array
 from nsverify.registry.rules import parse_rules, renamed_rules_argument
@@ -272,6 +274,22 @@ class Evaluation:
         # then each branch site can tell which of its options is AD's own
         shadow = self.shadow and (fw is None or any("returned" in s.extra for s in fw.sites))
         return self.trace("pieces", decide, shadow=shadow)
+
+
+    def jet_trace(self, direction: dict) -> list:
+        """A ray trace (mode ``"jet"``): ``fn`` on the truncated Taylor series of w + t d in t (entry i:
+        ``Jet((w_i, d_i, 0, ...))``, d sparse), every kink/tie site taking the outcome that holds for all small
+        t > 0.  Returns the sites met, in order (``site.extra["jet"]``: (sign, order), or (winning entry, order) at a
+        selection tie).  Raises :class:`~nsverify.oracle.numbers.JetDeclined` (or another error) where the ray
+        cannot be followed."""
+        zeros = (F(0),) * (JET_ORDER - 1)
+        a = np.empty(self.n, dtype=object)
+        for i, v in enumerate(self.values):
+            a[i] = Jet((F(v), F(direction.get(i, 0))) + zeros)
+        ctx = self.context("jet")
+        with ctx:
+            _scalar_output(self._call(ExactTensor(a.reshape(tuple(self.w.shape)), dtype=self.w.dtype)))
+        return ctx.sites
 
 
 def _scalar_output(out):

@@ -1,10 +1,12 @@
-"""Exact scalars for the oracle: rationals, rigorous intervals, and first-order affine forms.
+"""Exact scalars for the oracle: rationals, rigorous intervals, first-order affine forms and Taylor jets.
 
 * values are :class:`fractions.Fraction` whenever they are *proved* exactly rational, else :class:`Ival`, an
   interval with binary endpoints at ``PREC`` bits that is guaranteed to contain the real value;
 * :class:`Aff` is a value together with its exact local derivative with respect to the input vector ``w``
   (a sparse ``{index: number}`` dict), plus a flag ``lin`` telling whether the entry is exactly affine in ``w``
-  on the current piece.  Entries that do not depend on ``w`` are plain numbers, never ``Aff``.
+  on the current piece.  Entries that do not depend on ``w`` are plain numbers, never ``Aff``;
+* :class:`Jet` is a truncated Taylor series in t of an entry along a ray w + t d (the ray traces of
+  :mod:`nsverify.oracle.jets`): ring operations only, everything else refuses (:class:`JetDeclined`).
 
 Intervals live on mpmath's raw binary floats (``(sign, mantissa, exponent, bitcount)`` tuples) and use only
 mpmath's *directed-rounding basic operations* (``mpi_add``, ``mpi_mul``, ``mpi_div`` ...: an exact result rounded
@@ -44,7 +46,7 @@ from mpmath.libmp import (
 )
 from mpmath.libmp.libmpi import mpi_square
 
-from nsverify.errors import InexactError
+from nsverify.errors import InexactError, UnsupportedOpError
 
 F = Fraction
 PREC = 212  # bits of every interval endpoint (about 64 decimal digits)
@@ -838,3 +840,120 @@ def smooth(x, f_val, f_der):
         return f_val(x)
     d = f_der(x.v)
     return mk(f_val(x.v), _gscale(x.g, d), False if x.g else x.lin)
+
+
+# ----------------------------------------------------------------------------------------------------
+# jets: truncated Taylor series along a ray (nsverify.oracle.jets)
+# ----------------------------------------------------------------------------------------------------
+JET_ORDER = 8  # coefficients c_0 .. c_JET_ORDER of every jet
+
+
+class JetDeclined(UnsupportedOpError):
+    """A jet met an operation it does not support (a comparison outside a kink site, a smooth function, a
+    conversion to float or to an index): the ray pass gives up on that direction, nothing is decided."""
+
+
+class JetUndecided(JetDeclined):
+    """A kink site's sign along the ray is not decided by the kept coefficients (another direction may decide it)."""
+
+
+class Jet:
+    """The Taylor coefficients ``c[0] .. c[K]`` (Fractions or :class:`Ival` enclosures) of a quantity
+    q(w + t d) in the infinitesimal t > 0, truncated after t^K: ``c[k]`` is the exact k-th coefficient.
+
+    Only ring operations (+, -, *, division by a jet whose constant term is provably non-zero, integer powers)
+    are defined; they are exact on truncated series.  Everything else -- ordering, equality, ``bool``,
+    ``float``, hashing, unknown functions -- raises :class:`JetDeclined`, so that a jet never passes for a
+    constant: only the kink sites that know jets (:func:`jet_sign`) read its sign."""
+
+    __slots__ = ("c",)
+
+    def __init__(self, c):
+        self.c = tuple(c)
+
+    @staticmethod
+    def _coerce(o):
+        if isinstance(o, Jet):
+            return o.c
+        if _isnum(o) and not isinstance(o, bool):
+            return (o,) + (F(0),) * JET_ORDER
+        return None
+
+    def __add__(self, o):
+        oc = Jet._coerce(o)
+        return NotImplemented if oc is None else Jet(a + b for a, b in zip(self.c, oc))
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return Jet(-a for a in self.c)
+
+    def __sub__(self, o):
+        oc = Jet._coerce(o)
+        return NotImplemented if oc is None else Jet(a - b for a, b in zip(self.c, oc))
+
+    def __rsub__(self, o):
+        return (-self).__add__(o)
+
+    def __mul__(self, o):
+        if isinstance(o, Jet):
+            a, b = self.c, o.c
+            return Jet(sum((a[i] * b[k - i] for i in range(k + 1)), F(0)) for k in range(len(a)))
+        if _isnum(o) and not isinstance(o, bool):
+            return Jet(a * o for a in self.c)
+        return NotImplemented
+
+    __rmul__ = __mul__
+
+    def inv(self) -> Jet:
+        """1 / q, when q's constant term is provably non-zero (else JetDeclined: a pole or an undecided sign)."""
+        a = self.c
+        if sign(a[0]) in (0, None):
+            raise JetDeclined("division by a jet whose value at w is (or may be) zero")
+        a0 = F(a[0]) if type(a[0]) is int else a[0]
+        b = [1 / a0]
+        for k in range(1, len(a)):
+            b.append(-sum((a[j] * b[k - j] for j in range(1, k + 1)), F(0)) / a0)
+        return Jet(b)
+
+    def __truediv__(self, o):
+        if isinstance(o, Jet):
+            return self * o.inv()
+        if _isnum(o) and not isinstance(o, bool):
+            return self * (1 / _nz(o))
+        return NotImplemented
+
+    def __rtruediv__(self, o):
+        return self.inv() * o
+
+    def __pow__(self, e):
+        if isinstance(e, bool) or not isinstance(e, int) and not (isinstance(e, Fraction) and e.denominator == 1):
+            raise JetDeclined("a jet raised to a non-integer power")
+        e = int(e)
+        out, base = Jet((F(1),) + (F(0),) * JET_ORDER), self if e >= 0 else self.inv()
+        for _ in range(abs(e)):
+            out = out * base
+        return out
+
+    def _refuse(self, *_):
+        raise JetDeclined("a jet was compared, converted or hashed outside a kink site that knows jets")
+
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _refuse
+    __bool__ = __float__ = __int__ = __index__ = __abs__ = __round__ = __hash__ = _refuse
+    __floor__ = __ceil__ = __trunc__ = __rpow__ = __mod__ = __rmod__ = __floordiv__ = __rfloordiv__ = _refuse
+
+    def __repr__(self):
+        return f"Jet{self.c!r}"
+
+
+def jet_sign(q) -> tuple | None:
+    """(s, k) when q(w + t d) has the sign s (+1 or -1) for every small enough t > 0, read from its first
+    non-zero Taylor coefficient c_k (exact, or an enclosure that excludes 0): q = c_k t^k + O(t^(k+1)).  None
+    when every kept coefficient is exactly 0 or the first one not exactly 0 may be 0 (undecided)."""
+    for k, c in enumerate(q.c if isinstance(q, Jet) else (q,)):
+        s = sign(c)
+        if s is None:
+            return None
+        if s:
+            return s, k
+    return None

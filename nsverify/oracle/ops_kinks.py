@@ -29,7 +29,22 @@ from nsverify import registry
 from nsverify.errors import UnsupportedOpError
 from nsverify.oracle import context
 from nsverify.oracle.context import Site, float_pair
-from nsverify.oracle.numbers import Aff, KinkZero, grad, is_exact, is_lin, is_zero, mk, sign, straddle_error, val
+from nsverify.oracle.numbers import (
+    Aff,
+    Jet,
+    JetDeclined,
+    JetUndecided,
+    KinkZero,
+    grad,
+    is_exact,
+    is_lin,
+    is_zero,
+    jet_sign,
+    mk,
+    sign,
+    straddle_error,
+    val,
+)
 from nsverify.oracle.ops_linear import arr, objmap
 from nsverify.oracle.tensor import RESOLVERS, op
 from nsverify.registry import threshold_for
@@ -66,8 +81,40 @@ def _piece_apply(piece, x):
     )
 
 
+def _jet_side(ctx, opname: str, loc, q: Jet) -> int:
+    """The strict sign of q(w + t d) for every small t > 0 (a ray trace, :mod:`nsverify.oracle.jets`): read from
+    the value at w when it is not 0, else from the first non-zero Taylor coefficient -- then the site is recorded
+    with the sign and the order k that decided it.  Undecided (all kept coefficients 0, or an enclosure of the
+    first one that contains 0) raises :class:`JetUndecided`: the ray is given up, nothing is guessed."""
+    s0 = sign(q.c[0])
+    if s0 is None:
+        raise straddle_error(opname)
+    if s0:
+        return s0
+    got = jet_sign(q)
+    if got is None:
+        raise JetUndecided(f"{opname}: the sign along the ray is not decided by the kept Taylor coefficients")
+    ctx.note(Site(opname, ctx.call, loc, q.c[0], affine=False, extra={"jet": got}))
+    return got[0]
+
+
+def _jet_elementwise(ew, x: Jet, loc):
+    """Elementwise op ``ew`` on a jet: the piece that holds along the ray, applied to the series."""
+    ctx = context.current()
+    idx = len(ew.breakpoints)
+    for i, b in enumerate(ew.breakpoints):
+        if _jet_side(ctx, ew.name, loc, x - b) < 0:
+            idx = i
+            break
+    if ew.pieces[idx].poly is None:
+        raise JetDeclined(f"{ew.name}: a non-polynomial piece on a jet")
+    return _poly(ew.pieces[idx].poly, x)
+
+
 def _apply_elementwise(ew, x, loc, fx=None):
     ctx = context.current()
+    if isinstance(x, Jet):
+        return _jet_elementwise(ew, x, loc)
     v = val(x)
     idx = len(ew.breakpoints)
     at = None
@@ -350,10 +397,12 @@ def _compare_entry(x, y, name, loc, fxy=None):
     if x is y:  # the same number (e.g. max's output against its own input entry): equal, whatever its enclosure
         return _CMP[name](0)
     diff = x - y
+    test = _CMP[name]
+    if isinstance(diff, Jet):  # a ray trace: the outcome for every small t > 0
+        return test(_jet_side(ctx, name, loc, diff))
     s = sign(val(diff))
     if s is None:
         raise straddle_error(name, " in a comparison")
-    test = _CMP[name]
     depends = isinstance(diff, Aff)
     if s != 0:
         if fxy is not None and depends and fxy[0] == fxy[1]:
@@ -382,7 +431,7 @@ def _compare(name):
         ctx = context.current()
         fa = ctx.float_arg(0)
         fb = ctx.float_arg(1) if ctx.float_arg(1) is not None else (
-            np.asarray(float(b.reshape(-1)[0])) if b.size == 1 and not isinstance(b.reshape(-1)[0], Aff)
+            np.asarray(float(b.reshape(-1)[0])) if b.size == 1 and not isinstance(b.reshape(-1)[0], (Aff, Jet))
             else None)
         fl = float_pair(a.shape, fa, fb)
         out = np.empty(a.shape, dtype=bool)

@@ -16,7 +16,20 @@ import numpy as np
 from nsverify.errors import InexactError, UnsupportedOpError
 from nsverify.oracle import context
 from nsverify.oracle.context import Site, float_pair
-from nsverify.oracle.numbers import Aff, grad, gsub, is_exact, is_lin, mk, sign, straddle_error, val
+from nsverify.oracle.numbers import (
+    Aff,
+    Jet,
+    JetUndecided,
+    grad,
+    gsub,
+    is_exact,
+    is_lin,
+    jet_sign,
+    mk,
+    sign,
+    straddle_error,
+    val,
+)
 from nsverify.oracle.ops_kinks import elementwise_op
 from nsverify.oracle.ops_linear import arr, filled
 from nsverify.oracle.tensor import float_input, float_output, op, scalar
@@ -155,6 +168,8 @@ def select(cands: list, larger: bool, opname: str, rule: Rule, loc, fvals=None, 
     """
     ctx = context.current()
     context.poll_deadline()  # one call per window or reduced row: a large pooling op can hold many
+    if any(isinstance(c, Jet) for c in cands):
+        return _jet_select(ctx, cands, larger, opname, loc)
     tied = _argbest(cands, larger, opname)
     depends = any(isinstance(cands[i], Aff) for i in range(len(cands)))
     ftied = _float_best(fvals, larger) if fvals is not None and depends else None
@@ -219,9 +234,34 @@ def _site(ctx, opname, loc, cands, tied, groups, ftied):
         val(cands[tied[0]]),
         affine=all(is_lin(cands[i]) for i in tied),
         slopes=tuple(grad(cands[i]) for i in reps),
-        extra={"tied": tied},
+        # pieces mode: the entries of each option's group (a ray trace names the winning entry, nsverify.oracle.jets)
+        extra={"tied": tied, **({"groups": [list(ix) for ix in groups.values()]} if ctx.mode == "pieces" else {})},
         float_tie=None if ftied is None else ftied == tied,
     )
+
+
+def _jet_select(ctx, cands, larger, opname, loc):
+    """A ray trace's selection: the entry that is the max (min) along w + t d for all small t > 0.  Entries tied at
+    w are ordered by their first differing Taylor coefficient (a total order on the kept coefficients); a tie that
+    the kept coefficients do not break raises :class:`JetUndecided` (the ray is given up).  A tie among entries that
+    depend on w is recorded as a site with the winner and the highest order a comparison needed."""
+    c0 = [c.c[0] if isinstance(c, Jet) else c for c in cands]
+    tied = _argbest(c0, larger, opname)
+    best, order = tied[0], 0
+    for i in tied[1:]:
+        diff = cands[i] - cands[best]
+        if not isinstance(diff, Jet):  # two constants with the same value: either one
+            continue
+        got = jet_sign(diff if larger else -diff)
+        if got is None:
+            raise JetUndecided(f"{opname}: a tie that the kept Taylor coefficients do not break")
+        order = max(order, got[1])
+        if got[0] > 0:
+            best = i
+    if any(isinstance(cands[i], Jet) for i in tied) and len(tied) > 1:
+        ctx.note(Site(opname, ctx.call, loc, c0[tied[0]], affine=False,
+                      extra={"jet": (best, order), "jet_select": True}))
+    return cands[best], best
 
 
 def _ad_mix(cands, tied, rule: Rule):

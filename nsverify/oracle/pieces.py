@@ -6,7 +6,8 @@ stack.  A feasible option is certified by an exact witness direction (the parent
 already satisfies the new constraints, so most children cost no LP); an infeasible one is pruned only with an
 exact Gordan certificate.  Options that cannot be certified either way, and options below a site whose
 argument is not affine in w (where the first-order cone is only an approximation), are kept as *outer-only*
-pieces: they belong to the outer bracket, not to the certified inner set.
+pieces: they belong to the outer bracket, not to the certified inner set -- unless a ray along which their whole
+pattern holds certifies them afterwards (:func:`nsverify.oracle.jets.certify_rays`).
 
 Every trace is a :meth:`~nsverify.oracle.interp.Evaluation.pieces_trace` of the one
 :class:`~nsverify.oracle.interp.Evaluation` that the caller owns (so the exact point, the rules and the
@@ -31,6 +32,8 @@ class Leaf:
     inner: bool  # certified adjacent piece (its whole pattern realised by ``witness``)
     witness: dict | None  # exact direction d realising the pattern (None: no constraint / not certified)
     sites: list
+    ray: object = None  # a jets.Ray certifying the piece along w + t d (second-order sites), or None
+    rows: list = field(default_factory=list)  # the first-order cone rows of the sites on its path that have them
 
 
 @dataclass
@@ -154,7 +157,8 @@ def enumerate_pieces(
             en.branch_sites = sum(1 for s in r.sites if s.labels)
         en.curved = en.curved or r.nonaffine
         en.max_depth = max(en.max_depth, len(st.decisions))
-        en.leaves.append(Leaf(tuple(st.decisions), r.gradient, r.value, st.inner, st.witness, r.sites))
+        en.leaves.append(Leaf(tuple(st.decisions), r.gradient, r.value, st.inner, st.witness, r.sites,
+                              rows=st.rows))
         if tracker is not None:
             tracker.update(pieces=tracker.pieces + 1, lps=tracker.lps + stats.lps - lps_seen)
             lps_seen = stats.lps

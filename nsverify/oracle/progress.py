@@ -23,7 +23,7 @@ from typing import Callable
 class Progress:
     """A snapshot of an oracle call in progress."""
 
-    stage: str  # "exact AD" | "pieces" | "blocks" | "layers" | "exact evaluation" | "done"
+    stage: str  # "exact AD" | "pieces" | "rays" | "blocks" | "layers" | "exact evaluation" | "done"
     pieces: int  # pieces enumerated so far (one exact replay of the program each)
     lps: int  # cone LPs solved so far
     seconds: float  # since the call started

@@ -16,7 +16,7 @@ import torch
 
 from nsverify.errors import DataDependentControlFlowError, NonFiniteError, UnsupportedOpError
 from nsverify.oracle import callenv, context
-from nsverify.oracle.numbers import Aff
+from nsverify.oracle.numbers import Aff, Jet
 
 OPS: dict[str, Callable] = {}
 #: where :func:`dispatch` looks for an ATen op that :data:`OPS` lacks: objects with ``resolve(name, base)`` (an
@@ -121,7 +121,7 @@ def wrap(x):
         x = np.asarray(x)
     if isinstance(x, np.ndarray):
         return ExactTensor(x)
-    if isinstance(x, (Aff, Fraction)) or type(x).__name__ == "Ival":
+    if isinstance(x, (Aff, Fraction, Jet)) or type(x).__name__ == "Ival":
         a = np.empty((), dtype=object)
         a[()] = x
         return ExactTensor(a)
