@@ -4,9 +4,9 @@
    CUDA (equality on every geometry/dtype below), then minimal and hybrid max-pool forward+backward against
    ``F.max_pool2d``'s, 128x64x32x32 plateau data (frequent ties), float32 and bfloat16, side by side
    (target <= 1.2x);
-2. Park's training monitor on full-width VGG11 and ResNet18 (natural crops, batch 64): monitored / plain step,
-   side by side, per tied windows per step, with how often each T_j test decided (``tj_paths``;
-   nsverify.papers.park.overhead.monitor_overhead);
+2. Park's training monitor on VGG11 and ResNet18 at full width and at width 0.25 (the CPU measurement's; natural
+   crops, batch 64): monitored / plain step, side by side, per tied windows per step, with how often each T_j test
+   decided (``tj_paths``; nsverify.papers.park.overhead.monitor_overhead) and a profile of ``Monitor.check``;
 3. ``pytest -m cuda tests/`` (the CUDA tests, skipped on every CPU run so far).
 
 Usage:
@@ -17,6 +17,7 @@ The JSON keeps its provenance: device, torch / CUDA / triton versions, git commi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -90,11 +91,46 @@ def pool_ratios(device, small: bool, repeat: int) -> list[dict]:
 
 
 def monitor(device, small: bool, steps: int) -> list[dict]:
+    """Monitored / plain step per model at full width and at the CPU measurement's width (0.25), each with where
+    ``Monitor.check`` spent its time (cProfile of the timed steps, top functions by own time)."""
     out = []
     for name in ("vgg11", "resnet18"):
-        width, batch = (1 / 16, 8) if small else (1.0, 64)
-        out.append(monitor_overhead(name, steps=steps, width=width, batch=batch, device=device))
+        for width in ((1 / 16,) if small else (1.0, 0.25)):
+            batch = 8 if small else 64
+            with _profiled_check() as prof:
+                res = monitor_overhead(name, steps=steps, width=width, batch=batch, device=device)
+            res["check_profile"] = prof
+            out.append(res)
     return out
+
+
+@contextlib.contextmanager
+def _profiled_check(top: int = 15):
+    """cProfile of every ``Monitor.check`` call inside the block; yields a list filled at exit with the ``top``
+    functions by own time: ``{"function", "calls", "own_s", "cumulative_s"}``."""
+    import cProfile
+    import pstats
+
+    from nsverify.papers.park.monitor import Monitor
+
+    prof, rows, check = cProfile.Profile(), [], Monitor.check
+
+    def profiled(self):
+        prof.enable()
+        try:
+            return check(self)
+        finally:
+            prof.disable()
+
+    Monitor.check = profiled
+    try:
+        yield rows
+    finally:
+        Monitor.check = check
+        stats = pstats.Stats(prof).stats
+        for (file, line, fn), (_cc, calls, own, cum, _callers) in sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]:
+            rows.append({"function": f"{Path(file).name}:{line}({fn})", "calls": calls, "own_s": own,
+                         "cumulative_s": cum})
 
 
 #: seconds the CUDA tests may take before they are stopped (their output so far is kept)
