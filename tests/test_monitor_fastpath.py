@@ -182,7 +182,9 @@ def _perf_script():
 
 @pytest.mark.parametrize("argv, message", [([], "--out"), (["--out", "{tmp}", "--steps", "0"], "--steps 0"),
                                            (["--out", "{tmp}", "--repeat", "-1"], "--repeat -1"),
-                                           (["--out", "{file}", "--dry-run"], "not a directory")])
+                                           (["--out", "{file}", "--dry-run"], "not a directory"),
+                                           (["--out", "{tmp}", "--dry-run", "--parts", "monitor,bogus"],
+                                            "unknown part(s) bogus")])
 def test_gpu_perf_script_rejects_bad_arguments(tmp_path, capsys, argv, message):
     (tmp_path / "f").write_text("")
     argv = [a.format(tmp=tmp_path, file=tmp_path / "f") for a in argv]
@@ -205,13 +207,16 @@ def test_gpu_perf_script_dry_run_on_cpu(tmp_path):
     assert _perf_script().main(["--out", str(tmp_path), "--dry-run"]) == 0
     data = json.loads((tmp_path / "perf.json").read_text())
     assert data["dry_run"] is True and data["provenance"]["device"] == "cpu"
-    for part in ("cuda_tests", "kernel_equality", "monitor", "pool_ratios"):
+    for part in ("cuda_tests", "kernel_equality", "monitor", "monitor_agreement", "pool_ratios"):
         assert "error" not in data[part], (part, data[part])
     assert data["cuda_tests"]["returncode"] in (0, 5)  # 5: pytest collected no test (no CUDA here)
     assert data["kernel_equality"] and all(r["equal"] for r in data["kernel_equality"])
     assert [m["model"] for m in data["monitor"]] == ["vgg11", "resnet18"]
     for m in data["monitor"]:
         assert m["ratio"] > 0 and set(m["tj_paths"]) == set(TJ_PATHS) and len(m["per_step"]) == 2
+        assert m["check_profile"] and all(r["calls"] > 0 for r in m["check_profile"])
+    for a in data["monitor_agreement"]:  # both T_j tests on the same forward: the same verdicts here
+        assert a["steps"] == len(a["per_step"]) > 0 and a["agree"] == a["steps"]
     assert {r["candidate"] for r in data["pool_ratios"]} >= {"maxpool_minimal", "maxpool_hybrid"}
 
 
@@ -320,3 +325,11 @@ def test_conv_batchnorm_difference_form_declines_where_it_does_not_hold(monkeypa
     flipped = [(_direction(ra), re_) for re_, ra in zip(rec_exact.layers[0].rows, rec_auto.layers[0].rows)]
     assert flipped and all(
         next(iter(da.values())) * re_[next(iter(da))] < 0 for da, re_ in flipped)  # every row points the other way
+
+
+def test_gpu_perf_script_runs_only_the_parts_asked_for(tmp_path):
+    import json
+
+    assert _perf_script().main(["--out", str(tmp_path), "--dry-run", "--parts", "monitor_agreement"]) == 0
+    data = json.loads((tmp_path / "perf.json").read_text())
+    assert "monitor_agreement" in data and not {"cuda_tests", "monitor", "pool_ratios"} & set(data)

@@ -7,7 +7,9 @@
 2. Park's training monitor on VGG11 and ResNet18 at full width and at width 0.25 (the CPU measurement's; natural
    crops, batch 64): monitored / plain step, side by side, per tied windows per step, with how often each T_j test
    decided (``tj_paths``; nsverify.papers.park.overhead.monitor_overhead) and a profile of ``Monitor.check``;
-3. ``pytest -m cuda tests/`` (the CUDA tests, skipped on every CPU run so far).
+3. ``pytest -m cuda tests/`` (the CUDA tests, skipped on every CPU run so far);
+4. the monitor's verdicts with its default T_j tests against the per-window exact test on the device, step by
+   step (``monitor_agreement``).
 
 Usage:
     PYTHONPATH=. python3 scripts/gpu/perf.py --out DIR              # DIR/perf.json; a few minutes on an H100
@@ -133,6 +135,39 @@ def _profiled_check(top: int = 15):
                          "cumulative_s": cum})
 
 
+def monitor_agreement(device, small: bool, steps: int = 4) -> list[dict]:
+    """The monitor's verdicts with its default T_j tests (``tie_test="auto"``) against the per-window exact test, step
+    by step on the device, on the overhead workloads after SGD steps: per step the certified verdict and per layer
+    (status, tied windows, windows outside T_j, unchecked), and where they differ."""
+    from nsverify.papers.park.monitor import Monitor
+    from nsverify.papers.park.overhead import TrainingSteps
+
+    out = []
+    cases = [("vgg11", 1 / 16, 8), ("resnet18", 1 / 16, 8)] if small else [
+        ("resnet18", 1.0, 64), ("resnet18", 0.25, 64), ("vgg11", 0.25, 64)]
+    for name, width, batch in cases:
+        run = TrainingSteps(name, steps, width=width, batch=batch, device=device)
+        run.close()
+        rows = []
+        for xb, _ in run.batches:
+            run.plain()  # one SGD step between checks, as in training
+            seen = {}
+            for test in ("exact", "auto"):
+                with Monitor(run.model, tie_test=test) as mon:
+                    y = run.model(xb)
+                    rec = mon.check()
+                    del y
+                seen[test] = {"correct": rec.correct, "layers": [
+                    (c.name, c.status, c.tied_positive, c.nontrivial_windows, c.unchecked) for c in rec.layers]}
+            rows.append({**seen, "same": seen["exact"] == seen["auto"]})
+        out.append({"model": name, "width": width, "batch": batch, "steps": len(rows),
+                    "agree": sum(r["same"] for r in rows), "per_step": rows})
+    return out
+
+
+#: the parts of a run, in order (``--parts`` picks some)
+PARTS = ("cuda_tests", "kernel_equality", "monitor", "monitor_agreement", "pool_ratios")
+
 #: seconds the CUDA tests may take before they are stopped (their output so far is kept)
 TESTS_LIMIT_S = 150
 
@@ -174,6 +209,8 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=12, help="monitor: timed steps per model (default 12)")
     ap.add_argument("--repeat", type=int, default=15, help="max-pool ratios: timed rounds (default 15)")
     ap.add_argument("--skip-tests", action="store_true", help="do not run pytest -m cuda")
+    ap.add_argument("--parts", default=None,
+                    help="comma-separated parts to run (default all): " + ", ".join(PARTS))
     args = ap.parse_args(argv)
     if args.steps < 1 or args.repeat < 1:
         ap.error(f"--steps {args.steps} / --repeat {args.repeat}: both must be >= 1")
@@ -193,7 +230,14 @@ def main(argv=None) -> int:
     parts = [("cuda_tests", lambda: cuda_tests(args.dry_run))] if not args.skip_tests else []
     parts += [("kernel_equality", lambda: kernel_equality(device, args.dry_run)),
               ("monitor", lambda: monitor(device, args.dry_run, steps)),
+              ("monitor_agreement", lambda: monitor_agreement(device, args.dry_run)),
               ("pool_ratios", lambda: pool_ratios(device, args.dry_run, repeat))]
+    if args.parts is not None:
+        wanted = [w.strip() for w in args.parts.split(",") if w.strip()]
+        unknown = sorted(set(wanted) - set(PARTS))
+        if unknown:
+            ap.error(f"--parts: unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+        parts = [(n, f) for n, f in parts if n in wanted]
     for name, part in parts:
         print(f"[perf {time.time() - t0:.0f}s] {name} ...", flush=True)
         try:
