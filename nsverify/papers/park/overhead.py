@@ -105,7 +105,10 @@ def monitor_overhead(model_name: str, steps: int = 12, *, width: float | None = 
 
     Returns ``{"model", "width", "batch", "steps", "device", "dtype", "plain_s", "monitored_s", "ratio"`` (median
     monitored step / median plain step), ``"paper_ratio"`` (1.77), ``"per_step": [{"tied_windows"`` (Algorithm 2's
-    count), ``"tied_windows_all", "kink_touches", "tj_paths", "plain_s", "monitored_s", "ratio"}]``, ``"by_ties":
+    count), ``"tied_windows_all", "kink_touches", "tj_paths", "certified"`` (the step's verdict),
+    ``"uncertified_layers"`` ([name, status, kink touches, tied windows, unchecked] of each layer whose P_l is not
+    shown non-empty),
+    ``"plain_s", "monitored_s", "ratio"}]``, ``"by_ties":
     [{"tied_windows": bucket, "steps", "ratio"}]`` (median of the per-step ratios in each bucket of tied windows per
     step), ``"certified": [correct steps, steps], "tj_paths"`` (:func:`tj_path_totals`)``}``. ``warmup`` plain and
     monitored steps come first, untimed."""
@@ -125,6 +128,9 @@ def monitor_overhead(model_name: str, steps: int = 12, *, width: float | None = 
         per_step.append({"tied_windows": sum(c.tied_positive for c in rec.layers),
                          "tied_windows_all": sum(c.tied_windows for c in rec.layers),
                          "kink_touches": sum(c.kink_touches for c in rec.layers), "tj_paths": rec.tj_paths,
+                         "certified": rec.correct,
+                         "uncertified_layers": [[c.name, c.status, c.kink_touches, c.tied_positive, c.unchecked]
+                                                for c in rec.layers if c.status not in ("nonempty", "trivial")],
                          "plain_s": p_s, "monitored_s": m_s, "ratio": m_s / p_s})
     by_ties = []
     for lo, hi in TIE_BUCKETS:
