@@ -265,6 +265,10 @@ def _pool_constraints_jvp(
             constraints.append(_sparse_row(g_l[0] - g_l[k]))
 
 
+#: (channels, height, width, positions, geometry, device) -> (offsets, valid) of :meth:`AffineRows._patch_offsets`
+_PATCH_OFFSETS: dict = {}
+
+
 class AffineRows:
     r"""The rows pi_i = dy_i / dw_l of a layer whose pre-activation y is the output of one ``nn.Conv1d``/``Conv2d``
     (groups 1, zero padding) or ``nn.Linear`` with w_l = (weight, bias) flattened in this order: entry i's input
@@ -342,29 +346,38 @@ class AffineRows:
         """(n, K [+ 1]): ``scale * (patch, 1)`` of entries (b, i) (flat per sample, the layer output's order)."""
         if self.geom is None:
             patch = self.z[b]
-        else:  # the zero-padded patch: one gather from z padded once, at offsets computed once
-            zp, offsets, (wo, (sh, sw), wp, per_sample) = self._padded()
+        else:  # the zero-padded patch: one gather from z at offsets (and an in-image mask) cached per position
+            offsets, valid = self._patch_offsets()
             pos = i % self.plane
-            base = b * per_sample + (pos // wo) * (sh * wp) + (pos % wo) * sw
-            patch = zp[base[:, None] + offsets]
+            zf = self.z.reshape(-1)
+            patch = zf[b[:, None] * (zf.numel() // self.z.shape[0]) + offsets[pos]]
+            patch = torch.where(valid[pos], patch, torch.zeros((), dtype=patch.dtype, device=patch.device))
         if self.bias:
             patch = torch.cat([patch, torch.ones((len(b), 1), dtype=patch.dtype, device=patch.device)], dim=1)
         return scale.to(patch.dtype)[:, None] * patch
 
-    def _padded(self):
-        """z zero-padded and flattened, the flat offsets of a patch's entries from its top-left corner (in the
-        weight's (in_channels, kh, kw) order), and the strides that place a patch."""
-        if getattr(self, "_pad", None) is None:
-            wo, (kh, kw), (sh, sw), (dh, dw), (ph, pw) = self.geom
-            _, cin, h, w = self.z.shape
-            zp = torch.nn.functional.pad(self.z, (pw, pw, ph, ph))
-            hp, wp = h + 2 * ph, w + 2 * pw
+    def _patch_offsets(self):
+        """``(offsets, valid)``, both (positions, K): the flat offsets in one sample of z of every output position's
+        patch entries, in the weight's (in_channels, kh, kw) order (clamped into the image), and whether each entry
+        lies in the image (else it reads the zero padding). Computed once per geometry and shape."""
+        wo, (kh, kw), (sh, sw), (dh, dw), (ph, pw) = self.geom
+        _, cin, h, w = self.z.shape
+        key = (cin, h, w, self.plane, self.geom, self.z.device)
+        hit = _PATCH_OFFSETS.get(key)
+        if hit is None:
             dev = self.z.device
-            offsets = ((torch.arange(cin, device=dev) * (hp * wp))[:, None, None]
-                       + (torch.arange(kh, device=dev) * (dh * wp))[None, :, None]
-                       + (torch.arange(kw, device=dev) * dw)[None, None, :]).reshape(1, -1)
-            self._pad = (zp.reshape(-1), offsets, (wo, (sh, sw), wp, cin * hp * wp))
-        return self._pad
+            pos = torch.arange(self.plane, device=dev)
+            r = (pos // wo)[:, None] * sh + torch.arange(kh, device=dev) * dh - ph  # (P, kh)
+            c = (pos % wo)[:, None] * sw + torch.arange(kw, device=dev) * dw - pw  # (P, kw)
+            inside = ((r >= 0) & (r < h))[:, :, None] & ((c >= 0) & (c < w))[:, None, :]  # (P, kh, kw)
+            flat = (r.clamp(0, h - 1) * w)[:, :, None] + c.clamp(0, w - 1)[:, None, :]
+            offsets = (torch.arange(cin, device=dev) * (h * w))[None, :, None, None] + flat[:, None]
+            valid = inside[:, None].expand(-1, cin, -1, -1)
+            hit = (offsets.reshape(self.plane, -1).contiguous(), valid.reshape(self.plane, -1).contiguous())
+            if len(_PATCH_OFFSETS) > 64:
+                _PATCH_OFFSETS.clear()
+            _PATCH_OFFSETS[key] = hit
+        return hit
 
     def columns(self, ch: torch.Tensor) -> torch.Tensor:
         """(n, K [+ 1]): the columns of w_l that :meth:`values` of output channels ``ch`` fill."""
@@ -427,7 +440,9 @@ def _pool_constraints_auto(
             affine = None
     if affine is not None:
         cs, ci = affine.channels(si), affine.channels(ii)
-        vs, vi = affine.values(bb, si, rp[rr, first[rr]]), affine.values(bb, ii, rp[rr, kk])
+        m = len(rr)
+        both = affine.values(torch.cat([bb, bb]), torch.cat([si, ii]), torch.cat([rp[rr, first[rr]], rp[rr, kk]]))
+        vs, vi = both[:m], both[m:]
         if affine.bn is not None:  # the rows' common factor sign(gamma_c) (see AffineRows)
             vs, vi = vs * sgn[:, None], vi * sgn[:, None]
         zs, zi = (vs == 0).all(dim=1), (vi == 0).all(dim=1)
@@ -500,11 +515,8 @@ def _pool_constraints_auto(
             exact_rows[q] = _sparse_row(d)
     # constraints in window order, with the budget of the other tests
     by_window: dict = {}
-    for q, r in enumerate(pair_r):
-        if q in patch_rows:
-            by_window.setdefault(r, []).append(patch_rows[q])
-        elif q in exact_rows:
-            by_window.setdefault(r, []).append(exact_rows[q])
+    for q in sorted(patch_rows.keys() | exact_rows.keys()):  # only the pairs outside T_j (or unchecked) matter
+        by_window.setdefault(pair_r[q], []).append(patch_rows[q] if q in patch_rows else exact_rows[q])
     budget = max_checks
     for r in sorted(by_window):
         rest = by_window[r]
