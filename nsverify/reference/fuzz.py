@@ -10,9 +10,24 @@ median with and without dim), max pooling (padding, ceil mode), 1-d convolution 
 ``torch.where``, Python branches on tensor values (the max1 idiom), sums and products.  Each node renders the
 PyTorch program *and* its own reference semantics.
 
+With ``vector_nodes=True`` (:func:`run_fuzz`, :func:`random_expr`) it also draws vector-valued nodes
+(:func:`random_vector`): :class:`LayerNorm` (``F.layer_norm`` over stacked children, with or without
+elementwise affine weights) and single-head :class:`Attention` (``F.scaled_dot_product_attention``, or
+``softmax(q @ k.T * s) @ v`` written out; head dims 1, 2, 4), also LayerNorm of an attention output.  Their
+entries feed the scalar nodes (:class:`Entry`: a kink at 0 on one entry, a selection over all of them, a
+maximum/where/branch between two), and their inputs are drawn to make the outputs tie at w: leaves that vanish
+there (LayerNorm output 0, uniform attention weights, zero attention output), (x, -x) pairs, repeated inputs.
+:func:`vector_ties` counts the kinks and ties met exactly by such outputs at w (:func:`summarize`:
+``vector_tie_programs``, ``vector_tie_decided``).  Causal attention is left out of the draw: ``check_gradient``
+refuses ``F.scaled_dot_product_attention(is_causal=True)`` (``NonFiniteError``: the math decomposition PyTorch
+takes on exact tensors builds a ``-inf`` mask), an expected failure in ``tests/test_oracle_fuzz.py``.  Without
+``vector_nodes`` a seed draws the same programs as before these nodes existed.
+
 **Reference.**  :meth:`Expr.ref` evaluates the expression with its own dual numbers: exact Fractions when the
-program has no smooth op, mpmath at 60 digits otherwise; at a sample point a kink argument or a tie between
-entries with different local functions makes the point non-generic (it is skipped).
+program has no smooth op, mpmath at 60 digits otherwise (always with LayerNorm or attention: their mean,
+biased variance, 1/sqrt, exp, sums and quotients are its own, :func:`layer_norm_ref`, :func:`attention_ref`);
+at a sample point a kink argument or a tie between entries with different local functions makes the point
+non-generic (it is skipped).
 
 **What it shares with the oracle: nothing but the public API.**  It calls :func:`nsverify.check_gradient` as a
 user would and reads the returned verdict (status, tested vector, certificate); it imports nothing from
@@ -722,6 +737,8 @@ def random_leaf(rng: random.Random, n: int, w0, vanish: float = 0.75) -> ExprLea
 
 
 _VEC_KINDS = ("vec",) * 5
+#: LayerNorm's eps values drawn (dyadic: exact in float64)
+LN_EPS = (F(1, 4), F(1), F(1, 16))
 _ZERO_KINKS = ("relu", "abs", "leaky", "clamp")  # kinks with a breakpoint at 0
 
 
@@ -748,7 +765,7 @@ def random_vector(rng: random.Random, n: int, w0, smooth: bool = True) -> Vec:
         else:
             kids = [sub() for _ in range(rng.randint(2, 4))]
         m = len(kids)
-        eps = rng.choice([F(1, 4), F(1), F(1, 16)])  # dyadic: exact in float64
+        eps = rng.choice(LN_EPS)
         if rng.random() < 0.5:
             return LayerNorm(kids, eps)
         bias = [0] * m if rng.random() < 0.6 else [F(rng.randint(-2, 2), 2) for _ in range(m)]
