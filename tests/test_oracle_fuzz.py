@@ -139,6 +139,7 @@ def _vector_nodes(rng, n):
         "attention sdpa d=2": fuzz.Attention(L(4), L(6), L(3), 2, 3, 2, 1, "sdpa"),
         "attention sdpa d=4": fuzz.Attention(L(4), L(8), L(4), 1, 2, 4, 2, "sdpa"),
         "attention math d=2": fuzz.Attention(L(2), L(6), L(6), 1, 3, 2, 2, "math"),
+        "attention bmm d=2": fuzz.Attention(L(4), L(4), L(2), 2, 2, 2, 1, "bmm"),
         "attention sdpa causal": fuzz.Attention(L(2), L(3), L(3), 2, 3, 1, 1, "sdpa", causal=True),
         "layer_norm of attention": fuzz.LayerNorm([fuzz.Entry(att, i) for i in range(att.size)], F(1, 4)),
     }
@@ -298,7 +299,7 @@ def test_causal_attention_agrees_with_the_reference():
 
 def test_layer_norm_and_attention_programs_agree_with_the_reference():
     """The fuzz run with LayerNorm and attention nodes: no disagreement, and kinks met exactly by their outputs
-    (vector_ties) in decided verdicts (about 70 s; measured: 31 of the 100 programs meet such a kink, 19 of
+    (vector_ties) in decided verdicts (about 70 s; measured: 26 of the 100 programs meet such a kink, 17 of
     them decided; 0 disagreements)."""
     s = summarize(run_fuzz(100, seed=300, depth=3, samples=5, time_limit=4.0, vector_nodes=True))
     print(s)

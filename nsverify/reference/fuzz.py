@@ -13,15 +13,16 @@ PyTorch program *and* its own reference semantics.
 With ``vector_nodes=True`` (:func:`run_fuzz`, :func:`random_expr`) it also draws vector-valued nodes
 (:func:`random_vector`): :class:`LayerNorm` (``F.layer_norm`` over stacked children, with or without
 elementwise affine weights) and single-head :class:`Attention` (``F.scaled_dot_product_attention``, or
-``softmax(q @ k.T * s) @ v`` written out; head dims 1, 2, 4), also LayerNorm of an attention output.  Their
-entries feed the scalar nodes (:class:`Entry`: a kink at 0 on one entry, a selection over all of them, a
-maximum/where/branch between two), and their inputs are drawn to make the outputs tie at w: leaves that vanish
-there (LayerNorm output 0, uniform attention weights, zero attention output), (x, -x) pairs, repeated inputs.
-:func:`vector_ties` counts the kinks and ties met exactly by such outputs at w (:func:`summarize`:
-``vector_tie_programs``, ``vector_tie_decided``).  Causal attention is left out of the draw: ``check_gradient``
-refuses ``F.scaled_dot_product_attention(is_causal=True)`` (``NonFiniteError``: the math decomposition PyTorch
-takes on exact tensors builds a ``-inf`` mask), an expected failure in ``tests/test_oracle_fuzz.py``.  Without
-``vector_nodes`` a seed draws the same programs as before these nodes existed.
+``softmax(q @ k.T * s) @ v`` written out with ``@`` or ``torch.bmm``; head dims 1, 2, 4), also LayerNorm of an
+attention output.  Their entries feed the scalar nodes (:class:`Entry`: a kink at 0 on one entry, a selection
+over all of them, a maximum/where/branch between two), and their inputs are drawn to make the outputs tie at w:
+leaves that vanish there (LayerNorm output 0, uniform attention weights, zero attention output), (x, -x)
+pairs, repeated inputs.  :func:`vector_ties` counts the kinks and ties met exactly by such outputs at w
+(:func:`summarize`: ``vector_tie_programs``, ``vector_tie_decided``).  Causal attention is left out of the
+draw: ``check_gradient`` refuses ``F.scaled_dot_product_attention(is_causal=True)`` (``NonFiniteError``: the
+math decomposition PyTorch takes on exact tensors builds a ``-inf`` mask), an expected failure in
+``tests/test_oracle_fuzz.py``.  Without ``vector_nodes`` a seed draws the same programs as before these nodes
+existed.
 
 **Reference.**  :meth:`Expr.ref` evaluates the expression with its own dual numbers: exact Fractions when the
 program has no smooth op, mpmath at 60 digits otherwise (always with LayerNorm or attention: their mean,
@@ -537,10 +538,6 @@ def _stack_ref(kids, w) -> list:
     return out
 
 
-def _size(kids) -> int:
-    return sum(k.size if isinstance(k, Vec) else 1 for k in kids)
-
-
 def _recip(x: R) -> R:
     v = _mp(x.v)
     return R(1 / v, [-_mp(a) / (v * v) for a in x.g])
@@ -585,12 +582,13 @@ def attention_ref(q: list, k: list, v: list, scale, causal: bool) -> list:
 
 
 class LayerNorm(Vec):
-    """``F.layer_norm`` over the stacked children (elementwise affine when ``weight`` is given)."""
+    """``F.layer_norm`` over the stacked children (elementwise affine when ``weight`` is given; ``bias``
+    defaults to 0 then)."""
 
     def __init__(self, kids, eps, weight=None, bias=None):
         self.kids, self.eps, self.size = tuple(kids), F(eps), len(kids)
         self.weight = None if weight is None else tuple(map(F, weight))
-        self.bias = None if bias is None else tuple(map(F, bias))
+        self.bias = None if weight is None else tuple(map(F, bias if bias is not None else [0] * len(kids)))
 
     def torch(self, w):
         x = torch.stack([k.torch(w) for k in self.kids])
@@ -609,8 +607,8 @@ class LayerNorm(Vec):
 class Attention(Vec):
     """Single-head attention softmax(q k^T / sqrt(d)) v over children arranged as q (lq x d), k (lk x d),
     v (lk x dv); the (lq x dv) output flattened.  ``render``: ``"sdpa"`` (``F.scaled_dot_product_attention``,
-    scale 1/sqrt(d) exactly, ``causal`` allowed) or ``"math"`` (``softmax(q @ k.T * s) @ v`` with the float64
-    constant s = 1/sqrt(d))."""
+    scale 1/sqrt(d) exactly, ``causal`` allowed), ``"math"`` (``softmax(q @ k.T * s) @ v`` with the float64
+    constant s = 1/sqrt(d)) or ``"bmm"`` (the same with ``torch.bmm`` on a batch of one)."""
 
     def __init__(self, q, k, v, lq, lk, d, dv, render="sdpa", causal=False):
         self.q, self.k, self.v = tuple(q), tuple(k), tuple(v)
@@ -627,6 +625,9 @@ class Attention(Vec):
         v = torch.stack([e.torch(w) for e in self.v]).reshape(lk, dv)
         if self.render == "sdpa":
             return Fn.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=self.causal).reshape(-1)
+        if self.render == "bmm":
+            a = torch.softmax(torch.bmm(q[None], k.T[None]) * (1 / d**0.5), dim=-1)
+            return torch.bmm(a, v[None]).reshape(-1)
         return (torch.softmax(q @ k.T * (1 / d**0.5), dim=-1) @ v).reshape(-1)
 
     def ref(self, w):
@@ -780,7 +781,7 @@ def _random_attention(rng: random.Random, sub, min_size: int = 1) -> Attention:
     # not causal: check_gradient refuses F.scaled_dot_product_attention(is_causal=True) (NonFiniteError, its
     # math decomposition builds a -inf mask); tests/test_oracle_fuzz.py keeps that as an expected failure
     return Attention([sub() for _ in range(lq * d)], [sub() for _ in range(lk * d)],
-                     [sub() for _ in range(lk * dv)], lq, lk, d, dv, rng.choice(["sdpa", "math"]))
+                     [sub() for _ in range(lk * dv)], lq, lk, d, dv, rng.choice(["sdpa", "math", "bmm"]))
 
 
 def _vector_use(rng: random.Random, vec: Vec) -> Expr:
