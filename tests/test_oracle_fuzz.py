@@ -299,13 +299,13 @@ def test_causal_attention_agrees_with_the_reference():
 
 def test_layer_norm_and_attention_programs_agree_with_the_reference():
     """The fuzz run with LayerNorm and attention nodes: no disagreement, and kinks met exactly by their outputs
-    (vector_ties) in decided verdicts (about 70 s; measured: 26 of the 100 programs meet such a kink, 17 of
-    them decided; 0 disagreements)."""
-    s = summarize(run_fuzz(100, seed=300, depth=3, samples=5, time_limit=4.0, vector_nodes=True))
+    (vector_ties) in decided verdicts (measured on the loaded 2-core machine: 2 minutes; 35 of the 150 programs
+    meet such a kink, 20 of them decided; 0 disagreements)."""
+    s = summarize(run_fuzz(150, seed=300, depth=3, samples=5, time_limit=4.0, vector_nodes=True))
     print(s)
     assert s["disagreements"] == 0, s
-    assert s["nearby_points"] >= 400, s
-    assert s["vector_tie_programs"] >= 20 and s["vector_tie_decided"] >= 10, s
+    assert s["nearby_points"] >= 600, s
+    assert s["vector_tie_programs"] >= 25 and s["vector_tie_decided"] >= 10, s
 
 
 @pytest.mark.slow

@@ -738,8 +738,8 @@ def random_leaf(rng: random.Random, n: int, w0, vanish: float = 0.75) -> ExprLea
 
 
 _VEC_KINDS = ("vec",) * 5
-#: LayerNorm's eps values drawn (dyadic: exact in float64)
-LN_EPS = (F(1, 4), F(1), F(1, 16))
+#: LayerNorm's eps values drawn (float64 values, exact as Fractions; PyTorch's default 1e-5 among them)
+LN_EPS = (F(1, 4), F(1), F(1, 16), F(1e-5))
 _ZERO_KINKS = ("relu", "abs", "leaky", "clamp")  # kinks with a breakpoint at 0
 
 
