@@ -9,7 +9,8 @@ from nsverify.sections.oracle import oracle_section
 
 
 def test_oracle_section_quick(capsys):
-    ctx = RunContext(quick=True, section="oracle", options={"oracle_fuzz": 3, "oracle_prune_ks": (4,)})
+    ctx = RunContext(quick=True, section="oracle", options={"oracle_fuzz": 3, "oracle_fuzz_vector": 3,
+                                                               "oracle_prune_ks": (4,)})
     out = oracle_section(ctx)
     json.dumps(out)
     known = out["tables"][0]
@@ -21,4 +22,6 @@ def test_oracle_section_quick(capsys):
     verdicts = [m for m in metrics if m["kind"] == "verdict"]
     assert len(verdicts) == len(known["rows"])
     assert {m["key"]: m["value"] for m in metrics}["fuzz|disagreements"] == 0
+    assert {m["key"]: m["value"] for m in metrics}["fuzz_vector|disagreements"] == 0
+    assert out["data"]["fuzz_vector"]["programs"] == 3
     assert out["claims"] and all(c["held"] for c in out["claims"])

@@ -10,9 +10,25 @@ median with and without dim), max pooling (padding, ceil mode), 1-d convolution 
 ``torch.where``, Python branches on tensor values (the max1 idiom), sums and products.  Each node renders the
 PyTorch program *and* its own reference semantics.
 
+With ``vector_nodes=True`` (:func:`run_fuzz`, :func:`random_expr`) it also draws vector-valued nodes
+(:func:`random_vector`): :class:`LayerNorm` (``F.layer_norm`` over stacked children, with or without
+elementwise affine weights) and single-head :class:`Attention` (``F.scaled_dot_product_attention``, or
+``softmax(q @ k.T * s) @ v`` written out with ``@`` or ``torch.bmm``; head dims 1, 2, 4), also LayerNorm of an
+attention output.  Their entries feed the scalar nodes (:class:`Entry`: a kink at 0 on one entry, a selection
+over all of them, a maximum/where/branch between two), and their inputs are drawn to make the outputs tie at w:
+leaves that vanish there (LayerNorm output 0, uniform attention weights, zero attention output), (x, -x)
+pairs, repeated inputs.  :func:`vector_ties` counts the kinks and ties met exactly by such outputs at w
+(:func:`summarize`: ``vector_tie_programs``, ``vector_tie_decided``).  Causal attention is left out of the
+draw: ``check_gradient`` refuses ``F.scaled_dot_product_attention(is_causal=True)`` (``NonFiniteError``: the
+math decomposition PyTorch takes on exact tensors builds a ``-inf`` mask), an expected failure in
+``tests/test_oracle_fuzz.py``.  Without ``vector_nodes`` a seed draws the same programs as before these nodes
+existed.
+
 **Reference.**  :meth:`Expr.ref` evaluates the expression with its own dual numbers: exact Fractions when the
-program has no smooth op, mpmath at 60 digits otherwise; at a sample point a kink argument or a tie between
-entries with different local functions makes the point non-generic (it is skipped).
+program has no smooth op, mpmath at 60 digits otherwise (always with LayerNorm or attention: their mean,
+biased variance, 1/sqrt, exp, sums and quotients are its own, :func:`layer_norm_ref`, :func:`attention_ref`);
+at a sample point a kink argument or a tie between entries with different local functions makes the point
+non-generic (it is skipped).
 
 **What it shares with the oracle: nothing but the public API.**  It calls :func:`nsverify.check_gradient` as a
 user would and reads the returned verdict (status, tested vector, certificate); it imports nothing from
@@ -392,14 +408,15 @@ class Pair(Expr):
 
 
 class Select(Expr):
-    """A selection over the stacked children, reduced to a scalar with fixed weights."""
+    """A selection over the stacked children (the entries of a vector child in place), reduced to a scalar with
+    fixed weights."""
 
     def __init__(self, kind, kids, weights, **opts):
         self.kind, self.kids, self.weights, self.opts = kind, tuple(kids), tuple(weights), opts
         self.smooth, self.curved = _any(self.kids, "smooth"), _any(self.kids, "curved")
 
     def torch(self, w):
-        x = torch.stack([k.torch(w) for k in self.kids])
+        x = _stack_torch(self.kids, w)
         o = self.opts
         kind = self.kind
         if kind == "max":
@@ -433,7 +450,7 @@ class Select(Expr):
         raise ValueError(kind)  # pragma: no cover
 
     def ref(self, w):
-        xs = [k.ref(w) for k in self.kids]
+        xs = _stack_ref(self.kids, w)
         o, kind, c = self.opts, self.kind, self.weights
         n = len(xs)
         if kind in ("max", "amax", "max_dim", "argmax"):
@@ -497,6 +514,154 @@ def _pool(xs, k, s, p, ceil) -> list:
 
 
 # ----------------------------------------------------------------------------------------------------------
+# vector nodes: LayerNorm and attention, whose entries feed the scalar nodes above
+# ----------------------------------------------------------------------------------------------------------
+class Vec(Expr):
+    """A vector-valued node: :meth:`torch` gives a 1-d tensor, :meth:`ref` a list of reference numbers (mpmath:
+    both nodes are curved, with irrational values).  :class:`Entry` picks one entry; a :class:`Select` child that
+    is a Vec contributes all its entries."""
+
+    smooth = curved = True
+    size = 0
+
+
+def _stack_torch(kids, w) -> torch.Tensor:
+    if not any(isinstance(k, Vec) for k in kids):
+        return torch.stack([k.torch(w) for k in kids])  # (the rendering of the scalar-only fuzz, unchanged)
+    return torch.cat([k.torch(w).reshape(-1) for k in kids])
+
+
+def _stack_ref(kids, w) -> list:
+    out = []
+    for k in kids:
+        out.extend(k.ref(w) if isinstance(k, Vec) else [k.ref(w)])
+    return out
+
+
+def _recip(x: R) -> R:
+    v = _mp(x.v)
+    return R(1 / v, [-_mp(a) / (v * v) for a in x.g])
+
+
+def _rsqrt(x: R) -> R:
+    v = _mp(x.v)
+    r = 1 / mpmath.sqrt(v)
+    return R(r, [_mp(a) * (-r / (2 * v)) for a in x.g])
+
+
+def _exp(x: R) -> R:
+    return _smooth(x, mpmath.exp, mpmath.exp)
+
+
+def layer_norm_ref(xs: list, eps, weight, bias) -> list:
+    """LayerNorm of the entries xs (reference numbers): (x - mean) / sqrt(var + eps) * weight + bias with the
+    biased variance, in the reference's own arithmetic."""
+    m = len(xs)
+    mean = _dot(xs, [F(1, m)] * m)
+    d = [x - mean for x in xs]
+    var = _dot([a * a for a in d], [F(1, m)] * m)
+    rstd = _rsqrt(var + _mp(F(eps)))
+    out = [a * rstd for a in d]
+    if weight is not None:
+        out = [_scaled(y, c) + _mp(F(b)) for y, c, b in zip(out, weight, bias)]
+    return out
+
+
+def attention_ref(q: list, k: list, v: list, scale, causal: bool) -> list:
+    """softmax(q k^T * scale) v for q (Lq rows), k, v (Lk rows) given as lists of rows of reference numbers
+    (``causal``: query i sees keys 0..i); the output rows, flattened."""
+    out = []
+    for i, qi in enumerate(q):
+        keys = range(len(k)) if not causal else range(min(i + 1, len(k)))
+        e = [_exp(_dot([a * b for a, b in zip(qi, k[j])], [1] * len(qi)).scale(scale)) for j in keys]
+        z = _recip(_dot(e, [1] * len(e)))
+        a = [x * z for x in e]
+        for c in range(len(v[0])):
+            out.append(_dot([a[j] * v[j][c] for j in range(len(a))], [1] * len(a)))
+    return out
+
+
+class LayerNorm(Vec):
+    """``F.layer_norm`` over the stacked children (elementwise affine when ``weight`` is given; ``bias``
+    defaults to 0 then)."""
+
+    def __init__(self, kids, eps, weight=None, bias=None):
+        self.kids, self.eps, self.size = tuple(kids), F(eps), len(kids)
+        self.weight = None if weight is None else tuple(map(F, weight))
+        self.bias = None if weight is None else tuple(map(F, bias if bias is not None else [0] * len(kids)))
+
+    def torch(self, w):
+        x = torch.stack([k.torch(w) for k in self.kids])
+        wt = None if self.weight is None else _vec(self.weight)
+        b = None if self.bias is None else _vec(self.bias)
+        return Fn.layer_norm(x, (self.size,), wt, b, float(self.eps))
+
+    def ref(self, w):
+        return layer_norm_ref([k.ref(w) for k in self.kids], self.eps, self.weight, self.bias)
+
+    def __str__(self):
+        aff = "" if self.weight is None else f",w={list(map(str, self.weight))},b={list(map(str, self.bias))}"
+        return f"layer_norm[eps={self.eps}{aff}]({', '.join(map(str, self.kids))})"
+
+
+class Attention(Vec):
+    """Single-head attention softmax(q k^T / sqrt(d)) v over children arranged as q (lq x d), k (lk x d),
+    v (lk x dv); the (lq x dv) output flattened.  ``render``: ``"sdpa"`` (``F.scaled_dot_product_attention``,
+    scale 1/sqrt(d) exactly, ``causal`` allowed), ``"math"`` (``softmax(q @ k.T * s) @ v`` with the float64
+    constant s = 1/sqrt(d)) or ``"bmm"`` (the same with ``torch.bmm`` on a batch of one)."""
+
+    def __init__(self, q, k, v, lq, lk, d, dv, render="sdpa", causal=False):
+        self.q, self.k, self.v = tuple(q), tuple(k), tuple(v)
+        if (len(q), len(k), len(v)) != (lq * d, lk * d, lk * dv):
+            raise ValueError(f"attention {lq}x{lk}, d={d}, dv={dv}: {len(q)}, {len(k)}, {len(v)} children")
+        self.kids = self.q + self.k + self.v
+        self.shape, self.render, self.causal = (lq, lk, d, dv), render, causal
+        self.size = lq * dv
+
+    def torch(self, w):
+        lq, lk, d, dv = self.shape
+        q = torch.stack([e.torch(w) for e in self.q]).reshape(lq, d)
+        k = torch.stack([e.torch(w) for e in self.k]).reshape(lk, d)
+        v = torch.stack([e.torch(w) for e in self.v]).reshape(lk, dv)
+        if self.render == "sdpa":
+            return Fn.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=self.causal).reshape(-1)
+        if self.render == "bmm":
+            a = torch.softmax(torch.bmm(q[None], k.T[None]) * (1 / d**0.5), dim=-1)
+            return torch.bmm(a, v[None]).reshape(-1)
+        return (torch.softmax(q @ k.T * (1 / d**0.5), dim=-1) @ v).reshape(-1)
+
+    def ref(self, w):
+        lq, lk, d, dv = self.shape
+        rows = lambda xs, c: [[x.ref(w) for x in xs[r * c:(r + 1) * c]] for r in range(len(xs) // c)]  # noqa: E731
+        scale = 1 / mpmath.sqrt(d) if self.render == "sdpa" else _mp(F(1 / d**0.5))
+        return attention_ref(rows(self.q, d), rows(self.k, d), rows(self.v, dv), scale, self.causal)
+
+    def __str__(self):
+        lq, lk, d, dv = self.shape
+        j = lambda xs: "[" + ", ".join(map(str, xs)) + "]"  # noqa: E731
+        return (f"attention[{self.render},{lq}x{lk},d={d},dv={dv}{',causal' if self.causal else ''}]"
+                f"(q={j(self.q)}, k={j(self.k)}, v={j(self.v)})")
+
+
+class Entry(Expr):
+    """One entry of a vector node."""
+
+    smooth = curved = True
+
+    def __init__(self, vec: Vec, i: int):
+        self.kids, self.i = (vec,), i
+
+    def torch(self, w):
+        return self.kids[0].torch(w)[self.i]
+
+    def ref(self, w):
+        return self.kids[0].ref(w)[self.i]
+
+    def __str__(self):
+        return f"{self.kids[0]}[{self.i}]"
+
+
+# ----------------------------------------------------------------------------------------------------------
 # drawing programs
 # ----------------------------------------------------------------------------------------------------------
 _KINDS = ("leaf", "kink", "kink", "smooth", "lin", "mul", "pair", "select", "select", "select")
@@ -504,19 +669,19 @@ _SELECTS = ("max", "amax", "max_dim", "argmax", "median", "median_dim", "kthvalu
             "pool", "convpool")
 
 
-def random_expr(rng: random.Random, n: int, w0, depth: int = 3, smooth: bool = True) -> Expr:
-    """A random expression over w in R^n, most of whose kinks and ties sit exactly at w0."""
-    kind = "leaf" if depth == 0 or rng.random() < 0.15 else rng.choice(_KINDS)
+def random_expr(rng: random.Random, n: int, w0, depth: int = 3, smooth: bool = True,
+                vector_nodes: bool = False) -> Expr:
+    """A random expression over w in R^n, most of whose kinks and ties sit exactly at w0.  ``vector_nodes``:
+    LayerNorm and attention nodes too (:func:`random_vector`), their entries under kinks and selections; without
+    it a seed draws the same programs as before they existed."""
+    kind = "leaf" if depth == 0 or rng.random() < 0.15 else rng.choice(_KINDS + _VEC_KINDS * vector_nodes)
+    if kind == "vec":
+        return _vector_use(rng, random_vector(rng, n, w0, smooth))
     if kind == "smooth" and not smooth:
         kind = "kink"
     if kind == "leaf":
-        a = [rng.randint(-3, 3) for _ in range(n)]
-        if not any(a):
-            a[rng.randrange(n)] = 1
-        base = sum(F(x) * y for x, y in zip(a, w0))
-        c = -base if rng.random() < 0.75 else -base + F(rng.randint(-4, 4), 2)
-        return ExprLeaf(a, c)
-    sub = lambda: random_expr(rng, n, w0, depth - 1, smooth)  # noqa: E731
+        return random_leaf(rng, n, w0)
+    sub = lambda: random_expr(rng, n, w0, depth - 1, smooth, vector_nodes)  # noqa: E731
     if kind == "kink":
         return Kink(rng.choice(list(_KINKS)), sub())
     if kind == "smooth":
@@ -537,6 +702,11 @@ def random_expr(rng: random.Random, n: int, w0, depth: int = 3, smooth: bool = T
     else:
         kids = [sub() for _ in range(m)]
     wts = [F(rng.randint(-3, 3), rng.choice([1, 2])) for _ in range(m)]
+    return Select(sel, kids, wts, **_select_opts(rng, sel, m))
+
+
+def _select_opts(rng: random.Random, sel: str, m: int) -> dict:
+    """The options of a selection over m entries."""
     opts: dict = {}
     if sel == "sort":
         opts = {"descending": rng.random() < 0.5, "stable": rng.random() < 0.5}
@@ -554,7 +724,80 @@ def random_expr(rng: random.Random, n: int, w0, depth: int = 3, smooth: bool = T
         length = m - len(kern) + 1
         k = rng.randint(1, min(2, length))
         opts = {"conv": kern, "kernel": k, "stride": rng.randint(1, k)}
-    return Select(sel, kids, wts, **opts)
+    return opts
+
+
+def random_leaf(rng: random.Random, n: int, w0, vanish: float = 0.75) -> ExprLeaf:
+    """An affine leaf a.w + c with small integers a, vanishing at w0 with probability ``vanish``."""
+    a = [rng.randint(-3, 3) for _ in range(n)]
+    if not any(a):
+        a[rng.randrange(n)] = 1
+    base = sum(F(x) * y for x, y in zip(a, w0))
+    c = -base if rng.random() < vanish else -base + F(rng.randint(-4, 4), 2)
+    return ExprLeaf(a, c)
+
+
+_VEC_KINDS = ("vec",) * 5
+#: LayerNorm's eps values drawn (float64 values, exact as Fractions; PyTorch's default 1e-5 among them)
+LN_EPS = (F(1, 4), F(1), F(1, 16), F(1e-5))
+_ZERO_KINKS = ("relu", "abs", "leaky", "clamp")  # kinks with a breakpoint at 0
+
+
+def random_vector(rng: random.Random, n: int, w0, smooth: bool = True) -> Vec:
+    """A LayerNorm or attention node over shallow inputs (affine leaves, nine in ten vanishing at w0, or now
+    and then one node above leaves), drawn so that its outputs tie at w0: LayerNorm of inputs that are all 0
+    there is 0 in every entry, of (x, -x) pairs has mean exactly 0, of repeated inputs has equal entries;
+    attention with zero scores weighs the values uniformly, and with zero values outputs 0.  Sometimes a
+    LayerNorm of an attention output (a transformer block's order)."""
+
+    def sub():
+        return random_leaf(rng, n, w0, 0.9) if rng.random() < 0.85 else random_expr(rng, n, w0, 1, smooth)
+
+    if rng.random() < 0.5:
+        shape = rng.choice(["plain", "plain", "pairs", "repeat", "attention"])
+        if shape == "pairs":  # mean exactly 0
+            kids = [y for x in (sub() for _ in range(rng.randint(1, 2))) for y in (x, Lin([(-1, x)]))]
+        elif shape == "repeat":  # equal inputs: equal entries
+            base = [sub() for _ in range(rng.randint(1, 2))]
+            kids = [rng.choice(base) for _ in range(rng.randint(2, 4))]
+        elif shape == "attention":
+            att = _random_attention(rng, sub, min_size=2)
+            kids = [Entry(att, i) for i in range(att.size)]
+        else:
+            kids = [sub() for _ in range(rng.randint(2, 4))]
+        m = len(kids)
+        eps = rng.choice(LN_EPS)
+        if rng.random() < 0.5:
+            return LayerNorm(kids, eps)
+        bias = [0] * m if rng.random() < 0.6 else [F(rng.randint(-2, 2), 2) for _ in range(m)]
+        return LayerNorm(kids, eps, [rng.choice([1, 2, -1, F(1, 2)]) for _ in range(m)], bias)
+    return _random_attention(rng, sub)
+
+
+def _random_attention(rng: random.Random, sub, min_size: int = 1) -> Attention:
+    d = rng.choice([1, 1, 2, 4])
+    lq, lk = (1, 2) if d == 4 else (rng.randint(1, 2), rng.randint(2, 3))
+    dv = rng.randint(max(1, -(-min_size // lq)), 2)
+    # not causal: check_gradient refuses F.scaled_dot_product_attention(is_causal=True) (NonFiniteError, its
+    # math decomposition builds a -inf mask); tests/test_oracle_fuzz.py keeps that as an expected failure
+    return Attention([sub() for _ in range(lq * d)], [sub() for _ in range(lk * d)],
+                     [sub() for _ in range(lk * dv)], lq, lk, d, dv, rng.choice(["sdpa", "math", "bmm"]))
+
+
+def _vector_use(rng: random.Random, vec: Vec) -> Expr:
+    """A scalar use of a vector node's outputs: a kink at 0 on one entry, a selection over all of them, a
+    maximum/minimum/where/branch between two, or one entry (for a node above)."""
+    u = rng.random()
+    if u < 0.35 or vec.size == 1:
+        return Kink(rng.choice(_ZERO_KINKS), Entry(vec, rng.randrange(vec.size)))
+    if u < 0.7:
+        sel = rng.choice(_SELECTS)
+        wts = [F(rng.randint(-3, 3), rng.choice([1, 2])) for _ in range(vec.size)]
+        return Select(sel, [vec], wts, **_select_opts(rng, sel, vec.size))
+    i, j = rng.sample(range(vec.size), 2)
+    if u < 0.85:
+        return Pair(rng.choice(["maximum", "minimum", "where", "branch"]), [Entry(vec, i), Entry(vec, j)])
+    return Entry(vec, i)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -571,6 +814,7 @@ class FuzzRecord:
     samples: int = 0  # generic nearby points compared
     float_checks: int = 0  # generic points where float64 autograd was compared with the reference
     undecided: int = 0  # hull tests too close to call in floating point (not counted as agreement)
+    vector_ties: int = 0  # nodes at a kink or tie at w with a LayerNorm or attention output below (vector_ties)
     disagreements: list = field(default_factory=list)
     seconds: float = 0.0
 
@@ -583,6 +827,25 @@ def _grad_at(expr: Expr, point, exact: bool):
             return expr.ref(w)
     except NonGeneric:
         return None
+
+
+def _nodes(e: Expr):
+    yield e
+    for k in e.kids:
+        yield from _nodes(k)
+
+
+def vector_ties(expr: Expr, w0) -> int:
+    """How many kink and selection nodes of ``expr`` sit exactly on a kink, or on a tie between different local
+    functions, at w0 with a LayerNorm or attention node below them: their arguments evaluate at w0 but the node
+    itself is not generic there (the reference raises :class:`NonGeneric`)."""
+    count = 0
+    for node in _nodes(expr):
+        if not isinstance(node, (Kink, Pair, Select)) or not any(isinstance(x, Vec) for x in _nodes(node)):
+            continue
+        if all(_grad_at(k, w0, False) is not None for k in node.kids) and _grad_at(node, w0, False) is None:
+            count += 1
+    return count
 
 
 def _torch_grad(expr: Expr, point) -> tuple | None:
@@ -657,6 +920,8 @@ def check_program(expr: Expr, w0, rng: random.Random, samples: int = 8, time_lim
         v = nsverify.check_gradient(expr.torch, w, ad=moved, max_pieces=2000, on_limit="unknown", progress=False,
                                     time_limit=time_limit)
     rec = FuzzRecord(str(expr), n, v.status, v.reason if v.status == "unknown" else "", v.exact, expr.curved)
+    if any(isinstance(x, Vec) for x in _nodes(expr)):
+        rec.vector_ties = vector_ties(expr, w0)
     bad = rec.disagreements
     # 1. the exact AD against float64 autograd at w (PyTorch itself)
     ad = _torch_grad(expr, w0)
@@ -738,9 +1003,9 @@ def check_program(expr: Expr, w0, rng: random.Random, samples: int = 8, time_lim
 
 
 def run_fuzz(count: int, seed: int = 0, depth: int = 3, samples: int = 6, smooth: bool = True,
-             time_limit: float = 30.0, progress=None) -> list[FuzzRecord]:
+             time_limit: float = 30.0, progress=None, vector_nodes: bool = False) -> list[FuzzRecord]:
     """``count`` random programs (seeded) through :func:`check_program`; ``progress(message, i, count)`` after
-    each program when given."""
+    each program when given; ``vector_nodes``: with LayerNorm and attention nodes (:func:`random_expr`)."""
     rng = random.Random(seed)
     out = []
     for i in range(count):
@@ -749,7 +1014,7 @@ def run_fuzz(count: int, seed: int = 0, depth: int = 3, samples: int = 6, smooth
             progress(f"fuzz: {len(out)} programs, {bad} disagreements", i, count)
         n = rng.randint(1, 3)
         w0 = [F(rng.randint(-4, 4), 2) for _ in range(n)]
-        expr = random_expr(rng, n, w0, depth, smooth)
+        expr = random_expr(rng, n, w0, depth, smooth, vector_nodes)
         out.append(check_program(expr, w0, rng, samples, time_limit, perturb=rng.random() < 0.35))
     return out
 
@@ -793,6 +1058,8 @@ def summarize(records: list[FuzzRecord]) -> dict:
         "float_checks": sum(r.float_checks for r in records),
         "undecided_hull_tests": sum(r.undecided for r in records),
         "smooth_programs": sum(r.curved for r in records),
+        "vector_tie_programs": sum(r.vector_ties > 0 for r in records),
+        "vector_tie_decided": sum(r.vector_ties > 0 and r.status != "unknown" for r in records),
         "seconds": round(sum(r.seconds for r in records), 2),
     }
 

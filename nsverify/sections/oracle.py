@@ -41,6 +41,13 @@ def oracle_section(ctx) -> dict:
                             time_limit=5.0 if ctx.quick else 30.0, progress=ctx.progress))
     metrics.append({"key": "fuzz|disagreements", "kind": "counterexample", "value": fz["disagreements"]})
     metrics.append({"key": "fuzz|unknown", "kind": "info", "value": fz["unknown"]})
+    n_vec = int(ctx.options.get("oracle_fuzz_vector", 10 if ctx.quick else 60))
+    ctx.progress(f"fuzzing {n_vec} random programs with LayerNorm and attention nodes")
+    fzv = summarize(run_fuzz(n_vec, seed=2026, depth=3, samples=6, time_limit=5.0 if ctx.quick else 30.0,
+                             progress=ctx.progress, vector_nodes=True))
+    metrics.append({"key": "fuzz_vector|disagreements", "kind": "counterexample", "value": fzv["disagreements"]})
+    metrics.append({"key": "fuzz_vector|unknown", "kind": "info", "value": fzv["unknown"]})
+    metrics.append({"key": "fuzz_vector|tie_decided", "kind": "info", "value": fzv["vector_tie_decided"]})
     ctx.progress("pruning on the kink network (k = 8, 12)")
     prune = []
     for k in ctx.options.get("oracle_prune_ks", (8, 12) if not ctx.quick else (8,)):
@@ -63,21 +70,24 @@ def oracle_section(ctx) -> dict:
         + (f" (MISMATCH: {', '.join(mismatch)})" if mismatch else "")
         + f"; every certificate re-checked exactly from JSON. Fuzzing {fz['programs']} random programs at "
         f"exact ties against an independent reference ({fz['nearby_points']} generic nearby points): "
-        f"{fz['disagreements']} disagreements, {fz['unknown']} unknown."
+        f"{fz['disagreements']} disagreements, {fz['unknown']} unknown; {fzv['programs']} more with LayerNorm and "
+        f"attention nodes ({fzv['vector_tie_programs']} meeting a kink or tie at their outputs, "
+        f"{fzv['vector_tie_decided']} of them decided): {fzv['disagreements']} disagreements, "
+        f"{fzv['unknown']} unknown."
     )
-    return {"summary": summary, "tables": _tables(rows, fz, prune), "claims": claims,
-            "data": {"metrics": metrics, "fuzz": fz}}
+    return {"summary": summary, "tables": _tables(rows, fz, prune, fzv), "claims": claims,
+            "data": {"metrics": metrics, "fuzz": fz, "fuzz_vector": fzv}}
 
 
-def _tables(rows: list, fz: dict, prune: list) -> list:
-    """The known-answer, fuzzing and pruning tables."""
+def _tables(rows: list, fz: dict, prune: list, fzv: dict) -> list:
+    """The known-answer, fuzzing (scalar nodes; with LayerNorm and attention nodes) and pruning tables."""
     return [
         table("Known answers",
               ["case", "source", "expected", "verdict", "AD (PyTorch, float)", "Clarke set", "certificate",
                "re-checked"], rows),
-        table("Fuzzing", list(fz.keys()), [[v if not isinstance(v, dict) else
-                                             ", ".join(f"{k}: {n}" for k, n in v.items()) or "-"
-                                             for v in fz.values()]]),
+        table("Fuzzing (first row: scalar nodes; second: with LayerNorm and attention nodes)", list(fz.keys()),
+              [[v if not isinstance(v, dict) else ", ".join(f"{k}: {n}" for k, n in v.items()) or "-"
+                for v in f.values()] for f in (fz, fzv)]),
         table("Pruning (one-hidden-layer ReLU net, first-layer parameters, k kinks)",
               ["k", "pieces", "LPs", "naive LPs (2^k)", "ratio", "seconds"], prune),
     ]
