@@ -848,6 +848,55 @@ def smooth(x, f_val, f_der):
 JET_ORDER = 8  # coefficients c_0 .. c_JET_ORDER of every jet
 
 
+class NegInf:
+    """-inf as PyTorch uses it in attention masks (``is_causal``, ``attn_mask``, ``masked_fill(mask, -inf)``): a
+    score plus -inf is -inf, a positive constant times -inf is -inf, and softmax gives it weight exactly 0
+    (:mod:`nsverify.oracle.ops_smooth`). Every other use -- a comparison, a sign, a difference of two -inf, a
+    product with a non-constant or a non-positive number, a conversion -- raises :class:`NonFiniteError`, so a
+    mask value can never pass for a number. The one instance is :data:`NEG_INF`."""
+
+    __slots__ = ()
+
+    def _refuse(self, *_a):
+        from nsverify.errors import NonFiniteError
+
+        raise NonFiniteError("the program uses -inf other than as an attention mask (added to scores before a "
+                             "softmax): exact analysis needs finite values; replace it (e.g. by a large finite "
+                             "negative number) before checking")
+
+    def __add__(self, o):
+        if o is self or _isnum(o) or isinstance(o, Aff):
+            return self
+        return NotImplemented
+
+    __radd__ = __add__
+
+    def __sub__(self, o):
+        if o is not self and (_isnum(o) or isinstance(o, Aff)):
+            return self
+        return self._refuse()
+
+    def __mul__(self, o):
+        if _isnum(o) and sign(o) == 1:
+            return self
+        return self._refuse()
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, o):
+        return self.__mul__(o) if _isnum(o) and sign(o) == 1 else self._refuse()
+
+    __rsub__ = __rtruediv__ = __neg__ = __lt__ = __le__ = __gt__ = __ge__ = __float__ = __bool__ = _refuse
+    __abs__ = __int__ = __pow__ = __rpow__ = _refuse
+
+    def __repr__(self):
+        return "NEG_INF"
+
+
+#: the exact interpreter's -inf (:class:`NegInf`)
+NEG_INF = NegInf()
+
+
 class JetDeclined(UnsupportedOpError):
     """A jet met an operation it does not support (a comparison outside a kink site, a smooth function, a
     conversion to float or to an index): the ray pass gives up on that direction, nothing is decided."""

@@ -5,11 +5,12 @@ backward, and the fused inference paths ``_native_multi_head_attention`` and ``_
 ``nn.TransformerEncoderLayer`` among others), so the float run of a stock transformer names it even though the
 exact trace, on the interpreter's tensors, takes PyTorch's math decomposition.  Here it is the math:
 ``softmax(q k^T * scale + mask) v`` (``scale`` = 1/sqrt(E) by default: exact where E is a square, else an
-interval), with ``is_causal`` leaving the entries above the diagonal out of the softmax and a float mask (finite:
-a -inf mask is refused, as every non-finite constant is) added to the scores.  The kernel's second output is the
-log-sum-exp of each row of scores.  The backward recomputes the attention weights A exactly and returns
-(dQ, dK, dV) = (dS k scale, dS^T q scale, A^T dO) with dS = A * (dO v^T - rowsum(A * dO v^T)).  Dropout inside
-the kernel (``dropout_p > 0``) draws its mask inside the fused kernel, where the oracle cannot read it: refused.
+interval), with ``is_causal`` leaving the entries above the diagonal out of the softmax and a float mask added to
+the scores (its -inf entries, :class:`~nsverify.oracle.numbers.NegInf`, leave theirs out too).  The kernel's
+second output is the log-sum-exp of each row of scores.  The backward recomputes the attention weights A exactly
+and returns (dQ, dK, dV) = (dS k scale, dS^T q scale, A^T dO) with dS = A * (dO v^T - rowsum(A * dO v^T)).
+Dropout inside the kernel (``dropout_p > 0``) draws its mask inside the fused kernel, where the oracle cannot read
+it: refused.
 
 In eval mode on tensors that do not require grad (the forward-mode traces), ``nn.MultiheadAttention`` and
 ``nn.TransformerEncoderLayer`` take their fused paths; both are evaluated as their reference decompositions.
@@ -21,9 +22,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from nsverify.errors import UnsupportedOpError
+from nsverify.errors import NonFiniteError, UnsupportedOpError
+from nsverify.oracle.numbers import NEG_INF, val
 from nsverify.oracle.ops_linear import arr, filled, matmul
-from nsverify.oracle.ops_smooth import exp, logsumexp, rsqrt
+from nsverify.oracle.ops_smooth import exp, log, rsqrt
 from nsverify.oracle.tensor import op, scalar
 
 F = Fraction
@@ -45,21 +47,28 @@ def _setup(q, k, dropout_p, is_causal, attn_mask, scale):
     allowed = np.ones(s.shape, dtype=bool)
     if is_causal:
         allowed &= np.tril(np.ones(s.shape[-2:], dtype=bool))
-    if attn_mask is not None:  # the kernel takes float masks only (PyTorch turns boolean ones into -inf)
+    if attn_mask is not None:  # the kernel takes float masks only (PyTorch turns boolean ones into -inf: NEG_INF)
         s = s + arr(attn_mask)
     return s, allowed, sc
 
 
 def _weights(s, allowed):
-    """Softmax over the allowed entries of each row: (A, logsumexp of each row)."""
+    """Softmax over the allowed entries of each row (those not masked by ``is_causal`` or a -inf mask entry):
+    (A, logsumexp of each row). A = exp(s - m) / sum exp(s - m) with m the row's largest score, so tied scores
+    give exact weights (exp(0) = 1); a row with no allowed entry raises (PyTorch's kernel gives NaN there)."""
     a = filled(s.shape, F(0))
     lse = np.empty(s.shape[:-1], dtype=object)
     for pos in np.ndindex(*s.shape[:-1]):
-        cols = np.flatnonzero(allowed[pos])
-        row_lse = logsumexp([s[pos + (j,)] for j in cols])
-        lse[pos] = row_lse
+        cols = [j for j in np.flatnonzero(allowed[pos]) if s[pos + (j,)] is not NEG_INF]
+        if not cols:
+            raise NonFiniteError("attention row with every key masked: PyTorch's softmax gives NaN there; exact "
+                                 "analysis needs finite values")
+        m = max((val(s[pos + (j,)]) for j in cols), key=lambda v: float(v))  # any shift is exact algebraically
+        es = {j: exp(s[pos + (j,)] - m) for j in cols}
+        total = sum(es.values(), F(0))
+        lse[pos] = log(total) + m
         for j in cols:
-            a[pos + (j,)] = exp(s[pos + (j,)] - row_lse)
+            a[pos + (j,)] = es[j] / total
     return a, lse
 
 

@@ -12,8 +12,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from nsverify.errors import InexactError, UnsupportedOpError
+from nsverify.errors import InexactError, NonFiniteError, UnsupportedOpError
 from nsverify.oracle.numbers import (
+    NEG_INF,
     cos_i,
     erf_i,
     exp_i,
@@ -222,21 +223,53 @@ def _logsumexp(a, dim, keepdim=False):
 
 
 @op("_log_softmax", "log_softmax")
-def _log_softmax(a, dim, half_to_float=False):
+def _log_softmax(a, dim, half_to_float=False, safe=False):
+    """log softmax along ``dim``. Entries -inf (an attention mask, :class:`~nsverify.oracle.numbers.NegInf`) stay
+    -inf and leave the others' normaliser; a row that is all -inf raises (PyTorch's softmax gives NaN there),
+    unless ``safe`` (``_safe_softmax``: such a row is all 0 after the exp)."""
     a = arr(a)
     am = np.moveaxis(a, dim, -1)
     out = np.empty(am.shape, dtype=object)
     for pos in np.ndindex(*am.shape[:-1]):
         xs = list(am[pos])
-        lse = _lse(xs)
+        live = [x for x in xs if x is not NEG_INF]
+        if not live:
+            if not safe:
+                raise NonFiniteError("softmax of a row that is all -inf (a fully masked attention row) is NaN; "
+                                     "exact analysis needs finite values")
+            for i in range(len(xs)):
+                out[pos + (i,)] = NEG_INF
+            continue
+        lse = _lse(live)
         for i, x in enumerate(xs):
-            out[pos + (i,)] = x - lse
+            out[pos + (i,)] = x if x is NEG_INF else x - lse
     return np.moveaxis(out, -1, dim)
 
 
 @op("_softmax", "softmax")
-def _softmax(a, dim, half_to_float=False):
-    return objmap(exp, _log_softmax(a, dim))
+def _softmax(a, dim, half_to_float=False, safe=False):
+    """softmax along ``dim`` as exp(x_i - m) / sum_j exp(x_j - m), m the largest value: the entries equal to m
+    give exp(0) = 1 exactly, so tied scores give exact weights (1/n for a row of equal scores). -inf entries (an
+    attention mask) get weight exactly 0; a row that is all -inf raises, unless ``safe`` (then it is all 0)."""
+    a = arr(a)
+    am = np.moveaxis(a, dim, -1)
+    out = np.empty(am.shape, dtype=object)
+    for pos in np.ndindex(*am.shape[:-1]):
+        xs = list(am[pos])
+        live = [x for x in xs if x is not NEG_INF]
+        if not live:
+            if not safe:
+                raise NonFiniteError("softmax of a row that is all -inf (a fully masked attention row) is NaN; "
+                                     "exact analysis needs finite values")
+            for i in range(len(xs)):
+                out[pos + (i,)] = F(0)
+            continue
+        m = max((val(x) for x in live), key=lambda v: float(v))  # any shift is exact algebraically
+        es = [F(0) if x is NEG_INF else exp(x - m) for x in xs]
+        total = sum(es, F(0))
+        for i, e in enumerate(es):
+            out[pos + (i,)] = e / total
+    return np.moveaxis(out, -1, dim)
 
 
 @op("nll_loss_forward")
@@ -276,9 +309,9 @@ def _mse(a, b, reduction=1):
 
 @op("_safe_softmax")
 def _safe_softmax(a, dim, dtype=None):
-    """scaled_dot_product_attention's softmax: 0 on rows that are all -inf, which exact (finite) values never
-    are, so it is softmax."""
-    return _softmax(a, dim)
+    """scaled_dot_product_attention's softmax: 0 on rows that are all -inf (a fully masked row), softmax
+    elsewhere."""
+    return _softmax(a, dim, safe=True)
 
 
 SMOOTH_OPS = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "sigmoid", "softplus", "sqrt", "rsqrt",

@@ -16,7 +16,7 @@ import torch
 
 from nsverify.errors import DataDependentControlFlowError, NonFiniteError, UnsupportedOpError
 from nsverify.oracle import callenv, context
-from nsverify.oracle.numbers import Aff, Jet
+from nsverify.oracle.numbers import NEG_INF, Aff, Jet
 
 OPS: dict[str, Callable] = {}
 #: where :func:`dispatch` looks for an ATen op that :data:`OPS` lacks: objects with ``resolve(name, base)`` (an
@@ -79,15 +79,21 @@ def to_exact_array(t) -> np.ndarray:
             raise UnsupportedOpError("complex tensors are not supported by the exact oracle")
         return t.numpy().astype(np.int64)
     x = t.double().numpy() if t.dtype != torch.float64 else t.numpy()
+    neg_inf = None
     if not np.isfinite(x).all():
-        raise NonFiniteError(
-            "a constant tensor of the program holds NaN or inf: exact analysis needs finite "
-            "values; replace them (e.g. torch.nan_to_num) before checking"
-        )
+        neg_inf = x == -np.inf  # an attention mask's -inf: NEG_INF (masks only; any other use raises)
+        if not np.isfinite(x[~neg_inf]).all():
+            raise NonFiniteError(
+                "a constant tensor of the program holds NaN or +inf: exact analysis needs finite "
+                "values; replace them (e.g. torch.nan_to_num) before checking"
+            )
+        x = np.where(neg_inf, 0.0, x)
     out = np.empty(x.shape, dtype=object)
     flat, xf = out.reshape(-1), x.reshape(-1)
     for sl in context.chunks(xf.size, 8 * context.POLL_EVERY):
         flat[sl] = [Fraction(v) for v in xf[sl].tolist()]
+    if neg_inf is not None:
+        out[neg_inf] = NEG_INF
     return out
 
 
@@ -98,7 +104,9 @@ def scalar(x):
     if isinstance(x, int):
         return Fraction(x)
     if isinstance(x, float):
-        if x != x or x in (float("inf"), float("-inf")):
+        if x == float("-inf"):  # an attention mask's fill value (masked_fill, scalar_tensor): see NegInf
+            return NEG_INF
+        if x != x or x == float("inf"):
             raise NonFiniteError(
                 f"a scalar argument of the program is {x}: exact analysis needs finite values"
             )
