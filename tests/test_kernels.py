@@ -269,6 +269,9 @@ def test_tie_counts_and_scan_match_the_registry_windows(case, mode):
     positive = many & (out != 0) & (out != 2)
     assert total.tolist() == [int(many.sum()), int(positive.sum())] and torch.equal(mask, positive)
     assert int(kinks) == int(((x == 0) | (x == 1)).sum())
+    with kernels.use(mode):
+        total_w, windows = kernels.tie_scan_windows(x, out, k, s, p, d, saturated=sat)
+    assert torch.equal(total_w, total) and torch.equal(windows, positive.reshape(n, -1).nonzero())
 
 
 def test_a_stale_build_lock_is_removed_and_a_fresh_one_waited_for(tmp_path):

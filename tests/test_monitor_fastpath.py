@@ -333,3 +333,44 @@ def test_gpu_perf_script_runs_only_the_parts_asked_for(tmp_path):
     assert _perf_script().main(["--out", str(tmp_path), "--dry-run", "--parts", "monitor_agreement"]) == 0
     data = json.loads((tmp_path / "perf.json").read_text())
     assert "monitor_agreement" in data and not {"cuda_tests", "monitor", "pool_ratios"} & set(data)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: nn.ReLU(), lambda: nn.ReLU6(), lambda: nn.Hardtanh(), lambda: nn.LeakyReLU(),
+    lambda: __import__("nsverify.ad", fromlist=["ReLUVariant"]).ReLUVariant(),
+    lambda: __import__("nsverify.ad", fromlist=["ReLUVariant"]).ReLUVariant(0.5),
+    lambda: __import__("nsverify.ad", fromlist=["ReLUVariant"]).ReLUVariant(1),
+    lambda: __import__("nsverify.ad", fromlist=["PiecewiseLinearVariant"]).PiecewiseLinearVariant("relu6", "right"),
+])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_rho_prime_off_the_breakpoints_equals_autograd(make, dtype):
+    """D^AD rho at the tied windows' entries: the piece slopes off the breakpoints and a backward pass at them
+    give exactly what one backward pass through the module gives (entries at every breakpoint, either side,
+    NaN)."""
+    act_module = make()
+    mon = Monitor(nn.Sequential(nn.Linear(2, 2), act_module, nn.MaxPool1d(2)))
+    act = mon.layers[0].activation
+    mon.close()
+    bps = [float(b) for b in act.breakpoints]
+    vals = bps + [b + e for b in bps for e in (-1e-3, 1e-3, -2.0, 2.0)] + [0.25, -7.0, 7.5]
+    y = torch.tensor(vals, dtype=dtype).reshape(1, -1)
+    got = algorithm1._rho_prime(act, act_module.forward, y)
+    want = algorithm1._rho_autograd(act_module.forward, y)
+    assert got.dtype == want.dtype and torch.equal(got, want), (act.key, y, got, want)
+    y_nan = torch.cat([y, torch.tensor([[float("nan")]], dtype=dtype)], dim=1)
+    assert torch.equal(algorithm1._rho_prime(act, act_module.forward, y_nan).nan_to_num(-9),
+                       algorithm1._rho_autograd(act_module.forward, y_nan).nan_to_num(-9))
+
+
+def test_rho_prime_runs_no_backward_off_the_breakpoints(monkeypatch):
+    act_module = nn.ReLU()
+    mon = Monitor(nn.Sequential(nn.Linear(2, 2), act_module, nn.MaxPool1d(2)))
+    act = mon.layers[0].activation
+    mon.close()
+    calls = []
+    real = algorithm1._rho_autograd
+    monkeypatch.setattr(algorithm1, "_rho_autograd", lambda rho, y: calls.append(y.numel()) or real(rho, y))
+    algorithm1._rho_prime(act, act_module.forward, torch.tensor([[0.5, -2.0, 3.0]]))
+    assert calls == []
+    assert algorithm1._rho_prime(act, act_module.forward, torch.tensor([[0.5, 0.0, -0.0]])).tolist() == [[1, 0, 0]]
+    assert calls == [2]  # the two entries at the kink only

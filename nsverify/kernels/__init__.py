@@ -31,7 +31,8 @@ from nsverify.errors import NsverifyError
 from nsverify.kernels import loader
 
 __all__ = ["ENV", "MODES", "KernelUnavailableError", "KernelModeError", "mode", "set_mode", "use", "status",
-           "maxpool2d_tie_backward", "fused_applies", "tie_counts", "tie_scan", "count_equal"]
+           "maxpool2d_tie_backward", "fused_applies", "tie_counts", "tie_scan", "tie_scan_windows",
+           "count_equal"]
 
 log = logging.getLogger("nsverify.kernels")
 
@@ -216,6 +217,18 @@ def tie_scan(x: torch.Tensor, out: torch.Tensor, kernel, stride, padding=(0, 0),
     for v in saturated:
         mask &= out != v
     return torch.stack([many.sum(), mask.sum()]), mask
+
+
+def tie_scan_windows(x: torch.Tensor, out: torch.Tensor, kernel, stride, padding=(0, 0), dilation=(1, 1),
+                     saturated=()) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`tie_scan` with the Algorithm-2-counted windows as an (n, 2) int64 tensor of (sample, window) pairs
+    (window = channel * Ho * Wo + flat output position: ``mask.reshape(N, -1).nonzero()``) instead of the mask;
+    the C++ kernel collects them in its pass (no pass over the mask), elsewhere the mask's ``nonzero``."""
+    if _cpu_scan_ok(x, out) and x.dim() == 4 and x.is_contiguous() and out.is_contiguous():
+        return torch.ops.nsverify_kernels.maxpool2d_tie_scan_windows(
+            x, out, list(kernel), list(stride), list(padding), list(dilation), [float(v) for v in saturated])
+    counts, mask = tie_scan(x, out, kernel, stride, padding, dilation, saturated)
+    return counts, mask.reshape(mask.shape[0], -1).nonzero()
 
 
 def count_equal(y: torch.Tensor, values) -> torch.Tensor:

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -414,6 +415,56 @@ std::tuple<at::Tensor, at::Tensor> maxpool2d_tie_scan(const at::Tensor& x, const
   return {total, mask};
 }
 
+// The same scan, returning the Algorithm-2-counted windows as (sample, window) index pairs -- window = c * Ho * Wo +
+// j, the row-major order of mask.reshape(N, -1).nonzero() -- instead of a mask: the monitor's next step needs the
+// list, and the tied windows are few.
+std::tuple<at::Tensor, at::Tensor> maxpool2d_tie_scan_windows(const at::Tensor& x, const at::Tensor& out,
+                                                              at::IntArrayRef kernel, at::IntArrayRef stride,
+                                                              at::IntArrayRef padding, at::IntArrayRef dilation,
+                                                              at::ArrayRef<double> saturated) {
+  TORCH_CHECK(x.dim() == 4 && out.dim() == 4 && x.is_contiguous() && out.is_contiguous() &&
+                  x.scalar_type() == out.scalar_type(),
+              "maxpool2d_tie_scan_windows: contiguous x (N, C, H, W) and out (N, C, Ho, Wo) of one dtype");
+  Geom G{x.size(2), x.size(3), out.size(2), out.size(3), kernel[0], kernel[1], stride[0], stride[1],
+         padding[0], padding[1], dilation[0], dilation[1], false};
+  const int64_t C = x.size(1), planes = x.size(0) * C, out_plane = G.Ho * G.Wo;
+  std::vector<int64_t> counts(2 * planes, 0);
+  std::vector<std::vector<int64_t>> hits(planes);
+  const std::vector<double> sat(saturated.begin(), saturated.end());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "maxpool2d_tie_scan_windows", [&] {
+    const scalar_t* xp = x.const_data_ptr<scalar_t>();
+    const scalar_t* op = out.const_data_ptr<scalar_t>();
+    const int64_t in_plane = G.H * G.W;
+    at::parallel_for(0, planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_plane)), [&](int64_t b, int64_t e) {
+      std::unique_ptr<bool[]> mask(new bool[out_plane]);
+      for (int64_t p = b; p < e; ++p) {
+        scan_plane<scalar_t>(xp + p * in_plane, op + p * out_plane, mask.get(), G, sat, counts[2 * p],
+                             counts[2 * p + 1]);
+        for (int64_t j = 0; j < out_plane; ++j) {
+          if (mask[j]) hits[p].push_back((p % C) * out_plane + j);
+        }
+      }
+    });
+  });
+  int64_t tied = 0, positive = 0;
+  for (int64_t p = 0; p < planes; ++p) {
+    tied += counts[2 * p];
+    positive += counts[2 * p + 1];
+  }
+  at::Tensor total = at::empty({2}, at::TensorOptions().dtype(at::kLong));
+  total.mutable_data_ptr<int64_t>()[0] = tied;
+  total.mutable_data_ptr<int64_t>()[1] = positive;
+  at::Tensor idx = at::empty({positive, 2}, at::TensorOptions().dtype(at::kLong));
+  int64_t* ip = idx.mutable_data_ptr<int64_t>();
+  for (int64_t p = 0; p < planes; ++p) {
+    for (int64_t w : hits[p]) {
+      *ip++ = p / C;
+      *ip++ = w;
+    }
+  }
+  return {total, idx};
+}
+
 // How many entries of y equal one of ``values`` (kink touches), in one read of y.
 at::Tensor count_equal(const at::Tensor& y, at::ArrayRef<double> values) {
   const at::Tensor yc = y.contiguous();
@@ -453,11 +504,15 @@ TORCH_LIBRARY(nsverify_kernels, m) {
   m.def(
       "maxpool2d_tie_scan(Tensor x, Tensor out, int[] kernel, int[] stride, int[] padding, int[] dilation, "
       "float[] saturated) -> (Tensor, Tensor)");
+  m.def(
+      "maxpool2d_tie_scan_windows(Tensor x, Tensor out, int[] kernel, int[] stride, int[] padding, int[] dilation, "
+      "float[] saturated) -> (Tensor, Tensor)");
   m.def("count_equal(Tensor y, float[] values) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(nsverify_kernels, CPU, m) {
   m.impl("maxpool2d_tie_backward", &maxpool2d_tie_backward);
   m.impl("maxpool2d_tie_scan", &maxpool2d_tie_scan);
+  m.impl("maxpool2d_tie_scan_windows", &maxpool2d_tie_scan_windows);
   m.impl("count_equal", &count_equal);
 }

@@ -132,10 +132,7 @@ def algorithm1_layer(
         tie = (vr == vr.max(dim=1, keepdim=True).values) & (wr >= 0)
         if len(windows):
             if rho is not None and tie_test == "auto":  # AD derivative of rho at the windows' entries: (n, K)
-                yy = yf[rows[:, :1], wr.clamp(min=0)].detach().requires_grad_(True)
-                with torch.enable_grad():
-                    d = torch.autograd.grad(rho(yy).sum(), yy, allow_unused=True)[0]
-                rho_prime = torch.zeros_like(yy) if d is None else d
+                rho_prime = _rho_prime(act, rho, yf[rows[:, :1], wr.clamp(min=0)].detach())
             else:  # AD derivative of rho at every entry (one cheap backward through the activation)
                 rho_prime = torch.autograd.grad(alpha.sum(), y, retain_graph=True, allow_unused=True)[0]
                 rho_prime = torch.zeros_like(yf) if rho_prime is None else rho_prime.reshape(B, -1)
@@ -154,6 +151,42 @@ def algorithm1_layer(
     if constraints:
         out.rows = constraints
         out.p = p_nonempty(constraints, columns=sum(p.numel() for p in params_l))
+    return out
+
+
+def _rho_autograd(rho, y: torch.Tensor) -> torch.Tensor:
+    """D^AD rho at the entries of y: one backward pass through ``rho`` applied to y (rho acts entry by entry)."""
+    y = y.detach().requires_grad_(True)
+    with torch.enable_grad():
+        d = torch.autograd.grad(rho(y).sum(), y, allow_unused=True)[0]
+    return torch.zeros_like(y) if d is None else d
+
+
+def _rho_prime(act: Activation, rho, y: torch.Tensor) -> torch.Tensor:
+    """D^AD rho at the entries of y. For an activation made of pieces of slope 0 or 1 (ReLU, ReLU6, HardTanh,
+    clamp, identity) the entries off the breakpoints take their piece's slope -- what any AD computes there, in
+    any dtype exactly -- and only entries exactly at a breakpoint (where AD's rule, PyTorch's or a variant's,
+    decides) go through a backward pass of ``rho``; every other activation, and NaN entries, go through it all."""
+    if act.key == "identity":
+        return torch.ones_like(y)
+    p = act.primitive()
+    slopes = []
+    for piece in (p.pieces if p is not None else ()):
+        poly = tuple(piece.poly) if piece.poly is not None else None
+        if poly is None or len(poly) > 2 or (len(poly) == 2 and poly[1] not in (0, 1)):
+            return _rho_autograd(rho, y)
+        slopes.append(float(poly[1]) if len(poly) == 2 else 0.0)
+    if not slopes or bool(y.isnan().any()):
+        return _rho_autograd(rho, y)
+    bps = [float(b) for b in p.breakpoints]
+    out = torch.full_like(y, slopes[-1])
+    for b, slope in reversed(list(zip(bps, slopes))):
+        out = torch.where(y < b, torch.tensor(slope, dtype=y.dtype, device=y.device), out)
+    at = torch.zeros_like(y, dtype=torch.bool)
+    for b in bps:
+        at |= y == b
+    if bool(at.any()):
+        out[at] = _rho_autograd(rho, y[at])
     return out
 
 

@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from nsverify.errors import UnsupportedOpError
-from nsverify.kernels import count_equal, tie_scan
+from nsverify.kernels import count_equal, tie_scan_windows
 from nsverify.oracle.park.algorithm1 import AffineRows, algorithm1_layer
 from nsverify.oracle.park.cone import LayerCheck
 from nsverify.oracle.park.rank import full_column_rank
@@ -402,7 +402,7 @@ class Monitor:
             if kinks == 0 and positive == 0:
                 recs.append(LayerCheck(L.name, windows=windows, tied_windows=tied, tied_positive=positive))
                 continue
-            cand = dt[1].reshape(dt[1].shape[0], -1).nonzero() if positive else None
+            cand = dt[1] if positive else None
             if L.first_conv and "x" in d:
                 same = self._same_patch(L, d)
             elif L.field_of_view and "x" in self._store.get("", {}):
@@ -448,9 +448,9 @@ class Monitor:
 
     @staticmethod
     def _scan_pool(L: _Layer, a: torch.Tensor, out: torch.Tensor):
-        """``(counts, mask)`` of the pool's tied windows (:func:`nsverify.kernels.tie_scan`: windows with |S_j| >= 2,
-        and those Algorithm 2 counts, whose maximum is not a saturated value; mask: (B, C, Ho, Wo), True at the
-        latter), on the model's device."""
+        """``(counts, windows)`` of the pool's tied windows (:func:`nsverify.kernels.tie_scan_windows`: windows with
+        |S_j| >= 2, and those Algorithm 2 counts, whose maximum is not a saturated value; windows: the latter as
+        (sample, window) pairs), on the model's device."""
         a, out = a.detach(), out.detach()
         k, s, p, dl = L.pool_geom
         if isinstance(L.pool_module, nn.MaxPool1d) or out.dim() <= 3:  # 1-d pools: a (B, C, L) or (B, L)
@@ -463,13 +463,13 @@ class Monitor:
             a2, o2 = a, out
         if a2.dim() == 3:  # (B, 1, L) from a (B, L) activation
             a2, o2 = a2.unsqueeze(1), o2.unsqueeze(1)
-        return tie_scan(a2, o2, *geom, saturated=L.saturated)
+        return tie_scan_windows(a2, o2, *geom, saturated=L.saturated)
 
     @staticmethod
     def _detect(L: _Layer, d: dict):
-        """``([kink touches, windows, tied windows, Algorithm-2-counted tied windows], mask)`` of one layer: 0-d
-        tensors and the (B, C, Ho, Wo) mask of the Algorithm-2 ties (None without a pool), all on the model's device
-        (vectorised; nothing reaches the host here). The forward hooks computed them as the tensors were made."""
+        """``([kink touches, windows, tied windows, Algorithm-2-counted tied windows], windows)`` of one layer: 0-d
+        tensors and the (sample, window) pairs of the Algorithm-2 ties (None without a pool), all on the model's
+        device (nothing reaches the host here). The forward hooks computed them as the tensors were made."""
         y = d["y"]
         zero = torch.zeros((), dtype=torch.int64, device=y.device)
         kinks = d.get("kinks")
