@@ -228,3 +228,34 @@ def test_walker_errors_are_shared(user):
         check(nn.Sequential(nn.Linear(2, 2), nn.Hardtanh(-2.0, 2.0)))
     with pytest.raises(UnsupportedOpError, match="LSTM"):
         check(nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.LSTM(3, 3)))
+
+
+def test_p_nonempty_float_rows_give_exact_certificates_for_the_rows_as_given():
+    """Float rows are decided as integer rows (each times a power of two): the witness and the Gordan certificate
+    still certify the rows as given, checked here in exact arithmetic."""
+    from fractions import Fraction
+
+    from nsverify.oracle.park.cone import p_nonempty
+
+    a = {0: 0.1, 3: -2.5e-7}
+    b = {0: -0.3, 3: 7.5e-7}  # -3 a, exactly in binary? no: checked below on the exact values
+    rows = [a, {1: 1.0}, b]
+    res = p_nonempty(rows, columns=4)
+    exact = [{k: Fraction(v) for k, v in r.items()} for r in rows]
+    if res.status == "empty":
+        y = res.farkas
+        assert all(v >= 0 for v in y) and any(y)
+        assert all(sum(y[i] * exact[i].get(c, 0) for i in range(3)) == 0 for c in range(4))
+    else:
+        assert res.status == "nonempty"
+        assert all(sum(v * res.witness.get(c, 0) for c, v in r.items()) > 0 for r in exact)
+    opposite = [{0: 0.1, 2: 0.2}, {0: -0.1, 2: -0.2}, {1: 3.0}]
+    res = p_nonempty(opposite, columns=3)
+    assert res.status == "empty"
+    y, ex = res.farkas, [{k: Fraction(v) for k, v in r.items()} for r in opposite]
+    assert all(v >= 0 for v in y) and any(y) and all(sum(y[i] * ex[i].get(c, 0) for i in range(3)) == 0
+                                                     for c in range(3))
+    res = p_nonempty([{0: 0.1, 1: -0.2}, {1: 0.3}], columns=2)
+    assert res.status == "nonempty"
+    assert all(sum(Fraction(v) * res.witness.get(c, 0) for c, v in r.items()) > 0
+               for r in ({0: 0.1, 1: -0.2}, {1: 0.3}))

@@ -49,6 +49,30 @@ def _sparse(row) -> dict:
     return {j: F(v) if not isinstance(v, (int, Fraction)) else v for j, v in enumerate(row) if v != 0}
 
 
+def _integer_rows(raw: list) -> tuple[list[dict], list[int]] | None:
+    """Rows whose entries are all floats or ints as integer rows: row k times a power of two ``scale_k`` (the
+    common denominator of its floats' exact binary values). The open cone of the scaled rows is the same; a Gordan
+    certificate y of the scaled rows is y_k * scale_k for the given ones. None when some entry is a Fraction or
+    an enclosure (then the rows are taken as they are)."""
+    out, scales = [], []
+    for row in raw:
+        items = row.items() if isinstance(row, dict) else enumerate(row)
+        ratios = {}
+        for k, v in items:
+            if type(v) is float:
+                if v != v or v in (float("inf"), float("-inf")):
+                    return None
+                ratios[k] = v.as_integer_ratio()
+            elif type(v) is int:
+                ratios[k] = (v, 1)
+            else:
+                return None
+        den = max((d for _n, d in ratios.values()), default=1)  # powers of two: the largest is their lcm
+        out.append({k: n * (den // d) for k, (n, d) in ratios.items() if n != 0})
+        scales.append(den)
+    return out, scales
+
+
 def _sum_direction(rows: list[dict]) -> dict | None:
     """The sum of the rows (exact, as a primitive integer vector) when it is a witness of the open cone --
     <a_k, sum> > 0 for every k, checked exactly -- else None (then the LP decides). One row is its own witness;
@@ -75,7 +99,8 @@ def p_nonempty(constraints, stats: ConeStats | None = None, columns: int | None 
     if not raw:
         return PResult("trivial", 0)
     dense = not isinstance(raw[0], dict)
-    rows = [_sparse(r) for r in raw]
+    scaled = _integer_rows(raw)  # float rows (the monitor's) as integer rows: exact arithmetic on ints
+    rows, scales = scaled if scaled is not None else ([_sparse(r) for r in raw], None)
     k = len(rows)
     ncols = len(raw[0]) if dense else columns
     stats = ConeStats() if stats is None else stats
@@ -101,7 +126,7 @@ def p_nonempty(constraints, stats: ConeStats | None = None, columns: int | None 
         if res == "empty":
             y = [F(0)] * k
             for i, v in zip(members, cert):
-                y[i] = F(v)
+                y[i] = F(v) * (scales[i] if scales is not None else 1)
             return PResult("empty", k, farkas=y, components=len(comps), columns=ncols)
         if res != "open":
             return PResult("unknown", k, components=len(comps), columns=ncols)
