@@ -374,3 +374,32 @@ def test_rho_prime_runs_no_backward_off_the_breakpoints(monkeypatch):
     assert calls == []
     assert algorithm1._rho_prime(act, act_module.forward, torch.tensor([[0.5, 0.0, -0.0]])).tolist() == [[1, 0, 0]]
     assert calls == [2]  # the two entries at the kink only
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("conv", [lambda: nn.Conv2d(2, 3, 3, stride=2, padding=1),
+                                  lambda: nn.Conv2d(2, 3, 2, stride=1, padding=2, dilation=2, bias=False),
+                                  lambda: nn.Conv1d(2, 3, 3, padding=1)])
+def test_pairs_equal_kernel_equals_the_values_comparison(conv, dtype):
+    """AffineRows.pairs_equal on the CPU (the C++ pass) against the comparison of AffineRows.values (the reference
+    path, mode "reference"): equal pairs, unequal ones, zero blocks, padding, both signs of the scale."""
+    from nsverify import kernels
+
+    torch.manual_seed(0)
+    mod = conv().to(dtype)
+    z = torch.randint(0, 2, (3, 2, 7, 7) if isinstance(mod, nn.Conv2d) else (3, 2, 9)).to(dtype)
+    z[1] = 0  # a blank sample: zero blocks (equal only through the all-zero rule where a bias entry is 0)
+    y = mod(z)
+    rows = algorithm1.AffineRows(mod, z, tuple(y.shape))
+    per = y[0].numel()
+    g = torch.Generator().manual_seed(1)
+    n = 400
+    b = torch.randint(0, 3, (n,), generator=g)
+    i = torch.randint(0, per, (n,), generator=g)
+    k = torch.where(torch.rand(n, generator=g) < 0.5, torch.randint(0, per, (n,), generator=g), i)
+    scales = torch.tensor([0.0, 1.0, -1.0, 0.5], dtype=dtype)
+    si, sk = scales[torch.randint(0, 4, (n,), generator=g)], scales[torch.randint(0, 4, (n,), generator=g)]
+    with kernels.use("reference"):
+        want = rows.pairs_equal(b, i, k, si, sk)
+    got = rows.pairs_equal(b, i, k, si, sk)
+    assert torch.equal(got, want) and 0 < int(want.sum()) < n

@@ -32,7 +32,7 @@ from nsverify.kernels import loader
 
 __all__ = ["ENV", "MODES", "KernelUnavailableError", "KernelModeError", "mode", "set_mode", "use", "status",
            "maxpool2d_tie_backward", "fused_applies", "tie_counts", "tie_scan", "tie_scan_windows",
-           "count_equal"]
+           "count_equal", "cpu_kernels_ok"]
 
 log = logging.getLogger("nsverify.kernels")
 
@@ -201,6 +201,11 @@ def _cpu_scan_ok(*ts) -> bool:
     if not all(t.device.type == "cpu" and t.dtype in _FLOATS and _plain(t) for t in ts):
         return False
     return loader.cpu_extension().ok
+
+
+def cpu_kernels_ok(*ts) -> bool:
+    """Do the C++ monitor kernels run on these tensors (CPU, floating, built, mode not ``reference``)?"""
+    return _cpu_scan_ok(*ts)
 
 
 def tie_scan(x: torch.Tensor, out: torch.Tensor, kernel, stride, padding=(0, 0), dilation=(1, 1),

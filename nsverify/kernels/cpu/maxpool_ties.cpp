@@ -500,6 +500,56 @@ std::tuple<at::Tensor, at::Tensor> maxpool2d_tie_scan_windows(const at::Tensor& 
   return {total, idx};
 }
 
+// The training monitor's patch test (nsverify.oracle.park.algorithm1.AffineRows): for pairs q of entries (b, pos_s,
+// channel ch_s) and (b, pos_i, ch_i) of a convolution's output, are the w_l blocks scale * (patch, [1]) equal --
+// the same channel and equal entries, or both all zero? A patch entry k of position pos reads z at the flat offset
+// offsets[pos, k] of sample b where valid[pos, k], else the zero padding. The products are z's dtype's, as in
+// values(); one pass, no (pairs x K) temporaries.
+at::Tensor patch_pairs_equal(const at::Tensor& z, const at::Tensor& offsets, const at::Tensor& valid,
+                             const at::Tensor& b, const at::Tensor& pos_s, const at::Tensor& pos_i,
+                             const at::Tensor& ch_s, const at::Tensor& ch_i, const at::Tensor& scale_s,
+                             const at::Tensor& scale_i, bool bias) {
+  TORCH_CHECK(z.is_contiguous() && offsets.is_contiguous() && valid.is_contiguous() && offsets.dim() == 2 &&
+                  valid.sizes() == offsets.sizes() && offsets.scalar_type() == at::kLong &&
+                  valid.scalar_type() == at::kBool && scale_s.scalar_type() == z.scalar_type() &&
+                  scale_i.scalar_type() == z.scalar_type(),
+              "patch_pairs_equal: contiguous z, (P, K) int64 offsets and bool valid, scales of z's dtype");
+  const int64_t n = b.numel(), K = offsets.size(1), per_sample = z.numel() / std::max<int64_t>(1, z.size(0));
+  at::Tensor out = at::empty({n}, at::TensorOptions().dtype(at::kBool));
+  const at::Tensor bc = b.contiguous(), psc = pos_s.contiguous(), pic = pos_i.contiguous(),
+                   csc = ch_s.contiguous(), cic = ch_i.contiguous(), ssc = scale_s.contiguous(),
+                   sic = scale_i.contiguous();
+  AT_DISPATCH_FLOATING_TYPES(z.scalar_type(), "patch_pairs_equal", [&] {
+    const scalar_t* zp = z.const_data_ptr<scalar_t>();
+    const int64_t* off = offsets.const_data_ptr<int64_t>();
+    const bool* ok = valid.const_data_ptr<bool>();
+    const int64_t *bp = bc.const_data_ptr<int64_t>(), *ps = psc.const_data_ptr<int64_t>(),
+                  *pi = pic.const_data_ptr<int64_t>(), *cs = csc.const_data_ptr<int64_t>(),
+                  *ci = cic.const_data_ptr<int64_t>();
+    const scalar_t *ss = ssc.const_data_ptr<scalar_t>(), *si = sic.const_data_ptr<scalar_t>();
+    bool* op = out.mutable_data_ptr<bool>();
+    at::parallel_for(0, n, 256, [&](int64_t lo, int64_t hi) {
+      for (int64_t q = lo; q < hi; ++q) {
+        const scalar_t* zb = zp + bp[q] * per_sample;
+        const int64_t *os = off + ps[q] * K, *oi = off + pi[q] * K;
+        const bool *vs = ok + ps[q] * K, *vi = ok + pi[q] * K;
+        const scalar_t a = ss[q], c = si[q];
+        bool same = cs[q] == ci[q] && (!bias || a == c), zs = !bias || a == scalar_t(0),
+             zi = !bias || c == scalar_t(0);
+        for (int64_t k = 0; k < K; ++k) {
+          const scalar_t x = a * (vs[k] ? zb[os[k]] : scalar_t(0));
+          const scalar_t y = c * (vi[k] ? zb[oi[k]] : scalar_t(0));
+          same &= x == y;
+          zs &= x == scalar_t(0);
+          zi &= y == scalar_t(0);
+        }
+        op[q] = same || (zs && zi);
+      }
+    });
+  });
+  return out;
+}
+
 // How many entries of y equal one of ``values`` (kink touches), in one read of y.
 at::Tensor count_equal(const at::Tensor& y, at::ArrayRef<double> values) {
   const at::Tensor yc = y.contiguous();
@@ -542,6 +592,9 @@ TORCH_LIBRARY(nsverify_kernels, m) {
   m.def(
       "maxpool2d_tie_scan_windows(Tensor x, Tensor out, int[] kernel, int[] stride, int[] padding, int[] dilation, "
       "float[] saturated) -> (Tensor, Tensor)");
+  m.def(
+      "patch_pairs_equal(Tensor z, Tensor offsets, Tensor valid, Tensor b, Tensor pos_s, Tensor pos_i, Tensor ch_s, "
+      "Tensor ch_i, Tensor scale_s, Tensor scale_i, bool bias) -> Tensor");
   m.def("count_equal(Tensor y, float[] values) -> Tensor");
 }
 
@@ -549,5 +602,6 @@ TORCH_LIBRARY_IMPL(nsverify_kernels, CPU, m) {
   m.impl("maxpool2d_tie_backward", &maxpool2d_tie_backward);
   m.impl("maxpool2d_tie_scan", &maxpool2d_tie_scan);
   m.impl("maxpool2d_tie_scan_windows", &maxpool2d_tie_scan_windows);
+  m.impl("patch_pairs_equal", &patch_pairs_equal);
   m.impl("count_equal", &count_equal);
 }

@@ -302,6 +302,13 @@ def _pool_constraints_jvp(
 _PATCH_OFFSETS: dict = {}
 
 
+def _cpu_kernel(t: torch.Tensor) -> bool:
+    """Can the C++ monitor kernels (:mod:`nsverify.kernels`) read t here?"""
+    from nsverify import kernels
+
+    return kernels.cpu_kernels_ok(t)
+
+
 class AffineRows:
     r"""The rows pi_i = dy_i / dw_l of a layer whose pre-activation y is the output of one ``nn.Conv1d``/``Conv2d``
     (groups 1, zero padding) or ``nn.Linear`` with w_l = (weight, bias) flattened in this order: entry i's input
@@ -389,6 +396,23 @@ class AffineRows:
             patch = torch.cat([patch, torch.ones((len(b), 1), dtype=patch.dtype, device=patch.device)], dim=1)
         return scale.to(patch.dtype)[:, None] * patch
 
+    def pairs_equal(self, b: torch.Tensor, i: torch.Tensor, k: torch.Tensor, scale_i: torch.Tensor,
+                    scale_k: torch.Tensor) -> torch.Tensor:
+        """(n,) bool: are the w_l blocks ``scale_i * pi_i`` and ``scale_k * pi_k`` of entries (b, i) and (b, k)
+        equal -- the same output channel and equal values -- or both all zero? :meth:`values` compared, or on the
+        CPU the same products compared in one pass of the C++ kernel (no (n, K) temporaries)."""
+        scale_i, scale_k = scale_i.to(self.z.dtype), scale_k.to(self.z.dtype)
+        if self.geom is not None and self.z.dtype in (torch.float32, torch.float64) and _cpu_kernel(self.z):
+            offsets, valid = self._patch_offsets()
+            return torch.ops.nsverify_kernels.patch_pairs_equal(
+                self.z, offsets, valid, b, i % self.plane, k % self.plane, self.channels(i), self.channels(k),
+                scale_i.contiguous(), scale_k.contiguous(), self.bias)
+        m = len(b)
+        both = self.values(torch.cat([b, b]), torch.cat([i, k]), torch.cat([scale_i, scale_k]))
+        vi, vk = both[:m], both[m:]
+        zero = (vi == 0).all(dim=1) & (vk == 0).all(dim=1)
+        return ((self.channels(i) == self.channels(k)) & (vi == vk).all(dim=1)) | zero
+
     def _patch_offsets(self):
         """``(offsets, valid)``, both (positions, K): the flat offsets in one sample of z of every output position's
         patch entries, in the weight's (in_channels, kh, kw) order (clamped into the image), and whether each entry
@@ -473,13 +497,10 @@ def _pool_constraints_auto(
             affine = None
     if affine is not None:
         cs, ci = affine.channels(si), affine.channels(ii)
-        m = len(rr)
-        both = affine.values(torch.cat([bb, bb]), torch.cat([si, ii]), torch.cat([rp[rr, first[rr]], rp[rr, kk]]))
-        vs, vi = both[:m], both[m:]
+        scale_s, scale_i = rp[rr, first[rr]], rp[rr, kk]
         if affine.bn is not None:  # the rows' common factor sign(gamma_c) (see AffineRows)
-            vs, vi = vs * sgn[:, None], vi * sgn[:, None]
-        zs, zi = (vs == 0).all(dim=1), (vi == 0).all(dim=1)
-        equal = ((cs == ci) & (vs == vi).all(dim=1)) | (zs & zi)
+            scale_s, scale_i = scale_s * sgn, scale_i * sgn
+        equal = affine.pairs_equal(bb, si, ii, scale_s, scale_i)
         outside = ~equal
         if len(params_upto) == len(params_l):
             member = equal
@@ -499,15 +520,16 @@ def _pool_constraints_auto(
     patch_rows = {}
     if bool(outside.any()):
         q = outside.nonzero().flatten()
+        vs, vi = affine.values(bb[q], si[q], scale_s[q]), affine.values(bb[q], ii[q], scale_i[q])
         one = cs[q] == ci[q]  # both entries in one output channel (always, for a max pool): one set of columns
         if bool(one.all()):
             cols = affine.columns(cs[q]).tolist()
-            diff = (vs[q].to(torch.float64) - vi[q].to(torch.float64)).tolist()
+            diff = (vs.to(torch.float64) - vi.to(torch.float64)).tolist()
             for j, qq in enumerate(q.tolist()):
                 patch_rows[qq] = {c_: v for c_, v in zip(cols[j], diff[j]) if v != 0}
         else:
             cols_s, cols_i = affine.columns(cs[q]).tolist(), affine.columns(ci[q]).tolist()
-            val_s, val_i = vs[q].to(torch.float64).tolist(), vi[q].to(torch.float64).tolist()
+            val_s, val_i = vs.to(torch.float64).tolist(), vi.to(torch.float64).tolist()
             for j, qq in enumerate(q.tolist()):
                 row = dict(zip(cols_s[j], val_s[j]))
                 for c_, v in zip(cols_i[j], val_i[j]):
