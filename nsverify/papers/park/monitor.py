@@ -16,20 +16,23 @@ exactly by the engine's :func:`nsverify.oracle.park.cone.p_nonempty`), and Theor
 fully connected layers whose activation touched a kink. Kernel sizes, strides, padding and dilation are read
 from the modules (``nn.MaxPool1d/2d``, ``nn.ReLU`` and the other activations, and nsverify.ad's variants).
 
-Cheap when nothing ties. Every step first runs one vectorised detection pass per layer on the model's device:
-kink touches (``y == b`` for each kink b) and the tie count of every pool window
-(:func:`nsverify.kernels.tie_counts`, strided slices against the pool's own output, no copy). ``tied_windows``
-counts every window with |S_j| >= 2; ``tied_positive`` counts them as Park et al.'s Algorithm 2 does (App. F,
-line 7): a tie whose maximum is a *saturated* value of the activation -- ``max <= 0`` after a ReLU with
-D^AD ReLU(0) = 0, and likewise the flat ends of ReLU6, HardTanh and clamp-like activations -- is left out, because
-every entry of such a window has AD derivative 0 (T_j = S_j, no constraint). Only those windows are checked. The
-exact checks (Algorithm 1 with :func:`nsverify.oracle.park.algorithm1.algorithm1_layer`: T_j, constraints,
-the exact P_l test, the rank test) run only for the layers and steps whose detection found kink touches or
-counted ties; all counts reach the host in one transfer per step. There T_j is decided pair by pair by the
-cheapest sufficient test (``tie_test="auto"``, :func:`nsverify.oracle.park.algorithm1._pool_constraints_auto`):
-D^AD rho 0 at both entries, the w_l blocks read from the layer input's patches when the layer is one Conv/Linear
-(no backward pass), identical receptive fields, and only then the exact AD gradients; each layer's record counts
-how often each test decided (``tj_flat``, ``tj_patch``, ``tj_field``, ``tj_exact``; :attr:`StepRecord.tj_paths`).
+Cheap when nothing ties. Detection runs in the forward hooks, on tensors just written: kink touches
+(``y == b`` for each kink b, :func:`nsverify.kernels.count_equal`) in the activation's hook, and the tied windows of
+the pool (:func:`nsverify.kernels.tie_scan_windows`: one pass against the pool's own output, no re-run, the
+counted windows as (sample, window) pairs) in the pool's. ``tied_windows`` counts every window with |S_j| >= 2;
+``tied_positive`` counts them as Park et al.'s Algorithm 2 does (App. F, line 7): a tie whose maximum is a
+*saturated* value of the activation -- ``max <= 0`` after a ReLU with D^AD ReLU(0) = 0, and likewise the flat ends
+of ReLU6, HardTanh and clamp-like activations -- is left out, because every entry of such a window has AD
+derivative 0 (T_j = S_j, no constraint). Only those windows are checked. The exact checks (Algorithm 1 with
+:func:`nsverify.oracle.park.algorithm1.algorithm1_layer`: T_j, constraints, the exact P_l test, the rank test) run
+in :meth:`Monitor.check` only for the layers and steps whose detection found kink touches or counted ties; all
+counts reach the host in one transfer per step, and the checks run on one intra-op thread. There T_j is decided
+pair by pair by the cheapest sufficient test (``tie_test="auto"``,
+:func:`nsverify.oracle.park.algorithm1._pool_constraints_auto`): D^AD rho 0 at both entries, the w_l blocks read
+from the layer input's patches when the layer is one Conv/Linear, or a first Conv + BatchNorm (no backward pass;
+on the CPU one C++ pass over all pairs), identical receptive fields, and only then the exact AD gradients; each
+layer's record counts how often each test decided (``tj_flat``, ``tj_patch``, ``tj_field``, ``tj_exact``;
+:attr:`StepRecord.tj_paths`).
 """
 
 from __future__ import annotations
