@@ -59,16 +59,21 @@ def _abs_program():
     return Kink("abs", ExprLeaf((1,), 0))
 
 
-@pytest.mark.parametrize("tamper", ["drop_vertex", "flip_status"])
-def test_the_comparison_catches_a_wrong_oracle(monkeypatch, tamper):
-    """The fuzz test can fail: an oracle that forgets a vertex, or calls a member not_member, is flagged."""
-    real = nsverify.check_gradient
-
+def _tampered(real, tamper: str):
+    """check_gradient made wrong: it forgets a vertex (``drop_vertex``) or flips member/not_member."""
     def wrong(fn, w, ad=None, **kw):
         v = real(fn, w, ad=ad, **kw)
         if tamper == "drop_vertex":
             return dataclasses.replace(v, bouligand=[v.bouligand[0]])
         return dataclasses.replace(v, status="not_member" if v.status == "member" else "member", distance=1.0)
+
+    return wrong
+
+
+@pytest.mark.parametrize("tamper", ["drop_vertex", "flip_status"])
+def test_the_comparison_catches_a_wrong_oracle(monkeypatch, tamper):
+    """The fuzz test can fail: an oracle that forgets a vertex, or calls a member not_member, is flagged."""
+    wrong = _tampered(nsverify.check_gradient, tamper)
 
     expr = _abs_program()
     assert check_program(expr, [F(0)], random.Random(0), samples=6).disagreements == []
@@ -257,13 +262,7 @@ def test_vector_ties_counts_kinks_on_vector_outputs():
 def test_the_comparison_catches_a_wrong_oracle_on_vector_nodes(monkeypatch, tamper, program):
     """As for |w0| above: on a kink at a LayerNorm or attention output, an oracle that forgets a vertex or flips
     its verdict is flagged."""
-    real = nsverify.check_gradient
-
-    def wrong(fn, w, ad=None, **kw):
-        v = real(fn, w, ad=ad, **kw)
-        if tamper == "drop_vertex":
-            return dataclasses.replace(v, bouligand=[v.bouligand[0]])
-        return dataclasses.replace(v, status="not_member" if v.status == "member" else "member", distance=1.0)
+    wrong = _tampered(nsverify.check_gradient, tamper)
 
     rec = check_program(program(), [F(0)], random.Random(0), samples=6)
     assert rec.disagreements == [] and rec.status == "member" and rec.vector_ties == 1, rec

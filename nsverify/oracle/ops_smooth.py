@@ -222,54 +222,46 @@ def _logsumexp(a, dim, keepdim=False):
     return out
 
 
-@op("_log_softmax", "log_softmax")
-def _log_softmax(a, dim, half_to_float=False, safe=False):
-    """log softmax along ``dim``. Entries -inf (an attention mask, :class:`~nsverify.oracle.numbers.NegInf`) stay
-    -inf and leave the others' normaliser; a row that is all -inf raises (PyTorch's softmax gives NaN there),
-    unless ``safe`` (``_safe_softmax``: such a row is all 0 after the exp)."""
+def _by_rows(a, dim, safe: bool, fill, row):
+    """Apply ``row(xs, live)`` to every row of ``a`` along ``dim`` (``live``: its entries that are not -inf, an
+    attention mask's :class:`~nsverify.oracle.numbers.NegInf`). A row that is all -inf raises (PyTorch's softmax
+    gives NaN there), unless ``safe`` (``_safe_softmax``): then it is all ``fill``."""
     a = arr(a)
     am = np.moveaxis(a, dim, -1)
     out = np.empty(am.shape, dtype=object)
     for pos in np.ndindex(*am.shape[:-1]):
         xs = list(am[pos])
         live = [x for x in xs if x is not NEG_INF]
-        if not live:
-            if not safe:
-                raise NonFiniteError("softmax of a row that is all -inf (a fully masked attention row) is NaN; "
-                                     "exact analysis needs finite values")
-            for i in range(len(xs)):
-                out[pos + (i,)] = NEG_INF
-            continue
-        lse = _lse(live)
-        for i, x in enumerate(xs):
-            out[pos + (i,)] = x if x is NEG_INF else x - lse
+        if not live and not safe:
+            raise NonFiniteError("softmax of a row that is all -inf (a fully masked attention row) is NaN; "
+                                 "exact analysis needs finite values")
+        for i, v in enumerate(row(xs, live) if live else [fill] * len(xs)):
+            out[pos + (i,)] = v
     return np.moveaxis(out, -1, dim)
+
+
+@op("_log_softmax", "log_softmax")
+def _log_softmax(a, dim, half_to_float=False, safe=False):
+    """log softmax along ``dim``; -inf entries (a mask) stay -inf and leave the others' normaliser."""
+    def row(xs, live):
+        lse = _lse(live)
+        return [x if x is NEG_INF else x - lse for x in xs]
+
+    return _by_rows(a, dim, safe, NEG_INF, row)
 
 
 @op("_softmax", "softmax")
 def _softmax(a, dim, half_to_float=False, safe=False):
     """softmax along ``dim`` as exp(x_i - m) / sum_j exp(x_j - m), m the largest value: the entries equal to m
     give exp(0) = 1 exactly, so tied scores give exact weights (1/n for a row of equal scores). -inf entries (an
-    attention mask) get weight exactly 0; a row that is all -inf raises, unless ``safe`` (then it is all 0)."""
-    a = arr(a)
-    am = np.moveaxis(a, dim, -1)
-    out = np.empty(am.shape, dtype=object)
-    for pos in np.ndindex(*am.shape[:-1]):
-        xs = list(am[pos])
-        live = [x for x in xs if x is not NEG_INF]
-        if not live:
-            if not safe:
-                raise NonFiniteError("softmax of a row that is all -inf (a fully masked attention row) is NaN; "
-                                     "exact analysis needs finite values")
-            for i in range(len(xs)):
-                out[pos + (i,)] = F(0)
-            continue
+    attention mask) get weight exactly 0."""
+    def row(xs, live):
         m = max((val(x) for x in live), key=lambda v: float(v))  # any shift is exact algebraically
         es = [F(0) if x is NEG_INF else exp(x - m) for x in xs]
         total = sum(es, F(0))
-        for i, e in enumerate(es):
-            out[pos + (i,)] = e / total
-    return np.moveaxis(out, -1, dim)
+        return [e / total for e in es]
+
+    return _by_rows(a, dim, safe, F(0), row)
 
 
 @op("nll_loss_forward")
