@@ -4,6 +4,7 @@
 # Each script gets its own time limit (GPU_LIMIT_<name>, seconds; perf needs about GPU_LIMIT_perf=600) so one slow
 # part cannot starve the others.
 # The JSON files are then copied to nsverify/data/gpu/ and committed; report sections read them from there.
+# Pass the commit the run is made from as NSVERIFY_COMMIT=<hash>: a copied tree's .git can name an older HEAD.
 set -u
 out=${1:?usage: run_all.sh OUT [script ...]}
 shift
