@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import nsverify
+from nsverify.errors import UnsupportedOpError
 from nsverify.oracle import verify_certificate
 
 F = Fraction
@@ -265,3 +266,34 @@ def test_integer_matmul_with_a_zero_operand_and_huge_entries():
     assert fastexact.matmul(a, b).tolist() == [[F(0)]]
     c = np.array([[F(1)], [F(2**65)]], dtype=object)
     assert fastexact.matmul(a, c).tolist() == [[F(2**70 + 1, 3) + F(2**65)]]
+
+
+def _row(w, consts):
+    return torch.stack([w[0], *(torch.tensor(c, dtype=w.dtype) for c in consts), w[1]])
+
+
+def test_mode_with_a_repeated_constant_is_locally_constant():
+    """torch.mode over (w0, 1, 1, w1) at w = (1/2, 2): the constant 1 repeats and w0, w1 are apart from every
+    other entry, so near w the mode is 1: f = mode * w1 + relu(w0 - 1/2) is w1 + relu(w0 - 1/2) there, Clarke set
+    hull{(0, 1), (1, 1)} by hand, checked against float64 autograd on both sides of w0 = 1/2."""
+    def f(w):
+        return torch.mode(_row(w, (1.0, 1.0))).values * w[1] + torch.relu(w[0] - 0.5)
+
+    w = torch.tensor([0.5, 2.0], dtype=torch.float64)
+    v = nsverify.check_gradient(f, w)
+    assert v.status == "member" and v.exact
+    assert sorted(tuple(b) for b in v.bouligand) == [(0, 1), (1, 1)]
+    for t in (1e-6, -1e-6):
+        x = (w + torch.tensor([t, 0.0], dtype=torch.float64)).requires_grad_(True)
+        f(x).backward()
+        assert tuple(x.grad.tolist()) in ((0.0, 1.0), (1.0, 1.0))
+    assert nsverify.check_gradient(f, w, ad=(Fraction(1, 2), 1)).status == "member"
+    assert nsverify.check_gradient(f, w, ad=(0, 2)).status == "not_member"
+
+
+@pytest.mark.parametrize("w0, consts", [(1.0, (1.0, 1.0)), (0.5, (1.0, 3.0)), (0.5, (0.5, 1.0))])
+def test_mode_refuses_where_an_entry_that_depends_on_w_is_repeated(w0, consts):
+    """An entry depending on w that equals another (a constant's repeat, or another w entry): mode jumps there."""
+    w = torch.tensor([w0, 0.5 if consts == (1.0, 3.0) else 2.0], dtype=torch.float64)
+    with pytest.raises(UnsupportedOpError, match="discontinuous"):
+        nsverify.check_gradient(lambda x: torch.mode(_row(x, consts)).values, w)

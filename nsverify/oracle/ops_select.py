@@ -569,9 +569,11 @@ def _reduce_order(a, dim, keepdim, rank_of, key):
 @op("mode")
 def _mode(a, dim=-1, keepdim=False):
     """torch.mode: the most frequent value (the smallest among equally frequent ones) and an index of it.
-    Where every entry of a row is distinct it is the row's minimum (a selection without a tie).  A repeated
-    value in a row that depends on w makes mode jump (an entry moving off the repeated value changes which
-    value is most frequent): not locally Lipschitz, so it is rejected."""
+    Where every entry of a row is distinct it is the row's minimum (a selection without a tie).  Where only
+    constants repeat and every entry that depends on w is apart from all others, the repeats persist near w and
+    the w-dependent entries stay single, so the most frequent value is a constant there: mode is locally constant
+    (PyTorch's value and index).  A repeated value held by an entry that depends on w makes mode jump (that entry
+    moving off it changes which value is most frequent): not locally Lipschitz, so it is rejected."""
     a = arr(a)
     if a.ndim == 0:
         return a.copy(), np.zeros((), dtype=np.int64)
@@ -583,13 +585,19 @@ def _mode(a, dim=-1, keepdim=False):
         row = list(a_m[pos])
         order = _exact_order(row, False, "mode")
         vs = [val(row[i]) for i in order]
-        repeated = any(sign(vs[i + 1] - vs[i]) == 0 for i in range(len(vs) - 1))
-        if repeated and any(isinstance(x, Aff) for x in row):
+        equal_next = [sign(vs[i + 1] - vs[i]) == 0 for i in range(len(vs) - 1)]
+        repeated = any(equal_next)
+        # an entry that depends on w and equals another entry: moving it off the shared value changes which
+        # value is most frequent (mode jumps). Repeats among constants only, with every w-dependent entry apart
+        # from all others, stay as they are near w: the mode is then locally constant (a constant's value)
+        shared = {order[i] for i, e in enumerate(equal_next) if e} | {order[i + 1] for i, e in enumerate(equal_next)
+                                                                      if e}
+        if any(isinstance(row[i], Aff) for i in shared):
             raise UnsupportedOpError(
                 "torch.mode on a row with a repeated value that depends on w is discontinuous (moving one entry "
                 "off the repeated value changes which value is most frequent), so it has no Clarke "
                 "subdifferential; use torch.min/torch.max or check at a point where the row's values are distinct")
-        if repeated:  # constants only: PyTorch's value and index, read from the float run when available
+        if repeated:  # repeats among constants: PyTorch's value and index, read from the float run when available
             i = int(np.asarray(fidx)[pos]) if fidx is not None and np.asarray(fidx).shape == out.shape else None
             if i is None or sign(val(row[i]) - val(row[order[0]])) is None:
                 counts = [sum(1 for y in vs if sign(y - x) == 0) for x in vs]
