@@ -367,44 +367,36 @@ void scan_plane(const scalar_t* x, const scalar_t* out, bool* mask, const Geom& 
     }
   }
   // counts, and the mask cleared at saturated maxima: branch-free (ties are frequent, their side unpredictable)
-  const int64_t n = G.Ho * G.Wo;
-  const bool one_sat = sat.size() == 1;
-  const op_t s0 = sat.empty() ? op_t(0) : static_cast<op_t>(sat[0]);
-  const bool s0_exact = !sat.empty() && static_cast<double>(s0) == sat[0];
   int64_t t = 0, q = 0;
-  if (sat.empty() || (one_sat && s0_exact)) {
-    for (int64_t j = 0; j < n; ++j) {
-      const bool tie = mask[j];
-      const bool keep = tie && !(one_sat && ld<scalar_t>(out[j]) == s0);
-      t += tie;
-      q += keep;
-      mask[j] = keep;
-    }
-  } else {
-    for (int64_t j = 0; j < n; ++j) {
-      const bool tie = mask[j];
-      const double m = static_cast<double>(ld<scalar_t>(out[j]));
-      bool saturated = false;
-      for (double v : sat) saturated |= m == v;
-      const bool keep = tie && !saturated;
-      t += tie;
-      q += keep;
-      mask[j] = keep;
-    }
+  for (int64_t j = 0; j < G.Ho * G.Wo; ++j) {
+    const bool tie = mask[j];
+    const double m = static_cast<double>(ld<scalar_t>(out[j]));
+    bool saturated = false;
+    for (double v : sat) saturated |= m == v;
+    const bool keep = tie && !saturated;
+    t += tie;
+    q += keep;
+    mask[j] = keep;
   }
   tied += t;
   positive += q;
+}
+
+// The scans' inputs checked (contiguous 4-d x and out of one dtype) and their pool geometry.
+Geom scan_geom(const at::Tensor& x, const at::Tensor& out, at::IntArrayRef kernel, at::IntArrayRef stride,
+               at::IntArrayRef padding, at::IntArrayRef dilation, const char* name) {
+  TORCH_CHECK(x.dim() == 4 && out.dim() == 4 && x.is_contiguous() && out.is_contiguous() &&
+                  x.scalar_type() == out.scalar_type(),
+              name, ": contiguous x (N, C, H, W) and out (N, C, Ho, Wo) of one dtype");
+  return Geom{x.size(2), x.size(3), out.size(2), out.size(3), kernel[0], kernel[1], stride[0], stride[1],
+              padding[0], padding[1], dilation[0], dilation[1], false};
 }
 
 std::tuple<at::Tensor, at::Tensor> maxpool2d_tie_scan(const at::Tensor& x, const at::Tensor& out,
                                                       at::IntArrayRef kernel, at::IntArrayRef stride,
                                                       at::IntArrayRef padding, at::IntArrayRef dilation,
                                                       at::ArrayRef<double> saturated) {
-  TORCH_CHECK(x.dim() == 4 && out.dim() == 4 && x.is_contiguous() && out.is_contiguous() &&
-                  x.scalar_type() == out.scalar_type(),
-              "maxpool2d_tie_scan: contiguous x (N, C, H, W) and out (N, C, Ho, Wo) of one dtype");
-  Geom G{x.size(2), x.size(3), out.size(2), out.size(3), kernel[0], kernel[1], stride[0], stride[1],
-         padding[0], padding[1], dilation[0], dilation[1], false};
+  const Geom G = scan_geom(x, out, kernel, stride, padding, dilation, "maxpool2d_tie_scan");
   const int64_t planes = x.size(0) * x.size(1);
   at::Tensor mask = at::empty(out.sizes(), out.options().dtype(at::kBool));
   std::vector<int64_t> counts(2 * planes, 0);
@@ -439,11 +431,7 @@ std::tuple<at::Tensor, at::Tensor> maxpool2d_tie_scan_windows(const at::Tensor& 
                                                               at::IntArrayRef kernel, at::IntArrayRef stride,
                                                               at::IntArrayRef padding, at::IntArrayRef dilation,
                                                               at::ArrayRef<double> saturated) {
-  TORCH_CHECK(x.dim() == 4 && out.dim() == 4 && x.is_contiguous() && out.is_contiguous() &&
-                  x.scalar_type() == out.scalar_type(),
-              "maxpool2d_tie_scan_windows: contiguous x (N, C, H, W) and out (N, C, Ho, Wo) of one dtype");
-  Geom G{x.size(2), x.size(3), out.size(2), out.size(3), kernel[0], kernel[1], stride[0], stride[1],
-         padding[0], padding[1], dilation[0], dilation[1], false};
+  const Geom G = scan_geom(x, out, kernel, stride, padding, dilation, "maxpool2d_tie_scan_windows");
   const int64_t C = x.size(1), planes = x.size(0) * C, out_plane = G.Ho * G.Wo;
   const std::vector<double> sat(saturated.begin(), saturated.end());
   // one part per parallel range (contiguous planes): its counts and its (sample, window) pairs, in plane order
@@ -457,24 +445,15 @@ std::tuple<at::Tensor, at::Tensor> maxpool2d_tie_scan_windows(const at::Tensor& 
     const scalar_t* xp = x.const_data_ptr<scalar_t>();
     const scalar_t* op = out.const_data_ptr<scalar_t>();
     const int64_t in_plane = G.H * G.W;
-    // 2x2 windows of stride 2 that tile every plane exactly never cross a plane's edge: a run of planes is then
-    // scanned as one image of their stacked rows (small planes cost no per-plane overhead)
-    const bool stack = G.kh == 2 && G.kw == 2 && G.sh == 2 && G.sw == 2 && G.ph == 0 && G.pw == 0 && G.dh == 1 &&
-                       G.dw == 1 && G.H == 2 * G.Ho && G.W == 2 * G.Wo;
     at::parallel_for(0, planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_plane)), [&](int64_t b, int64_t e) {
       Part part{b, 0, 0, {}};
-      const int64_t run = stack ? e - b : 1;
-      std::unique_ptr<bool[]> mask(new bool[run * out_plane]);
-      Geom Gr = G;
-      Gr.H = run * G.H;
-      Gr.Ho = run * G.Ho;
-      for (int64_t p = b; p < e; p += run) {
-        scan_plane<scalar_t>(xp + p * in_plane, op + p * out_plane, mask.get(), Gr, sat, part.tied, part.positive);
-        for (int64_t j = 0; j < run * out_plane; ++j) {
+      std::unique_ptr<bool[]> mask(new bool[out_plane]);
+      for (int64_t p = b; p < e; ++p) {
+        scan_plane<scalar_t>(xp + p * in_plane, op + p * out_plane, mask.get(), G, sat, part.tied, part.positive);
+        for (int64_t j = 0; j < out_plane; ++j) {
           if (mask[j]) {
-            const int64_t q = p * out_plane + j;  // flat index into out: (sample, channel * Ho * Wo + position)
-            part.pairs.push_back(q / (C * out_plane));
-            part.pairs.push_back(q % (C * out_plane));
+            part.pairs.push_back(p / C);
+            part.pairs.push_back((p % C) * out_plane + j);
           }
         }
       }
