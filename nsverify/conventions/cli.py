@@ -147,6 +147,15 @@ def _default_modes(args) -> list[str]:
     return list(args.modes)
 
 
+def _print_compared(compared: list[str], against, baseline, recorded: str) -> None:
+    """Print :func:`_compare`'s text blocks, or that no recorded run (``recorded``) was there to compare with when
+    the baseline was left to ``auto``."""
+    for text in compared:
+        print("\n" + text)
+    if not against and baseline in ("auto", None):
+        print(f"\nNo recorded {recorded} to compare with.")
+
+
 def _compare(results, against, installed: str, meta: dict, framework: str) -> list[str]:
     """Compare ``results`` with each run of :func:`comparisons` (``against``): the text blocks to print, and
     each comparison's summary recorded in ``meta``."""
@@ -218,10 +227,7 @@ def _cli_jax(args, modes: list[str]) -> int:
             print(f"error: {r[0]} in mode {r[1]} (some dtypes or all): {r[2]}")
         for m in data["missing"]:
             print(f"no JAX counterpart: {m['op']} ({m['reason']})")
-        for text in compared:
-            print("\n" + text)
-        if not against and args.baseline in ("auto", None):
-            print(f"\nNo recorded JAX conventions at or below jax {installed} to compare with.")
+        _print_compared(compared, against, args.baseline, f"JAX conventions at or below jax {installed}")
     return 0
 
 
@@ -279,10 +285,7 @@ def _cli(args) -> int:
         errors = {(r.op, r.mode, r.error): r for r in results if r.rule == "error"}
         for (op, mode, err), r in sorted(errors.items()):  # the 'error' cells of the table: say why
             print(f"error: {op} in mode {mode} ({r.dtype}, {r.device}, and possibly others): {err}")
-        for text in compared:
-            print("\n" + text)
-        if not against and args.baseline in ("auto", None):
-            print(f"\nNo recorded conventions at or below torch {installed} to compare with.")
+        _print_compared(compared, against, args.baseline, f"conventions at or below torch {installed}")
     return 0
 
 

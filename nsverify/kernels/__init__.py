@@ -194,18 +194,14 @@ def tie_counts(x: torch.Tensor, out: torch.Tensor, kernel, stride, padding=(0, 0
     return count
 
 
-def _cpu_scan_ok(*ts) -> bool:
-    """Can the C++ detection kernels read these tensors (CPU, plain, floating; built, not mode reference)?"""
+def cpu_kernels_ok(*ts) -> bool:
+    """Can the C++ monitor kernels (detection, the patch comparison) read these tensors (CPU, plain, floating;
+    built, not mode reference)?"""
     if mode() == "reference" or torch.compiler.is_compiling():
         return False
     if not all(t.device.type == "cpu" and t.dtype in _FLOATS and _plain(t) for t in ts):
         return False
     return loader.cpu_extension().ok
-
-
-def cpu_kernels_ok(*ts) -> bool:
-    """Do the C++ monitor kernels run on these tensors (CPU, floating, built, mode not ``reference``)?"""
-    return _cpu_scan_ok(*ts)
 
 
 def tie_scan(x: torch.Tensor, out: torch.Tensor, kernel, stride, padding=(0, 0), dilation=(1, 1),
@@ -214,7 +210,7 @@ def tie_scan(x: torch.Tensor, out: torch.Tensor, kernel, stride, padding=(0, 0),
     |A_j| >= 2, those whose max is not in saturated]``, ``mask`` = bool (..., Ho, Wo), True at the latter. One read
     of x and out (the C++ kernel on CPU; :func:`tie_counts` and a few elementwise ops elsewhere). Counts stay on
     x's device."""
-    if _cpu_scan_ok(x, out) and x.dim() == 4 and x.is_contiguous() and out.is_contiguous():
+    if cpu_kernels_ok(x, out) and x.dim() == 4 and x.is_contiguous() and out.is_contiguous():
         return torch.ops.nsverify_kernels.maxpool2d_tie_scan(x, out, list(kernel), list(stride), list(padding),
                                                               list(dilation), [float(v) for v in saturated])
     many = tie_counts(x, out, kernel, stride, padding, dilation) >= 2
@@ -229,7 +225,7 @@ def tie_scan_windows(x: torch.Tensor, out: torch.Tensor, kernel, stride, padding
     """:func:`tie_scan` with the Algorithm-2-counted windows as an (n, 2) int64 tensor of (sample, window) pairs
     (window = channel * Ho * Wo + flat output position: ``mask.reshape(N, -1).nonzero()``) instead of the mask;
     the C++ kernel collects them in its pass (no pass over the mask), elsewhere the mask's ``nonzero``."""
-    if _cpu_scan_ok(x, out) and x.dim() == 4 and x.is_contiguous() and out.is_contiguous():
+    if cpu_kernels_ok(x, out) and x.dim() == 4 and x.is_contiguous() and out.is_contiguous():
         return torch.ops.nsverify_kernels.maxpool2d_tie_scan_windows(
             x, out, list(kernel), list(stride), list(padding), list(dilation), [float(v) for v in saturated])
     counts, mask = tie_scan(x, out, kernel, stride, padding, dilation, saturated)
@@ -239,7 +235,7 @@ def tie_scan_windows(x: torch.Tensor, out: torch.Tensor, kernel, stride, padding
 def count_equal(y: torch.Tensor, values) -> torch.Tensor:
     """How many entries of y equal one of ``values`` (0-d int64 on y's device; kink touches), in one read of y."""
     values = [float(v) for v in values]
-    if _cpu_scan_ok(y):
+    if cpu_kernels_ok(y):
         return torch.ops.nsverify_kernels.count_equal(y, values)
     total = torch.zeros((), dtype=torch.int64, device=y.device)
     for v in values:

@@ -23,9 +23,9 @@ from fractions import Fraction
 import numpy as np
 
 from nsverify.errors import NonFiniteError, UnsupportedOpError
-from nsverify.oracle.numbers import NEG_INF, val
+from nsverify.oracle.numbers import NEG_INF
 from nsverify.oracle.ops_linear import arr, filled, matmul
-from nsverify.oracle.ops_smooth import exp, log, rsqrt
+from nsverify.oracle.ops_smooth import log, rsqrt, shifted_exps
 from nsverify.oracle.tensor import op, scalar
 
 F = Fraction
@@ -54,8 +54,8 @@ def _setup(q, k, dropout_p, is_causal, attn_mask, scale):
 
 def _weights(s, allowed):
     """Softmax over the allowed entries of each row (those not masked by ``is_causal`` or a -inf mask entry):
-    (A, logsumexp of each row). A = exp(s - m) / sum exp(s - m) with m the row's largest score, so tied scores
-    give exact weights (exp(0) = 1); a row with no allowed entry raises (PyTorch's kernel gives NaN there)."""
+    (A, logsumexp of each row), with softmax's exact weights at tied scores (:func:`~.ops_smooth.shifted_exps`);
+    a row with no allowed entry raises (PyTorch's kernel gives NaN there)."""
     a = filled(s.shape, F(0))
     lse = np.empty(s.shape[:-1], dtype=object)
     for pos in np.ndindex(*s.shape[:-1]):
@@ -63,12 +63,10 @@ def _weights(s, allowed):
         if not cols:
             raise NonFiniteError("attention row with every key masked: PyTorch's softmax gives NaN there; exact "
                                  "analysis needs finite values")
-        m = max((val(s[pos + (j,)]) for j in cols), key=lambda v: float(v))  # any shift is exact algebraically
-        es = {j: exp(s[pos + (j,)] - m) for j in cols}
-        total = sum(es.values(), F(0))
+        es, total, m = shifted_exps([s[pos + (j,)] for j in cols])
         lse[pos] = log(total) + m
-        for j in cols:
-            a[pos + (j,)] = es[j] / total
+        for j, e in zip(cols, es):
+            a[pos + (j,)] = e / total
     return a, lse
 
 

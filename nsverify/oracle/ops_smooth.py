@@ -250,15 +250,21 @@ def _log_softmax(a, dim, half_to_float=False, safe=False):
     return _by_rows(a, dim, safe, NEG_INF, row)
 
 
+def shifted_exps(xs: list) -> tuple[list, object, object]:
+    """``(es, total, m)``: es = exp(x - m) for each x (0 for -inf, an attention mask), their sum and the shift m,
+    the largest value among the finite entries (at least one). The entries equal to m give exp(0) = 1 exactly,
+    so softmax weights es / total are exact where scores tie (1/n for a row of equal scores)."""
+    m = max((val(x) for x in xs if x is not NEG_INF), key=lambda v: float(v))  # any shift is exact algebraically
+    es = [F(0) if x is NEG_INF else exp(x - m) for x in xs]
+    return es, sum(es, F(0)), m
+
+
 @op("_softmax", "softmax")
 def _softmax(a, dim, half_to_float=False, safe=False):
-    """softmax along ``dim`` as exp(x_i - m) / sum_j exp(x_j - m), m the largest value: the entries equal to m
-    give exp(0) = 1 exactly, so tied scores give exact weights (1/n for a row of equal scores). -inf entries (an
+    """softmax along ``dim`` as exp(x_i - m) / sum_j exp(x_j - m) (:func:`shifted_exps`); -inf entries (an
     attention mask) get weight exactly 0."""
     def row(xs, live):
-        m = max((val(x) for x in live), key=lambda v: float(v))  # any shift is exact algebraically
-        es = [F(0) if x is NEG_INF else exp(x - m) for x in xs]
-        total = sum(es, F(0))
+        es, total, _ = shifted_exps(xs)
         return [e / total for e in es]
 
     return _by_rows(a, dim, safe, F(0), row)

@@ -15,6 +15,7 @@ from fractions import Fraction
 
 import torch
 
+from nsverify import kernels
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
 from nsverify.oracle.park.kinks import ad_side
 from nsverify.registry.windows import pool_window_table
@@ -128,20 +129,21 @@ def algorithm1_layer(
             windows = many.nonzero().tolist()
         rows = torch.as_tensor(windows, dtype=torch.long, device=a.device).reshape(-1, 2)
         wr = win[rows[:, 1]]  # (tied windows, K): each one's entries (flat per sample; -1: padding)
-        vr = torch.where(wr >= 0, af[rows[:, :1], wr.clamp(min=0)], neg)
+        entries = (rows[:, :1], wr.clamp(min=0))  # index of the windows' entries into (B, per sample) tensors
+        vr = torch.where(wr >= 0, af[entries], neg)
         tie = (vr == vr.max(dim=1, keepdim=True).values) & (wr >= 0)
         if len(windows):
+            y_win = yf[entries] if tie_test == "auto" else None  # pre-activations at the windows' entries
             if rho is not None and tie_test == "auto":  # AD derivative of rho at the windows' entries: (n, K)
-                rho_prime = _rho_prime(act, rho, yf[rows[:, :1], wr.clamp(min=0)].detach())
+                rho_prime = _rho_prime(act, rho, y_win)
             else:  # AD derivative of rho at every entry (one cheap backward through the activation)
                 rho_prime = torch.autograd.grad(alpha.sum(), y, retain_graph=True, allow_unused=True)[0]
                 rho_prime = torch.zeros_like(yf) if rho_prime is None else rho_prime.reshape(B, -1)
             if tie_test == "auto":
                 if rho is None:
-                    rho_prime = rho_prime[rows[:, :1], wr.clamp(min=0)]
-                y_entries = None  # the BatchNorm form needs the pre-activations and no kink rows in the layer
-                if affine is not None and affine.bn is not None and not constraints:
-                    y_entries = yf[rows[:, :1], wr.clamp(min=0)]
+                    rho_prime = rho_prime[entries]
+                # the BatchNorm form needs the pre-activations and no kink rows in the layer
+                y_entries = y_win if affine is not None and affine.bn is not None and not constraints else None
                 _pool_constraints_auto(out, constraints, alpha, rows, wr, tie, rho_prime, params_l, params_upto,
                                        max_checks, same_patch, affine, y_entries)
             else:
@@ -302,12 +304,6 @@ def _pool_constraints_jvp(
 _PATCH_OFFSETS: dict = {}
 
 
-def _cpu_kernel(t: torch.Tensor) -> bool:
-    """Can the C++ monitor kernels (:mod:`nsverify.kernels`) read t here?"""
-    from nsverify import kernels
-
-    return kernels.cpu_kernels_ok(t)
-
 
 class AffineRows:
     r"""The rows pi_i = dy_i / dw_l of a layer whose pre-activation y is the output of one ``nn.Conv1d``/``Conv2d``
@@ -402,7 +398,8 @@ class AffineRows:
         equal -- the same output channel and equal values -- or both all zero? :meth:`values` compared, or on the
         CPU the same products compared in one pass of the C++ kernel (no (n, K) temporaries)."""
         scale_i, scale_k = scale_i.to(self.z.dtype), scale_k.to(self.z.dtype)
-        if self.geom is not None and self.z.dtype in (torch.float32, torch.float64) and _cpu_kernel(self.z):
+        fused = self.z.dtype in (torch.float32, torch.float64) and kernels.cpu_kernels_ok(self.z)
+        if self.geom is not None and fused:
             offsets, valid = self._patch_offsets()
             return torch.ops.nsverify_kernels.patch_pairs_equal(
                 self.z, offsets, valid, b, i % self.plane, k % self.plane, self.channels(i), self.channels(k),
@@ -486,17 +483,17 @@ def _pool_constraints_auto(
     bb, si, ii = b[rr], istar[rr], w[rr, kk]
     member = torch.zeros(len(rr), dtype=torch.bool, device=rr.device)
     outside = torch.zeros_like(member)
+    if affine is not None:
+        cs, ci = affine.channels(si), affine.channels(ii)
     if affine is not None and affine.bn is not None:
         # BatchNorm after the conv: the difference form needs equal pre-activations, gamma_c != 0, one channel and
         # no other rows in the layer (first layer, no kink rows); else the exact test decides every pair
-        cs, ci = affine.channels(si), affine.channels(ii)
         sgn = affine.channel_sign(cs)
         ok = (len(params_upto) == len(params_l) and y_entries is not None and bool((cs == ci).all())
               and bool((y_entries[rr, first[rr]] == y_entries[rr, kk]).all()) and bool((sgn != 0).all()))
         if not ok:
             affine = None
     if affine is not None:
-        cs, ci = affine.channels(si), affine.channels(ii)
         scale_s, scale_i = rp[rr, first[rr]], rp[rr, kk]
         if affine.bn is not None:  # the rows' common factor sign(gamma_c) (see AffineRows)
             scale_s, scale_i = scale_s * sgn, scale_i * sgn
@@ -521,20 +518,13 @@ def _pool_constraints_auto(
     if bool(outside.any()):
         q = outside.nonzero().flatten()
         vs, vi = affine.values(bb[q], si[q], scale_s[q]), affine.values(bb[q], ii[q], scale_i[q])
-        one = cs[q] == ci[q]  # both entries in one output channel (always, for a max pool): one set of columns
-        if bool(one.all()):
-            cols = affine.columns(cs[q]).tolist()
-            diff = (vs.to(torch.float64) - vi.to(torch.float64)).tolist()
-            for j, qq in enumerate(q.tolist()):
-                patch_rows[qq] = {c_: v for c_, v in zip(cols[j], diff[j]) if v != 0}
-        else:
-            cols_s, cols_i = affine.columns(cs[q]).tolist(), affine.columns(ci[q]).tolist()
-            val_s, val_i = vs.to(torch.float64).tolist(), vi.to(torch.float64).tolist()
-            for j, qq in enumerate(q.tolist()):
-                row = dict(zip(cols_s[j], val_s[j]))
-                for c_, v in zip(cols_i[j], val_i[j]):
-                    row[c_] = row.get(c_, 0.0) - v
-                patch_rows[qq] = {c_: v for c_, v in row.items() if v != 0}
+        cols_s, cols_i = affine.columns(cs[q]).tolist(), affine.columns(ci[q]).tolist()
+        val_s, val_i = vs.to(torch.float64).tolist(), vi.to(torch.float64).tolist()
+        for j, qq in enumerate(q.tolist()):
+            row = dict(zip(cols_s[j], val_s[j]))
+            for c_, v in zip(cols_i[j], val_i[j]):
+                row[c_] = row.get(c_, 0.0) - v
+            patch_rows[qq] = {c_: v for c_, v in row.items() if v != 0}
     # the exact test for the rest: entries (b, i*) and (b, i) of the open pairs, window by window, within budget
     pair_r = rr.tolist()
     open_pairs = open_.nonzero().flatten().tolist()

@@ -361,7 +361,8 @@ class Monitor:
                 if "a" not in d or d.get("a") is not inp[0]:
                     d.setdefault("y", inp[0])
                     d["a"] = inp[0]
-                    d["kinks"] = self._count_kinks(L, d["y"])
+                    if "kinks" not in d:  # the activation's hook counted them already where there is one
+                        d["kinks"] = self._count_kinks(L, d["y"])
                 d["scan"] = self._scan_pool(L, inp[0], out)  # now, while the pool's input is in the cache
 
         return hook
