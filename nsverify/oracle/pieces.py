@@ -143,7 +143,8 @@ def enumerate_pieces(
         try:
             if time_limit is not None and time.perf_counter() - t0 > time_limit:
                 done = max(len(en.leaves), tracker.pieces if tracker is not None else 0)
-                raise _Limit(f"the time limit of {time_limit:g} s ran out after {done} pieces")
+                stage = getattr(tracker, "stage", None) or "pieces"  # as the hard limit's message says it
+                raise _Limit(f"the time limit of {time_limit:g} s ran out during {stage} after {done} pieces")
             r = ev.pieces_trace(decide)
         except _Limit as e:
             nsites = max(en.branch_sites, _count_sites(en), len(st.decisions), ad_sites(ev))
