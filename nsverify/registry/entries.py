@@ -97,7 +97,8 @@ def hardtanh_for(min_val=-1.0, max_val=1.0, *_) -> Elementwise:
     lo, hi = F(min_val), F(max_val)
     name = "relu6" if (lo, hi) == (0, 6) else "hardtanh"
     return Elementwise(name, ("hardtanh",), None, (lo, hi), (lin(0, lo), lin(1), lin(0, hi)),
-                       get(name).torch_rules, backward=("hardtanh_backward",))
+                       get(name).torch_rules, backward=("hardtanh_backward",),
+                       autograd_nodes=("HardtanhBackward0",))
 
 
 def threshold_for(threshold, value=0, *_) -> Elementwise:
@@ -105,7 +106,7 @@ def threshold_for(threshold, value=0, *_) -> Elementwise:
     with PyTorch's rule (:data:`THRESHOLD_RULES`)."""
     th, v = F(threshold), F(value)
     return Elementwise("threshold", ("threshold",), None, (th,), (lin(0, v), lin(1)), THRESHOLD_RULES,
-                       backward=("threshold_backward",))
+                       backward=("threshold_backward",), autograd_nodes=("ThresholdBackward0",))
 
 
 def clamp_for(lo=None, hi=None, *_) -> Elementwise:
@@ -125,7 +126,8 @@ def clamp_for(lo=None, hi=None, *_) -> Elementwise:
         bps.append(F(hi))
         pieces.append(lin(0, F(hi)))
         sides.append(rules[1])
-    return Elementwise("clamp", ("clamp",), None, tuple(bps), tuple(pieces), tuple(sides))
+    return Elementwise("clamp", ("clamp",), None, tuple(bps), tuple(pieces), tuple(sides),
+                      autograd_nodes=("ClampBackward1",))
 
 
 def elementwise_entries():
@@ -136,7 +138,8 @@ def elementwise_entries():
                       (_const(0), lin(1)), ("left",), doc="max(x, 0); PyTorch: relu'(0) = 0",
                       backward=("threshold_backward",), modules=("ReLU",),
                       functionals=_fn_names("F.relu", "F.relu_", "torch.relu", "torch.relu_", "T.relu", "T.relu_"),
-                      jax="jax.nn.relu(x)")
+                      jax="jax.nn.relu(x)",
+                      autograd_nodes=("ReluBackward0",))
     yield Elementwise("leaky_relu", ("leaky_relu", "leaky_relu_"), tF.leaky_relu, (F(0),),
                       (lin(F(1, 100)), lin(1)), ("left",), kwargs={"negative_slope": 0.01},
                       doc="slope 1/100 below 0; the real slope is not dyadic: in a float dtype the slope "
@@ -148,7 +151,8 @@ def elementwise_entries():
                           ("float32",)),)},
                       backward=("leaky_relu_backward",), modules=("LeakyReLU",),
                       functionals=_fn_names("F.leaky_relu", "F.leaky_relu_"), from_args=leaky_relu_for,
-                      jax="jax.nn.leaky_relu(x, negative_slope=0.01)")
+                      jax="jax.nn.leaky_relu(x, negative_slope=0.01)",
+                      autograd_nodes=("LeakyReluBackward0", "LeakyReluBackward1"))
     yield Elementwise("prelu", ("prelu", "_prelu_kernel"), prelu_fn, (F(0),), (lin(F(1, 4)), lin(1)), ("left",),
                       kwargs={"weight": 0.25}, mode_rules={"jvp": ("right",)}, learnable="weight",
                       doc="x where x > 0, else weight * x, with a learnable weight (one slope, or one per channel: "
@@ -160,20 +164,24 @@ def elementwise_entries():
                       backward=("_prelu_kernel_backward",), modules=("PReLU",),
                       functionals=_fn_names("F.prelu", "torch.prelu", "T.prelu"), from_args=prelu_for,
                       jax_note="JAX has no PReLU: jax.nn has no parametric ReLU (flax and haiku build it from "
-                               "jnp.where or leaky_relu with a learned slope, not a JAX op)")
+                               "jnp.where or leaky_relu with a learned slope, not a JAX op)",
+                      autograd_nodes=("PreluKernelBackward0",))
     yield Elementwise("relu6", ("relu6",), tF.relu6, (F(0), F(6)),
                       (_const(0), lin(1), _const(6)), ("left", "right"), modules=("ReLU6",),
                       functionals=_fn_names("F.relu6"), jax="jax.nn.relu6(x)",
                       doc="min(max(x, 0), 6); PyTorch runs it as hardtanh(x, 0, 6) (aten.hardtanh, "
-                          "hardtanh_backward)")
+                          "hardtanh_backward)",
+                      autograd_nodes=("HardtanhBackward0",))
     yield Elementwise("hardtanh", ("hardtanh", "hardtanh_"), tF.hardtanh, (F(-1), F(1)),
                       (_const(-1), lin(1), _const(1)), ("left", "right"), backward=("hardtanh_backward",),
                       modules=("Hardtanh",), functionals=_fn_names("F.hardtanh", "F.hardtanh_"),
-                      from_args=hardtanh_for, jax="jax.nn.hard_tanh(x)")
+                      from_args=hardtanh_for, jax="jax.nn.hard_tanh(x)",
+                      autograd_nodes=("HardtanhBackward0",))
     yield Elementwise("hardsigmoid", ("hardsigmoid",), tF.hardsigmoid, (F(-3), F(3)),
                       (_const(0), lin(F(1, 6), F(1, 2)), _const(1)), ("left", "right"),
                       backward=("hardsigmoid_backward",), modules=("Hardsigmoid",),
-                      functionals=_fn_names("F.hardsigmoid"), jax="jax.nn.hard_sigmoid(x)")
+                      functionals=_fn_names("F.hardsigmoid"), jax="jax.nn.hard_sigmoid(x)",
+                      autograd_nodes=("HardsigmoidBackward0",))
     yield Elementwise("hardswish", ("hardswish",), tF.hardswish, (F(-3), F(3)),
                       (_const(0), Piece(poly=(F(0), F(1, 2), F(1, 6))), lin(1)), ("left", "right"),
                       doc="x * relu6(x + 3) / 6: derivative at -3 and 3 the inner piece's (-1/2, 3/2) up to torch "
@@ -182,24 +190,28 @@ def elementwise_entries():
                                                note="hardswish's derivative at -3 and 3: -1/2 -> 0 and 3/2 -> 1 "
                                                     "(measured by nsverify releases)"),),
                       backward=("hardswish_backward",), modules=("Hardswish",), functionals=_fn_names("F.hardswish"),
-                      jax="jax.nn.hard_swish(x)")
+                      jax="jax.nn.hard_swish(x)",
+                      autograd_nodes=("HardswishBackward0",))
     yield Elementwise("elu", ("elu",), tF.elu, (F(0),), (_mp_exp_piece(1, 1), lin(1)), ("left",),
                       kwargs={"alpha": 1.0},
                       doc="alpha = 1: both one-sided derivatives are 1 (C^1, a piece boundary, no kink)",
                       backward=("elu_backward",), modules=("ELU",), functionals=_fn_names("F.elu", "F.elu_"),
-                      jax="jax.nn.elu(x, alpha=1.0)")
+                      jax="jax.nn.elu(x, alpha=1.0)",
+                      autograd_nodes=("EluBackward0", "EluBackward1"))
     yield Elementwise("selu", ("selu",), tF.selu, (F(0),),
                       (_mp_exp_piece(SELU_SCALE, SELU_ALPHA), Piece(mp=lambda x: SELU_SCALE * x,
                                                                      dmp=lambda x: SELU_SCALE)),
                       ("left",), doc="left derivative scale*alpha ~ 1.7581, right scale ~ 1.0507 (mpmath); PyTorch "
                                      "runs it as aten.elu with scale arguments",
                       modules=("SELU",), functionals=_fn_names("F.selu", "F.selu_", "torch.selu", "torch.selu_"),
-                      jax="jax.nn.selu(x)")
+                      jax="jax.nn.selu(x)",
+                      autograd_nodes=("EluBackward0", "EluBackward1"))
     yield Elementwise("abs", ("abs", "abs_"), torch.abs, (F(0),), (lin(-1), lin(1)), ("mix=1/2",),
                       doc="PyTorch: abs'(0) = sgn(0) = 0, the even split of -1 and 1 (the minimal-norm element); "
                           "its backward is grad * sgn(x) (aten.sgn, no backward op of its own)",
                       functionals=_fn_names("torch.abs", "torch.abs_", "torch.absolute", "T.abs", "T.abs_"),
-                      jax="jnp.abs(x)")
+                      jax="jnp.abs(x)",
+                      autograd_nodes=("AbsBackward0",))
     yield Elementwise("clamp", ("clamp", "clamp_", "clip"), torch.clamp, (F(0), F(1)),
                       (_const(0), lin(1), _const(1)), ("inside", "inside"), kwargs={"min": 0.0, "max": 1.0},
                       doc="clamp(x, 0, 1) with scalar bounds: derivative 1 at both bounds up to torch 2.13 (unlike "
@@ -207,7 +219,7 @@ def elementwise_entries():
                       rule_changes=(RuleChange("2.14.0", ("inside", "inside"), ("left", "right"),
                                                note="clamp's derivative at its scalar bounds: 1 -> 0"),),
                       functionals=_fn_names("torch.clamp", "torch.clip", "T.clamp", "T.clip"), from_args=clamp_for,
-                      shared_with="clamp_tensor", jax="jnp.clip(x, 0.0, 1.0)")
+                      shared_with="clamp_tensor", jax="jnp.clip(x, 0.0, 1.0)", autograd_nodes=("ClampBackward1",))
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -284,6 +284,10 @@ class Elementwise:
     #: measures); the oracle evaluates the op's ATen ops itself with the actual tensor
     #: (:mod:`nsverify.oracle.ops_kinks`), and Park's layer model, whose activations are fixed functions, declines it
     learnable: str | None = None
+    #: the autograd node classes (``type(y.grad_fn).__name__``) the op's forward calls produce in PyTorch, in-place
+    #: forms included (``ReluBackward0``; relu6 runs as hardtanh: ``HardtanhBackward0``). Readers of the autograd
+    #: graph select the op by them, never by its name
+    autograd_nodes: tuple[str, ...] = ()
 
     kind = "elementwise"
 
@@ -322,6 +326,14 @@ class Elementwise:
         """Is the op a fixed function of its input (no ``learnable`` tensor argument)? Only fixed activations are
         in Park et al.'s network model (Sec. 2.2: ``z_l = sigma_l(y_l)``), its strategies and AD variants."""
         return self.learnable is None
+
+    @property
+    def park_layer(self) -> bool:
+        """Do Park et al.'s layer theorems (Theorems 5 and 8: pointwise activations sigma_l that are fixed and
+        piecewise linear, with a one-sided derivative -- a Bouligand proxy -- at every kink) cover the op under
+        PyTorch's rules? Park's engine, the monitor and the premise checkers select activations by this
+        capability, never by name."""
+        return self.fixed and self.piecewise_linear and self.one_sided_rules()
 
     # ------------------------------------------------------------------------------------------ OpInfo fields
     @property
