@@ -8,12 +8,13 @@ import pytest
 import torch
 from torch import nn
 
+from nsverify.activation import Activation
 from nsverify.errors import UnsupportedOpError
 from nsverify.oracle.park import algorithm1, cone, kinks, rank
 from nsverify.papers.park import premises
 from nsverify.papers.park import table1 as park
 from nsverify.papers.park.conditions import detect
-from nsverify.strategies.netspec import Activation, Pool
+from nsverify.strategies.netspec import Pool
 
 
 @pytest.mark.parametrize(

@@ -113,9 +113,9 @@ def test_functional_relu_and_nondefault_kwargs_are_clear_errors():
 # Cheap detection, Algorithm 2's count, identical receptive fields (issue 15)
 # ------------------------------------------------------------------------------------------------------------------
 from nsverify import kernels  # noqa: E402
+from nsverify.activation import Activation  # noqa: E402
 from nsverify.oracle.park import algorithm1  # noqa: E402
 from nsverify.papers.park import monitor as monitor_mod  # noqa: E402
-from nsverify.strategies.netspec import Activation  # noqa: E402
 
 
 @pytest.mark.parametrize("key, want", [("relu", (0.0,)), ("relu6", (0.0, 6.0)), ("hardtanh", (-1.0, 1.0)),

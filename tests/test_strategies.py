@@ -8,10 +8,11 @@ import torch
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
+from nsverify.activation import Activation
 from nsverify.errors import InexactError, UnknownOpError
 from nsverify.registry import RuleError, Rules, parse_rule
 from nsverify.strategies import devices, dtypes, exact_range_check, near_ties, networks, tie_points, ulp
-from nsverify.strategies.netspec import Activation, check_exact, representable, sum_exact_in
+from nsverify.strategies.netspec import check_exact, representable, sum_exact_in
 
 FAST = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 

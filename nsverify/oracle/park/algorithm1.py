@@ -16,10 +16,10 @@ from fractions import Fraction
 import torch
 
 from nsverify import kernels
+from nsverify.activation import Activation
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
 from nsverify.oracle.park.kinks import ad_side
 from nsverify.registry.windows import pool_window_table
-from nsverify.strategies.netspec import Activation
 
 
 def pool_index_windows(per_sample_shape: tuple, kernel, stride=None, padding=0, dilation=1,

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from nsverify.activation import Activation
 from nsverify.registry.rules import Rule
-from nsverify.strategies.netspec import Activation
 
 
 def common_lambda(act: Activation | str) -> Fraction | None:

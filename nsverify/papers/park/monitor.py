@@ -44,13 +44,13 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from nsverify.activation import Activation
 from nsverify.errors import UnsupportedOpError
 from nsverify.kernels import count_equal, tie_scan_windows
 from nsverify.oracle.park.algorithm1 import AffineRows, algorithm1_layer
 from nsverify.oracle.park.cone import LayerCheck
 from nsverify.oracle.park.rank import full_column_rank
 from nsverify.oracle.park.walk import unsupported, walk
-from nsverify.strategies.netspec import Activation
 
 
 @dataclass
