@@ -13,15 +13,16 @@ so ``import nsverify`` stays cheap (no cvxpy, no mpmath until the oracle is used
 
 See docs/architecture.md for where each concern lives.
 """
-from __future__ import annotations
-
-import importlib
+from importlib import import_module as _import_module
+from importlib.util import find_spec as _find_spec
 
 __version__ = "0.1.0"
 
-from nsverify.errors import NsverifyError
+from nsverify.errors import NonFiniteError, NsverifyError, TooManyPieces, UnknownOpError, UnsupportedOpError
 
-#: public name -> (module, attribute or None for the module itself)
+#: public name -> (module, attribute): the names :data:`__all__` promises. Subpackages are not in it: they are
+#: namespaces, imported by their full name (``import nsverify.registry``); ``nsverify.<subpackage>`` also resolves
+#: on first use, for interactive work.
 _PUBLIC = {
     # the exact oracle
     "check_gradient": ("nsverify.oracle", "check_gradient"),
@@ -33,34 +34,28 @@ _PUBLIC = {
     "parse_rule": ("nsverify.registry.rules", "parse_rule"),
     "Rules": ("nsverify.registry.rules", "Rules"),
     "parse_rules": ("nsverify.registry.rules", "parse_rules"),
-    # subpackages users call directly
-    "oracle": ("nsverify.oracle", None),
-    "registry": ("nsverify.registry", None),
-    "strategies": ("nsverify.strategies", None),
-    "ad": ("nsverify.ad", None),
-    "conventions": ("nsverify.conventions", None),
-    "errors": ("nsverify.errors", None),
-    "report": ("nsverify.report", None),
-    "papers": ("nsverify.papers", None),
-    "optim": ("nsverify.optim", None),
-    "workloads": ("nsverify.workloads", None),
+    # AD variants: one forward, the backward rule of your choice at kinks and ties
+    "backward_rules": ("nsverify.ad", "backward_rules"),
+    # a layer's activation: a registry op with PyTorch's rules, or an AD variant of one
+    "Activation": ("nsverify.ad", "Activation"),
 }
-
-__all__ = ["__version__", "NsverifyError", *_PUBLIC]
+__all__ = ["__version__", "NsverifyError", "UnknownOpError", "UnsupportedOpError", "NonFiniteError", "TooManyPieces",
+           *_PUBLIC]
 
 
 def __getattr__(name):
-    try:
+    if name in _PUBLIC:
         mod, attr = _PUBLIC[name]
-    except KeyError:
+        value = getattr(_import_module(mod), attr)
+    elif not name.startswith("_") and _find_spec(f"nsverify.{name}") is not None:
+        value = _import_module(f"nsverify.{name}")  # a subpackage used as nsverify.<name>
+    else:
         raise AttributeError(
             f"module 'nsverify' has no attribute {name!r}; the public API is: {', '.join(sorted(__all__))} "
-            "(submodules not listed there are internal: import them by their full name)") from None
-    module = importlib.import_module(mod)
-    value = module if attr is None else getattr(module, attr)
+            "(subpackages and modules are imported by their full name, e.g. import nsverify.registry)")
     globals()[name] = value
     return value
 
 
 def __dir__():
-    return sorted(set(globals()) | set(__all__))
+    return sorted(__all__)

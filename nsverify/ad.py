@@ -38,13 +38,16 @@ threads.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from nsverify import kernels, registry
-from nsverify.errors import NsverifyError, UnsupportedOpError
+from nsverify.errors import InexactError, NsverifyError, UnsupportedOpError
 from nsverify.registry import Rule, RuleError, parse_rule
 
 __all__ = [
@@ -760,3 +763,100 @@ def __getattr__(name):
                       stacklevel=2)
         return globals()[_RENAMED[name]]
     raise AttributeError(f"module 'nsverify.ad' has no attribute {name!r}")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A layer's activation: a registry op with PyTorch's rules, or an AD variant of one. Network specifications
+# (nsverify.strategies), Park et al.'s layer engine (nsverify.oracle.park), the monitor and the premise checkers
+# all name a layer's activation this way.
+# --------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Activation:
+    """A pointwise activation: ``identity``, a registry elementwise op with PyTorch's rules at its kinks, or an AD
+    variant of one: the op with its rules in brackets, in the one rule vocabulary
+    (:func:`nsverify.registry.parse_op_rules`).
+
+    ``key`` forms: ``"identity"``, ``"relu"`` (registry name: PyTorch's rules), ``"relu[value=1/2]"`` (one rule
+    for every kink: ReLU'(0) = 1/2, Bertoin et al.'s backprop_s), ``"hardtanh[left,right]"`` (one rule per kink:
+    ``left``, ``right``, ``inside``, ``mix=<lam>`` = (1-lam) left + lam right, ``value=<d>`` or a number).
+    """
+
+    key: str
+
+    def __post_init__(self):
+        if self.key != "identity":
+            self._parsed  # noqa: B018  (validate the key now: unknown ops and rules raise here)
+
+    @cached_property
+    def _parsed(self):
+        return registry.parse_op_rules(self.key)
+
+    @property
+    def base(self) -> str:
+        """The registry op key (or ``identity``)."""
+        return "identity" if self.key == "identity" else self._parsed[0]
+
+    @property
+    def variant(self) -> bool:
+        """Does the key give its own rules (an AD variant), rather than PyTorch's?"""
+        return self.key != "identity" and self._parsed[1] is not None
+
+    @property
+    def rules(self) -> tuple:
+        """The rule AD uses at each kink (:class:`~nsverify.registry.rules.Rule`; PyTorch's unless a variant)."""
+        p = self.primitive()
+        if p is None:
+            return ()
+        return self._parsed[1] if self.variant else p.torch_rules
+
+    def primitive(self):
+        return None if self.base == "identity" else registry.get(self.base)
+
+    @property
+    def breakpoints(self) -> tuple[Fraction, ...]:
+        p = self.primitive()
+        return () if p is None else tuple(p.breakpoints)
+
+    def exact(self, y: Fraction) -> Fraction:
+        p = self.primitive()
+        if p is None:
+            return y
+        piece = p.pieces[p.piece_index(y, +1)]
+        if not piece.exact:
+            raise InexactError(f"activation {self.key!r} has a non-polynomial piece at {y}: no exact value")
+        return Fraction(p.value(y))
+
+    def ad_derivatives(self) -> tuple[Fraction, ...]:
+        """The derivative this activation's AD uses at each breakpoint (exact)."""
+        p = self.primitive()
+        if p is None:
+            return ()
+        return tuple(Fraction(p.kink_derivative(i, r)) for i, r in enumerate(self.rules))
+
+    def flat_low(self) -> Fraction | None:
+        """A point on a constant lowest piece ("dead" region), or None when the activation has none."""
+        p = self.primitive()
+        if p is None or not p.breakpoints:
+            return None
+        if p.pieces[0].constant:
+            return p.breakpoints[0] - 1
+        return None
+
+    def torch_fn(self):
+        if self.key == "identity":
+            return lambda x: x
+        if self.variant:
+            return _variant_fn(self)
+        p = self.primitive()
+        fn, kw = p.torch_fn, dict(p.kwargs)
+        return (lambda x: fn(x, **kw)) if kw else fn
+
+
+def _variant_fn(act: Activation):
+    """AD-variant activations come from :mod:`nsverify.ad`: ReLU through relu_s, the others through
+    piecewise_linear."""
+    if act.base == "relu":
+        s = float(act.ad_derivatives()[0])
+        return lambda x: relu_s(x, s)
+    name, rules = act.base, act.rules
+    return lambda x: piecewise_linear(x, name, rules)

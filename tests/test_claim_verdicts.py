@@ -123,7 +123,7 @@ def test_park_theorem_rows_need_enough_premise_cases(monkeypatch):
 
 def test_algorithm2_counts_only_ties_with_a_positive_max():
     """Park's Algorithm 2 counts |S_j| >= 2 only where the window's max is positive: all-zero windows are out."""
-    from nsverify.activation import Activation
+    from nsverify.ad import Activation
     from nsverify.oracle.park.algorithm1 import algorithm1_layer
 
     w = torch.ones(1, requires_grad=True)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from nsverify.activation import Activation
+from nsverify.ad import Activation
 from nsverify.errors import UnsupportedOpError
 from nsverify.oracle.park import algorithm1, cone, kinks, rank
 from nsverify.papers.park import premises

@@ -113,7 +113,7 @@ def test_functional_relu_and_nondefault_kwargs_are_clear_errors():
 # Cheap detection, Algorithm 2's count, identical receptive fields (issue 15)
 # ------------------------------------------------------------------------------------------------------------------
 from nsverify import kernels  # noqa: E402
-from nsverify.activation import Activation  # noqa: E402
+from nsverify.ad import Activation  # noqa: E402
 from nsverify.oracle.park import algorithm1  # noqa: E402
 from nsverify.papers.park import monitor as monitor_mod  # noqa: E402
 

@@ -8,7 +8,7 @@ import torch
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
-from nsverify.activation import Activation
+from nsverify.ad import Activation
 from nsverify.errors import InexactError, UnknownOpError
 from nsverify.registry import RuleError, Rules, parse_rule
 from nsverify.strategies import devices, dtypes, exact_range_check, near_ties, networks, tie_points, ulp

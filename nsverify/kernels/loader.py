@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-log = logging.getLogger("nsverify.kernels")
+log = logging.getLogger(__package__)  # "nsverify.kernels", the logger the kernels share
 
 SOURCES = [Path(__file__).parent / "cpu" / "maxpool_ties.cpp"]
 #: compiler flags: no fused multiply-add contraction (the kernel must round like PyTorch's separate ops);

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from nsverify.activation import Activation
+from nsverify.ad import Activation
 from nsverify.errors import InexactError
 
 LAYER_KINDS = ("linear", "conv1d", "conv2d")

@@ -16,7 +16,7 @@ from fractions import Fraction
 import torch
 
 from nsverify import kernels
-from nsverify.activation import Activation
+from nsverify.ad import Activation
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
 from nsverify.oracle.park.kinks import ad_side
 from nsverify.registry.windows import pool_window_table

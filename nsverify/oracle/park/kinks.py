@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from nsverify.activation import Activation
+from nsverify.ad import Activation
 from nsverify.registry.rules import Rule
 
 

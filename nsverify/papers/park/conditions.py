@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import torch
 
-from nsverify.activation import Activation
+from nsverify.ad import Activation
 from nsverify.errors import NsverifyError, UnsupportedOpError
 from nsverify.oracle.park.kinks import common_lambda, proxy_in_clarke, proxy_is_bouligand
 from nsverify.oracle.park.walk import unsupported, walk

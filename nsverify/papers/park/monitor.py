@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from nsverify.activation import Activation
+from nsverify.ad import Activation
 from nsverify.errors import UnsupportedOpError
 from nsverify.kernels import count_equal, tie_scan_windows
 from nsverify.oracle.park.algorithm1 import AffineRows, algorithm1_layer
