@@ -31,8 +31,8 @@ _PUBLIC = {
     # the rule vocabulary
     "Rule": ("nsverify.registry.rules", "Rule"),
     "parse_rule": ("nsverify.registry.rules", "parse_rule"),
-    "Rules": ("nsverify.registry.rules", "Rules"),
-    "parse_rules": ("nsverify.registry.rules", "parse_rules"),
+    "Rules": ("nsverify.registry.lookup", "Rules"),
+    "parse_rules": ("nsverify.registry.lookup", "parse_rules"),
     # subpackages users call directly
     "oracle": ("nsverify.oracle", None),
     "registry": ("nsverify.registry", None),

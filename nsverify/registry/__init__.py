@@ -50,6 +50,7 @@ from nsverify.registry.entries import (
 from nsverify.registry.exact import as_fraction_vec, exact_tensor, round_to_dtype
 from nsverify.registry.lookup import (
     ARGUMENT_OPS,
+    Rules,
     convention_ops,
     elementwise_by_aten,
     elementwise_for,
@@ -58,6 +59,7 @@ from nsverify.registry.lookup import (
     parse_kink_rules,
     parse_op_rule,
     parse_op_rules,
+    parse_rules,
     recorded_violations,
     selection_rule_for,
     single_rule,
@@ -65,7 +67,7 @@ from nsverify.registry.lookup import (
     violation,
     violation_records,
 )
-from nsverify.registry.rules import Rule, RuleError, Rules, parse_rule, parse_rules, rule_names
+from nsverify.registry.rules import Rule, RuleError, parse_rule, renamed_rules_argument, rule_names
 from nsverify.registry.table import (
     PRIMITIVES,
     by_aten,
@@ -108,7 +110,7 @@ from nsverify.registry.windows import (
 )
 
 __all__ = [
-    "Rule", "RuleError", "parse_rule", "rule_names", "Rules", "parse_rules", "parse_op_rule",
+    "Rule", "RuleError", "parse_rule", "rule_names", "Rules", "parse_rules", "parse_op_rule", "renamed_rules_argument",
     "Elementwise", "Selection", "TieCase", "Violation", "Piece", "Primitive", "Window", "lin", "selection_case",
     "PRIMITIVES", "register", "unregister", "registered", "version", "get", "names", "by_aten", "op_key",
     "by_module", "module_instance", "by_functional", "functional_name", "elementwise_by_aten", "hardtanh_for",
