@@ -69,6 +69,7 @@ from nsverify.registry.lookup import (
 )
 from nsverify.registry.rules import Rule, RuleError, parse_rule, renamed_rules_argument, rule_names
 from nsverify.registry.table import (
+    KINDS,
     PRIMITIVES,
     by_aten,
     by_functional,
@@ -79,11 +80,13 @@ from nsverify.registry.table import (
     op_key,
     register,
     registered,
+    select,
     unregister,
     version,
 )
 from nsverify.registry.types import (
     AD_MODES,
+    CAPABILITIES,
     Elementwise,
     Piece,
     Primitive,
@@ -112,7 +115,8 @@ from nsverify.registry.windows import (
 __all__ = [
     "Rule", "RuleError", "parse_rule", "rule_names", "Rules", "parse_rules", "parse_op_rule", "renamed_rules_argument",
     "Elementwise", "Selection", "TieCase", "Violation", "Piece", "Primitive", "Window", "lin", "selection_case",
-    "PRIMITIVES", "register", "unregister", "registered", "version", "get", "names", "by_aten", "op_key",
+    "PRIMITIVES", "KINDS", "CAPABILITIES", "select", "register", "unregister", "registered", "version", "get", "names",
+    "by_aten", "op_key",
     "by_module", "module_instance", "by_functional", "functional_name", "elementwise_by_aten", "hardtanh_for",
     "leaky_relu_for", "prelu_for", "threshold_for",
     "torch_rule", "elementwise_for", "clamp_for", "selection_rule_for", "parse_conventions", "parse_kink_rules",
