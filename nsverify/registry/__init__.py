@@ -20,17 +20,22 @@ case they describe.
 Modules: :mod:`~nsverify.registry.rules` (the rule vocabulary), :mod:`~nsverify.registry.types` (entry types),
 :mod:`~nsverify.registry.windows` (selection windows, Bouligand pieces, pooling windows),
 :mod:`~nsverify.registry.exact` (exact inputs per dtype), :mod:`~nsverify.registry.entries` (the entries),
-:mod:`~nsverify.registry.table` (registration, scoped with :func:`registered`; lookup by name, ATen op
-(:func:`by_aten`), ``torch.nn`` module (:func:`by_module`, :func:`module_instance`) and functional form
-(:func:`by_functional`)) and :mod:`~nsverify.registry.lookup` (rules by op, ops built from their ATen arguments
-(:func:`elementwise_for`, :func:`elementwise_by_aten`), the rule of one op key, violations).
+:mod:`~nsverify.registry.table` (registration, scoped with :func:`registered`; selection by capability,
+:func:`select`; lookup by name, ATen op (:func:`by_aten`), ``torch.nn`` module (:func:`by_module`,
+:func:`module_instance`) and functional form (:func:`by_functional`)), :mod:`~nsverify.registry.lookup` (rules by
+op, the mapping op -> rule :class:`Rules` with :func:`parse_rules`, ops built from their ATen arguments
+(:func:`elementwise_for`, :func:`elementwise_by_aten`), the rule of one op key, violations) and
+:mod:`~nsverify.registry.docs` (the docs' blocks generated from the table: ``python -m nsverify.registry docs
+--write``). The modules form a DAG, lowest first: rules, exact, windows, types, table, entries, lookup, docs.
 
 Each elementwise entry is the op's one record, OpInfo-style: its ATen forward and backward ops, ``nn`` modules,
 functional forms, the instance of an ATen call's arguments, its exact forward and backward (the pieces) and the
 families derived from them (:attr:`Elementwise.exact`, :attr:`Elementwise.piecewise_linear`,
 :meth:`Elementwise.one_sided_rules`, :meth:`Elementwise.common_lambda`). The oracle dispatches the ATen ops of
 the exact entries, the conventions matrix measures every entry, the strategies draw the exact ones as
-activations: a new elementwise activation is one entry.
+activations. Every entry states its capabilities (:data:`CAPABILITIES`: fixed or learnable, exact, piecewise
+linear, one-sided rules, Park et al.'s layer theorems, autograd nodes, JAX) and consumers select entries by them
+with :func:`select`, never by an op's name: a new elementwise activation is one entry (and its test).
 """
 from __future__ import annotations
 
