@@ -32,8 +32,8 @@ _PUBLIC = {
     # the rule vocabulary
     "Rule": ("nsverify.registry.rules", "Rule"),
     "parse_rule": ("nsverify.registry.rules", "parse_rule"),
-    "Rules": ("nsverify.registry.rules", "Rules"),
-    "parse_rules": ("nsverify.registry.rules", "parse_rules"),
+    "Rules": ("nsverify.registry.lookup", "Rules"),
+    "parse_rules": ("nsverify.registry.lookup", "parse_rules"),
     # AD variants: one forward, the backward rule of your choice at kinks and ties
     "backward_rules": ("nsverify.ad", "backward_rules"),
     # a layer's activation: a registry op with PyTorch's rules, or an AD variant of one

@@ -1,88 +1,73 @@
-"""The docs' op lists are the registry's: docs/registry.md's table of entries, docs/oracle.md's supported ops and
-README's op count are regenerated here from the registry (and the oracle's dispatch table) and compared with the
-text, so they cannot drift. On a failure the message prints the block to paste between the markers."""
+"""The docs' op lists are the registry's: docs/registry.md's tables of entries and capabilities, docs/oracle.md's
+registry ops and README's op count and list are blocks generated from the registry
+(:mod:`nsverify.registry.docs`) between ``<!-- registry:NAME begin/end -->`` markers; this test fails, naming
+the command that regenerates them (``python -m nsverify.registry docs --write``), when one is stale. docs/oracle.md's
+list of the ATen ops the interpreter evaluates beyond the registry's is the oracle's dispatch table (the registry,
+a lower layer, never imports the oracle), checked here too."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from nsverify import registry
 from nsverify.oracle.tensor import OPS, supported_ops
+from nsverify.registry import docs
+from nsverify.registry.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[1]
-BEGIN = "<!-- generated from the registry by tests/test_docs_ops.py: {name} -->"
-END = "<!-- end of generated block: {name} -->"
+ORACLE_BEGIN, ORACLE_END = "<!-- oracle:aten-ops begin -->", "<!-- oracle:aten-ops end -->"
 
 
 def _names(xs) -> str:
     return ", ".join(f"`{x}`" for x in xs) if xs else "-"
 
 
-def registry_table() -> str:
-    """docs/registry.md's table of entries: each entry's ATen forward and backward ops, nn modules, functional
-    forms and the families derived from its pieces (the families that do not depend on the torch release)."""
-    lines = ["| op | kind | ATen ops (backward ops) | `torch.nn` modules | functional forms | pieces |",
-             "|---|---|---|---|---|---|"]
-    for name in registry.names():
-        e = registry.get(name)
-        if e.kind == "elementwise":
-            aten = _names(e.aten_forward) + (f" ({_names(e.backward)})" if e.backward else "")
-            fams = ["exact" if e.exact else "mpmath"]
-            if e.piecewise_linear:
-                fams.append("piecewise linear")
-            fams.append(f"{len(e.kinks)} kink{'s' if len(e.kinks) != 1 else ''}")
-            fns = _names([f.replace("torch.nn.functional.", "F.").replace("torch.Tensor.", "Tensor.")
-                          for f in e.functionals])
-            lines.append(f"| `{name}` | elementwise | {aten} | {_names(e.modules)} | {fns} | {', '.join(fams)} |")
-        else:
-            lines.append(f"| `{name}` | selection | {_names(e.aten)} | - | - | ties ({e.packing} input) |")
-    return "\n".join(lines)
+def _current(path: str):
+    stale = [f for f in docs.stale(ROOT) if f == path]
+    assert not stale, docs.check_message(stale)
 
 
-def oracle_lists() -> str:
-    """docs/oracle.md's supported ops: the registry's nonsmooth ops as the oracle evaluates them, every ATen op of
-    the dispatch table, and the ops it rejects by name."""
-    ew = [registry.get(n) for n in registry.names("elementwise")]
-    exact = [e.name for e in ew if e.exact] + list(registry.ARGUMENT_OPS)
-    inexact = [e.name for e in ew if not e.exact]
+def oracle_aten_lists() -> str:
+    """docs/oracle.md's ATen lists: every ATen op the interpreter evaluates that no registry entry names (an
+    entry's ATen ops are in docs/registry.md's table, so adding an entry changes no oracle list), and the ops it
+    rejects by name."""
+    from_registry = {a for e in registry.select() for a in (*e.aten, *getattr(e, "backward", ()))}
+    others = [n for n in supported_ops() if n not in from_registry]
     rejected = sorted(k for k, f in OPS.items() if getattr(f, "unsupported", False))
     return "\n".join([
-        f"* **elementwise ops with kinks** (registry entries, evaluated exactly from their pieces): {_names(exact)};"
-        f" registry entries with non-polynomial pieces, not evaluated: {_names(inexact)};",
-        f"* **selections** (registry entries; ties decided by the tie rules): {_names(registry.names('selection'))};",
-        f"* **every ATen op the interpreter evaluates** (`supported_ops()`, backward ops included; in-place "
-        f"overloads such as `relu_` follow their op): {_names(supported_ops())};",
+        f"* **every other ATen op the interpreter evaluates** (`supported_ops()` without the registry entries' "
+        f"ATen ops, which docs/registry.md lists; backward ops included; in-place overloads such as `relu_` follow "
+        f"their op): {_names(others)};",
         f"* **rejected by name** (`UnsupportedOpError`: no interval rule yet): {_names(rejected)}.",
     ])
 
 
-def _block(path: Path, name: str) -> str | None:
-    text = path.read_text(encoding="utf-8")
-    m = re.search(re.escape(BEGIN.format(name=name)) + r"\n(.*?)\n" + re.escape(END.format(name=name)), text, re.S)
-    return None if m is None else m.group(1)
-
-
-def _check(path: Path, name: str, expected: str):
-    got = _block(path, name)
-    wrap = f"{BEGIN.format(name=name)}\n{expected}\n{END.format(name=name)}"
-    assert got == expected, (f"{path.relative_to(ROOT)}: the {name!r} list is not the registry's. Replace the block "
-                             f"between the markers (add them if missing) with:\n\n{wrap}\n")
-
-
 def test_registry_doc_lists_every_entry():
-    _check(ROOT / "docs" / "registry.md", "entries", registry_table())
+    _current("docs/registry.md")
+    text = (ROOT / "docs" / "registry.md").read_text(encoding="utf-8")
+    for name in registry.names():
+        assert f"| `{name}` |" in text
 
 
 def test_oracle_doc_lists_the_supported_ops():
-    _check(ROOT / "docs" / "oracle.md", "supported ops", oracle_lists())
+    _current("docs/oracle.md")
+    text = (ROOT / "docs" / "oracle.md").read_text(encoding="utf-8")
+    m = re.search(re.escape(ORACLE_BEGIN) + r"\n(.*?)\n" + re.escape(ORACLE_END), text, re.S)
+    expected = oracle_aten_lists()
+    assert m is not None and m.group(1) == expected, (
+        f"docs/oracle.md: the oracle's ATen lists are not its dispatch table's. Replace the block between "
+        f"{ORACLE_BEGIN} and {ORACLE_END} with:\n\n{expected}\n")
 
 
 def test_readme_op_count_is_the_registry_size():
+    _current("README.md")
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    counts = re.findall(r"one table of nonsmooth primitives\*\* \((\d+) ops", text)
-    n = len(registry.names())
-    assert counts == [str(n)], (f"README.md's `nsverify.registry` row should say '({n} ops' (the registry has {n} "
-                                f"entries: {', '.join(registry.names())}); it says {counts}")
+    counts = re.findall(r"<!-- registry:ops begin -->(\d+) ops", text)
+    assert counts == [str(len(registry.names()))]
 
 
 def test_no_doc_names_a_module_that_is_gone():
@@ -90,3 +75,74 @@ def test_no_doc_names_a_module_that_is_gone():
     text = (ROOT / "docs" / "oracle.md").read_text(encoding="utf-8")
     for m in sorted(set(re.findall(r"`(\w+\.py)`", text))):
         assert list((ROOT / "nsverify").rglob(m)), f"docs/oracle.md names `{m}`, which no module of nsverify is"
+
+
+def _copy_docs(tmp_path: Path) -> Path:
+    for rel in dict.fromkeys(b.path for b in docs.BLOCKS):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text((ROOT / rel).read_text(encoding="utf-8"), encoding="utf-8")
+    return tmp_path
+
+
+def test_docs_check_names_the_stale_file_and_the_command(tmp_path, capsys):
+    root = _copy_docs(tmp_path)
+    readme = root / "README.md"
+    readme.write_text(re.sub(r"(<!-- registry:ops begin -->)\d+ ops", r"\g<1>3 ops", readme.read_text()))
+    assert main(["docs", "--check", "--root", str(root)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "README.md: the registry's generated blocks are stale; run python -m nsverify.registry docs --write"
+    assert main(["docs", "--write", "--root", str(root)]) == 0
+    assert "rewrote README.md" in capsys.readouterr().out
+    assert main(["docs", "--check", "--root", str(root)]) == 0
+    assert readme.read_text() == (ROOT / "README.md").read_text()
+
+
+def test_docs_write_follows_a_registered_entry(tmp_path):
+    """Adding an entry changes the registry's blocks, and the command regenerates them: no doc is pasted by hand."""
+    import dataclasses
+
+    root = _copy_docs(tmp_path)
+    twin = dataclasses.replace(registry.get("relu"), name="relu_twin", aten=(), backward=(), modules=(),
+                               functionals=(), autograd_nodes=("TwinBackward0",))
+    with registry.registered(twin):
+        assert set(docs.stale(root)) == {"docs/registry.md", "docs/oracle.md", "README.md"}
+        docs.write(root)
+        assert docs.stale(root) == []
+        assert "| `relu_twin` | elementwise | yes |" in (root / "docs" / "registry.md").read_text()
+    assert set(docs.stale(root)) == {"docs/registry.md", "docs/oracle.md", "README.md"}
+
+
+def test_a_missing_marker_is_a_clear_error(tmp_path, capsys):
+    root = _copy_docs(tmp_path)
+    oracle = root / "docs" / "oracle.md"
+    oracle.write_text(oracle.read_text().replace("<!-- registry:oracle-entries end -->", ""))
+    assert main(["docs", "--check", "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "docs/oracle.md: expected one block between <!-- registry:oracle-entries begin -->" in err
+    assert "found 0" in err and "docs --write" in err
+
+
+def test_the_command_line_is_helpful(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "docs" in out and "select" in out
+    assert main(["doc", "--write"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'doc'" in err and "--help" in err and err.count("\n") == 1
+    assert main([]) == 2
+    assert "give a command: docs or select" in capsys.readouterr().err
+    assert main(["docs"]) == 2
+    assert "one of the arguments --write --check is required" in capsys.readouterr().err
+    assert main(["select", "park=true"]) == 2
+    assert "unknown capabilities ['park']" in capsys.readouterr().err
+    assert main(["select", "--kind", "elementwise", "park_layer=true"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == [e.name for e in registry.select("elementwise", park_layer=True)]
+
+
+def test_python_dash_m_runs_the_command():
+    r = subprocess.run([sys.executable, "-m", "nsverify.registry", "docs", "--check"], cwd=ROOT,
+                       capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""}, timeout=300)
+    assert r.returncode == 0, r.stderr

@@ -59,9 +59,10 @@ def versions() -> dict:
 
 def missing(ops: Sequence[str] | None = None) -> list[dict]:
     """The registry ops (of ``ops``, default all) without a JAX counterpart, each with the entry's reason."""
-    names = list(ops) if ops else registry.names()
-    return [{"op": n, "reason": registry.get(n).jax_note or "no JAX expression recorded in the registry"}
-            for n in names if registry.get(n).jax is None]
+    without = {e.name for e in registry.select(jax=False)}
+    wanted = [registry.get(n) for n in ops] if ops else registry.select()  # an unknown op raises UnknownOpError
+    return [{"op": e.name, "reason": e.jax_note or "no JAX expression recorded in the registry"}
+            for e in wanted if e.name in without]
 
 
 def exact_array(values: Sequence, dtype: str, shape=None):

@@ -135,12 +135,10 @@ def selection_cases(entry: registry.Selection, framework: str = "torch") -> list
 def build_cases(ops: Sequence[str] | None = None, framework: str = "torch") -> list[Case]:
     """The cases of ``ops`` (default: every registry op) with the op of ``framework`` ("torch", "jax"); an op
     without a JAX counterpart has no JAX cases (:func:`nsverify.conventions.jax_matrix.missing` lists it)."""
-    names = list(ops) if ops else registry.names()
+    measured = {e.name for e in (registry.select(jax=True) if framework == "jax" else registry.select())}
+    wanted = [registry.get(n) for n in ops] if ops else registry.select()  # an unknown op raises UnknownOpError
     cases = []
-    for name in names:
-        entry = registry.get(name)
-        if framework == "jax" and entry.jax is None:
-            continue
+    for entry in (e for e in wanted if e.name in measured):
         cases += (elementwise_cases if entry.kind == "elementwise" else selection_cases)(entry, framework)
     return cases
 

@@ -52,7 +52,7 @@ from nsverify.oracle.context import Ctx
 from nsverify.oracle.numbers import JET_ORDER, Aff, Jet, grad, is_lin, val
 from nsverify.oracle.prepass import OpSurvey
 from nsverify.oracle.tensor import ExactTensor, evaluates, rewrite_hint, to_exact_array
-from nsverify.registry.rules import parse_rules, renamed_rules_argument
+from nsverify.registry import parse_rules, renamed_rules_argument
 
 F = Fraction
 

@@ -20,17 +20,22 @@ case they describe.
 Modules: :mod:`~nsverify.registry.rules` (the rule vocabulary), :mod:`~nsverify.registry.types` (entry types),
 :mod:`~nsverify.registry.windows` (selection windows, Bouligand pieces, pooling windows),
 :mod:`~nsverify.registry.exact` (exact inputs per dtype), :mod:`~nsverify.registry.entries` (the entries),
-:mod:`~nsverify.registry.table` (registration, scoped with :func:`registered`; lookup by name, ATen op
-(:func:`by_aten`), ``torch.nn`` module (:func:`by_module`, :func:`module_instance`) and functional form
-(:func:`by_functional`)) and :mod:`~nsverify.registry.lookup` (rules by op, ops built from their ATen arguments
-(:func:`elementwise_for`, :func:`elementwise_by_aten`), the rule of one op key, violations).
+:mod:`~nsverify.registry.table` (registration, scoped with :func:`registered`; selection by capability,
+:func:`select`; lookup by name, ATen op (:func:`by_aten`), ``torch.nn`` module (:func:`by_module`,
+:func:`module_instance`) and functional form (:func:`by_functional`)), :mod:`~nsverify.registry.lookup` (rules by
+op, the mapping op -> rule :class:`Rules` with :func:`parse_rules`, ops built from their ATen arguments
+(:func:`elementwise_for`, :func:`elementwise_by_aten`), the rule of one op key, violations) and
+:mod:`~nsverify.registry.docs` (the docs' blocks generated from the table: ``python -m nsverify.registry docs
+--write``). The modules form a DAG, lowest first: rules, exact, windows, types, table, entries, lookup, docs.
 
 Each elementwise entry is the op's one record, OpInfo-style: its ATen forward and backward ops, ``nn`` modules,
 functional forms, the instance of an ATen call's arguments, its exact forward and backward (the pieces) and the
 families derived from them (:attr:`Elementwise.exact`, :attr:`Elementwise.piecewise_linear`,
 :meth:`Elementwise.one_sided_rules`, :meth:`Elementwise.common_lambda`). The oracle dispatches the ATen ops of
 the exact entries, the conventions matrix measures every entry, the strategies draw the exact ones as
-activations: a new elementwise activation is one entry.
+activations. Every entry states its capabilities (:data:`CAPABILITIES`: fixed or learnable, exact, piecewise
+linear, one-sided rules, Park et al.'s layer theorems, autograd nodes, JAX) and consumers select entries by them
+with :func:`select`, never by an op's name: a new elementwise activation is one entry (and its test).
 """
 from __future__ import annotations
 
@@ -50,6 +55,7 @@ from nsverify.registry.entries import (
 from nsverify.registry.exact import as_fraction_vec, exact_tensor, round_to_dtype
 from nsverify.registry.lookup import (
     ARGUMENT_OPS,
+    Rules,
     convention_ops,
     elementwise_by_aten,
     elementwise_for,
@@ -58,6 +64,7 @@ from nsverify.registry.lookup import (
     parse_kink_rules,
     parse_op_rule,
     parse_op_rules,
+    parse_rules,
     recorded_violations,
     selection_rule_for,
     single_rule,
@@ -65,8 +72,9 @@ from nsverify.registry.lookup import (
     violation,
     violation_records,
 )
-from nsverify.registry.rules import Rule, RuleError, Rules, parse_rule, parse_rules, rule_names
+from nsverify.registry.rules import Rule, RuleError, parse_rule, renamed_rules_argument, rule_names
 from nsverify.registry.table import (
+    KINDS,
     PRIMITIVES,
     by_aten,
     by_functional,
@@ -77,11 +85,13 @@ from nsverify.registry.table import (
     op_key,
     register,
     registered,
+    select,
     unregister,
     version,
 )
 from nsverify.registry.types import (
     AD_MODES,
+    CAPABILITIES,
     Elementwise,
     Piece,
     Primitive,
@@ -108,9 +118,10 @@ from nsverify.registry.windows import (
 )
 
 __all__ = [
-    "Rule", "RuleError", "parse_rule", "rule_names", "Rules", "parse_rules", "parse_op_rule",
+    "Rule", "RuleError", "parse_rule", "rule_names", "Rules", "parse_rules", "parse_op_rule", "renamed_rules_argument",
     "Elementwise", "Selection", "TieCase", "Violation", "Piece", "Primitive", "Window", "lin", "selection_case",
-    "PRIMITIVES", "register", "unregister", "registered", "version", "get", "names", "by_aten", "op_key",
+    "PRIMITIVES", "KINDS", "CAPABILITIES", "select", "register", "unregister", "registered", "version", "get", "names",
+    "by_aten", "op_key",
     "by_module", "module_instance", "by_functional", "functional_name", "elementwise_by_aten", "hardtanh_for",
     "leaky_relu_for", "prelu_for", "threshold_for",
     "torch_rule", "elementwise_for", "clamp_for", "selection_rule_for", "parse_conventions", "parse_kink_rules",

@@ -240,27 +240,28 @@ def selection_entries():
     yield Selection("maximum", ("maximum", "fmax"), lambda t: torch.maximum(t[0], t[1]), "even", lambda: (
         case("x == y", [1, 0, 2, 1, 3, 2], (2, 3), pair(3, "max"), "even", cotangent=[1, 2, 3]),),
         packing="pair", doc="torch.maximum(x, y): 1/2 to each side at x == y",
-        jax="jnp.maximum(x[0], x[1])")
+        jax="jnp.maximum(x[0], x[1])", autograd_nodes=("MaximumBackward0", "FmaxBackward0"))
     yield Selection("minimum", ("minimum", "fmin"), lambda t: torch.minimum(t[0], t[1]), "even", lambda: (
         case("x == y", [1, 0, 2, 1, -3, 2], (2, 3), pair(3, "min"), "even", cotangent=[1, 2, 3]),),
-        packing="pair", jax="jnp.minimum(x[0], x[1])")
+        packing="pair", jax="jnp.minimum(x[0], x[1])", autograd_nodes=("MinimumBackward0", "FminBackward0"))
     # --- full reductions: even split
-    for name, fn, d in [("amax", torch.amax, "max"), ("amin", torch.amin, "min"), ("max", torch.max, "max"),
-                        ("min", torch.min, "min")]:
+    for name, fn, d, node in [("amax", torch.amax, "max", "AmaxBackward0"),
+                              ("amin", torch.amin, "min", "AminBackward0"),
+                              ("max", torch.max, "max", "MaxBackward1"), ("min", torch.min, "min", "MinBackward1")]:
         yield Selection(name, (name,), (lambda f: lambda t: f(t))(fn), "even", _reduction_cases(d),
                         doc=f"torch.{name}(x), full reduction: even split over the tie set (minimal norm)",
-                        jax=f"jnp.{d}(x)")
+                        jax=f"jnp.{d}(x)", autograd_nodes=(node,))
     # --- reductions along a dim: first index
     rows = lambda r, c, d: [W(tuple(i * c + j for j in range(c)), 0, d) for i in range(r)]  # noqa: E731
     yield Selection("max_dim", ("max.dim",), lambda t: torch.max(t, 1).values, "first", lambda: (
         case("ties in rows", [1, 1, 0, 2, 0, 2], (2, 3), rows(2, 3, "max"), "first", cotangent=[1, 2]),
         case("all tied", [0, 0, 0, 0], (1, 4), rows(1, 4, "max"), "first")),
         kwargs={"dim": 1}, doc="torch.max(x, dim): the first maximal index",
-        jax="jnp.max(x, axis=1)")
+        jax="jnp.max(x, axis=1)", autograd_nodes=("MaxBackward0",))
     yield Selection("min_dim", ("min.dim",), lambda t: torch.min(t, 1).values, "first", lambda: (
         case("ties in rows", [1, 1, 2, 0, 3, 0], (2, 3), rows(2, 3, "min"), "first", cotangent=[1, 2]),),
         kwargs={"dim": 1}, doc="torch.min(x, dim): the first minimal index",
-        jax="jnp.min(x, axis=1)")
+        jax="jnp.min(x, axis=1)", autograd_nodes=("MinBackward0",))
     yield Selection("median", ("median",), lambda t: torch.median(t), "even", lambda: (
         case("3 tied at the median", [1, 1, 1, 2], (4,), [W((0, 1, 2, 3), 1, "min")], "even",
              violations=(_THIRD,)),
@@ -268,13 +269,13 @@ def selection_entries():
         doc="torch.median(x) (lower median): even split over the entries equal to it (measured, torch 2.13); "
             "JAX: jnp.quantile(x, 0.5, method='lower'), the same function (jnp.median averages the two middle "
             "entries of an even count: another function)",
-        jax="jnp.quantile(x, 0.5, method='lower')")
+        jax="jnp.quantile(x, 0.5, method='lower')", autograd_nodes=("MedianBackward0",))
     yield Selection("median_dim", ("median.dim",), lambda t: torch.median(t, 1).values, "first", lambda: (
         case("3 tied", [1, 1, 1], (1, 3), [W((0, 1, 2), 1, "min")], "first"),
         case("3 tied among 5", [2, 1, 1, 1, 0], (1, 5), [W((0, 1, 2, 3, 4), 2, "min")], "first")),
         kwargs={"dim": 1}, doc="torch.median(x, dim): the gradient goes to the returned index, the one a "
                               "stable ascending sort puts at the median rank (measured on CPU, torch 2.13)",
-        jax="jnp.quantile(x, 0.5, axis=1, method='lower')")
+        jax="jnp.quantile(x, 0.5, axis=1, method='lower')", autograd_nodes=("MedianBackward1",))
     # --- pooling: first index in row-major window order, overlapping windows accumulate
     yield Selection("max_pool1d", ("max_pool1d", "max_pool1d_with_indices"),
                     lambda t: tF.max_pool1d(t.reshape(1, 1, -1), 2, stride=1).flatten(), "first", lambda: (
@@ -286,33 +287,36 @@ def selection_entries():
                     kwargs={"kernel_size": 2, "stride": 1},
                     doc="F.max_pool1d; when its input requires grad PyTorch runs it as max_pool2d_with_indices, "
                         "so the oracle sees (and keys) it as max_pool2d",
-                    jax="lax.reduce_window(x, -jnp.inf, lax.max, (2,), (1,), 'VALID')")
+                    jax="lax.reduce_window(x, -jnp.inf, lax.max, (2,), (1,), 'VALID')",
+                    autograd_nodes=("MaxPool2DWithIndicesBackward0",))
     yield Selection("max_pool2d", ("max_pool2d", "max_pool2d_with_indices", "max_pool3d",
                                    "max_pool3d_with_indices"), _max_pool2d_case_fn, "first",
                     _max_pool2d_cases, doc="first index in row-major window order; overlapping windows add "
                     "up. Also the key of ATen's 3-d max pool (the same first-index rule). torch_fn(t, geom=...) "
                     "takes the case's geometry (case.extra); JAX: lax.reduce_window with lax.max",
-                    jax=JAX_MAX_POOL2D)
+                    jax=JAX_MAX_POOL2D,
+                    autograd_nodes=("MaxPool2DWithIndicesBackward0", "MaxPool3DWithIndicesBackward0"))
     yield Selection("adaptive_max_pool2d", ("adaptive_max_pool2d", "adaptive_max_pool1d"),
                     lambda t: tF.adaptive_max_pool2d(t.reshape(1, 1, 3, 3), 2).flatten(), "first", lambda: (
                         case("3x3 -> 2x2 (overlapping) all tied", [0] * 9, (3, 3), _adaptive_windows_2d(3, 2),
                              "first", cotangent=[1, 2, 3, 1]),),
                     kwargs={"output_size": 2}, doc="F.adaptive_max_pool1d runs as adaptive_max_pool2d",
                     jax_note="JAX has no adaptive pooling: neither jax.lax, jax.numpy nor jax.nn has one (the "
-                             "windows would be hand-built reduce_window calls, not a JAX op)")
+                             "windows would be hand-built reduce_window calls, not a JAX op)",
+                    autograd_nodes=("AdaptiveMaxPool2DBackward0",))
     # --- sort / topk
     yield Selection("sort", ("sort",), lambda t: torch.sort(t).values, "first", lambda: (
         case("3 tied", [1, 0, 1, 1], (4,), [W((0, 1, 2, 3), r, "min") for r in range(4)], "first",
              cotangent=[1, 2, 3, 4]),),
         doc="ascending sort: tied entries keep their index order (measured, torch 2.13 CPU)",
-        jax="jnp.sort(x)")
+        jax="jnp.sort(x)", autograd_nodes=("SortBackward0",))
     yield Selection("topk", ("topk",), lambda t: torch.topk(t, 2).values, "returned", lambda: (
         case("3 tied, k=2", [1, 0, 1, 1], (4,), [W((0, 1, 2, 3), r, "max") for r in range(2)], "returned",
              cotangent=[1, 2]),),
         kwargs={"k": 2}, indices_fn=lambda t: torch.topk(t, 2).indices.flatten().tolist(),
         doc="topk at ties returns later indices in ascending order (measured, torch 2.13 CPU): a Bouligand "
             "piece, but neither the first- nor the last-index rule; the gradient goes to the returned indices",
-        jax="lax.top_k(x, 2)[0]")
+        jax="lax.top_k(x, 2)[0]", autograd_nodes=("TopkBackward0",))
     s17 = [5, 1, 9, 3, 3, 12, 0, 7, 3, 14, 2, 11, 8, 13, 15, 16, 10]  # 17 entries, 3 tied (value 3)
     yield Selection("sort_unstable", ("sort",), lambda t: torch.sort(t, stable=False).values, "returned", lambda: (
         case("17 entries, 3 tied", s17, (17,), [W(tuple(range(17)), r, "min") for r in range(17)], "returned",
@@ -321,7 +325,7 @@ def selection_entries():
         doc="torch.sort(x) (unstable, the default): from 17 entries on, tied entries come out in another order "
             "than their index order (measured, torch 2.13 CPU: the three tied 3s at indices 8, 4, 3); the gradient "
             "goes to the returned indices",
-        jax="lax.sort(x, is_stable=False)")
+        jax="lax.sort(x, is_stable=False)", autograd_nodes=("SortBackward1",))
     yield Selection("topk_smallest", ("topk",), lambda t: torch.topk(t, 2, largest=False).values, "returned",
                     lambda: (case("3 tied, k=2", [0, 1, 0, 0], (4,), [W((0, 1, 2, 3), r, "min") for r in range(2)],
                                   "returned", cotangent=[1, 2]),),
@@ -329,13 +333,13 @@ def selection_entries():
                     indices_fn=lambda t: torch.topk(t, 2, largest=False).indices.flatten().tolist(),
                     doc="topk(largest=False) at ties: the gradient goes to the returned indices (later ones, "
                         "measured on torch 2.13 CPU)",
-                    jax="-lax.top_k(-x, 2)[0]")
+                    jax="-lax.top_k(-x, 2)[0]", autograd_nodes=("TopkBackward0",))
     yield Selection("kthvalue", ("kthvalue",), lambda t: torch.kthvalue(t, 2).values, "returned", lambda: (
         case("3 tied at k=2", [1, 1, 1, 2], (4,), [W((0, 1, 2, 3), 1, "min")], "returned"),),
         kwargs={"k": 2}, indices_fn=lambda t: [int(torch.kthvalue(t, 2).indices)],
         doc="torch.kthvalue(x, k) at ties: the gradient goes to the returned index; JAX: jnp.partition(x, k - 1)"
             "[k - 1] (JAX has no kthvalue)",
-        jax="jnp.partition(x, 1)[1]")
+        jax="jnp.partition(x, 1)[1]", autograd_nodes=("KthvalueBackward0",))
     # --- clamp with tensor bounds = median of (x, min, max) when min <= max
     med3 = lambda n: [W((j, n + j, 2 * n + j), 1, "max") for j in range(n)]  # noqa: E731
     yield Selection("clamp_tensor", (), lambda t: torch.clamp(t[0], t[1], t[2]), "inside", lambda: (
@@ -355,7 +359,7 @@ def selection_entries():
         "outside the Clarke set conv{e_min, e_max}, while forward mode (jvp) returns e_min, inside it. From "
         "torch 2.14: an even split between x and the bound it equals, and e_min (a Clarke subgradient) in every "
         "mode when min == max > x (measured on CPU)",
-        jax="jnp.clip(x[0], x[1], x[2])")
+        jax="jnp.clip(x[0], x[1], x[2])", autograd_nodes=("ClampBackward0",))
 
 
 def _reduction_cases(d: str):

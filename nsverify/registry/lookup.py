@@ -1,15 +1,17 @@
 """Reading PyTorch's rules out of the registry: the rule of an op (:func:`torch_rule`), the ops instantiated from
 their ATen arguments (:func:`elementwise_for`, :func:`elementwise_by_aten`), the tie rule of an ATen selection
-(:func:`selection_rule_for`), the rule of one op key (:func:`parse_op_rule`, what
-:class:`~nsverify.registry.rules.Rules` holds), the ``op[rule,...]`` activation syntax (:func:`parse_op_rules`)
-and the recorded violations (:func:`violation`)."""
+(:func:`selection_rule_for`), the rule of one op key (:func:`parse_op_rule`), the one mapping op -> rule
+(:class:`Rules`, read by :func:`parse_rules`: it validates each op against the table, so it lives here, above
+the table, and the rule vocabulary :mod:`nsverify.registry.rules` stays below it), the ``op[rule,...]``
+activation syntax (:func:`parse_op_rules`) and the recorded violations (:func:`violation`)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 from typing import Iterator
 
 from nsverify.registry.entries import THRESHOLD_RULES, threshold_for
-from nsverify.registry.rules import KINK_RULES, TIE_RULES, Rule, RuleError, Rules, parse_rule, parse_rules, rule_item
+from nsverify.registry.rules import KINK_RULES, TIE_RULES, Rule, RuleError, parse_rule, rule_item, split_items
 from nsverify.registry.table import PRIMITIVES, by_aten, get, unknown_op
 from nsverify.registry.types import Elementwise, Selection, Violation, installed_release, release_key
 
@@ -106,7 +108,7 @@ def parse_kink_rules(op: str, spec):
 
 
 def parse_op_rule(op: str, spec):
-    """The rule of op key ``op`` (what :class:`~nsverify.registry.rules.Rules` holds for it): a kink rule, or one
+    """The rule of op key ``op`` (what :class:`Rules` holds for it): a kink rule, or one
     per kink, for an elementwise op; the tie rule for a selection; ``"torch"`` resolved to PyTorch's. Raises
     UnknownOpError for an op that is not a key, RuleError naming the valid rules otherwise."""
     valid = convention_ops()
@@ -122,7 +124,7 @@ def parse_op_rule(op: str, spec):
 
 
 def parse_conventions(mapping) -> Rules:
-    """Deprecated spelling of :func:`~nsverify.registry.rules.parse_rules` (kept for one release)."""
+    """Deprecated spelling of :func:`parse_rules` (kept for one release)."""
     import warnings
 
     warnings.warn("registry.parse_conventions is deprecated: use registry.parse_rules (op -> rule).",
@@ -146,6 +148,82 @@ def parse_op_rules(text: str) -> tuple[str, tuple[Rule, ...] | None]:
     spec = parse_kink_rules(op, rule_item(s)[1])
     n = _kink_count(op)
     return op, (spec,) * n if isinstance(spec, Rule) else spec
+
+
+# ----------------------------------------------------------------------------------------------------
+# op -> rule: the one mapping type, validated against the table
+# ----------------------------------------------------------------------------------------------------
+def _rule_text(value) -> str:
+    return ",".join(str(r) for r in value) if isinstance(value, tuple) else str(value)
+
+
+class Rules(Mapping):
+    """The one mapping from an op key to its rule: ``{op: Rule}`` or ``{op: (Rule per kink, ...)}``, validated
+    against the registry (unknown ops and rules of the wrong kind raise, ``"torch"`` is resolved to PyTorch's
+    rule). Immutable and hashable; equal to any mapping with the same items. Build one with :func:`parse_rules`
+    (or ``Rules(mapping)``, ``Rules(relu="value=1")``); ``str(rules)`` is its text form
+    (``"relu[value=1/2]; max_pool2d[even]"``), which :func:`parse_rules` reads back."""
+
+    __slots__ = ("_map",)
+
+    def __init__(self, rules=None, /, **by_op):
+        if isinstance(rules, Rules) and not by_op:
+            self._map = rules._map
+            return
+        spec = dict(_items(rules))
+        spec.update(by_op)
+        self._map = {op: parse_op_rule(op, value) for op, value in spec.items()}
+
+    def __getitem__(self, op: str):
+        return self._map[op]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._map)
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._map.items()))
+
+    def __or__(self, other) -> Rules:
+        """These rules with ``other``'s (any form :func:`parse_rules` reads) added or replacing them."""
+        return Rules({**self._map, **parse_rules(other)._map})
+
+    def __str__(self) -> str:
+        return "; ".join(f"{op}[{_rule_text(v)}]" for op, v in self._map.items())
+
+    def __repr__(self) -> str:
+        return f"Rules({str(self)!r})"
+
+
+def _items(spec) -> Iterator[tuple[str, object]]:
+    if spec is None:
+        return
+    if isinstance(spec, Mapping):
+        yield from spec.items()
+    elif isinstance(spec, str):
+        yield from (rule_item(t) for t in split_items(spec))
+    elif isinstance(spec, (list, tuple)) and all(isinstance(t, str) for t in spec):
+        for t in spec:
+            yield from _items(t)
+    else:
+        raise RuleError(f"rules must be a mapping from op name to rule, e.g. {{'relu': 'value=1'}}, or its text "
+                        f"'relu[value=1]'; got {type(spec).__name__}.")
+
+
+def parse_rules(spec=None, /, **by_op) -> Rules:
+    """The one parser of op -> rule: a :class:`Rules` from a mapping (``{"abs": "mid", "relu": "value=1/2",
+    "max_pool2d": "hybrid=0.5", "hardtanh": ["left", "right"]}``), keywords, the text form
+    (``"relu[value=1/2]; max_pool2d[even]"``), a list of such items, another Rules, or None (no rule given).
+
+    Keys are the registry's op names (plus ``threshold``); an unknown key raises UnknownOpError listing them.
+    Elementwise ops take a kink rule (applied at every kink) or a sequence with one kink rule per kink;
+    selections take a tie rule; ``"torch"`` stands for PyTorch's rule. Rules are anything :func:`parse_rule`
+    reads."""
+    if isinstance(spec, Rules) and not by_op:
+        return spec
+    return Rules(spec, **by_op)
 
 
 # ----------------------------------------------------------------------------------------------------

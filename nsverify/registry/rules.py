@@ -1,5 +1,7 @@
 """The one vocabulary for *what AD picks at a kink or a tie*: :class:`Rule` (one choice) with its parser
-:func:`parse_rule`, and :class:`Rules` (op -> rule) with its parser :func:`parse_rules`.
+:func:`parse_rule`. The mapping op -> rule, :class:`~nsverify.registry.lookup.Rules` with its parser
+:func:`~nsverify.registry.lookup.parse_rules`, lives in :mod:`nsverify.registry.lookup`: it validates each op
+against the table, and this module sits below the table (the entries' types read it).
 
 Every part of nsverify that names such a choice uses these types: the registry (PyTorch's measured rule per op),
 the oracle's ``rules=`` (:func:`nsverify.check_gradient`), :func:`nsverify.ad.backward_rules`, the zone
@@ -41,27 +43,27 @@ Park, Chun and Lee's λ (Sec. 3, Theorems 4 and 6) is a ``mix=λ`` rule: the der
 ``(1 - λ) D^- + λ D^+``, the weight λ on the RIGHT derivative, and their one-sided "sides" are ``left`` and
 ``right`` (:meth:`Rule.kink_side`). PyTorch's relu (``left``) has λ = 0, abs (``mix=1/2``) has λ = 1/2.
 
-**op -> rule.** :class:`Rules` is the one mapping type from an op key to its rule: ONE key scheme, the
-registry's op names (``"relu"``, ``"leaky_relu"``, ``"max_pool2d"``; an ATen overload is the registry entry that
-handles it, ``max.dim`` -> ``"max_dim"``, :func:`nsverify.registry.op_key`; keyword variants are the op's own
-instance, e.g. ``nn.Hardtanh(0, 6)`` is ``"relu6"``), plus the argument-only op ``"threshold"``. An elementwise
-op maps to one :class:`Rule` for every kink or a tuple with one Rule per kink; a selection maps to its tie
-Rule. Its text form is ``op[rule]`` / ``op[rule,rule]`` items separated by ``;`` (``"relu[value=1/2];
-max_pool2d[even]"``), the same ``op[rule,...]`` form as the AD-variant activations of the generators.
+**op -> rule.** :class:`~nsverify.registry.lookup.Rules` is the one mapping type from an op key to its rule:
+ONE key scheme, the registry's op names (``"relu"``, ``"leaky_relu"``, ``"max_pool2d"``; an ATen overload is
+the registry entry that handles it, ``max.dim`` -> ``"max_dim"``, :func:`nsverify.registry.op_key`; keyword
+variants are the op's own instance, e.g. ``nn.Hardtanh(0, 6)`` is ``"relu6"``), plus the argument-only op
+``"threshold"``. An elementwise op maps to one :class:`Rule` for every kink or a tuple with one Rule per kink; a
+selection maps to its tie Rule. Its text form is ``op[rule]`` / ``op[rule,rule]`` items separated by ``;``
+(``"relu[value=1/2]; max_pool2d[even]"``, read by :func:`split_items` and :func:`rule_item` here), the same
+``op[rule,...]`` form as the AD-variant activations of the generators.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterator, Sequence
+from typing import Sequence
 
 from nsverify.errors import NsverifyError
 
-__all__ = ["Rule", "parse_rule", "RuleError", "KINK_RULES", "TIE_RULES", "ALIASES", "rule_names", "Rules",
-           "parse_rules", "renamed_rules_argument"]
+__all__ = ["Rule", "parse_rule", "RuleError", "KINK_RULES", "TIE_RULES", "ALIASES", "rule_names", "rule_item",
+           "split_items", "renamed_rules_argument"]
 
 #: rules at a kink of an elementwise op; the value says whether the rule takes a parameter
 KINK_RULES = {"left": False, "right": False, "inside": False, "mix": True, "value": True}
@@ -249,55 +251,9 @@ def parse_rule(spec, kind: str | None = None) -> Rule:
 
 
 # ----------------------------------------------------------------------------------------------------
-# op -> rule
+# the text form of op -> rule items (read into Rules by nsverify.registry.lookup.parse_rules)
 # ----------------------------------------------------------------------------------------------------
-def _rule_text(value) -> str:
-    return ",".join(str(r) for r in value) if isinstance(value, tuple) else str(value)
-
-
-class Rules(Mapping):
-    """The one mapping from an op key to its rule: ``{op: Rule}`` or ``{op: (Rule per kink, ...)}``, validated
-    against the registry (unknown ops and rules of the wrong kind raise, ``"torch"`` is resolved to PyTorch's
-    rule). Immutable and hashable; equal to any mapping with the same items. Build one with :func:`parse_rules`
-    (or ``Rules(mapping)``, ``Rules(relu="value=1")``); ``str(rules)`` is its text form
-    (``"relu[value=1/2]; max_pool2d[even]"``), which :func:`parse_rules` reads back."""
-
-    __slots__ = ("_map",)
-
-    def __init__(self, rules=None, /, **by_op):
-        if isinstance(rules, Rules) and not by_op:
-            self._map = rules._map
-            return
-        spec = dict(_items(rules))
-        spec.update(by_op)
-        from nsverify.registry.lookup import parse_op_rule  # the registry knows each op's kinds and kinks
-
-        self._map = {op: parse_op_rule(op, value) for op, value in spec.items()}
-
-    def __getitem__(self, op: str):
-        return self._map[op]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._map)
-
-    def __len__(self) -> int:
-        return len(self._map)
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self._map.items()))
-
-    def __or__(self, other) -> Rules:
-        """These rules with ``other``'s (any form :func:`parse_rules` reads) added or replacing them."""
-        return Rules({**self._map, **parse_rules(other)._map})
-
-    def __str__(self) -> str:
-        return "; ".join(f"{op}[{_rule_text(v)}]" for op, v in self._map.items())
-
-    def __repr__(self) -> str:
-        return f"Rules({str(self)!r})"
-
-
-def _split_items(text: str) -> list[str]:
+def split_items(text: str) -> list[str]:
     """``"relu[left]; hardtanh[left,right]"`` -> its items (``;`` or a comma outside brackets separates)."""
     items, depth, cur = [], 0, ""
     for ch in text:
@@ -321,35 +277,6 @@ def rule_item(text: str) -> tuple[str, object]:
     if parts == [""]:
         raise RuleError(f"{text!r}: give at least one rule inside the brackets (e.g. {op}[left]).")
     return op, parts[0] if len(parts) == 1 else parts
-
-
-def _items(spec) -> Iterator[tuple[str, object]]:
-    if spec is None:
-        return
-    if isinstance(spec, Mapping):
-        yield from spec.items()
-    elif isinstance(spec, str):
-        yield from (rule_item(t) for t in _split_items(spec))
-    elif isinstance(spec, (list, tuple)) and all(isinstance(t, str) for t in spec):
-        for t in spec:
-            yield from _items(t)
-    else:
-        raise RuleError(f"rules must be a mapping from op name to rule, e.g. {{'relu': 'value=1'}}, or its text "
-                        f"'relu[value=1]'; got {type(spec).__name__}.")
-
-
-def parse_rules(spec=None, /, **by_op) -> Rules:
-    """The one parser of op -> rule: a :class:`Rules` from a mapping (``{"abs": "mid", "relu": "value=1/2",
-    "max_pool2d": "hybrid=0.5", "hardtanh": ["left", "right"]}``), keywords, the text form
-    (``"relu[value=1/2]; max_pool2d[even]"``), a list of such items, another Rules, or None (no rule given).
-
-    Keys are the registry's op names (plus ``threshold``); an unknown key raises UnknownOpError listing them.
-    Elementwise ops take a kink rule (applied at every kink) or a sequence with one kink rule per kink;
-    selections take a tie rule; ``"torch"`` stands for PyTorch's rule. Rules are anything :func:`parse_rule`
-    reads."""
-    if isinstance(spec, Rules) and not by_op:
-        return spec
-    return Rules(spec, **by_op)
 
 
 def renamed_rules_argument(rules, conventions, where: str):

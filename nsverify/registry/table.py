@@ -1,14 +1,15 @@
 """The table of primitives: registration (:func:`register`, :func:`unregister`, the scoped :func:`registered`),
-lookup by name (the op keys used everywhere), by ATen name (:func:`by_aten`), by ``torch.nn`` module
-(:func:`by_module`, :func:`module_instance`) and by functional form (:func:`by_functional`)."""
+selection by capability (:func:`select`: what consumers ask, never an op's name), lookup by name (the op keys
+used everywhere), by ATen name (:func:`by_aten`), by ``torch.nn`` module (:func:`by_module`,
+:func:`module_instance`) and by functional form (:func:`by_functional`)."""
 from __future__ import annotations
 
 import contextlib
 import functools
 import inspect
 
-from nsverify.errors import UnknownOpError, UnsupportedOpError
-from nsverify.registry.types import Elementwise, Primitive, functional_name
+from nsverify.errors import NsverifyError, UnknownOpError, UnsupportedOpError
+from nsverify.registry.types import CAPABILITIES, Elementwise, Primitive, functional_name
 
 PRIMITIVES: dict[str, Primitive] = {}
 _VERSION = [0]
@@ -96,8 +97,47 @@ def op_key(aten_name: str) -> str:
     return p.name if p is not None else aten_name.removeprefix("aten.").split(".")[0]
 
 
+KINDS = ("elementwise", "selection")
+
+
+def _check_kind(kind: str | None) -> None:
+    if kind is not None and kind not in KINDS:
+        raise NsverifyError(f"kind {kind!r} is not an entry kind: use one of {', '.join(KINDS)}, or None for both.")
+
+
 def names(kind: str | None = None) -> list[str]:
+    """The names of the entries (of ``kind``, "elementwise" or "selection"), in registration order."""
+    _check_kind(kind)
     return [n for n, p in PRIMITIVES.items() if kind is None or p.kind == kind]
+
+
+def select(kind: str | None = None, **capabilities) -> list[Primitive]:
+    """The entries (of ``kind``) that have every capability given, in registration order: how consumers ask the
+    table, never by an op's name. Capabilities (:data:`~nsverify.registry.types.CAPABILITIES`): ``fixed``,
+    ``learnable``, ``exact``, ``piecewise_linear``, ``one_sided_rules``, ``park_layer``, ``jax`` (compared with
+    ==) and ``autograd_node="ReluBackward0"`` (the entries whose forward produces that autograd node).
+
+    ``select("elementwise", exact=True, fixed=True)``: the activations a network draw may use;
+    ``select(park_layer=True)``: the activations Park's layer theorems cover; ``select(jax=True)``: the entries
+    the JAX matrix measures. An unknown capability raises NsverifyError listing the valid ones."""
+    _check_kind(kind)
+    wanted = dict(capabilities)
+    node = wanted.pop("autograd_node", None)
+    valid = sorted(set(CAPABILITIES) - {"kind", "autograd_nodes"})
+    bad = sorted(set(wanted) - set(valid))
+    if bad:
+        raise NsverifyError(f"unknown capabilities {bad}: select by {', '.join(valid)} or autograd_node=NAME "
+                            "(the kind, elementwise or selection, is the first argument).")
+    out = []
+    for p in PRIMITIVES.values():
+        if kind is not None and p.kind != kind:
+            continue
+        caps = p.capabilities()
+        if node is not None and node not in caps["autograd_nodes"]:
+            continue
+        if all(caps[k] == v for k, v in wanted.items()):
+            out.append(p)
+    return out
 
 
 def _elementwise() -> list[Elementwise]:

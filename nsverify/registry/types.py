@@ -161,6 +161,26 @@ def _chain(changes: Sequence[RuleChange], release: str, default):
 
 
 # ----------------------------------------------------------------------------------------------------
+# Capabilities: what consumers select entries by (never by an op's name)
+# ----------------------------------------------------------------------------------------------------
+#: every capability an entry states (:meth:`Elementwise.capabilities`, :meth:`Selection.capabilities`), with its
+#: meaning; :func:`nsverify.registry.select` filters the table by them (docs/registry.md lists who reads each)
+CAPABILITIES: dict[str, str] = {
+    "kind": '"elementwise" (kinks) or "selection" (ties)',
+    "fixed": "a fixed function of its input (no learnable tensor argument)",
+    "learnable": "the name of the tensor argument that is a parameter of the op (prelu: weight), or None",
+    "exact": "every piece is a polynomial with rational coefficients (the exact oracle evaluates the op)",
+    "piecewise_linear": "every piece is affine",
+    "one_sided_rules": "PyTorch's rule takes an adjacent piece's derivative at every kink or tie (a Bouligand "
+                       "proxy)",
+    "park_layer": "Park et al.'s layer theorems (Theorems 5 and 8) cover it as a layer's activation: fixed, "
+                  "piecewise linear, one-sided rules",
+    "autograd_nodes": "the autograd node classes its forward calls produce (select with autograd_node=NAME)",
+    "jax": "it has a JAX counterpart (the JAX conventions matrix measures it)",
+}
+
+
+# ----------------------------------------------------------------------------------------------------
 # Elementwise pieces
 # ----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -334,6 +354,10 @@ class Elementwise:
         PyTorch's rules? Park's engine, the monitor and the premise checkers select activations by this
         capability, never by name."""
         return self.fixed and self.piecewise_linear and self.one_sided_rules()
+
+    def capabilities(self) -> dict:
+        """The entry's capabilities (:data:`CAPABILITIES`), each derived from its fields and pieces."""
+        return _capabilities(self)
 
     # ------------------------------------------------------------------------------------------ OpInfo fields
     @property
@@ -714,8 +738,33 @@ class Selection:
     #: JAX has none, and ``jax_note`` then says why
     jax: str | None = None
     jax_note: str = ""
+    #: the autograd node classes (``type(y.grad_fn).__name__``) the op's forward calls produce in PyTorch
+    #: (measured on torch 2.13: max_pool2d's ``MaxPool2DWithIndicesBackward0``; max_pool1d with a gradient runs
+    #: the 2-d kernel). Readers of the autograd graph select the op by them, never by its name
+    autograd_nodes: tuple[str, ...] = ()
 
     kind = "selection"
+    #: a selection is a fixed function of its input, its pieces the affine maps "output = input i": exact and
+    #: piecewise linear
+    learnable = None
+    fixed = True
+    exact = True
+    piecewise_linear = True
+    #: Park et al.'s layer theorems cover pointwise activations sigma_l (Sec. 2.2); a selection is not one
+    park_layer = False
+
+    def one_sided_rules(self, rules=None) -> bool:
+        """Does AD under the tie rule ``rules`` (default: PyTorch's) give every output's weight to one tied entry
+        -- an adjacent piece's gradient, a Bouligand proxy (``first``, ``last``, ``returned``, ``inside``,
+        ``hybrid=0``) -- rather than a split (``even``, ``hybrid=beta`` with beta > 0)?"""
+        rule = self.torch_rule if rules is None else parse_rule(rules, kind="tie")
+        if rule.name == "hybrid":
+            return rule.param == 0
+        return rule.name in ("first", "last", "returned", "inside")
+
+    def capabilities(self) -> dict:
+        """The entry's capabilities (:data:`CAPABILITIES`)."""
+        return _capabilities(self)
 
     def __post_init__(self):
         changes = tuple(RuleChange(c.since, parse_rule(c.before, kind="tie"), parse_rule(c.after, kind="tie"),
@@ -741,3 +790,10 @@ class Selection:
 
 
 Primitive = Elementwise | Selection
+
+
+def _capabilities(entry: Primitive) -> dict:
+    return {"kind": entry.kind, "fixed": entry.fixed, "learnable": entry.learnable, "exact": entry.exact,
+            "piecewise_linear": entry.piecewise_linear, "one_sided_rules": entry.one_sided_rules(),
+            "park_layer": entry.park_layer, "autograd_nodes": tuple(entry.autograd_nodes),
+            "jax": entry.jax is not None}

@@ -91,14 +91,14 @@ def devices() -> st.SearchStrategy[str]:
 
 
 def _default_activations() -> list[str]:
-    """Registry elementwise primitives whose pieces are all polynomial (``Elementwise.exact``: exactly evaluable)
-    and that are fixed functions (``Elementwise.fixed``: not prelu, whose slope is a parameter), relu first. An
-    entry registered later (``registry.register``) is drawn too."""
+    """The activations a network draw may use, selected by capability: the registry's elementwise entries that
+    are exact (all pieces polynomial: exactly evaluable) and fixed functions (not prelu, whose slope is a
+    parameter). The table's first such entry comes first (draws shrink to it), the others by name. An entry
+    registered later (``registry.register``) is drawn too."""
     from nsverify import registry
 
-    names = [n for n in registry.names("elementwise") if registry.get(n).exact and registry.get(n).fixed]
-    names.sort(key=lambda n: (n != "relu", n))
-    return names
+    names = [e.name for e in registry.select("elementwise", exact=True, fixed=True)]
+    return names[:1] + sorted(names[1:])
 
 
 def _check_activation(key: str) -> str:
