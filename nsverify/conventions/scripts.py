@@ -4,7 +4,8 @@ only), the exact input of the registry case, the cotangent, the op call and the 
 (:func:`write_crash_repro`, for :mod:`nsverify.conventions.isolation`); a change between torch releases gets one
 with the values the recorded releases gave (:func:`nsverify.conventions.releases.change_script`).
 
-Below the matrix: this module reads the registry only, never the matrix's results module or its baselines."""
+It sits below the matrix, which writes a crashed cell's script with it: it imports the registry and the Inductor
+cache (:mod:`nsverify.conventions.inductor`) only."""
 from __future__ import annotations
 
 import ast
