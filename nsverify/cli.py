@@ -36,9 +36,9 @@ from nsverify.errors import NsverifyError
 #: ``nightly`` registers from :mod:`nsverify.sections.cli`, the layer that knows the report's sections.
 COMMAND_MODULES = [
     "nsverify.sections.cli",
-    "nsverify.conventions",
+    "nsverify.conventions.cli",
     "nsverify.papers.costs.cli",
-    "nsverify.report.compare",
+    "nsverify.report.cli",
     "nsverify.papers.zones.cli",
 ]
 

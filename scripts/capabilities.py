@@ -6,7 +6,7 @@ and every claim's verdict under each, flagging the claims whose verdict depends 
 
 Each capability runs ``python -m nsverify nightly`` in a child process with ``ATEN_CPU_CAPABILITY`` set
 (``native``: unset, the CPU's own level) and its own report directory ``OUT/<capability>``; torch.compile gets one
-Inductor cache per capability (``nsverify.conventions.isolation.capability_cache_dir``). The reports are then
+Inductor cache per capability (``nsverify.conventions.inductor.capability_cache_dir``). The reports are then
 matched claim by claim on their ids, as ``nsverify compare`` matches them (``nsverify.report.compare.claim_key``),
 and compared metric by metric with ``nsverify.report.compare.compare_reports`` (the first capability is the
 baseline). ``OUT/capabilities.json`` holds every claim's verdict and measurement under each capability, and

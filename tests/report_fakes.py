@@ -89,7 +89,7 @@ def fake_claim(cid, held, paper="Boustany (2025)", where="Table 3.2", statement=
             "interval": "Clopper-Pearson 95%", "n": 64, "n_required": 4, "power": 0.99,
             "threshold": {"value": 0.5, "origin": "ours", "note": "'very often' read as a majority"},
             "held": held, "verdict": verdict, "rule": "between", "reason": f"{verdict}: 0 of 4 pairs outside",
-            "witness": False, "notes": "", **extra}
+            "witness": False, "erratum": None, "notes": "", **extra}
 
 
 def register_every_section(state: dict | None = None) -> None:
@@ -131,7 +131,8 @@ def register_every_section(state: dict | None = None) -> None:
                                       statement="max(t, 4t) at t=0: [1, 4] is the Clarke set", value=None, lo=None,
                                       hi=None, power=None, n_required=None, threshold=None),
                            fake_claim("oracle/erratum", False, paper="Després et al. (2024)", where="Eq. (7)",
-                                      statement="the printed Jacobian has a sign error", erratum=True)],
+                                      statement="the printed Jacobian has a sign error",
+                                      erratum="Eq. (7) prints the Jacobian's off-diagonal term with a minus")],
                 "tables": [{"title": "Known answers", "columns": ["case", "verdict", "seconds"],
                             "rows": [["Després max", "member", None], ["relu", {"member": True, "n": 3}, 0.01]]}],
                 "data": {"metrics": [metric("known|despres", "verdict", {"member": True, "witness": None})]}}

@@ -332,23 +332,105 @@ def test_claim_spec_judges_with_its_declared_rule_only():
         ClaimSpec("test y", "P", "W", "S", "M", "exact", "b")
 
 
-def test_every_paper_declares_its_claims_once():
-    import importlib
+PACKAGE = Path(__file__).resolve().parents[1] / "nsverify"
 
+
+def claim_table_modules() -> list[str]:
+    """The modules of nsverify that declare a claim table: a top-level ``CLAIMS = ...`` (found with :mod:`ast`, so a
+    new table is checked without being listed anywhere)."""
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, ast.AnnAssign) else []
+            if any(isinstance(t, ast.Name) and t.id == "CLAIMS" for t in targets):
+                rel = path.relative_to(PACKAGE.parent).with_suffix("")
+                out.append(".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts))
+                break
+    return out
+
+
+def table_problems(module) -> list[str]:
+    """What is wrong with a module's claim table: ``CLAIMS`` must be a non-empty tuple of :class:`ClaimSpec`
+    (each with a decision rule and a budget), indexed once as ``SPEC = spec_table(CLAIMS)``."""
     from nsverify.claims.decide import RULES
     from nsverify.claims.record import ClaimSpec, spec_table
 
-    ids = []
-    for mod in ("nsverify.papers.park.repro", "nsverify.papers.zones.repro", "nsverify.papers.innaprop.repro",
-                "nsverify.papers.arnekvist.repro", "nsverify.papers.costs.repro", "nsverify.papers.known_answers",
-                "nsverify.sections.conventions"):
+    name = getattr(module, "__name__", repr(module))
+    table = getattr(module, "CLAIMS", None)
+    if not isinstance(table, tuple) or not table:
+        return [f"{name}: CLAIMS must be a non-empty tuple of ClaimSpec, got {type(table).__name__}"]
+    bad = [s for s in table if not isinstance(s, ClaimSpec)]
+    if bad:
+        return [f"{name}: CLAIMS holds {len(bad)} entries that are not ClaimSpec (first: {bad[0]!r})"]
+    out = [f"{name}: {s.id} has no decision rule of nsverify.claims.decide or no budget" for s in table
+           if s.rule not in RULES or not s.budget.strip()]
+    try:
+        spec = spec_table(table)
+    except ClaimError as exc:
+        return out + [f"{name}: {exc}"]
+    if getattr(module, "SPEC", None) != spec:
+        out.append(f"{name}: SPEC must be spec_table(CLAIMS), the one index the module judges its claims by")
+    return out
+
+
+def test_the_claim_tables_are_found_by_walking_the_package():
+    tables = claim_table_modules()
+    # the papers', the papers' worked examples and the conventions' (with the releases') tables, at least
+    for mod in ("nsverify.papers.park.repro", "nsverify.papers.zones.repro", "nsverify.papers.known_answers",
+                "nsverify.conventions.claims"):
+        assert mod in tables, tables
+    # the sections render claims, they never declare them
+    assert not [m for m in tables if m.startswith("nsverify.sections")], tables
+
+
+def test_every_claim_table_is_well_formed_and_every_id_is_declared_once():
+    import importlib
+
+    ids, problems = [], []
+    for mod in claim_table_modules():
         m = importlib.import_module(mod)
-        assert m.CLAIMS and all(isinstance(s, ClaimSpec) and s.rule in RULES and s.budget for s in m.CLAIMS), mod
-        assert m.SPEC == spec_table(m.CLAIMS)
+        problems += table_problems(m)
         ids += [s.id for s in m.CLAIMS]
-    assert len(ids) == len(set(ids))
+    assert not problems, problems
+    assert len(ids) == len(set(ids)), sorted(i for i in set(ids) if ids.count(i) > 1)
+
+
+def test_a_malformed_claim_table_is_reported():
+    import types
+
+    from nsverify.claims.record import ClaimSpec, spec_table
+
+    a = ClaimSpec("test/a", "P", "W", "s", "m", "exact", "b")
+    b = ClaimSpec("test/b", "P", "W", "s", "m", "never", "n: draws")
+    good = types.SimpleNamespace(__name__="good", CLAIMS=(a, b), SPEC=spec_table((a, b)))
+    assert table_problems(good) == []
+    for module, problem in ((types.SimpleNamespace(__name__="empty", CLAIMS=(), SPEC={}), "non-empty tuple"),
+                            (types.SimpleNamespace(__name__="list", CLAIMS=[a], SPEC={}), "non-empty tuple"),
+                            (types.SimpleNamespace(__name__="dict", CLAIMS=({"id": "x"},), SPEC={}), "not ClaimSpec"),
+                            (types.SimpleNamespace(__name__="twice", CLAIMS=(a, a), SPEC={}), "declared twice"),
+                            (types.SimpleNamespace(__name__="nospec", CLAIMS=(a, b)), "SPEC must be"),
+                            (types.SimpleNamespace(__name__="stale", CLAIMS=(a, b), SPEC=spec_table((a,))),
+                             "SPEC must be")):
+        found = table_problems(module)
+        assert found and problem in found[0], (module.__name__, found)
     with pytest.raises(ClaimError, match="declared twice"):
-        spec_table([m.CLAIMS[0], m.CLAIMS[0]])
+        spec_table([a, a])
+
+
+def test_claims_are_built_from_declarations_only():
+    """Outside the claim ledger nothing builds a claim by hand (``judged``, ``Claim``, ``Source``): every claim the
+    library reports is judged through its ClaimSpec (one way to declare a claim)."""
+    builders = {"judged", "Claim", "Source"}
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.parent.name == "claims" and path.parent.parent == PACKAGE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nsverify.claims"):
+                bad += [f"{path.relative_to(PACKAGE)}: imports {a.name}" for a in node.names if a.name in builders]
+    assert not bad, bad
 
 
 def test_claims_judged_on_a_stored_run_keep_their_own_ids():

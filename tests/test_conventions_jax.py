@@ -289,13 +289,13 @@ def test_conventions_cli_framework_jax_writes_the_schema(tmp_path, capsys):
 @needs_jax
 def test_a_jax_reproduction_script_prints_the_matrix_value(tmp_path):
     from nsverify.conventions import jax_matrix as jm
-    from nsverify.conventions import repro
+    from nsverify.conventions import scripts
 
     for op, mode in (("abs", "grad"), ("max_pool2d", "jvp"), ("clamp_tensor", "jit")):
         case = _case(op)
         (r,) = jm.run_matrix([op], ["float32"], [mode])[:1] if op != "max_pool2d" else \
             [x for x in jm.run_matrix([op], ["float32"], [mode]) if x.case == case.label]
-        text = repro.cell_script(op, case.label, "float32", mode, "# test", framework="jax")
+        text = scripts.cell_script(op, case.label, "float32", mode, "# test", framework="jax")
         path = tmp_path / f"{op}.py"
         path.write_text(text)
         res = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from nsverify import conventions as cv
-from nsverify.conventions import isolation
+from nsverify.conventions import inductor, isolation
 
 ROOT = Path(__file__).resolve().parents[1]
 CAP = torch.backends.cpu.get_cpu_capability().lower()
@@ -26,29 +26,29 @@ CAP = torch.backends.cpu.get_cpu_capability().lower()
 # ----------------------------------------------------------------------------------------------------------
 def test_cache_dir_default_gets_a_capability_subdirectory():
     env: dict = {}
-    path = isolation.capability_cache_dir(env)
+    path = inductor.capability_cache_dir(env)
     assert Path(path).name == f"nsverify-{CAP}"
-    assert Path(path).parent == Path(isolation._inductor_default_dir()).resolve()
+    assert Path(path).parent == Path(inductor._inductor_default_dir()).resolve()
     assert env["TORCHINDUCTOR_CACHE_DIR"] == path
 
 
 def test_cache_dir_of_the_user_gets_the_capability_appended(tmp_path):
     env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "mine")}
-    assert isolation.capability_cache_dir(env) == str(tmp_path / "mine" / f"nsverify-{CAP}")
-    assert isolation.capability_cache_dir(env) == str(tmp_path / "mine" / f"nsverify-{CAP}")  # idempotent
+    assert inductor.capability_cache_dir(env) == str(tmp_path / "mine" / f"nsverify-{CAP}")
+    assert inductor.capability_cache_dir(env) == str(tmp_path / "mine" / f"nsverify-{CAP}")  # idempotent
 
 
 def test_cache_dir_of_another_capability_is_replaced_by_its_sibling(tmp_path):
     other = "avx2" if CAP != "avx2" else "default"
     env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"nsverify-{other}")}
-    assert isolation.capability_cache_dir(env) == str(tmp_path / f"nsverify-{CAP}")
+    assert inductor.capability_cache_dir(env) == str(tmp_path / f"nsverify-{CAP}")
 
 
 def test_cache_dir_follows_aten_cpu_capability(tmp_path):
     """A child under ATEN_CPU_CAPABILITY=default inherits the parent's directory and moves to its own."""
     env = dict(os.environ, ATEN_CPU_CAPABILITY="default", PYTHONPATH=str(ROOT),
                TORCHINDUCTOR_CACHE_DIR=str(tmp_path / f"nsverify-{CAP}"))
-    out = subprocess.run([sys.executable, "-c", "from nsverify.conventions.isolation import capability_cache_dir;"
+    out = subprocess.run([sys.executable, "-c", "from nsverify.conventions.inductor import capability_cache_dir;"
                           "print(capability_cache_dir())"], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(tmp_path / "nsverify-default")
 

@@ -15,7 +15,7 @@ import torch
 
 from nsverify import conventions as cv
 from nsverify.cli import main
-from nsverify.conventions import baselines, releases, repro
+from nsverify.conventions import baselines, releases
 from nsverify.conventions.baselines import BaselineError, Change, Run
 from nsverify.conventions.envs import Installer, ReleaseEnvError
 from nsverify.conventions.releases import ReleaseSpecError, Sweep, select_releases
@@ -236,7 +236,7 @@ def test_installer_passes_the_pins_and_local_indexes(tmp_path, monkeypatch):
 def test_reproduction_script_prints_the_matrix_derivative(op, label, mode):
     case = next(c for c in cv.build_cases([op]) if c.label == label)
     r = cv.evaluate_case(case, torch.float32, "cpu", mode)
-    text = repro.script(Change((op, label, "float32", "cpu", mode), r, r, "2.13.0", "2.14.0"))
+    text = releases.change_script(Change((op, label, "float32", "cpu", mode), r, r, "2.13.0", "2.14.0"))
     assert "nsverify" not in text.split("\nimport torch", 1)[1]  # standalone: torch only
     out = subprocess.run([sys.executable, "-c", text], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-800:]
@@ -247,7 +247,7 @@ def test_reproduction_script_prints_the_matrix_derivative(op, label, mode):
 def test_every_registry_case_has_a_script():
     for c in cv.build_cases():
         r = cv.Result(c.op, c.label, "float32", "cpu", "eager", [0.0], "left", "yes", "left", True)
-        text = repro.script(Change((c.op, c.label, "float32", "cpu", "eager"), r, r, "2.13.0", "2.14.0"))
+        text = releases.change_script(Change((c.op, c.label, "float32", "cpu", "eager"), r, r, "2.13.0", "2.14.0"))
         compile(text, f"{c.op}-{c.label}", "exec")
 
 
@@ -289,7 +289,7 @@ def test_release_claims_on_both_sides():
     """The releases section's claims come from release_claims: held True, False and None each reachable."""
     from types import SimpleNamespace as NS
 
-    from nsverify.conventions.releases import release_claims
+    from nsverify.conventions.claims import release_claims
 
     def ch(op, since, before="yes", after="yes"):
         return NS(op=op, since=since, prev="2.13.0", exact=True, before=NS(in_clarke=before),

@@ -1,4 +1,5 @@
 """The report framework: section registration, failure isolation, atomic writes, bad output dirs."""
+import html
 import json
 import os
 import re
@@ -126,6 +127,36 @@ def test_report_of_every_section_shows_no_none_and_no_raw_json(tmp_path, fake_se
     assert "RED" in status and "1 regression \u00b7 0 failed sections \u00b7 1 claim verdict changed" in status
     assert "1 of 5 claims not reproduced, 2 undecided" in status
     assert page.index('id="status-line"') < page.index('id="plots"') < page.index('id="claims-table"')
+
+
+def test_the_papers_errata_are_listed_apart_from_the_claims():
+    """The errata the papers declare (``ClaimSpec(erratum=...)``), judged by the real code path: ``Claim.to_json``
+    writes the erratum's text, and the page lists each in the errata list, not among the claims not reproduced
+    (DINAdam's Algorithm 6 sign, Boustany's Tables 2.2-2.3 bounds, Arnekvist et al.'s Sec. 4 prose)."""
+    from nsverify.claims import decide
+    from nsverify.papers.arnekvist.repro import SPEC as ARNEKVIST
+    from nsverify.papers.costs.repro import SPEC as COSTS
+    from nsverify.papers.innaprop.repro import SPEC as INNAPROP
+    from nsverify.report.claims_table import is_erratum
+    from nsverify.report.html import render_claims, status_line
+
+    errata = [INNAPROP["innaprop/alg6-dinadam"].judge("largest distance 0.3", decide.exact(False)),
+              COSTS["costs/tables2.2-2.3-bounds"].judge("3 grid points exceed the bound", decide.exact(False)),
+              ARNEKVIST["arnekvist/fig4-majority-converges"].judge(
+                  "a minority converges", decide.robust({"tol 1e-6": False, "tol 1e-3": False}, 100))]
+    plain = COSTS["costs/table2.1-omega"].judge("omega differs", decide.exact(False))
+    assert all(isinstance(c["erratum"], str) and is_erratum(c) for c in errata)
+    assert plain["erratum"] is None and not is_erratum(plain)
+    assert not is_erratum({"erratum": ""}) and not is_erratum({})
+    report = {"sections": {"s": {"status": "ok", "claims": errata + [plain]}}, "regressions": []}
+    page = render_claims(report)
+    listed = page.split('id="errata"')[1].split("</ul>")[0]
+    table = page.split('id="claims-table"')[1].split("</table>")[0]
+    assert listed.count("<li>") == 3 and 'Paper errata (3)' in page
+    for c in errata:
+        assert html.escape(c["erratum"], quote=True) in listed and html.escape(c["claim"], quote=True) not in table
+    assert "Claims (1: reproduced 0 / not reproduced 1 / undecided 0)" in page
+    assert "1 of 1 claims not reproduced" in status_line(report)
 
 
 def test_status_badge_never_contradicts_the_status_line():

@@ -2,8 +2,9 @@
 
 Every paper package declares its claims once, as a table of :class:`ClaimSpec` (id, source, metric, rule,
 budget), and its ``repro`` module returns its experiments' results together with a ``"claims"`` list of
-:meth:`ClaimSpec.judge` dicts; the report sections render them (:mod:`nsverify.report.claims_table`) and never
-judge. A claim's verdict always comes from a decision rule of :mod:`nsverify.claims.decide` applied to a
+:meth:`ClaimSpec.judge` dicts; the conventions' and the releases' claims are one such table
+(:mod:`nsverify.conventions.claims`). The report sections render them (:mod:`nsverify.report.claims_table`) and
+never judge. A claim's verdict always comes from a decision rule of :mod:`nsverify.claims.decide` applied to a
 measurement of the run (or of a data file with its provenance, :mod:`nsverify.claims.provenance`).
 
 JSON form (``Claim.to_json()``; the report's ``sections.<name>.claims[i]``, documented in docs/report.md)::
@@ -157,8 +158,9 @@ class Claim:
 
 
 def judged(source: Source, metric: str, measured: str, decision: Decision, **kw) -> dict:
-    """Build a :class:`Claim` (checking the invariants) and return its JSON form: the one call the repro modules
-    use."""
+    """Build a :class:`Claim` (checking the invariants) and return its JSON form, for a claim without a
+    declaration (the ledger's own tests). The library declares every claim it reports in a ``CLAIMS`` table and
+    judges it with :meth:`ClaimSpec.judge` (``tests/test_claims.py`` checks that nothing else builds one)."""
     return Claim(source, metric, measured, decision, **kw).to_json()
 
 
@@ -170,7 +172,9 @@ class ClaimSpec:
 
     ``paper``, ``where``, ``statement``, ``metric`` and ``paper_value`` may hold ``{name}`` fields, filled by
     :meth:`judge` (one declaration for a claim made per dtype, per Table 1 row, ...). Each package keeps its
-    declarations in one table, a tuple ``CLAIMS`` of its ``repro`` module (:func:`spec_table` indexes it)."""
+    declarations in one table, a top-level tuple ``CLAIMS`` (a paper's in its ``repro`` module, the conventions'
+    in :mod:`nsverify.conventions.claims`), indexed once as ``SPEC = spec_table(CLAIMS)``; the tests find every
+    such table by walking the package."""
 
     id: str
     paper: str

@@ -5,10 +5,11 @@ matrix across releases, one environment per release (:mod:`~nsverify.conventions
 (:mod:`~nsverify.conventions.isolation`). How a derivative is judged (its rule, its Clarke status) is one module
 for every framework (:mod:`~nsverify.conventions.judge`); JAX's matrix is :mod:`~nsverify.conventions.jax_matrix`
 (jax imported only when it runs). ``nsverify conventions`` and ``nsverify releases`` are in
-:mod:`~nsverify.conventions.cli`."""
+:mod:`~nsverify.conventions.cli` (which this package does not import: the command line sits above the matrix).
+The conventions' own claims are one table, judged in :mod:`~nsverify.conventions.claims`; standalone scripts of one
+cell (a crashed cell's, a release change's) come from :mod:`~nsverify.conventions.scripts`."""
 from __future__ import annotations
 
-from nsverify.conventions.cli import register_cli
 from nsverify.conventions.judge import KINK_CANDIDATES, classify
 from nsverify.conventions.matrix import (
     MODES,
@@ -34,5 +35,4 @@ from nsverify.conventions.matrix import (
 
 __all__ = ["KINK_CANDIDATES", "MODES", "SCHEMA", "Case", "Result", "batch_crashes", "build_cases", "classify",
            "crashed", "crashed_result", "differences", "elementwise_cases", "evaluate_batch", "evaluate_case",
-           "format_table", "metrics", "provenance", "result_from_json", "run_matrix", "selection_cases", "to_json",
-           "register_cli"]
+           "format_table", "metrics", "provenance", "result_from_json", "run_matrix", "selection_cases", "to_json"]

@@ -383,8 +383,13 @@ def _validate_releases_args(args) -> None:
 
 def _releases_cli(args) -> int:
     from nsverify.conventions.envs import Installer
-    from nsverify.conventions.releases import Sweep, available_releases, format_timeline, select_releases
-    from nsverify.conventions.repro import write_repros
+    from nsverify.conventions.releases import (
+        Sweep,
+        available_releases,
+        format_timeline,
+        select_releases,
+        write_change_scripts,
+    )
 
     _validate_releases_args(args)
     available = available_releases(package=args.framework)
@@ -403,7 +408,7 @@ def _releases_cli(args) -> int:
     rows = sweep.timeline(available)
     table = format_timeline(rows, sweep.failures())
     (out / "table.md").write_text(table + "\n", encoding="utf-8")
-    scripts = write_repros(rows, out / "repro", args.framework)
+    scripts = write_change_scripts(rows, out / "repro", args.framework)
     if args.publish:
         lo, hi = releases[0], releases[-1]
         in_range = [r for r in available if _le(lo, r) and _le(r, hi)]

@@ -229,7 +229,7 @@ def evaluate_case(case: Case, dtype, device, mode: str, compiled_grad=None) -> R
 
 def _compiled_grads(cases: list[Case], dtype, device, backend: str):
     """Gradients of every case through ONE compiled function (one compile per dtype/device)."""
-    from nsverify.conventions.isolation import capability_cache_dir
+    from nsverify.conventions.inductor import capability_cache_dir
 
     xs = [registry.exact_tensor(c.values, dtype, device).reshape(c.shape) for c in cases]
     fs = [_scalar_fn(c, dtype, device) for c in cases]
@@ -265,7 +265,7 @@ def evaluate_batch(cases: Sequence[Case], dtype, device, mode: str, backend: str
 def crashed_result(case: Case, dtype, device, mode: str, why: str, repro_dir=None) -> Result:
     """The ``"crashed"`` cell of a case whose evaluation killed its process (``why``: the signal, or the time
     limit), with a standalone reproduction script written to ``repro_dir`` (its path in ``extra["repro"]``)."""
-    from nsverify.conventions.repro import write_crash_repro
+    from nsverify.conventions.scripts import write_crash_repro
 
     dt = dtype_name(parse_dtype(dtype))
     res = Result(case.op, case.label, dt, str(device), mode, [], "crashed", "n/a", str(case.rule_for(mode)), False,

@@ -20,11 +20,13 @@ from nsverify.conventions.baselines import (
     Change,
     Run,
     changes,
+    fmt_value,
     group,
     recorded_releases,
     release_key,
 )
 from nsverify.conventions.envs import Installer, ReleaseEnvError, run_matrix_in, snapshot_source, timed
+from nsverify.conventions.scripts import cell_script, safe_name
 from nsverify.errors import NsverifyError
 
 #: the supported range: torch releases nsverify runs on
@@ -312,33 +314,35 @@ def all_changes(rows: Sequence[dict]) -> list[Change]:
     return [c for row in rows for c in row["changes"]]
 
 
-def release_claims(recorded: Sequence[str], changes: Sequence[Change]) -> list[dict]:
-    """The claims the release data decides (our own findings, not a paper's): the matrix sees torch 2.14's clamp
-    change and names its first release; no release change moves a convention out of the Clarke set."""
-    from nsverify.claims import decide
-    from nsverify.claims.record import Source, judged
-    from nsverify.conventions.baselines import release_key
+def change_script(change: Change, history: Sequence[tuple[str, str]] = (), framework: str = "torch") -> str:
+    """A standalone script reproducing ``change`` (its op, case, dtype and mode) in ``framework``
+    (:func:`nsverify.conventions.scripts.cell_script`), its header naming the change and the values the recorded
+    releases gave (``history``: ``(release, value)`` pairs; default: the two sides of the change)."""
+    op, label, dtype, _device, mode = change.key
+    fw = framework
+    seen = "\n".join(f"#   {fw} {rel}: {val}" for rel, val in history) or (
+        f"#   {fw} {change.prev}: {fmt_value(change.before)}\n#   {fw} {change.since}: {fmt_value(change.after)}")
+    head = (f"# {op} at {label} ({dtype}, {mode} mode): {fmt_value(change.before)} -> {fmt_value(change.after)} "
+            f"{'since' if change.exact else 'between ' + change.prev + ' and'} {change.since}\n"
+            f"# Clarke status: {change.before.in_clarke} -> {change.after.in_clarke} (rule {change.before.rule} -> "
+            f"{change.after.rule}; nsverify's conventions matrix, registry case {op!r} / {label!r})\n"
+            f"# derivative of sum(c * op(x)) measured on CPU:\n{seen}")
+    return cell_script(op, label, dtype, mode, head, framework)
 
-    src = Source("nsverify", "conventions matrix across torch releases",
-                 "the matrix detects torch 2.14's change of clamp's gradient at its bounds and names its first "
-                 "release")
-    clamp = [c for c in changes if c.op == "clamp"]
-    spans = any(release_key(r) < (2, 14, 0) for r in recorded) and any(release_key(r) >= (2, 14, 0)
-                                                                       for r in recorded)
-    if not spans:
-        d = decide.Decision("exact", None, 0, None, None,
-                            reason="premise not exercised: the recorded releases do not span 2.13 -> 2.14")
-    else:
-        d = decide.exact(any(c.since.startswith("2.14.") for c in clamp),
-                         reason="" if clamp else "no clamp change found between the recorded releases")
-    firsts = sorted({c.since if c.exact else f"{c.prev}..{c.since}" for c in clamp}, key=lambda s: s)
-    out = [judged(src, "first release of each clamp change", f"{len(clamp)} clamp cells changed; first "
-                  f"release {', '.join(firsts) or '-'}", d, by="ours")]
-    left = [c for c in changes if c.after.in_clarke == "no" and c.before.in_clarke != "no"]
-    src2 = Source("nsverify", "conventions matrix across torch releases",
-                  "no release change moves a convention out of the Clarke set")
-    d2 = (decide.exact(not left) if len(recorded) >= 2 else
-          decide.Decision("exact", None, 0, None, None, reason="premise not exercised: fewer than 2 releases"))
-    out.append(judged(src2, "changed cells that leave the Clarke set",
-                      f"{len(left)} of {len(changes)} changed cells leave it", d2, by="ours"))
-    return out
+
+def write_change_scripts(rows: Sequence[dict], out: Path, framework: str = "torch") -> list[Path]:
+    """One script per grouped change of a release timeline (:meth:`Sweep.timeline`), in ``out``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for row in rows:
+        for g in group(row["changes"]):
+            ch = g["change"]
+            safe = safe_name(f"{ch.since}_{ch.op}_{ch.case}_{ch.key[2]}_{ch.key[4]}")
+            try:
+                text = change_script(ch, framework=framework)
+            except (ValueError, OSError, TypeError, StopIteration) as exc:
+                text = f"# no standalone script for {ch.text()}: {exc}\n"
+            (out / safe).write_text(text, encoding="utf-8")
+            written.append(out / safe)
+    return written

@@ -126,8 +126,10 @@ class Parts:
     figures: list = field(default_factory=list)
     metrics: list = field(default_factory=list)
 
-    def judged(self, result: dict) -> dict:
-        """Collect the claims of a repro function's ``result`` (its ``"claims"``) and return the result."""
+    def collect_claims(self, result: dict) -> dict:
+        """Add the claims of ``result`` (what a paper's ``repro`` function returns: its ``"claims"``, already judged
+        by :meth:`nsverify.claims.record.ClaimSpec.judge`) to this section's claims and return ``result``; it
+        judges nothing."""
         self.claims += result["claims"]
         return result
 
@@ -154,9 +156,10 @@ _VERDICT_CLASS = {True: "v-held", False: "v-refuted", None: "v-undecided"}
 
 
 def is_erratum(c: dict) -> bool:
-    """A record that reports an erratum of the paper (``"erratum": true`` or ``"kind": "erratum"``), listed apart
-    from the claims."""
-    return c.get("erratum") is True or c.get("kind") == "erratum"
+    """A claim that exhibits a paper erratum, listed apart from the claims: its ``erratum`` is the erratum's text
+    (what is misprinted and where: :attr:`nsverify.claims.record.Claim.erratum`), null when it exhibits none."""
+    e = c.get("erratum")
+    return isinstance(e, str) and bool(e.strip())
 
 
 def paper_of(c: dict) -> str:
@@ -246,12 +249,14 @@ def claims_html(entries: list[tuple[str, str, dict]], changes: dict | None = Non
 
 
 def errata_html(entries: list[tuple[str, str, dict]]) -> str:
-    """The paper errata: one item per erratum record (paper, place, what is wrong, what we measured)."""
+    """The paper errata: one item per claim exhibiting one (paper, place, the erratum, the claim it breaks and
+    what we measured)."""
     items = []
     for name, label, c in entries:
         statement = _one_line(c.get("claim") or (c.get("source") or {}).get("statement"))
-        detail = "; ".join(t for t in (_one_line(c.get("measured")), _one_line(c.get("reason"))) if t)
-        items.append(f'<li><b>{esc(paper_of(c))}, {esc(_where(c))}</b>: {esc(statement)}'
+        detail = "; ".join(t for t in (f"claim: {statement}" if statement else "", _one_line(c.get("measured")),
+                                       _one_line(c.get("reason"))) if t)
+        items.append(f'<li><b>{esc(paper_of(c))}, {esc(_where(c))}</b>: {esc(_one_line(c.get("erratum")))}'
                      + (f' <span class="field">{esc(detail)}</span>' if detail else "")
                      + f' (<a href="#sec-{esc(name)}">{esc(name)}</a>{" [" + esc(label) + "]" if label else ""})'
                      "</li>")

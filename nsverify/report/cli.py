@@ -1,20 +1,31 @@
-"""The report's command-line pieces: :class:`ReportPath` (the type of every option naming a report) and the
-``nsverify nightly`` options (:func:`register_nightly`: run the report's sections and write the HTML + JSON
-report, or merge runs).
+"""The report's commands: :class:`ReportPath` (the type of every option naming a report), the ``nsverify nightly``
+options (:func:`register_nightly`: run the report's sections and write the HTML + JSON report, or merge runs) and
+``nsverify compare`` (:func:`register_cli`: the differences between two reports, judged by
+:mod:`nsverify.report.compare`). The report's other modules hold no command: they never import this one.
 
 The report sits below its sections, so the sections are passed in: :mod:`nsverify.sections.cli` registers
 ``nightly`` with :func:`nsverify.sections.load_sections`.
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Callable, Sequence
 
-from nsverify.argtypes import ArgType, Choice, OutputDir
+from nsverify.argtypes import ArgType, Choice, Number, OutputDir
 from nsverify.errors import BadArgumentError
 from nsverify.report import Section
-from nsverify.report.compare import DEFAULT_BENCH_FACTOR, bench_factor_type
+from nsverify.report.compare import (
+    BENCH_FACTOR_MAX,
+    DEFAULT_BENCH_FACTOR,
+    compare_reports,
+    format_comparison,
+    format_identity,
+    require_run,
+    run_identity,
+)
+from nsverify.report.schema import load_report
 
 SectionLoader = Callable[[], Sequence[Section]]
 
@@ -27,12 +38,15 @@ class ReportPath(ArgType):
         self.what = what
 
     def convert(self, text: str):
-        from nsverify.report.schema import load_report
-
         if not text:
             raise BadArgumentError(f"{self.what}: give a run directory or its report.json.")
         load_report(text)
         return text
+
+
+def bench_factor_type():
+    """The ``--bench-factor`` option's type (nightly and compare): the minimum effect size, 1 to 10."""
+    return Number(lo=1.0, hi=BENCH_FACTOR_MAX, hint="the smallest slow-down factor that is flagged, e.g. 1.5")
 
 
 def register_nightly(sub, load_sections: SectionLoader) -> None:
@@ -74,9 +88,7 @@ def _interrupted(args) -> str:
 
 
 def _check_nightly(args) -> None:
-    from nsverify.report.compare import require_run
     from nsverify.report.merge import load_sources
-    from nsverify.report.schema import load_report
 
     if args.merge:
         extra = [o for o, v in (("--quick", args.quick), ("--only", args.only), ("--baseline", args.baseline))
@@ -91,7 +103,6 @@ def _check_nightly(args) -> None:
 
 def _cmd_nightly(args, load_sections: SectionLoader) -> int:
     from nsverify.report.nightly import is_red, merge_nightly, run_nightly
-    from nsverify.report.schema import load_report
 
     if args.merge:
         run_dir = merge_nightly(args.out, args.merge)
@@ -106,3 +117,34 @@ def _cmd_nightly(args, load_sections: SectionLoader) -> int:
         print(f"  REGRESSION [{r['section']}] {r['message']}", file=sys.stderr)
     print(run_dir)
     return 1 if args.fail_on_regression and red else 0
+
+
+def register_cli(sub) -> None:
+    """Add the ``compare`` subcommand to ``sub``."""
+    p = sub.add_parser("compare", help="print the differences between two nightly reports (A = baseline)")
+    p.add_argument("a", type=ReportPath("A (the baseline)"),
+                   help="baseline: a run directory, its report.json, or a reports root (uses latest)")
+    p.add_argument("b", type=ReportPath("B (the run to judge)"), help="the run to judge (same forms as A)")
+    p.add_argument("--bench-factor", type=bench_factor_type(), default=DEFAULT_BENCH_FACTOR,
+                   help="minimum effect size: a bench_ratio is a regression when its samples differ "
+                        "(Mann-Whitney) AND their median is slower by more than this factor")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("--fail-on-regression", action="store_true", help="exit with status 1 if any regression")
+    p.set_defaults(func=_cmd_compare, check=_check_compare)
+
+
+def _check_compare(args) -> None:
+    require_run(load_report(args.a), "A (baseline)")
+    require_run(load_report(args.b), "B")
+
+
+def _cmd_compare(args) -> int:
+    a, b = load_report(args.a), load_report(args.b)
+    cmp = compare_reports(a, b, args.bench_factor, base_path=str(args.a))
+    ids = {"a": run_identity(a, str(args.a)), "b": run_identity(b, str(args.b))}
+    if args.json:
+        print(json.dumps({**ids, **cmp}, indent=1), file=sys.stdout)
+    else:
+        print(format_identity("A (baseline)", ids["a"]) + "\n" + format_identity("B (judged)", ids["b"]) + "\n"
+              + format_comparison(cmp), file=sys.stdout)
+    return 1 if args.fail_on_regression and cmp["regressions"] else 0

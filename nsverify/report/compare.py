@@ -30,10 +30,8 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import sys
 
 from nsverify.errors import ReportFormatError, check_number
-from nsverify.report.schema import load_report
 
 #: minimum effect size of the bench_ratio rule: the ratio of the two runs' medians must exceed it (set from the
 #: run-to-run spread measured on a 2-core CPU machine under load; docs/report.md gives the measurement)
@@ -389,37 +387,10 @@ def format_comparison(cmp: dict) -> str:
     return "\n".join(lines)
 
 
-def bench_factor_type():
-    """The ``--bench-factor`` option's type (nightly and compare): the minimum effect size, 1 to 10."""
-    from nsverify.argtypes import Number
-
-    return Number(lo=1.0, hi=BENCH_FACTOR_MAX, hint="the smallest slow-down factor that is flagged, e.g. 1.5")
-
-
 def check_bench_factor(factor: float) -> float:
     """Raise :class:`~nsverify.errors.BadArgumentError` unless ``factor`` is a valid minimum effect size."""
     return check_number(factor, "bench_factor", lo=1.0, hi=BENCH_FACTOR_MAX,
                         hint="the smallest slow-down factor that is flagged, e.g. 1.5")
-
-
-def register_cli(sub) -> None:
-    from nsverify.report.cli import ReportPath
-
-    p = sub.add_parser("compare", help="print the differences between two nightly reports (A = baseline)")
-    p.add_argument("a", type=ReportPath("A (the baseline)"),
-                   help="baseline: a run directory, its report.json, or a reports root (uses latest)")
-    p.add_argument("b", type=ReportPath("B (the run to judge)"), help="the run to judge (same forms as A)")
-    p.add_argument("--bench-factor", type=bench_factor_type(), default=DEFAULT_BENCH_FACTOR,
-                   help="minimum effect size: a bench_ratio is a regression when its samples differ "
-                        "(Mann-Whitney) AND their median is slower by more than this factor")
-    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    p.add_argument("--fail-on-regression", action="store_true", help="exit with status 1 if any regression")
-    p.set_defaults(func=_cmd_compare, check=_check_compare)
-
-
-def _check_compare(args) -> None:
-    require_run(load_report(args.a), "A (baseline)")
-    require_run(load_report(args.b), "B")
 
 
 def run_identity(report: dict, path: str = "") -> dict:
@@ -439,15 +410,3 @@ def format_identity(name: str, ident: dict) -> str:
     return (f"{name}: run {ident['created'] or 'of unknown date'}, commit {ident['commit'] or 'not recorded'}, "
             f"machine {ident['hostname'] or '?'} ({machine}){', quick' if ident['quick'] else ''}"
             + (f"; {ident['path']}" if ident["path"] else ""))
-
-
-def _cmd_compare(args) -> int:
-    a, b = load_report(args.a), load_report(args.b)
-    cmp = compare_reports(a, b, args.bench_factor, base_path=str(args.a))
-    ids = {"a": run_identity(a, str(args.a)), "b": run_identity(b, str(args.b))}
-    if args.json:
-        print(json.dumps({**ids, **cmp}, indent=1), file=sys.stdout)
-    else:
-        print(format_identity("A (baseline)", ids["a"]) + "\n" + format_identity("B (judged)", ids["b"]) + "\n"
-              + format_comparison(cmp), file=sys.stdout)
-    return 1 if args.fail_on_regression and cmp["regressions"] else 0

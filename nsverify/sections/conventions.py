@@ -4,37 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nsverify.claims import decide
-from nsverify.claims.decide import Decision
 from nsverify.claims.provenance import ProvenanceError, gpu_file, load_measurement
-from nsverify.claims.record import ClaimSpec, spec_table
+from nsverify.conventions.claims import cuda_claim, gpu_unreadable_claim, jax_claim, matrix_claims
 from nsverify.report import section, table
-
-OURS = "nsverify (ours)"
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 GPU_DATA = gpu_file("conventions")
-#: our own claims about the conventions matrix, declared once (id, source, metric, rule, budget)
-CLAIMS = (
-    ClaimSpec("conventions/registry-rules", OURS, "registry",
-              "The registry's kink/tie rules hold on torch CPU, fp16/bf16/fp32/fp64, eager/func/jvp",
-              "evaluations whose rule differs from the registry's", "exact",
-              "every registry kink and tie x dtypes x modes", by="ours"),
-    ClaimSpec("conventions/compile-matches-eager", OURS, "conventions matrix",
-              "torch.compile matches eager at every kink and tie", "cases whose compiled rule differs from eager",
-              "exact", "every registry kink and tie x the compiled dtypes (float32 only in quick mode)", by="ours"),
-    ClaimSpec("conventions/jax-in-clarke", OURS, "conventions matrix, JAX column",
-              "JAX's derivatives (newest recorded release) lie in the Clarke set at every registry kink and tie",
-              "JAX cells outside the Clarke set", "exact",
-              "the newest recorded JAX run (nsverify/data/conventions/jax), every case x 4 dtypes x its modes",
-              by="ours"),
-    ClaimSpec("conventions/gpu-readable", OURS, "conventions matrix", "GPU conventions readable",
-              "the GPU data file", "exact", "the stored GPU run (nsverify/data/gpu/conventions.json)", by="ours"),
-    ClaimSpec("conventions/cuda-equals-cpu", OURS, "conventions matrix", "CUDA conventions equal CPU conventions",
-              "GPU evaluations whose rule differs from the CPU's", "exact",
-              "the stored GPU run's evaluations (nsverify/data/gpu/conventions.json)", by="ours"),
-)
-SPEC = spec_table(CLAIMS)
 
 
 def _rule_summary(rs) -> str:
@@ -81,7 +56,7 @@ def conventions_section(ctx) -> dict:
                              for d in diffs]))
     if crashed:
         tables.append(_crash_table(crashed))
-    claims = _matrix_claims(results, unexpected, compile_vs_eager, compile_dtypes)
+    claims = matrix_claims(results, unexpected, compile_vs_eager, compile_dtypes)
     jax = _jax_part(results)
     tables += jax["tables"]
     claims += jax["claims"]
@@ -137,9 +112,7 @@ def _jax_part(torch_results) -> dict:
              "Clarke set")
     tab = table(title, sbs.COLUMNS, rows)
     tab["row_classes"] = classes
-    claim = SPEC["conventions/jax-in-clarke"].judge(
-        f"{len(out_jax)} of {len(jax_results)} JAX cells outside the Clarke set (jax {run.meta.get('version')})",
-        decide.exact(not out_jax))
+    claim = jax_claim(jax_results, run.meta.get("version"))
     ops_differ = sorted({(p.op, p.case) for p in differ})
     return {"tables": [tab], "claims": [claim],
             "metrics": [{"key": "torch_jax_differing_cells", "kind": "info", "value": len(differ)},
@@ -161,32 +134,6 @@ def _crash_table(crashed):
                  [[r.op, r.case, r.dtype, r.mode, r.error, r.extra.get("repro", "")] for r in crashed])
 
 
-def _undecided(crashed, where: str) -> Decision:
-    """The exact rule without a verdict: cells that crashed measured nothing, and no other cell differs."""
-    what = f"{len(crashed)} {where + ' ' if where else ''}cell(s)"
-    return Decision("exact", None, 0, None, 1, reason=f"{what} crashed their process (see the crashed cells), and "
-                    f"no evaluated cell differs: the crashed ones are unmeasured")
-
-
-def _matrix_claims(results, unexpected, compile_vs_eager, compile_dtypes) -> list[dict]:
-    """The two claims about this run's matrix: a difference decides (a witness); a crash without one leaves the
-    claim undecided."""
-    every = [r for r in results if r.rule == "crashed"]
-    compiled = [r for r in results if r.rule == "crashed" and r.mode in ("eager", "compile")
-                and r.dtype in compile_dtypes]
-    evaluated = len(results) - sum(r.rule == "crashed" for r in results)
-    return [
-        SPEC["conventions/registry-rules"].judge(
-            f"{len(unexpected)} of {evaluated} evaluations differ from the expected rule",
-            decide.exact(False) if unexpected else _undecided(every, "") if every else
-            decide.exact(True)),
-        SPEC["conventions/compile-matches-eager"].judge(
-            f"{len(compile_vs_eager)} cases differ (compiled dtypes: {', '.join(compile_dtypes)})",
-            decide.exact(False) if compile_vs_eager else _undecided(compiled, "eager or compile") if compiled else
-            decide.exact(True)),
-    ]
-
-
 def _gpu_part(cv, cpu_results) -> dict | None:
     """Compare with the GPU run committed under nsverify/data/gpu/conventions.json, if present."""
     try:
@@ -197,7 +144,7 @@ def _gpu_part(cv, cpu_results) -> dict | None:
                for r in data["results"]]
     except (ProvenanceError, KeyError, TypeError) as exc:
         return {"table": table("GPU data", ["problem"], [[f"unreadable {GPU_DATA.name}: {exc}"]]),
-                "claim": SPEC["conventions/gpu-readable"].judge(str(exc), decide.exact(False))}
+                "claim": gpu_unreadable_claim(str(exc))}
     cpu = {(r.op, r.case, r.dtype, r.mode): r.rule for r in cpu_results}
     rows, differ = [], 0
     for r in gpu:
@@ -209,6 +156,4 @@ def _gpu_part(cv, cpu_results) -> dict | None:
     title = (f"CUDA vs CPU ({meta.get('device_name', 'GPU')}, torch {data.get('torch')}): "
              f"{differ} differing evaluations")
     return {"results": gpu, "table": table(title, ["op", "case", "dtype", "mode", "cpu", "cuda"], rows),
-            "claim": SPEC["conventions/cuda-equals-cpu"].judge(
-                f"{differ} of {len(gpu)} GPU evaluations differ from CPU ({meta.get('device_name', 'GPU')}, torch "
-                f"{data.get('torch')})", decide.exact(differ == 0))}
+            "claim": cuda_claim(differ, len(gpu), meta.get("device_name", "GPU"), data.get("torch"))}

@@ -77,7 +77,7 @@ def _tables_2(ctx, p: Parts) -> dict:
     from nsverify.papers.costs import repro
 
     ctx.progress("tables 2.1-2.3")
-    t2 = p.judged(repro.tables_2())
+    t2 = p.collect_claims(repro.tables_2())
     rows = t2["rows"]
     p.tables.append(table(
         "Tables 2.1-2.3 recomputed (omega = counted cost(backprop)/cost(P) of a one-node "

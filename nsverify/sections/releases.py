@@ -28,8 +28,8 @@ def _change(g: dict) -> dict:
          description="the conventions matrix of every recorded torch release, compared release by release")
 def releases_section(ctx) -> dict:
     from nsverify.conventions import baselines
-    from nsverify.conventions.releases import Sweep, all_changes, format_timeline, release_claims
-    from nsverify.conventions.repro import script
+    from nsverify.conventions.claims import release_claims
+    from nsverify.conventions.releases import Sweep, all_changes, change_script, format_timeline
 
     data_dir = baselines.DATA_DIR
     index = _index(data_dir)
@@ -61,7 +61,7 @@ def releases_section(ctx) -> dict:
         ch = g["change"]
         name = f"{ch.since} {ch.op} [{ch.case}] {ch.key[2]} {ch.key[4]}"
         try:
-            scripts[name] = script(ch)
+            scripts[name] = change_script(ch)
         except (ValueError, OSError, TypeError, StopIteration) as exc:
             scripts[name] = f"# no standalone script: {exc}"
         repro_rows.append([ch.op, ch.case, f"{baselines.fmt_value(ch.before)} -> {baselines.fmt_value(ch.after)}",

@@ -163,7 +163,7 @@ def _exact_tables(ctx, p: Parts) -> None:
     from nsverify.papers.zones import repro
 
     ctx.progress("Tables 3.1, 3.3 and the 3.5.3 example")
-    t31, t33, ex = (p.judged(r) for r in (repro.table_3_1(), repro.table_3_3(), repro.example_353()))
+    t31, t33, ex = (p.collect_claims(r) for r in (repro.table_3_1(), repro.table_3_3(), repro.example_353()))
     rows = [[f"Table 3.1 {k}"] + [f"{v:.3g}" for v in vals] for k, vals in t31["rows"].items()]
     rows += [[f"Table 3.3 {k}"] + [f"{v:.3g}" for v in vals] for k, vals in t33["rows"].items()]
     p.tables.append(table("zero'(t) in float32 (Boustany Tables 3.1 and 3.3)", ["program / x"] +
@@ -180,7 +180,7 @@ def _fig33(ctx, size: dict, p: Parts, data: dict) -> dict:
 
     m, r = size["fig33"]
     ctx.progress(f"Fig 3.3 analogue: LeNet-5 fp32, {m} draws x {r} batches of 128, D(P,P~) and D(P,Q)")
-    f33 = p.judged(repro.fig_3_3(draws=m, batches=r, memo=ctx.checkpoint))
+    f33 = p.collect_claims(repro.fig_3_3(draws=m, batches=r, memo=ctx.checkpoint))
     data["fig33"] = {k: f33[k] for k in ("D_same", "D_diff", "D_order", "median", "relative", "bulk_share",
                                          "tail_share")}
     p.tables.append(table(
@@ -200,7 +200,7 @@ def _table32(ctx, size: dict, p: Parts, data: dict) -> tuple[dict, list]:
 
     tcfg = size["table"]
     ctx.progress(f"Table 3.2 analogue: VGG11 width {tcfg['width']}, tau1 measured per setting")
-    t32 = p.judged(repro.table_3_2(memo=ctx.checkpoint, progress=ctx.progress, **tcfg))
+    t32 = p.collect_claims(repro.table_3_2(memo=ctx.checkpoint, progress=ctx.progress, **tcfg))
     data["table32"] = t32["settings"]
     p.tables.append(table(
         f"Table 3.2 analogue: VGG11 width {tcfg['width']}, batch {tcfg['batch_size']}, native vs minimal max pool; "
@@ -219,7 +219,7 @@ def _batch_trend(ctx, size: dict, p: Parts, data: dict) -> None:
     from nsverify.papers.zones import repro
 
     ctx.progress("Fig 3.6 batch-size trend (fp32, Kendall)")
-    f36 = p.judged(repro.fig_3_6_batch(memo=ctx.checkpoint, progress=ctx.progress, **size["trend"]))
+    f36 = p.collect_claims(repro.fig_3_6_batch(memo=ctx.checkpoint, progress=ctx.progress, **size["trend"]))
     data["trend"] = f36
     p.tables.append(table("Fig 3.6 batch-size trend: D(P,Q) per pair against B (VGG11, fp32, natural crops)",
                           ["B", "pairs", "median D (sum)", "median D (mean)"],
@@ -233,7 +233,7 @@ def _dichotomy(ctx, size: dict, p: Parts) -> list:
     from nsverify.papers.zones import repro
 
     ctx.progress("Bertoin dichotomy: MLP at init, ReLU'(0)=0 vs 1, 16-bit affine layers emulated")
-    dich = p.judged(repro.bertoin_dichotomy(memo=ctx.checkpoint, progress=ctx.progress, **size["dich"]))
+    dich = p.collect_claims(repro.bertoin_dichotomy(memo=ctx.checkpoint, progress=ctx.progress, **size["dich"]))
     drows, share_rows = [], []
     for label, res in (("", dich["result"]), (" (fused CPU kernel)", dich.get("fused") or {})):
         for name, d in res.items():
@@ -269,7 +269,8 @@ def _sgd(ctx, size: dict, p: Parts, data: dict) -> dict:
 
     sg = size["sgd"]
     ctx.progress(f"SGD trajectories ReLU'(0)=0 vs 1, {sg['steps']} steps")
-    sgd = p.judged(repro.sgd_trajectories(sg["dtypes"], sg["steps"], width=sg["width"], memo=ctx.checkpoint))["runs"]
+    sgd = p.collect_claims(repro.sgd_trajectories(sg["dtypes"], sg["steps"], width=sg["width"],
+                                                  memo=ctx.checkpoint))["runs"]
     data["sgd"] = sgd
     p.tables.append(table(f"SGD trajectories, ReLU'(0) = 0 vs 1 (MLP width {sg['width']} x 2048, digits28)",
                           ["dtype", "kernel path", "steps", "first bitwise difference", "final L1 distance"],

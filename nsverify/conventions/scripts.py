@@ -1,7 +1,11 @@
-"""Minimal reproduction scripts for convention changes across torch releases, and for cells that crashed their
-process (:mod:`nsverify.conventions.isolation`): torch only, the exact input of the registry case, the cotangent,
-the op call and the mode, printing the derivative (next to the values the recorded releases gave, for a change).
-Ready to paste into a bug report."""
+"""Standalone scripts of one cell of the conventions matrix, ready to paste into a bug report: torch only (or jax
+only), the exact input of the registry case, the cotangent, the op call and the mode, printing the derivative
+(:func:`cell_script`). A cell that crashed its process gets one with the crash in its header
+(:func:`write_crash_repro`, for :mod:`nsverify.conventions.isolation`); a change between torch releases gets one
+with the values the recorded releases gave (:func:`nsverify.conventions.releases.change_script`).
+
+It sits below the matrix, which writes a crashed cell's script with it: it imports the registry and the Inductor
+cache (:mod:`nsverify.conventions.inductor`) only."""
 from __future__ import annotations
 
 import ast
@@ -9,10 +13,9 @@ import inspect
 import textwrap
 import types
 from pathlib import Path
-from typing import Sequence
 
 from nsverify import registry
-from nsverify.conventions.baselines import Change, fmt_value, group
+from nsverify.conventions.inductor import capability_cache_dir
 
 _MODE_CODE = {
     "eager": "xr = x.clone().requires_grad_(True)\n(g,) = torch.autograd.grad(f(xr), xr)",
@@ -151,21 +154,7 @@ def cell_script(op: str, label: str, dtype: str, mode: str, head: str, framework
         'print("torch", torch.__version__, "derivative:", g.flatten().tolist())', ""])
 
 
-def script(change: Change, history: Sequence[tuple[str, str]] = (), framework: str = "torch") -> str:
-    """A standalone script reproducing ``change`` (its op, case, dtype and mode) in ``framework``."""
-    op, label, dtype, _device, mode = change.key
-    fw = framework
-    seen = "\n".join(f"#   {fw} {rel}: {val}" for rel, val in history) or (
-        f"#   {fw} {change.prev}: {fmt_value(change.before)}\n#   {fw} {change.since}: {fmt_value(change.after)}")
-    head = (f"# {op} at {label} ({dtype}, {mode} mode): {fmt_value(change.before)} -> {fmt_value(change.after)} "
-            f"{'since' if change.exact else 'between ' + change.prev + ' and'} {change.since}\n"
-            f"# Clarke status: {change.before.in_clarke} -> {change.after.in_clarke} (rule {change.before.rule} -> "
-            f"{change.after.rule}; nsverify's conventions matrix, registry case {op!r} / {label!r})\n"
-            f"# derivative of sum(c * op(x)) measured on CPU:\n{seen}")
-    return cell_script(op, label, dtype, mode, head, framework)
-
-
-def _safe_name(name: str) -> str:
+def safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in name) + ".py"
 
 
@@ -177,8 +166,6 @@ def write_crash_repro(result, out: str | Path | None = None) -> Path:
     import tempfile
 
     import torch
-
-    from nsverify.conventions.isolation import capability_cache_dir
 
     out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="nsverify-crashed-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -192,28 +179,10 @@ def write_crash_repro(result, out: str | Path | None = None) -> Path:
             f"# torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}; environment: "
             f"{env}\n# (nsverify's conventions matrix, registry case {result.op!r} / {result.case!r}); run it as "
             f"the crash ran, e.g. with the same ATEN_CPU_CAPABILITY and TORCHINDUCTOR_CACHE_DIR")
-    path = out / _safe_name(f"crashed_{result.op}_{result.case}_{result.dtype}_{result.device}_{result.mode}")
+    path = out / safe_name(f"crashed_{result.op}_{result.case}_{result.dtype}_{result.device}_{result.mode}")
     try:
         text = cell_script(result.op, result.case, result.dtype, result.mode, head)
     except (ValueError, OSError, TypeError, StopIteration) as exc:
         text = f"{head}\n# no standalone script for this cell: {exc}\n"
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def write_repros(rows: Sequence[dict], out: Path, framework: str = "torch") -> list[Path]:
-    """One script per grouped change of a release timeline (:meth:`Sweep.timeline`), in ``out``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for row in rows:
-        for g in group(row["changes"]):
-            ch = g["change"]
-            safe = _safe_name(f"{ch.since}_{ch.op}_{ch.case}_{ch.key[2]}_{ch.key[4]}")
-            try:
-                text = script(ch, framework=framework)
-            except (ValueError, OSError, TypeError, StopIteration) as exc:
-                text = f"# no standalone script for {ch.text()}: {exc}\n"
-            (out / safe).write_text(text, encoding="utf-8")
-            written.append(out / safe)
-    return written
