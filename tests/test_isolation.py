@@ -60,7 +60,7 @@ def test_isolated_results_equal_in_process_results():
     args = (["relu", "amax"], ["float32", "float64"], ["cpu"], ["eager", "func", "jvp", "compile"])
     kw = {"compile_dtypes": ["float32"], "compile_backend": "aot_eager"}
     plain = cv.run_matrix(*args, **kw)
-    isolated = cv.run_matrix(*args, **kw, isolate=True)
+    isolated = isolation.run_matrix_isolated(*args, **kw)
     assert [asdict(r) for r in isolated] == [asdict(r) for r in plain]
     assert not cv.matrix.crashed(isolated)
 

@@ -232,6 +232,7 @@ def _cli_jax(args, modes: list[str]) -> int:
 
 
 def _cli(args) -> int:
+    from nsverify.conventions.isolation import run_matrix_isolated
     from nsverify.conventions.matrix import format_table, provenance, run_matrix, to_json
     from nsverify.devices import Heartbeat, parse_device, parse_dtype
     from nsverify.files import make_output_dir
@@ -262,9 +263,9 @@ def _cli(args) -> int:
             if i is not None:  # step i is done, except after its compile (the step's other modes follow)
                 heartbeat.beat(label[min(i if msg.startswith("compiled") else i + 1, len(label)) - 1])
 
-        results = run_matrix(ops, dtypes, devices, list(args.modes), compile_dtypes=compile_dtypes,
-                             compile_backend=args.compile_backend, progress=progress,
-                             isolate=not args.in_process, repro_dir=_crash_dir(args.json))
+        kw = {"compile_dtypes": compile_dtypes, "compile_backend": args.compile_backend, "progress": progress}
+        results = (run_matrix(ops, dtypes, devices, list(args.modes), **kw) if args.in_process else
+                   run_matrix_isolated(ops, dtypes, devices, list(args.modes), **kw, repro_dir=_crash_dir(args.json)))
     meta = {"devices": [str(d) for d in devices], "provenance": provenance(devices, getattr(args, "command_line", None)
                                                                     or ["nsverify", *sys.argv[1:]])}
     compared = _compare(results, against, installed, meta, "torch")

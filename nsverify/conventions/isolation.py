@@ -162,6 +162,23 @@ def evaluate_isolated(cells: list, device: str, backend: str, *, timeout: float 
     return run(list(cells))
 
 
+def run_matrix_isolated(ops: Sequence[str] | None = None, dtypes: Sequence = ("float32",),
+                        devices: Sequence = ("cpu",), modes: Sequence[str] = ("eager", "func", "jvp"),
+                        compile_dtypes: Sequence | None = None, compile_backend: str = "inductor",
+                        progress: Callable | None = None, *, timeout: float | None = None,
+                        repro_dir=None) -> list:
+    """:func:`nsverify.conventions.matrix.run_matrix` in child processes, one per device for the eager/func/jvp
+    cells and one per compiled dtype, each with a time limit of ``timeout`` seconds (default
+    :data:`DEFAULT_TIMEOUT`); a cell that crashes its process is a ``"crashed"`` result with a reproduction script in
+    ``repro_dir``. The results are the same as in this process otherwise. Children see the registry's built-in ops
+    only, not scoped registrations."""
+    from nsverify.conventions.matrix import matrix_plan
+
+    cases, dts, devs, modes, cdts = matrix_plan(ops, dtypes, devices, modes, compile_dtypes)
+    return run_isolated(cases, devs, dts, modes, cdts, compile_backend, progress=progress,
+                        timeout=timeout or DEFAULT_TIMEOUT, repro_dir=repro_dir)
+
+
 def run_isolated(cases: list, devices: list, dtypes: list, modes: list, compile_dtypes: list, backend: str, *,
                  timeout: float = DEFAULT_TIMEOUT, repro_dir=None, progress: Callable | None = None) -> list:
     """:func:`nsverify.conventions.matrix.run_matrix` in child processes: one per device for the eager/func/jvp

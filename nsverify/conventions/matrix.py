@@ -274,18 +274,10 @@ def crashed_result(case: Case, dtype, device, mode: str, why: str, repro_dir=Non
     return res
 
 
-def run_matrix(ops: Sequence[str] | None = None, dtypes: Sequence = ("float32",),
-               devices: Sequence = ("cpu",), modes: Sequence[str] = ("eager", "func", "jvp"),
-               compile_dtypes: Sequence | None = None, compile_backend: str = "inductor",
-               progress: Callable | None = None, *, isolate: bool = False, timeout: float | None = None,
-               repro_dir=None) -> list[Result]:
-    """Evaluate the matrix.  ``compile_dtypes``: the dtypes that get the compile mode (default: all).
-
-    ``isolate``: evaluate in child processes (:mod:`nsverify.conventions.isolation`), one per device for the
-    eager/func/jvp cells and one per compiled dtype, each with a time limit of ``timeout`` seconds; a cell that
-    crashes its process is a ``"crashed"`` result with a reproduction script in ``repro_dir``. The results are
-    the same as in this process otherwise. Isolated children see the registry's built-in ops only, not scoped
-    registrations."""
+def matrix_plan(ops: Sequence[str] | None, dtypes: Sequence, devices: Sequence, modes: Sequence[str],
+                compile_dtypes: Sequence | None) -> tuple[list, list, list, list[str], list]:
+    """The checked inputs of one matrix run: ``(cases, dtypes, devices, modes, compile dtypes)``, every option
+    validated before any work (an empty list, an unknown mode, dtype or device raises with the fix)."""
     modes = list(modes)
     for name, given in (("ops", ops), ("dtypes", dtypes), ("devices", devices), ("modes", modes)):
         if given is not None and not list(given):
@@ -298,11 +290,17 @@ def run_matrix(ops: Sequence[str] | None = None, dtypes: Sequence = ("float32",)
     devs = [parse_device(d) for d in devices]
     cases = build_cases(ops)
     cdts = dts if compile_dtypes is None else [parse_dtype(d) for d in compile_dtypes]
-    if isolate:
-        from nsverify.conventions import isolation
+    return cases, dts, devs, modes, cdts
 
-        return isolation.run_isolated(cases, devs, dts, modes, cdts, compile_backend, progress=progress,
-                                      timeout=timeout or isolation.DEFAULT_TIMEOUT, repro_dir=repro_dir)
+
+def run_matrix(ops: Sequence[str] | None = None, dtypes: Sequence = ("float32",),
+               devices: Sequence = ("cpu",), modes: Sequence[str] = ("eager", "func", "jvp"),
+               compile_dtypes: Sequence | None = None, compile_backend: str = "inductor",
+               progress: Callable | None = None) -> list[Result]:
+    """Evaluate the matrix in this process.  ``compile_dtypes``: the dtypes that get the compile mode (default:
+    all). :func:`nsverify.conventions.isolation.run_matrix_isolated` evaluates the same cells in child processes
+    (a crash inside torch becomes a crashed cell), with the same results otherwise."""
+    cases, dts, devs, modes, cdts = matrix_plan(ops, dtypes, devices, modes, compile_dtypes)
     results: list[Result] = []
     steps = len(devs) * len(dts)
     step = 0

@@ -21,15 +21,16 @@ def _rule_summary(rs) -> str:
          description="every registry primitive x 4 dtypes x eager/func/jvp on CPU (+ compile)")
 def conventions_section(ctx) -> dict:
     from nsverify import conventions as cv
+    from nsverify.conventions.isolation import run_matrix_isolated
 
     # in child processes: a crash inside torch is a crashed cell with a reproduction script, not a dead nightly
     repro_dir = ctx.scratch_file("crashed")
-    results = cv.run_matrix(None, DTYPES, ["cpu"], ["eager", "func", "jvp"], progress=ctx.progress, isolate=True,
-                            repro_dir=repro_dir)
+    results = run_matrix_isolated(None, DTYPES, ["cpu"], ["eager", "func", "jvp"], progress=ctx.progress,
+                                  repro_dir=repro_dir)
     # torch.compile costs about a minute per dtype on a small CPU: quick mode compiles float32 only
     compile_dtypes = ("float32",) if ctx.quick else DTYPES
-    results += cv.run_matrix(None, compile_dtypes, ["cpu"], ["compile"], progress=ctx.progress, isolate=True,
-                             repro_dir=repro_dir)
+    results += run_matrix_isolated(None, compile_dtypes, ["cpu"], ["compile"], progress=ctx.progress,
+                                   repro_dir=repro_dir)
     crashed = cv.crashed(results)
 
     by_case: dict = {}
