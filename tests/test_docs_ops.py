@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 from nsverify import registry
-from nsverify.oracle.tensor import OPS, supported_ops
+from nsverify.oracle.ops.table import TABLE
+from nsverify.oracle.tensor import supported_ops
 
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN = "<!-- generated from the registry by tests/test_docs_ops.py: {name} -->"
@@ -45,7 +46,7 @@ def oracle_lists() -> str:
     ew = [registry.get(n) for n in registry.names("elementwise")]
     exact = [e.name for e in ew if e.exact] + list(registry.ARGUMENT_OPS)
     inexact = [e.name for e in ew if not e.exact]
-    rejected = sorted(k for k, f in OPS.items() if getattr(f, "unsupported", False))
+    rejected = TABLE.refused()
     return "\n".join([
         f"* **elementwise ops with kinks** (registry entries, evaluated exactly from their pieces): {_names(exact)};"
         f" registry entries with non-polynomial pieces, not evaluated: {_names(inexact)};",
