@@ -25,11 +25,13 @@ class ExactOp:
     * ``backward_names`` / ``backward``: the ATen backward ops of this op (the ones its autograd formula calls,
       e.g. ``convolution_backward``) and their exact implementation -- empty when PyTorch's formula is made of
       other forward ops (``mm``'s is two ``mm``).
-    * ``analytic``: analytic (smooth) wherever the exact trace evaluates it (an exact division by zero, a square
-      root of zero or a comparison stops the trace first); Park et al.'s layered theorems (Sec. 2.2, eq. (1))
-      accept it inside ``tau_l``.
-    * ``nodes``: the autograd node classes (``grad_fn`` names) the op's forward records; the analytic ones make
-      :data:`~nsverify.oracle.ops.table.ANALYTIC_NODES`.
+    * ``analytic``: declared analytic (smooth) wherever the exact trace evaluates it (an exact division by zero, a
+      square root of zero or a comparison stops the trace first); Park et al.'s layered theorems (Sec. 2.2,
+      eq. (1)) accept it inside ``tau_l``.  False (the default) is always safe: Park's autograd-graph route
+      declines the op and the enumeration decides.
+    * ``nodes``: the autograd node classes (``grad_fn`` names) the op's forward records, as read off PyTorch
+      (``type(op(x).grad_fn).__name__``); those of analytic records make
+      :data:`~nsverify.oracle.ops.table.ANALYTIC_NODES`, and a node not listed is declined.
     * ``enclosure``: values that are not rational in general (exp, sqrt, softmax ...): a result is an exact
       Fraction where it is proved rational and otherwise a rigorous interval enclosure
       (:class:`~nsverify.oracle.numbers.Ival`) whose width the certificates account for.
