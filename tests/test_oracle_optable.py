@@ -43,6 +43,9 @@ OLD_ANALYTIC_NODES = frozenset({
 NODES_OF_UNEVALUATED_OPS = {"CumsumBackward0": "cumsum", "ReshapeAliasBackward0": "_reshape_alias",
                             "BinaryCrossEntropyWithLogitsBackward0": "binary_cross_entropy_with_logits"}
 
+# Nodes of analytic ops added after the redesign (a new analytic record adds its nodes here).
+ADDED_ANALYTIC_NODES: frozenset[str] = frozenset()
+
 # The pre-redesign SMOOTH_OPS tuple of ops_smooth.py; the derived one adds logsumexp, which that module always
 # evaluated with enclosures but the hand-written tuple left out.
 OLD_SMOOTH_OPS = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "sigmoid", "softplus", "sqrt", "rsqrt",
@@ -50,7 +53,7 @@ OLD_SMOOTH_OPS = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "sigmoid
 
 
 def test_analytic_nodes_are_the_hand_written_list_less_the_nodes_of_ops_never_evaluated():
-    assert ANALYTIC_NODES == OLD_ANALYTIC_NODES - set(NODES_OF_UNEVALUATED_OPS)
+    assert ANALYTIC_NODES == (OLD_ANALYTIC_NODES - set(NODES_OF_UNEVALUATED_OPS)) | ADDED_ANALYTIC_NODES
     assert not set(NODES_OF_UNEVALUATED_OPS.values()) & set(supported_ops())
 
 
