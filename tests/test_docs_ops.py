@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from nsverify import registry
-from nsverify.oracle.tensor import OPS, supported_ops
+from nsverify.oracle.ops.table import TABLE
+from nsverify.oracle.tensor import supported_ops
 from nsverify.registry import docs
 from nsverify.registry.__main__ import main
 
@@ -37,7 +38,7 @@ def oracle_aten_lists() -> str:
     rejects by name."""
     from_registry = {a for e in registry.select() for a in (*e.aten, *getattr(e, "backward", ()))}
     others = [n for n in supported_ops() if n not in from_registry]
-    rejected = sorted(k for k, f in OPS.items() if getattr(f, "unsupported", False))
+    rejected = TABLE.refused()
     return "\n".join([
         f"* **every other ATen op the interpreter evaluates** (`supported_ops()` without the registry entries' "
         f"ATen ops, which docs/registry.md lists; backward ops included; in-place overloads such as `relu_` follow "

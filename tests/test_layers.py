@@ -85,7 +85,8 @@ KNOWN_PENDING: dict[tuple[str, str], str] = {
 }
 
 #: attributes of the package itself that load nothing (the __init__ imports only nsverify.errors)
-ROOT_ATTRIBUTES = {"__version__", "__file__", "__path__", "__name__", "__all__", "NsverifyError"}
+ROOT_ATTRIBUTES = {"__version__", "__file__", "__path__", "__name__", "__all__",
+                   *(set(nsverify.__all__) - set(nsverify._PUBLIC))}
 
 
 @dataclass(frozen=True)
@@ -347,3 +348,96 @@ def test_the_benchmark_check_detects_internals(tmp_path):
                                      "    from nsverify.papers.costs.measure import wall_ratio\n")
     bad = bench_violations(bench, PACKAGE, ROOT)
     assert len(bad) == 2 and "nsverify.oracle.cones.feasible" in bad[0] and "_private" in bad[1], bad
+
+
+# --------------------------------------------------------------------------------------------------------------
+# No import cycle between modules: every import counts (module level, inside functions, under TYPE_CHECKING, by a
+# string, through the public API), so a cycle hidden in a function-level import fails here too.
+def import_cycles(edges: list[Edge]) -> list[list[str]]:
+    """The import cycles among modules: the strongly connected components of the module graph with two or more
+    modules, each sorted, largest first (Tarjan's algorithm, iterative)."""
+    graph: dict[str, set[str]] = {}
+    for e in edges:
+        if e.importer != e.imported:
+            graph.setdefault(e.importer, set()).add(e.imported)
+            graph.setdefault(e.imported, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    comp = []
+                    while True:
+                        m = stack.pop()
+                        on_stack.discard(m)
+                        comp.append(m)
+                        if m == node:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return sorted(out, key=lambda c: (-len(c), c))
+
+
+def _cycle_report(cycles: list[list[str]], edges: list[Edge], base: Path) -> str:
+    lines = []
+    for comp in cycles:
+        members = set(comp)
+        lines.append(f"cycle of {len(comp)} modules: {', '.join(comp)}")
+        seen = set()
+        for e in edges:
+            if e.importer in members and e.imported in members and e.importer != e.imported \
+                    and (e.importer, e.imported) not in seen:
+                seen.add((e.importer, e.imported))
+                where = e.path.relative_to(base) if e.path.is_relative_to(base) else e.path
+                lines.append(f"    {e.importer} -> {e.imported} ({where}:{e.line})")
+    return "\n".join(lines)
+
+
+def test_no_import_cycle_between_modules(edges):
+    cycles = import_cycles(edges)
+    assert not cycles, ("import cycles (break each by moving what both sides need into a lower module):\n"
+                        + _cycle_report(cycles, edges, ROOT.parent))
+
+
+def test_the_cycle_check_detects_a_planted_function_level_cycle(tmp_path):
+    root, found = _plant(tmp_path, {
+        "base.py": "X = 1\n",
+        "low/__init__.py": "",
+        "low/a.py": "from plant.low.b import g\n\ndef f():\n    return g()\n",
+        "low/b.py": "def g():\n    from plant.low import c\n    return c.h()\n",
+        "low/c.py": "def h():\n    import plant.low.a\n    return plant.low.a\n",
+        "top.py": "from plant.low.a import f\nfrom plant.base import X\n",
+    })
+    assert import_cycles(found) == [["plant.low.a", "plant.low.b", "plant.low.c"]]
+    report = _cycle_report(import_cycles(found), found, root.parent)
+    assert "plant.low.b -> plant.low.c (plant/low/b.py:2)" in report
+    # the same package without the function-level import has no cycle
+    (root / "low" / "c.py").write_text("def h():\n    return 0\n")
+    mods = {_module_name(p, root, "plant"): p for p in sorted(root.rglob("*.py"))}
+    assert import_cycles(collect_imports("plant", mods, {})) == []

@@ -221,12 +221,12 @@ def test_fn_errors_on_the_float_point_are_the_programs_own():
 
 
 def test_a_failure_of_the_exact_evaluation_names_the_op(monkeypatch):
-    from nsverify.oracle import tensor
+    from nsverify.oracle.ops.table import TABLE
 
     def broken(*a, **k):
         raise IndexError("simulated")
 
-    monkeypatch.setitem(tensor.OPS, "relu", broken)
+    monkeypatch.setitem(TABLE.impls, "relu", broken)
     with pytest.raises(UnsupportedOpError, match=r"aten\.relu.*IndexError: simulated.*supported ops") as info:
         nsverify.check_gradient(_relu, _Z2, progress=False)
     assert isinstance(info.value.__cause__, IndexError)

@@ -18,10 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nsverify
-from nsverify.oracle import ops_kinks, verify_certificate
+from nsverify.oracle import verify_certificate
 from nsverify.oracle.interp import Evaluation
 from nsverify.oracle.jets import certify_rays, directions, ray_piece
 from nsverify.oracle.numbers import JET_ORDER, Ival, Jet, JetDeclined, exp_i, jet_sign
+from nsverify.oracle.ops import kinks as ops_kinks
 from nsverify.oracle.pieces import enumerate_pieces
 
 F = Fraction

@@ -356,7 +356,7 @@ def test_a_single_large_op_stops_within_the_overrun_bound(fn, n):
 
 def test_chunked_exact_ops_equal_the_unchunked_products():
     # the chunked evaluation (deadline polls between blocks) against numpy's own object-array product and sum
-    from nsverify.oracle.ops_linear import MATMUL_CHUNK_WORK, broadcast_chunked, matmul
+    from nsverify.oracle.ops.linalg import MATMUL_CHUNK_WORK, broadcast_chunked, matmul
 
     rng = random.Random(3)
 

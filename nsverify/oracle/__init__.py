@@ -7,8 +7,8 @@ One path, one module per stage (docs/oracle.md draws it)::
 
 Below the path: ``numbers`` (exact scalars, intervals, affine forms), ``jsonio`` (their JSON form), ``context``
 (evaluation context and kink/tie sites), ``tensor`` (the ExactTensor subclass, op dispatch, float shadow), the
-exact ATen ops ``ops_linear`` / ``ops_smooth`` / ``ops_kinks`` / ``ops_select`` / ``ops_backward`` (forward ops
-and PyTorch's backward ops; the kink and tie rules come from :mod:`nsverify.registry`), ``cones`` (open-cone LPs
+exact ATen ops in ``ops`` (one record per op, forward and backward, one module per area, collected in
+``ops.table.TABLE``; the kink and tie rules come from :mod:`nsverify.registry`), ``cones`` (open-cone LPs
 with exact certificates), ``membership`` (convex-hull membership and separation).  Exact linear algebra is
 :mod:`nsverify.rational`.  Outside the package: the papers' known answers and the pruning program ``kink_net``
 (:mod:`nsverify.papers.cases`), and the independent reference the tests compare the oracle with

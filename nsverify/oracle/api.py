@@ -23,7 +23,6 @@ import torch
 
 from nsverify.errors import InexactError, OracleInputError, TooManyPieces
 from nsverify.oracle import boundary
-from nsverify.oracle.blocks import Blocks, block_decision, candidate_groups, decompose
 from nsverify.oracle.callenv import user_environment
 from nsverify.oracle.certificates import (
     BlockProduct,
@@ -50,6 +49,7 @@ from nsverify.oracle.numbers import is_exact
 from nsverify.oracle.park import exact as layered
 from nsverify.oracle.pieces import Enumeration, ad_sites, enumerate_pieces, limit_message
 from nsverify.oracle.progress import Tracker, reporter
+from nsverify.oracle.separable import Blocks, block_decision, candidate_groups, decompose
 from nsverify.oracle.verdict import Verdict
 from nsverify.registry.rules import renamed_rules_argument
 

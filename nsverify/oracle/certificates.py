@@ -823,7 +823,7 @@ def adjacent_piece(ev: Evaluation, exact_ad: tuple) -> AdjacentPiece | None:
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Separable blocks (nsverify.oracle.blocks): the Bouligand set is a product over coordinate-disjoint blocks
+# Separable blocks (nsverify.oracle.separable): the Bouligand set is a product over coordinate-disjoint blocks
 # ------------------------------------------------------------------------------------------------------------
 #: what a malformed certificate raises while it is read or checked (the checks answer False instead)
 _MALFORMED = (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError)

@@ -12,8 +12,9 @@ Its traces run ``fn`` (each at most once, cached; :attr:`Evaluation.calls` count
 
 * :meth:`Evaluation.float_ad` -- what PyTorch's autograd returns in w's dtype;
 * :meth:`Evaluation.forward` -- forward-mode exact AD (the registry's rules at kinks), with the kink/tie sites;
-* :meth:`Evaluation.reverse` -- reverse-mode exact AD: PyTorch's backward ATen ops evaluated exactly
-  (:mod:`nsverify.oracle.ops_backward`), custom ``torch.autograd.Function`` backward rules included;
+* :meth:`Evaluation.reverse` -- reverse-mode exact AD: PyTorch's backward ATen ops evaluated exactly (the
+  backward ops of the records in :mod:`nsverify.oracle.ops`), custom ``torch.autograd.Function`` backward rules
+  included;
 * :meth:`Evaluation.exact_ad` -- the AD that :func:`~nsverify.oracle.check_gradient` tests (reverse mode, forward
   mode as the fallback);
 * :meth:`Evaluation.pieces_trace` -- one trace in ``"pieces"`` mode, where the piece enumerator
@@ -36,20 +37,10 @@ import numpy as np
 import torch
 
 from nsverify.errors import InexactError, NonFiniteError, NsverifyError, UnsupportedDtypeError, UnsupportedOpError
-from nsverify.oracle import (  # noqa: F401  (import registers the op implementations)
-    callenv,
-    ops_attention,
-    ops_backward,
-    ops_kinks,
-    ops_layers,
-    ops_linear,
-    ops_norm,
-    ops_pool,
-    ops_select,
-    ops_smooth,
-)
+from nsverify.oracle import callenv
 from nsverify.oracle.context import Ctx
 from nsverify.oracle.numbers import JET_ORDER, Aff, Jet, grad, is_lin, val
+from nsverify.oracle.ops.common import arr, plain_values
 from nsverify.oracle.prepass import OpSurvey
 from nsverify.oracle.tensor import ExactTensor, evaluates, rewrite_hint, to_exact_array
 from nsverify.registry import parse_rules, renamed_rules_argument
@@ -220,7 +211,7 @@ class Evaluation:
             zero = tuple(F(0) for _ in self.values)
             with self.context("ad", n=0, shadow=self.shadow):
                 x = ExactTensor(a.reshape(tuple(self.w.shape)), dtype=self.w.dtype, requires_grad=True)
-                if self.shadow:  # selections read the indices PyTorch returns in w's dtype (ops_select)
+                if self.shadow:  # selections read the indices PyTorch returns in w's dtype (ops.select)
                     x.shadow = self.w.detach().clone()
                 out = self._call(x, "ad", fn=None if watch is None else _watched(self.fn, *watch))
                 y = _scalar_output(out)
@@ -270,7 +261,7 @@ class Evaluation:
         fw = self._forward
         if fw is not None and all(s.extra.get("float_only") for s in fw.sites):
             return RunResult(fw.value, fw.gradient, [], False, fw.lin, fw.aten_calls)
-        # the float run rides along only where AD read a tie choice from it (a "returned" index, ops_select):
+        # the float run rides along only where AD read a tie choice from it (a "returned" index, ops.select):
         # then each branch site can tell which of its options is AD's own
         shadow = self.shadow and (fw is None or any("returned" in s.extra for s in fw.sites))
         return self.trace("pieces", decide, shadow=shadow)
@@ -399,8 +390,8 @@ def exact_forward(fn, *args):
     """Evaluate ``fn(*args)`` exactly (no derivative): returns nested Fractions (lists for tensors)."""
     dtype = next((a.dtype for a in args if isinstance(a, torch.Tensor)), None)
     with _new_context(0, dtype):
-        ex = [ExactTensor(ops_linear.arr(to_exact_array(a))) if isinstance(a, torch.Tensor) else a for a in args]
+        ex = [ExactTensor(arr(to_exact_array(a))) if isinstance(a, torch.Tensor) else a for a in args]
         out = fn(*ex)
     if isinstance(out, ExactTensor):
-        return ops_linear.values(out.arr)
+        return plain_values(out.arr)
     return out

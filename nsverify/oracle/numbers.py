@@ -851,7 +851,7 @@ JET_ORDER = 8  # coefficients c_0 .. c_JET_ORDER of every jet
 class NegInf:
     """-inf as PyTorch uses it in attention masks (``is_causal``, ``attn_mask``, ``masked_fill(mask, -inf)``): a
     score plus -inf is -inf, a positive constant times -inf is -inf, and softmax gives it weight exactly 0
-    (:mod:`nsverify.oracle.ops_smooth`). Every other use -- a comparison, a sign, a difference of two -inf, a
+    (:mod:`nsverify.oracle.ops.smooth`). Every other use -- a comparison, a sign, a difference of two -inf, a
     product with a non-constant or a non-positive number, a conversion -- raises :class:`NonFiniteError`, so a
     mask value can never pass for a number. The one instance is :data:`NEG_INF`."""
 

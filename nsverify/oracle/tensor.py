@@ -1,7 +1,7 @@
 """``ExactTensor``: a torch Tensor subclass whose entries are exact numbers (or affine forms in w).
 
 Running a program on ExactTensors makes every ATen op reach :func:`dispatch`, which evaluates it exactly with
-the implementation registered in :data:`OPS` (see ``ops_*.py``).  Python branching on tensor values
+its record in the one table of exact ops (:data:`nsverify.oracle.ops.table.TABLE`).  Python branching on tensor values
 (``if x[i] > best:``) goes through ``aten._local_scalar_dense`` on a comparison whose outcome was already
 resolved exactly (or chosen by the enumerator at a tie), so data-dependent control flow is analysed too.
 """
@@ -9,30 +9,14 @@ resolved exactly (or chosen by the enumerator at a tie), so data-dependent contr
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Callable
 
 import numpy as np
 import torch
 
-from nsverify.errors import DataDependentControlFlowError, NonFiniteError, UnsupportedOpError
+from nsverify.errors import NonFiniteError, UnsupportedOpError
 from nsverify.oracle import callenv, context
 from nsverify.oracle.numbers import NEG_INF, Aff, Jet
-
-OPS: dict[str, Callable] = {}
-#: where :func:`dispatch` looks for an ATen op that :data:`OPS` lacks: objects with ``resolve(name, base)`` (an
-#: implementation or None) and ``names()`` -- the registry's elementwise ops (:mod:`nsverify.oracle.ops_kinks`)
-RESOLVERS: list = []
-
-
-def op(*names: str):
-    """Register an exact implementation for ATen ops (``"relu"`` = every overload, ``"sum.dim_IntList"``)."""
-
-    def deco(fn):
-        for n in names:
-            OPS[n] = fn
-        return fn
-
-    return deco
+from nsverify.oracle.ops.table import TABLE
 
 
 class ExactTensor(torch.Tensor):
@@ -97,23 +81,6 @@ def to_exact_array(t) -> np.ndarray:
     return out
 
 
-def scalar(x):
-    """A Python scalar argument as an exact number."""
-    if isinstance(x, bool):
-        return x
-    if isinstance(x, int):
-        return Fraction(x)
-    if isinstance(x, float):
-        if x == float("-inf"):  # an attention mask's fill value (masked_fill, scalar_tensor): see NegInf
-            return NEG_INF
-        if x != x or x == float("inf"):
-            raise NonFiniteError(
-                f"a scalar argument of the program is {x}: exact analysis needs finite values"
-            )
-        return Fraction(x)
-    return x
-
-
 def unwrap(x):
     if isinstance(x, ExactTensor):
         return x.arr
@@ -140,43 +107,31 @@ def wrap(x):
 
 def supported_ops() -> list[str]:
     """ATen op names the exact interpreter evaluates (backward ops included)."""
-    names = {k.split(".")[0] for k, f in OPS.items() if not getattr(f, "unsupported", False)}
-    for r in RESOLVERS:  # in-place overloads are implied (dispatch writes the result back); OPS comes first
-        names |= {n for n in r.names() if not n.endswith("_") and n not in OPS}
-    return sorted(names)
-
-
-def find_impl(name: str, base: str):
-    """The exact implementation of ATen op ``name`` (overload, e.g. "relu.default") of packet ``base``: from
-    :data:`OPS`, else from :data:`RESOLVERS`; None when there is none."""
-    impl = OPS.get(name) or OPS.get(base)
-    for r in RESOLVERS:
-        if impl is not None:
-            break
-        impl = r.resolve(name, base)
-    return impl
+    return TABLE.supported()
 
 
 def lookup(func):
-    """The exact implementation of an ATen op (None when there is none); an in-place variant has the
-    out-of-place op's semantics, its result written back."""
+    """``(implementation, record)`` of an ATen op from the table (``(None, None)`` when there is none; the record
+    is None for an elementwise op of the registry); an in-place variant has the out-of-place op's semantics, its
+    result written back."""
     name = func.__name__  # e.g. "relu.default"
     base = func.overloadpacket.__name__
-    impl = find_impl(name, base)
+    impl, rec = TABLE.find(name, base)
     if impl is None and base.endswith("_"):
-        impl = find_impl(name.replace("_.", ".", 1), base[:-1])
-    return impl
+        impl, rec = TABLE.find(name.replace("_.", ".", 1), base[:-1])
+    return impl, rec
 
 
 def rewrite_hint(func) -> str | None:
-    """An op's own advice on what to use instead, when it has an entry that only raises (None otherwise)."""
-    return getattr(lookup(func), "hint", None)
+    """An op's own advice on what to use instead, when its record only refuses it (None otherwise)."""
+    rec = lookup(func)[1]
+    return None if rec is None else rec.refuses
 
 
 def evaluates(func) -> bool:
-    """Whether the exact interpreter evaluates this ATen op (an entry that only raises does not count)."""
-    impl = lookup(func)
-    return impl is not None and not getattr(impl, "unsupported", False)
+    """Whether the exact interpreter evaluates this ATen op (a record that only refuses it does not count)."""
+    impl, rec = lookup(func)
+    return impl is not None and (rec is None or rec.refuses is None)
 
 
 #: callables ``observer(op base name, args, result)`` told of every exact ATen op (the autograd-graph reading of
@@ -188,7 +143,7 @@ def dispatch(func, args, kwargs):
     ctx = context.current()
     name = func.__name__  # e.g. "relu.default"
     base = func.overloadpacket.__name__
-    impl = lookup(func)
+    impl, rec = lookup(func)
     if impl is None:
         raise UnsupportedOpError(
             f"op aten.{name} is not supported by the exact oracle. Rewrite the program with supported ops "
@@ -203,7 +158,7 @@ def dispatch(func, args, kwargs):
     try:
         fout = _shadow_run(ctx, func, base, args, kwargs)
         ctx.shadow_out = fout
-        out = impl(*a, **kw)
+        out = impl(wrap, *a, **kw) if rec is not None and rec.reenters else impl(*a, **kw)
     except Exception as e:
         callenv.mark(e, "op")  # raised by the exact interpreter, not by fn's own code
         raise
@@ -287,43 +242,9 @@ def _shadow_run(ctx, func, base, args, kwargs):
         return None
 
 
-def float_input(k: int = 0):
-    """The k-th argument of the current op as the float run has it (a tensor in w's dtype), or None."""
-    sargs = getattr(context.current(), "shadow_in", None)
-    if sargs is None or k >= len(sargs) or not isinstance(sargs[k], torch.Tensor):
-        return None
-    return sargs[k]
-
-
-def float_output(k: int | None = None):
-    """What the float run of the current op returned (output ``k`` of a tuple), as a numpy array, or None."""
-    out = getattr(context.current(), "shadow_out", None)
-    if k is not None:
-        out = out[k] if isinstance(out, (tuple, list)) and k < len(out) else None
-    if not isinstance(out, torch.Tensor):
-        return None
-    return out.detach().cpu().numpy()
-
-
 def _attach_shadow(res, fout):
     if isinstance(res, ExactTensor) and isinstance(fout, torch.Tensor):
         res.shadow = fout
     elif isinstance(res, (list, tuple)) and isinstance(fout, (list, tuple)):
         for r, f in zip(res, fout):
             _attach_shadow(r, f)
-
-
-@op("_local_scalar_dense")
-def _local_scalar(a):
-    x = a.reshape(-1)[0] if isinstance(a, np.ndarray) else a
-    if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    if isinstance(x, Aff):
-        raise DataDependentControlFlowError(
-            "the program turns a value that depends on w into a Python number (.item(), float(), int() or "
-            "indexing by a tensor value), so the exact analysis cannot follow it. Keep it a tensor: use "
-            "torch.where(cond, a, b) or torch.maximum(a, b) instead of Python arithmetic on .item()."
-        )
-    return float(x)

@@ -31,7 +31,7 @@ non-generic (it is skipped).
 
 **What it shares with the oracle: nothing but the public API.**  It calls :func:`nsverify.check_gradient` as a
 user would and reads the returned verdict (status, tested vector, certificate); it imports nothing from
-:mod:`nsverify.oracle` (not the interpreter, ``tensor``, ``ops_*``, ``numbers``, ``membership``), nor
+:mod:`nsverify.oracle` (not the interpreter, ``tensor``, ``ops``, ``numbers``, ``membership``), nor
 :mod:`nsverify.rational`, :mod:`nsverify.registry` or :mod:`nsverify.ad`, which is why it lives in its own
 package above the oracle; ``tests/test_oracle_fuzz.py`` checks that.
 

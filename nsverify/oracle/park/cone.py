@@ -107,7 +107,7 @@ def p_nonempty(constraints, stats: ConeStats | None = None, columns: int | None 
     zero = next((i for i, r in enumerate(rows) if not r), None)
     if zero is not None:  # 0 > 0 is infeasible
         return PResult("empty", k, farkas=[F(int(i == zero)) for i in range(k)], columns=ncols)
-    from nsverify.oracle.blocks import UnionFind
+    from nsverify.oracle.separable import UnionFind
 
     uf = UnionFind()
     for r in rows:

@@ -49,35 +49,12 @@ from torch.utils._pytree import tree_leaves
 
 from nsverify.oracle.cones import ConeStats
 from nsverify.oracle.context import Site, poll_deadline
+from nsverify.oracle.ops.table import ANALYTIC_NODES
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
 from nsverify.oracle.park.graph import Declined
 
 F = Fraction
 
-#: autograd nodes of ops that are analytic wherever the exact trace evaluates them (shape ops, linear algebra,
-#: normalizations, softmax, smooth activations, dropout with its fixed mask, ``where``/``masked_fill`` with a
-#: condition that does not depend on the parameters -- :class:`_Watch` declines one that does)
-ANALYTIC_NODES = frozenset({
-    "AddBackward0", "AddBackward1", "SubBackward0", "SubBackward1", "RsubBackward0", "RsubBackward1",
-    "MulBackward0", "MulBackward1", "DivBackward0", "DivBackward1", "NegBackward0", "ReciprocalBackward0",
-    "ExpBackward0", "Expm1Backward0", "LogBackward0", "Log1pBackward0", "SqrtBackward0", "RsqrtBackward0",
-    "SinBackward0", "CosBackward0", "TanhBackward0", "SigmoidBackward0", "ErfBackward0", "GeluBackward0",
-    "SiluBackward0", "SoftmaxBackward0", "SafeSoftmaxBackward0", "LogSoftmaxBackward0", "LogsumexpBackward0",
-    "MmBackward0", "AddmmBackward0", "BmmBackward0", "BaddbmmBackward0", "MvBackward0", "AddmvBackward0",
-    "DotBackward0", "ConvolutionBackward0", "NativeLayerNormBackward0", "NativeBatchNormBackward0",
-    "NativeGroupNormBackward0", "VarBackward0", "VarMeanBackward0", "SumBackward0", "SumBackward1",
-    "MeanBackward0", "MeanBackward1", "CumsumBackward0", "ViewBackward0", "UnsafeViewBackward0",
-    "ReshapeAliasBackward0", "PermuteBackward0", "TransposeBackward0", "TransposeBackward1", "TBackward0",
-    "ExpandBackward0", "SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2", "SqueezeBackward3",
-    "SqueezeBackward4", "UnsqueezeBackward0", "CloneBackward0", "AliasBackward0", "ToCopyBackward0",
-    "SelectBackward0", "SliceBackward0", "SplitBackward0", "SplitWithSizesBackward0", "UnbindBackward0",
-    "CatBackward0", "StackBackward0", "RepeatBackward0", "FlipBackward0", "IndexBackward0", "GatherBackward0",
-    "EmbeddingBackward0", "WhereBackward0", "MaskedFillBackward0", "NativeDropoutBackward0",
-    "AvgPool2DBackward0", "AvgPool3DBackward0", "AdaptiveAvgPool2DBackward0", "AdaptiveAvgPool3DBackward0",
-    "UpsampleNearest1DBackward0", "UpsampleNearest2DBackward0", "UpsampleNearest3DBackward0",
-    "MseLossBackward0", "NllLossBackward0", "BinaryCrossEntropyWithLogitsBackward0",
-    "ScaledDotProductFlashAttentionForCpuBackward0",
-})
 #: the activation calls that make layers: function name -> (registry entry, in-place)
 ACTIVATION_CALLS = {"relu": ("relu", False), "relu_": ("relu", True),
                     "leaky_relu": ("leaky_relu", False), "leaky_relu_": ("leaky_relu", True)}

@@ -1,14 +1,15 @@
 """Exact implementations of the nonsmooth ATen ops with kinks, comparisons, ``where`` and ``sign`` (selections
-live in :mod:`nsverify.oracle.ops_select`).
+live in :mod:`.select`).
 
 The elementwise ops with kinks are not listed here: they are the registry's exact elementwise entries
 (:mod:`nsverify.registry`), read on dispatch. Each entry's ATen forward ops (``Elementwise.aten_forward``:
 relu, leaky_relu, hardtanh, hardsigmoid, hardswish, abs, ...) evaluate its pieces, and its ATen backward ops
 (``Elementwise.backward``: leaky_relu_backward, hardtanh_backward, ...) its exact derivative, for the instance
 the call's scalar arguments describe (``Elementwise.instance``). A new elementwise activation is therefore one
-registry entry. The exceptions are the argument-only op ``threshold`` (no registry entry of its own) and
-``threshold_backward``, which relu and threshold share (:mod:`nsverify.oracle.ops_backward`); scalar-bound clamp
-shares its ATen op with the tensor-bound clamp and is dispatched with it (``ops_select``); and prelu, whose slope
+registry entry (:class:`RegistryOps` is the table's resolver for them). The exceptions have records here: the
+argument-only op ``threshold`` (no registry entry of its own) with ``threshold_backward``, which relu and threshold
+share; scalar-bound clamp shares its ATen op with the tensor-bound clamp and is dispatched with it (:mod:`.select`);
+and prelu, whose slope
 is a tensor argument that may depend on w (``Elementwise.learnable``): ``_prelu_kernel`` and
 ``_prelu_kernel_backward`` are implemented here with the tensor.
 
@@ -45,8 +46,8 @@ from nsverify.oracle.numbers import (
     straddle_error,
     val,
 )
-from nsverify.oracle.ops_linear import arr, objmap
-from nsverify.oracle.tensor import RESOLVERS, op
+from nsverify.oracle.ops.common import arr, objmap, scalar
+from nsverify.oracle.ops.record import ExactOp
 from nsverify.registry import threshold_for
 
 F = Fraction
@@ -208,7 +209,7 @@ def elementwise_op(ew, a):
 def ad_derivative(ew, v, *, given: bool = True):
     """The derivative that AD uses for elementwise op ``ew`` at the exact value ``v``: the piece's derivative
     off the kinks, AD's rule at a kink (PyTorch's, or the rule given in ``rules=``; ``given=False``: PyTorch's).
-    It is the op's exact backward: the reverse mode's backward ops use it (:mod:`nsverify.oracle.ops_backward`);
+    It is the op's exact backward: the reverse mode's backward ops use it (``threshold_backward`` below);
     the forward mode applies the same rule in :func:`_apply_elementwise`.  A value whose enclosure straddles a
     breakpoint raises (the piece is unknown)."""
     for i, b in enumerate(ew.breakpoints):
@@ -231,7 +232,8 @@ def elementwise_backward(ew, grad, x):
 
 
 class RegistryOps:
-    """The ATen ops of the registry's exact elementwise entries (:data:`nsverify.oracle.tensor.RESOLVERS`): each
+    """The ATen ops of the registry's exact elementwise entries (the resolver of
+    :data:`nsverify.oracle.ops.table.TABLE`, asked after the table's own records): each
     forward op evaluates the entry's pieces and each backward op its exact derivative, for the instance of the
     call's scalar arguments. Rebuilt from the registry whenever an entry is registered or removed."""
 
@@ -245,7 +247,7 @@ class RegistryOps:
             table: dict = {}
             for name in registry.names("elementwise"):
                 e = registry.get(name)
-                if not e.exact or not e.fixed:  # a learnable tensor argument (prelu): its ops are in OPS below
+                if not e.exact or not e.fixed:  # a learnable tensor argument (prelu): its records are below
                     continue
                 if e.shared_with is None:
                     for a in e.aten_forward:
@@ -277,10 +279,18 @@ def _backward_impl(entry):
     return backward
 
 
-RESOLVERS.append(RegistryOps())
+# threshold_backward: the backward op of relu (a registry entry) and of the argument-only threshold; the other
+# entries' backward ops (leaky_relu_backward, hardtanh_backward, ...) are read from the registry (RegistryOps).
+def _threshold_backward(grad, x, threshold):
+    """relu's backward reads relu's output (kink entries are tagged KinkZero); threshold's reads its input."""
+    ew = threshold_for(threshold, 0)
+    if scalar(threshold) == 0 and context.given_rule("relu") is not None:
+        at_kink = ad_derivative(registry.get("relu"), F(0))
+        return arr(grad) * objmap(lambda v: at_kink if isinstance(v, KinkZero) else
+                                  ad_derivative(ew, val(v), given=False), arr(x))
+    return elementwise_backward(ew, grad, x)
 
 
-@op("threshold")
 def _threshold(a, threshold, value):
     return elementwise_op(threshold_for(threshold, value), a)
 
@@ -339,7 +349,6 @@ def _prelu_entry(x, a, loc, fx=None):
     return a * x if choice == 0 else x
 
 
-@op("_prelu_kernel")
 def _prelu_kernel(x, weight):
     """aten._prelu_kernel(x, weight): the weight is already viewed to broadcast against x (dim 1: channels)."""
     x = arr(x)
@@ -353,7 +362,6 @@ def _prelu_kernel(x, weight):
     return out
 
 
-@op("_prelu_kernel_backward")
 def _prelu_kernel_backward(grad, x, weight):
     """(grad_input, grad_weight), both of x's shape (autograd sums grad_weight over the broadcast dims):
     grad * (1 where x > 0, weight where x < 0) and grad * (0 where x > 0, x where x < 0), PyTorch's CPU kernel.
@@ -443,47 +451,36 @@ def _compare(name):
     return impl
 
 
-for _c in _CMP:
-    op(_c)(_compare(_c))
-
-
-@op("where")
 def _where(cond, a=None, b=None):
     if a is None:
         raise UnsupportedOpError("torch.where(cond) with one argument (nonzero) is not supported exactly")
     return np.asarray(np.where(cond.astype(bool), arr(a), arr(b)), dtype=object)
 
 
-@op("logical_not")
 def _lnot(a):
     return ~a.astype(bool)
 
 
-@op("logical_and", "bitwise_and")
 def _land(a, b):
     return np.logical_and(a, b)
 
 
-@op("logical_or", "bitwise_or")
 def _lor(a, b):
     return np.logical_or(a, b)
 
 
-@op("any")
 def _any(a, dim=None, keepdim=False):
     return np.asarray(
         np.any(a.astype(bool)) if dim is None else np.any(a.astype(bool), axis=dim, keepdims=keepdim)
     )
 
 
-@op("all")
 def _all(a, dim=None, keepdim=False):
     return np.asarray(
         np.all(a.astype(bool)) if dim is None else np.all(a.astype(bool), axis=dim, keepdims=keepdim)
     )
 
 
-@op("sign")  # sgn (abs's backward helper) is registered once, in ops_backward
 def _sign(a):
     def f(x):
         s = sign(val(x))
@@ -497,3 +494,25 @@ def _sign(a):
         return F(s)
 
     return objmap(f, arr(a))
+
+
+def _sgn(a):
+    """sgn: abs's backward formula multiplies by it (no kink rule of its own: abs's rule is applied by abs)."""
+    return objmap(lambda v: F(sign(val(v))), arr(a))
+
+
+RECORDS = (
+    ExactOp(("threshold",), _threshold, backward_names=("threshold_backward",), backward=_threshold_backward),
+    ExactOp(("_prelu_kernel",), _prelu_kernel, backward_names=("_prelu_kernel_backward",),
+            backward=_prelu_kernel_backward),
+    *(ExactOp((name,), _compare(name)) for name in _CMP),
+    # where with a condition that does not depend on w (optrace's watcher declines one that does)
+    ExactOp(("where",), _where, analytic=True, nodes=("WhereBackward0",)),
+    ExactOp(("logical_not",), _lnot),
+    ExactOp(("logical_and", "bitwise_and"), _land),
+    ExactOp(("logical_or", "bitwise_or"), _lor),
+    ExactOp(("any",), _any),
+    ExactOp(("all",), _all),
+    ExactOp(("sign",), _sign),
+    ExactOp(("sgn",), _sgn),
+)

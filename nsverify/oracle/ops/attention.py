@@ -13,7 +13,9 @@ Dropout inside the kernel (``dropout_p > 0``) draws its mask inside the fused ke
 it: refused.
 
 In eval mode on tensors that do not require grad (the forward-mode traces), ``nn.MultiheadAttention`` and
-``nn.TransformerEncoderLayer`` take their fused paths; both are evaluated as their reference decompositions.
+``nn.TransformerEncoderLayer`` take their fused paths; both are evaluated as their reference decompositions
+(the encoder layer's re-enters the interpreter, so its feed-forward ReLU's kinks are kink sites as usual).
+``_safe_softmax`` is ``scaled_dot_product_attention``'s softmax: 0 on a fully masked row.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ import numpy as np
 
 from nsverify.errors import NonFiniteError, UnsupportedOpError
 from nsverify.oracle.numbers import NEG_INF
-from nsverify.oracle.ops_linear import arr, filled, matmul
-from nsverify.oracle.ops_smooth import log, rsqrt, shifted_exps
-from nsverify.oracle.tensor import op, scalar
+from nsverify.oracle.ops.common import arr, filled, scalar
+from nsverify.oracle.ops.linalg import matmul
+from nsverify.oracle.ops.record import ExactOp
+from nsverify.oracle.ops.smooth import _softmax, log, rsqrt, shifted_exps
 
 F = Fraction
 
@@ -54,7 +57,7 @@ def _setup(q, k, dropout_p, is_causal, attn_mask, scale):
 
 def _weights(s, allowed):
     """Softmax over the allowed entries of each row (those not masked by ``is_causal`` or a -inf mask entry):
-    (A, logsumexp of each row), with softmax's exact weights at tied scores (:func:`~.ops_smooth.shifted_exps`);
+    (A, logsumexp of each row), with softmax's exact weights at tied scores (:func:`.smooth.shifted_exps`);
     a row with no allowed entry raises (PyTorch's kernel gives NaN there)."""
     a = filled(s.shape, F(0))
     lse = np.empty(s.shape[:-1], dtype=object)
@@ -70,14 +73,12 @@ def _weights(s, allowed):
     return a, lse
 
 
-@op("_scaled_dot_product_flash_attention_for_cpu")
 def _flash_attention(q, k, v, dropout_p=0.0, is_causal=False, attn_mask=None, scale=None):
     s, allowed, _ = _setup(q, k, dropout_p, is_causal, attn_mask, scale)
     a, lse = _weights(s, allowed)
     return matmul(a, arr(v)), lse
 
 
-@op("_scaled_dot_product_flash_attention_for_cpu_backward")
 def _flash_attention_backward(grad, q, k, v, out, lse, dropout_p, is_causal, attn_mask=None, scale=None):
     s, allowed, sc = _setup(q, k, dropout_p, is_causal, attn_mask, scale)
     a, _ = _weights(s, allowed)
@@ -94,7 +95,6 @@ def _heads(x: np.ndarray, h: int) -> np.ndarray:
     return x.reshape(b, n, h, e // h).transpose(0, 2, 1, 3)
 
 
-@op("_native_multi_head_attention")
 def _native_mha(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias, mask=None,
                 need_weights=True, average_attn_weights=True, mask_type=None):
     """nn.MultiheadAttention's fast path (eval mode, batch first): the in-projection split in three, attention
@@ -117,22 +117,20 @@ def _native_mha(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, pr
     return out, (np.asarray(np.sum(a, axis=1), dtype=object) * F(1, h) if average_attn_weights else a)
 
 
-@op("_transformer_encoder_layer_fwd")
-def _encoder_layer(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu, norm_first,
-                   eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1,
+def _encoder_layer(tensor, src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu,
+                   norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1,
                    ffn_weight_2, ffn_bias_2, mask=None, mask_type=None):
     """nn.TransformerEncoderLayer's fast path (eval mode), run as its reference decomposition on the
-    interpreter's tensors: every op dispatches again, so the feed-forward ReLU's kinks are kink sites as usual."""
+    interpreter's tensors (``tensor(array)``, given by the dispatcher: the record ``reenters``): every op
+    dispatches again, so the feed-forward ReLU's kinks are kink sites as usual."""
     import torch
-
-    from nsverify.oracle.tensor import wrap
 
     if mask is not None:
         raise UnsupportedOpError(
             "nn.TransformerEncoderLayer's fused path with a mask: PyTorch passes masks as -inf entries, which the "
             "exact oracle refuses (non-finite constants)")
-    x0, n1w, n1b, n2w, n2b = (wrap(arr(t)) for t in (src, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2))
-    qw, qb, pw, pb, f1w, f1b, f2w, f2b = (wrap(arr(t)) for t in (qkv_weight, qkv_bias, proj_weight, proj_bias,
+    x0, n1w, n1b, n2w, n2b = (tensor(arr(t)) for t in (src, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2))
+    qw, qb, pw, pb, f1w, f1b, f2w, f2b = (tensor(arr(t)) for t in (qkv_weight, qkv_bias, proj_weight, proj_bias,
                                                                 ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2))
     e = int(embed_dim)
 
@@ -152,3 +150,21 @@ def _encoder_layer(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight,
     if not norm_first:
         x = ln(x, n2w, n2b)
     return x.arr
+
+
+def _safe_softmax(a, dim, dtype=None):
+    """scaled_dot_product_attention's softmax: 0 on rows that are all -inf (a fully masked row), softmax
+    elsewhere."""
+    return _softmax(a, dim, safe=True)
+
+
+RECORDS = (
+    ExactOp(("_scaled_dot_product_flash_attention_for_cpu",), _flash_attention,
+            backward_names=("_scaled_dot_product_flash_attention_for_cpu_backward",),
+            backward=_flash_attention_backward, analytic=True, enclosure=True,
+            nodes=("ScaledDotProductFlashAttentionForCpuBackward0",)),
+    ExactOp(("_safe_softmax",), _safe_softmax, analytic=True, enclosure=True, nodes=("SafeSoftmaxBackward0",)),
+    ExactOp(("_native_multi_head_attention",), _native_mha, analytic=True, enclosure=True),
+    # nn.TransformerEncoderLayer's fused path: its activation (relu or gelu) makes it piecewise
+    ExactOp(("_transformer_encoder_layer_fwd",), _encoder_layer, enclosure=True, reenters=True),
+)

@@ -23,19 +23,17 @@ import torch
 from nsverify.errors import UnsupportedOpError
 from nsverify.oracle import context
 from nsverify.oracle.numbers import Aff
-from nsverify.oracle.ops_linear import arr, filled, objmap
-from nsverify.oracle.tensor import float_output, op, scalar
+from nsverify.oracle.ops.common import arr, filled, float_output, objmap, scalar
+from nsverify.oracle.ops.record import ExactOp
 
 F = Fraction
 
 
 # ------------------------------------------------------------------------------------------------- embedding
-@op("embedding")
 def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     return arr(weight)[np.asarray(indices, dtype=np.int64)]
 
 
-@op("embedding_dense_backward")
 def _embedding_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq):
     idx = np.asarray(indices, dtype=np.int64).reshape(-1)
     g = arr(grad)
@@ -70,7 +68,6 @@ def _constant_probabilities(p) -> torch.Tensor:
     return torch.tensor(np.asarray(objmap(float, p), dtype=np.float64), dtype=_float_dtype())
 
 
-@op("empty_like")
 def _empty_like(a, dtype=None, **kw):
     """Unspecified values in PyTorch; zeros here (every use overwrites them, e.g. bernoulli_)."""
     if dtype == torch.bool:
@@ -91,17 +88,14 @@ def _draw(shape, p, generator):
     return _exact_mask(t.bernoulli_(float(p), generator=generator))
 
 
-@op("bernoulli_.float", "bernoulli.p")
 def _bernoulli_p(a, p=0.5, generator=None):
     return _draw(np.shape(a), float(scalar(p)), generator)
 
 
-@op("bernoulli_.Tensor")
 def _bernoulli_tensor_(a, p, generator=None):
     return _draw(np.shape(a), _constant_probabilities(p), generator)
 
 
-@op("bernoulli.default")
 def _bernoulli(a, generator=None):
     p = _constant_probabilities(a)
     fo = float_output()
@@ -110,7 +104,6 @@ def _bernoulli(a, generator=None):
     return _exact_mask(torch.bernoulli(p, generator=generator))
 
 
-@op("native_dropout")
 def _native_dropout(x, p, train=None):
     x = arr(x)
     if train is False:
@@ -124,6 +117,18 @@ def _native_dropout(x, p, train=None):
     return x * objmap(lambda v: F(int(v)), mask.astype(np.int64)) * scale, mask
 
 
-@op("native_dropout_backward")
 def _native_dropout_backward(grad, mask, scale):
     return arr(grad) * objmap(lambda v: F(int(v)), np.asarray(mask, dtype=np.int64)) * scalar(scale)
+
+
+RECORDS = (
+    ExactOp(("embedding",), _embedding, backward_names=("embedding_dense_backward",), backward=_embedding_backward,
+            analytic=True, nodes=("EmbeddingBackward0",)),
+    ExactOp(("empty_like",), _empty_like),
+    ExactOp(("bernoulli_.float", "bernoulli.p"), _bernoulli_p),
+    ExactOp(("bernoulli_.Tensor",), _bernoulli_tensor_),
+    ExactOp(("bernoulli.default",), _bernoulli),
+    # dropout: the mask is drawn once and fixed, so the op is linear in x
+    ExactOp(("native_dropout",), _native_dropout, backward_names=("native_dropout_backward",),
+            backward=_native_dropout_backward, analytic=True, nodes=("NativeDropoutBackward0",)),
+)

@@ -22,9 +22,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from nsverify.oracle.ops_linear import arr, objmap
-from nsverify.oracle.ops_smooth import rsqrt, sqrt
-from nsverify.oracle.tensor import op, scalar
+from nsverify.oracle.ops.common import arr, objmap, scalar
+from nsverify.oracle.ops.record import ExactOp
+from nsverify.oracle.ops.smooth import rsqrt, sqrt
 
 F = Fraction
 
@@ -101,22 +101,18 @@ def batch_norm(x, weight, bias, running_mean, running_var, training, eps):
     return _affine(y, weight, bias, _cshape(x)), _empty(), _empty()
 
 
-@op("native_batch_norm", "_native_batch_norm_legit.default")
 def _native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     return batch_norm(x, weight, bias, running_mean, running_var, training, eps)
 
 
-@op("_native_batch_norm_legit.no_stats")
 def _native_batch_norm_no_stats(x, weight, bias, training, momentum, eps):
     return batch_norm(x, weight, bias, None, None, True, eps)
 
 
-@op("_native_batch_norm_legit_no_training")
 def _native_batch_norm_no_training(x, weight, bias, running_mean, running_var, momentum, eps):
     return batch_norm(x, weight, bias, running_mean, running_var, False, eps)
 
 
-@op("native_batch_norm_backward")
 def _native_batch_norm_backward(grad, x, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
                                 output_mask):
     x, g = arr(x), arr(grad)
@@ -140,7 +136,6 @@ def _native_batch_norm_backward(grad, x, weight, running_mean, running_var, save
 
 
 # ------------------------------------------------------------------------------------------------ layer norm
-@op("native_layer_norm")
 def _native_layer_norm(x, normalized_shape, weight, bias, eps):
     x = arr(x)
     k = len(normalized_shape)
@@ -152,7 +147,6 @@ def _native_layer_norm(x, normalized_shape, weight, bias, eps):
     return _affine(y, weight, bias, tuple(normalized_shape)), mean.reshape(stat_shape), rstd.reshape(stat_shape)
 
 
-@op("native_layer_norm_backward")
 def _native_layer_norm_backward(grad, x, normalized_shape, mean, rstd, weight, bias, output_mask):
     x, g = arr(x), arr(grad)
     k = len(normalized_shape)
@@ -172,7 +166,6 @@ def _native_layer_norm_backward(grad, x, normalized_shape, mean, rstd, weight, b
 
 
 # ------------------------------------------------------------------------------------------------ group norm
-@op("native_group_norm")
 def _native_group_norm(x, weight, bias, n, c, hxw, group, eps):
     x = arr(x)
     xg = x.reshape(n * group, -1)
@@ -181,7 +174,6 @@ def _native_group_norm(x, weight, bias, n, c, hxw, group, eps):
     return _affine(y, weight, bias, _cshape(x)), mean.reshape(n, group), rstd.reshape(n, group)
 
 
-@op("native_group_norm_backward")
 def _native_group_norm_backward(grad, x, mean, rstd, weight, n, c, hxw, group, output_mask):
     x, g = arr(x), arr(grad)
     cs = _cshape(x)
@@ -217,22 +209,18 @@ def _moments(x, dim, correction, keepdim):
     return var, (mean if keepdim else mean.reshape(var.shape))
 
 
-@op("var.correction", "var.dim")
 def _var(x, dim=None, unbiased=None, correction=None, keepdim=False):
     return _moments(x, dim, _correction(unbiased, correction), keepdim)[0]
 
 
-@op("std.correction", "std.dim")
 def _std(x, dim=None, unbiased=None, correction=None, keepdim=False):
     return objmap(sqrt, _var(x, dim, unbiased, correction, keepdim))
 
 
-@op("var_mean.correction")
 def _var_mean(x, dim=None, correction=None, keepdim=False):
     return _moments(x, dim, correction, keepdim)
 
 
-@op("std_mean.correction")
 def _std_mean(x, dim=None, correction=None, keepdim=False):
     var, mean = _moments(x, dim, correction, keepdim)
     return objmap(sqrt, var), mean
@@ -243,3 +231,23 @@ def _correction(unbiased, correction):
     if isinstance(unbiased, bool):
         return 1 if unbiased else 0
     return correction
+
+
+def _norm(names, fn, nodes=(), **kw):
+    return ExactOp(names, fn, analytic=True, nodes=nodes, enclosure=True, **kw)
+
+
+RECORDS = (
+    _norm(("native_batch_norm", "_native_batch_norm_legit.default"), _native_batch_norm, ("NativeBatchNormBackward0",),
+          backward_names=("native_batch_norm_backward",), backward=_native_batch_norm_backward),
+    _norm(("_native_batch_norm_legit.no_stats",), _native_batch_norm_no_stats),
+    _norm(("_native_batch_norm_legit_no_training",), _native_batch_norm_no_training),
+    _norm(("native_layer_norm",), _native_layer_norm, ("NativeLayerNormBackward0",),
+          backward_names=("native_layer_norm_backward",), backward=_native_layer_norm_backward),
+    _norm(("native_group_norm",), _native_group_norm, ("NativeGroupNormBackward0",),
+          backward_names=("native_group_norm_backward",), backward=_native_group_norm_backward),
+    _norm(("var.correction", "var.dim"), _var, ("VarBackward0",)),
+    _norm(("std.correction", "std.dim"), _std),
+    _norm(("var_mean.correction",), _var_mean, ("VarMeanBackward0",)),
+    _norm(("std_mean.correction",), _std_mean),
+)

@@ -1,6 +1,8 @@
 """Smooth non-polynomial ATen ops (exp, log, log1p, expm1, sin, cos, tanh, sigmoid, softplus, sqrt, rsqrt,
-reciprocal, real powers, erf, gelu (both approximations), silu, log_softmax, softmax, nll_loss, mse_loss),
-evaluated with the rigorous enclosures of :mod:`nsverify.oracle.numbers`.
+reciprocal, real powers, erf, gelu (both approximations), silu, logsumexp, log_softmax, softmax, nll_loss,
+mse_loss) and their backward ops, evaluated with the rigorous enclosures of :mod:`nsverify.oracle.numbers`;
+:data:`SMOOTH_OPS` names them.  Smooth ops without an interval rule yet (elu, mish, atan, ...) have a record that
+refuses them with that list as advice.
 
 A value is an exact Fraction only where it is proved rational (exp(0) = 1, sqrt of a square, ...); otherwise it
 is an interval guaranteed to contain it.  Each op's derivative (forward mode) is enclosed the same way.
@@ -13,8 +15,10 @@ from fractions import Fraction
 import numpy as np
 
 from nsverify.errors import InexactError, NonFiniteError, UnsupportedOpError
+from nsverify.oracle import context
 from nsverify.oracle.numbers import (
     NEG_INF,
+    Aff,
     cos_i,
     erf_i,
     exp_i,
@@ -33,8 +37,9 @@ from nsverify.oracle.numbers import (
     tanh_i,
     val,
 )
-from nsverify.oracle.ops_linear import arr, ipow, objmap
-from nsverify.oracle.tensor import op
+from nsverify.oracle.ops.common import arr, filled, objmap, scalar
+from nsverify.oracle.ops.linalg import ipow
+from nsverify.oracle.ops.record import ExactOp
 
 F = Fraction
 
@@ -120,19 +125,18 @@ def _map(fn):
     return lambda a, *args, **kw: objmap(fn, arr(a))
 
 
-op("exp")(_map(exp))
-op("log")(_map(log))
-op("sin")(_map(lambda x: smooth(x, sin_i, cos_i)))
-op("cos")(_map(lambda x: smooth(x, cos_i, lambda v: -sin_i(v))))
-op("tanh")(_map(tanh))
-op("sigmoid")(_map(sigmoid))
-op("erf")(_map(erf))
-op("silu")(_map(silu))
-op("log1p")(_map(lambda x: smooth(x, log1p_i, lambda v: 1 / _positive(1 + v, "log1p"))))
-op("expm1")(_map(lambda x: smooth(x, expm1_i, exp_i)))
+_exp = _map(exp)
+_log = _map(log)
+_sin = _map(lambda x: smooth(x, sin_i, cos_i))
+_cos = _map(lambda x: smooth(x, cos_i, lambda v: -sin_i(v)))
+_tanh = _map(tanh)
+_sigmoid = _map(sigmoid)
+_erf = _map(erf)
+_silu = _map(silu)
+_log1p = _map(lambda x: smooth(x, log1p_i, lambda v: 1 / _positive(1 + v, "log1p")))
+_expm1 = _map(lambda x: smooth(x, expm1_i, exp_i))
 
 
-@op("gelu")
 def _gelu(a, approximate="none"):
     return objmap(lambda x: gelu(x, approximate), arr(a))
 
@@ -146,22 +150,18 @@ def rsqrt(x):
     return 1 / sqrt(x)
 
 
-@op("sqrt")
 def _sqrt_op(a):
     return objmap(sqrt, arr(a))
 
 
-@op("rsqrt")
 def _rsqrt(a):
     return objmap(lambda x: 1 / x, _sqrt_op(a))
 
 
-@op("reciprocal")
 def _recip(a):
     return objmap(lambda x: 1 / x, arr(a))
 
 
-@op("pow.Tensor_Scalar")
 def _pow(a, e):
     """Integer exponents exactly (polynomial; negative ones as 1/x^-e); any other real exponent as
     exp(e log x), x > 0."""
@@ -178,7 +178,6 @@ def _pow(a, e):
     return objmap(f, arr(a))
 
 
-@op("softplus")
 def _softplus(a, beta=1, threshold=20):
     beta, threshold = F(beta), F(threshold)
 
@@ -205,7 +204,6 @@ def logsumexp(xs):
     return _lse(xs)
 
 
-@op("logsumexp")
 def _logsumexp(a, dim, keepdim=False):
     a = arr(a)
     dims = [d % a.ndim for d in ([dim] if isinstance(dim, int) else dim)] if a.ndim else []
@@ -240,7 +238,6 @@ def _by_rows(a, dim, safe: bool, fill, row):
     return np.moveaxis(out, -1, dim)
 
 
-@op("_log_softmax", "log_softmax")
 def _log_softmax(a, dim, half_to_float=False, safe=False):
     """log softmax along ``dim``; -inf entries (a mask) stay -inf and leave the others' normaliser."""
     def row(xs, live):
@@ -259,7 +256,6 @@ def shifted_exps(xs: list) -> tuple[list, object, object]:
     return es, sum(es, F(0)), m
 
 
-@op("_softmax", "softmax")
 def _softmax(a, dim, half_to_float=False, safe=False):
     """softmax along ``dim`` as exp(x_i - m) / sum_j exp(x_j - m) (:func:`shifted_exps`); -inf entries (an
     attention mask) get weight exactly 0."""
@@ -270,7 +266,6 @@ def _softmax(a, dim, half_to_float=False, safe=False):
     return _by_rows(a, dim, safe, F(0), row)
 
 
-@op("nll_loss_forward")
 def _nll(x, target, weight, reduction, ignore_index):
     x = arr(x)
     if x.ndim == 1:
@@ -295,7 +290,6 @@ def _nll(x, target, weight, reduction, ignore_index):
     return _scalar(s), _scalar(total)
 
 
-@op("mse_loss")
 def _mse(a, b, reduction=1):
     d = arr(a) - arr(b)
     sq = d * d
@@ -305,33 +299,129 @@ def _mse(a, b, reduction=1):
     return _scalar(s / sq.size if reduction == 1 else s)
 
 
-@op("_safe_softmax")
-def _safe_softmax(a, dim, dtype=None):
-    """scaled_dot_product_attention's softmax: 0 on rows that are all -inf (a fully masked row), softmax
-    elsewhere."""
-    return _softmax(a, dim, safe=True)
-
-
-SMOOTH_OPS = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "sigmoid", "softplus", "sqrt", "rsqrt",
-              "reciprocal", "pow", "erf", "gelu", "silu", "log_softmax", "softmax", "nll_loss", "mse_loss")
-
-
 def _scalar(v):
     out = np.empty((), dtype=object)
     out[()] = v
     return out
 
 
-@op("elu", "mish", "logsigmoid", "log_sigmoid_forward", "erfc", "atan", "asin", "acos", "tan", "sinh", "cosh",
-    "atanh", "asinh", "acosh", "log2", "log10", "exp2", "lgamma", "digamma")
-def _unsupported_smooth(*a, **k):
-    from nsverify.oracle import context
+# ------------------------------------------------------------------------------------------- backward ops
+def _sigmoid_backward(grad, out):
+    o = arr(out)
+    return arr(grad) * o * (1 - o)
 
+
+def _tanh_backward(grad, out):
+    o = arr(out)
+    return arr(grad) * (1 - o * o)
+
+
+def _softplus_backward(grad, x, beta, threshold):
+    b, th = scalar(beta), scalar(threshold)
+
+    def d(v):
+        if sign(val(v) * b - th) > 0:
+            return F(1)
+        z = exp(v * b)
+        return z / (z + 1)
+
+    return arr(grad) * objmap(d, arr(x))
+
+
+def _der(fn, x):
+    """The derivative of a smooth scalar function at the value x (reverse mode: a plain number), read off a
+    forward-mode probe x + d (exact, or enclosed)."""
+    return fn(Aff(x, {0: F(1)})).g.get(0, F(0))
+
+
+def _gelu_backward(grad, x, approximate="none"):
+    return arr(grad) * objmap(lambda v: gelu_derivative(val(v), approximate), arr(x))
+
+
+def _silu_backward(grad, x):
+    return arr(grad) * objmap(lambda v: _der(silu, val(v)), arr(x))
+
+
+def _log_softmax_backward(grad, out, dim, input_dtype=None):
+    g, o = arr(grad), arr(out)
+    s = np.sum(g, axis=dim, keepdims=True)
+    return g - objmap(exp, o) * s
+
+
+def _softmax_backward(grad, out, dim, input_dtype=None):
+    g, o = arr(grad), arr(out)
+    return o * (g - np.sum(g * o, axis=dim, keepdims=True))
+
+
+def _nll_backward(grad, x, target, weight, reduction, ignore_index, total_weight):
+    x = arr(x)
+    batched = x.ndim == 2
+    xs = x if batched else x[None]
+    t = np.asarray(target).reshape(-1)
+    g = arr(grad)
+    out = filled(xs.shape, F(0))
+    tw = arr(total_weight)[()] if reduction == 1 else F(1)
+    for n in range(xs.shape[0]):
+        if int(t[n]) == ignore_index:
+            continue
+        wt = F(1) if weight is None else arr(weight)[int(t[n])]
+        gn = g.reshape(-1)[n] if reduction == 0 else g.reshape(-1)[0]
+        out[n, int(t[n])] = -wt * gn / tw
+    return out if batched else out[0]
+
+
+def _mse_backward(grad, x, target, reduction):
+    d = arr(x) - arr(target)
+    scale = F(2, d.size) if reduction == 1 else F(2)
+    return d * arr(grad) * scale
+
+
+# ---------------------------------------------------------------------------------------------- the records
+def _smooth(names, fn, nodes=(), **kw):
+    return ExactOp(names, fn, analytic=True, nodes=nodes, enclosure=True, **kw)
+
+
+_EVALUATED = (
+    _smooth(("exp",), _exp, ("ExpBackward0",)),
+    _smooth(("log",), _log, ("LogBackward0",)),
+    _smooth(("log1p",), _log1p, ("Log1pBackward0",)),
+    _smooth(("expm1",), _expm1, ("Expm1Backward0",)),
+    _smooth(("sin",), _sin, ("SinBackward0",)),
+    _smooth(("cos",), _cos, ("CosBackward0",)),
+    _smooth(("tanh",), _tanh, ("TanhBackward0",), backward_names=("tanh_backward",), backward=_tanh_backward),
+    _smooth(("sigmoid",), _sigmoid, ("SigmoidBackward0",),
+            backward_names=("sigmoid_backward",), backward=_sigmoid_backward),
+    _smooth(("softplus",), _softplus, backward_names=("softplus_backward",), backward=_softplus_backward),
+    _smooth(("sqrt",), _sqrt_op, ("SqrtBackward0",)),
+    _smooth(("rsqrt",), _rsqrt, ("RsqrtBackward0",)),
+    _smooth(("reciprocal",), _recip, ("ReciprocalBackward0",)),
+    _smooth(("pow.Tensor_Scalar",), _pow),  # PowBackward0: optrace accepts it for a safe exponent only
+    _smooth(("erf",), _erf, ("ErfBackward0",)),
+    _smooth(("gelu",), _gelu, ("GeluBackward0",), backward_names=("gelu_backward",), backward=_gelu_backward),
+    _smooth(("silu",), _silu, ("SiluBackward0",), backward_names=("silu_backward",), backward=_silu_backward),
+    _smooth(("logsumexp",), _logsumexp, ("LogsumexpBackward0",)),
+    _smooth(("_log_softmax", "log_softmax"), _log_softmax, ("LogSoftmaxBackward0",),
+            backward_names=("_log_softmax_backward_data",), backward=_log_softmax_backward),
+    _smooth(("_softmax", "softmax"), _softmax, ("SoftmaxBackward0",),
+            backward_names=("_softmax_backward_data",), backward=_softmax_backward),
+    _smooth(("nll_loss_forward",), _nll, ("NllLossBackward0",),
+            backward_names=("nll_loss_backward",), backward=_nll_backward),
+    _smooth(("mse_loss",), _mse, ("MseLossBackward0",), backward_names=("mse_loss_backward",), backward=_mse_backward),
+)
+
+#: the smooth functions with exact enclosures, by their user-facing names (the advice of a refused smooth op)
+SMOOTH_OPS: tuple[str, ...] = tuple(rec.title for rec in _EVALUATED)
+
+
+def _unsupported_smooth(*a, **k):
     raise UnsupportedOpError(
         f"aten.{context.current().op_name} has no interval implementation in the exact oracle yet; supported "
         f"smooth ops: {', '.join(SMOOTH_OPS)}. Rewrite with those (e.g. log(sigmoid(x)) for logsigmoid) or "
         "check a piecewise-linear surrogate")
 
 
-_unsupported_smooth.unsupported = True
-_unsupported_smooth.hint = f"Smooth ops with exact enclosures: {', '.join(SMOOTH_OPS)}"
+RECORDS = _EVALUATED + (
+    ExactOp(("elu", "mish", "logsigmoid", "log_sigmoid_forward", "erfc", "atan", "asin", "acos", "tan", "sinh",
+             "cosh", "atanh", "asinh", "acosh", "log2", "log10", "exp2", "lgamma", "digamma"), _unsupported_smooth,
+            refuses=f"Smooth ops with exact enclosures: {', '.join(SMOOTH_OPS)}"),
+)

@@ -1,7 +1,8 @@
 """Average pools, evaluated exactly: avg_pool2d/3d (avg_pool1d reaches ATen as avg_pool2d), the adaptive average
 pools _adaptive_avg_pool2d/3d (adaptive_avg_pool1d reaches ATen as the 2-d one; uneven windows), nearest
 upsampling (``upsample_nearest1d/2d/3d``, ``_upsample_nearest_exact1d/2d/3d``: a copy of the input entries that
-PyTorch's own index arithmetic picks), and their backward ops.
+PyTorch's own index arithmetic picks), and their backward ops.  The max pools, whose ties need the selection
+rules, are in :mod:`.select`.
 
 An average pool is linear: output j is the sum of the entries of its window divided by a divisor.  The windows
 are the max pools' (:func:`nsverify.registry.windows.pool_window_table`, the one window geometry) or the
@@ -17,8 +18,8 @@ from fractions import Fraction
 import numpy as np
 
 from nsverify.oracle import context
-from nsverify.oracle.ops_linear import arr, filled
-from nsverify.oracle.tensor import op
+from nsverify.oracle.ops.common import arr, filled
+from nsverify.oracle.ops.record import ExactOp
 from nsverify.registry.windows import _ntuple, adaptive_windows, pool_window_table
 
 F = Fraction
@@ -103,14 +104,12 @@ def _avg_geometry(kernel, stride, padding, ceil_mode, count_include_pad, divisor
     return lambda sp: avg_pool_geometry(sp, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 
-@op("avg_pool2d", "avg_pool3d")
 def _avg_pool(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
               divisor_override=None):
     return _pool(x, len(_ntuple(kernel_size, _nsp(), None)),
                  _avg_geometry(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
 
 
-@op("avg_pool2d_backward", "avg_pool3d_backward")
 def _avg_pool_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
     return _pool_backward(grad, x, len(_ntuple(kernel_size, _nsp(), None)),
                           _avg_geometry(kernel_size, stride, padding, ceil_mode, count_include_pad,
@@ -122,12 +121,10 @@ def _nsp() -> int:
     return 3 if "3d" in context.current().op_name else 2
 
 
-@op("_adaptive_avg_pool2d", "_adaptive_avg_pool3d")
 def _adaptive_avg_pool(x, output_size):
     return _pool(x, len(output_size), lambda sp: adaptive_geometry(sp, output_size))
 
 
-@op("_adaptive_avg_pool2d_backward", "_adaptive_avg_pool3d_backward")
 def _adaptive_avg_pool_backward(grad, x):
     nsp = _nsp()
     output_size = arr(grad).shape[-nsp:]
@@ -148,7 +145,6 @@ def _nearest_sources(name: str, spatial, output_size, scales) -> np.ndarray:
     return src.reshape(-1).numpy().astype(np.int64)
 
 
-@op(*_NEAREST)
 def _upsample_nearest(x, output_size, *scales):
     x = arr(x)
     nsp = len(output_size)
@@ -157,7 +153,6 @@ def _upsample_nearest(x, output_size, *scales):
     return x.reshape(lead + (-1,))[..., src].reshape(lead + tuple(int(v) for v in output_size))
 
 
-@op(*(n + "_backward" for n in _NEAREST))
 def _upsample_nearest_backward(grad, output_size, input_size, *scales):
     g = arr(grad)
     nsp = len(output_size)
@@ -167,3 +162,16 @@ def _upsample_nearest_backward(grad, output_size, input_size, *scales):
     gx = filled((rows, int(np.prod(sp))), F(0))
     np.add.at(gx, (slice(None), src), g.reshape(rows, -1))
     return gx.reshape(lead + sp)
+
+
+RECORDS = (
+    ExactOp(("avg_pool2d", "avg_pool3d"), _avg_pool, backward_names=("avg_pool2d_backward", "avg_pool3d_backward"),
+            backward=_avg_pool_backward, analytic=True, nodes=("AvgPool2DBackward0", "AvgPool3DBackward0")),
+    ExactOp(("_adaptive_avg_pool2d", "_adaptive_avg_pool3d"), _adaptive_avg_pool,
+            backward_names=("_adaptive_avg_pool2d_backward", "_adaptive_avg_pool3d_backward"),
+            backward=_adaptive_avg_pool_backward, analytic=True,
+            nodes=("AdaptiveAvgPool2DBackward0", "AdaptiveAvgPool3DBackward0")),
+    ExactOp(_NEAREST, _upsample_nearest, backward_names=tuple(n + "_backward" for n in _NEAREST),
+            backward=_upsample_nearest_backward, analytic=True,
+            nodes=("UpsampleNearest1DBackward0", "UpsampleNearest2DBackward0", "UpsampleNearest3DBackward0")),
+)

@@ -1,5 +1,5 @@
 """Exact selections: max/min (full, dim), amax/amin, argmax, maximum/minimum, tensor-bound clamp, max_pool and
-adaptive max pool windows, sort/topk.
+adaptive max pool windows (with their backward ops), sort/topk/kthvalue/median/mode.
 
 At a tie, ``"ad"`` mode applies PyTorch's tie rule (from the registry) or the convention given for the op (keyed
 by the registry's op name: ``max``, ``max_dim``, ``maximum``, ``max_pool2d``, ...); ``"pieces"`` mode makes
@@ -30,9 +30,9 @@ from nsverify.oracle.numbers import (
     straddle_error,
     val,
 )
-from nsverify.oracle.ops_kinks import elementwise_op
-from nsverify.oracle.ops_linear import arr, filled
-from nsverify.oracle.tensor import float_input, float_output, op, scalar
+from nsverify.oracle.ops.common import arr, filled, float_input, float_output, scalar
+from nsverify.oracle.ops.kinks import elementwise_op
+from nsverify.oracle.ops.record import ExactOp
 from nsverify.registry import (
     Rule,
     adaptive_windows,
@@ -54,7 +54,6 @@ def _ad_rule(key: str, aten: str | None = None) -> Rule:
     return conv if conv is not None else selection_rule_for(aten or key)
 
 
-@op("clamp", "clip", "clamp_min", "clamp_max")
 def _clamp(a, min=None, max=None):
     name = context.current().op_name
     if name == "clamp_max":
@@ -312,13 +311,11 @@ def _reduce_select(a, dims, keepdim, larger, opname, rule, want_index=False, fin
     return (out, idx) if want_index else out
 
 
-@op("max.default", "min.default")
 def _max_all(a):
     name = context.current().op_name
     return _reduce_select(a, range(arr(a).ndim), False, name == "max", name, _ad_rule(name))
 
 
-@op("amax", "amin")
 def _amax(a, dim=(), keepdim=False):
     name = context.current().op_name
     a = arr(a)
@@ -326,14 +323,12 @@ def _amax(a, dim=(), keepdim=False):
     return _reduce_select(a, dims, keepdim, name == "amax", name, _ad_rule(name))
 
 
-@op("max.dim", "min.dim")
 def _max_dim(a, dim, keepdim=False):
     key = op_key(context.current().op_name + ".dim")  # max_dim, min_dim
     return tuple(_reduce_select(a, (dim,), keepdim, key == "max_dim", key, _index_rule(key), want_index=True,
                                 findex=float_output(1)))
 
 
-@op("argmax", "argmin")
 def _argmax(a, dim=None, keepdim=False):
     name = context.current().op_name
     key = op_key(name)
@@ -379,12 +374,10 @@ def _clamp_pair(x, bound, larger, opname, pos):
     return select([x, bound], larger, opname, torch_rule("clamp_tensor"), pos)
 
 
-@op("maximum", "fmax")
 def _maximum(a, b):
     return _select_pairwise(a, b, "maximum", True)
 
 
-@op("minimum", "fmin")
 def _minimum(a, b):
     return _select_pairwise(a, b, "minimum", False)
 
@@ -408,13 +401,6 @@ def pool_out_shape(name, shape, kernel_size, stride=(), padding=0, dilation=1, c
     return tuple(shape[:-nsp]) + tuple(out_sp)
 
 
-@op(
-    "max_pool2d_with_indices",
-    "max_pool1d_with_indices",
-    "max_pool3d_with_indices",
-    "max_pool2d",
-    "max_pool1d",
-)
 def _max_pool(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     name = context.current().op_name
     key = op_key(name)  # max_pool1d, max_pool2d (also ATen's 3-d pool)
@@ -479,7 +465,6 @@ def adaptive_pool_windows(shape, output_size):
             yield L + o, win
 
 
-@op("adaptive_max_pool2d", "adaptive_max_pool1d")
 def _adaptive_max_pool(x, output_size):
     x = arr(x)
     output_size = tuple(output_size)
@@ -501,28 +486,23 @@ def _adaptive_max_pool(x, output_size):
     return out, idx
 
 
-@op("sort")
 def _sort(a, dim=-1, descending=False, stable=False):
     n = arr(a).shape[dim] if arr(a).ndim else 1
     return _order(a, dim, descending, list(range(n)), "sort", float_output(1))
 
 
-@op("topk")
 def _topk(a, k, dim=-1, largest=True, sorted=True):
     return _order(a, dim, largest, list(range(k)), "topk", float_output(1))
 
 
-@op("kthvalue")
 def _kthvalue(a, k, dim=-1, keepdim=False):
     return _reduce_order(a, dim, keepdim, lambda n: k - 1, "kthvalue")
 
 
-@op("median.dim")
 def _median_dim(a, dim, keepdim=False):
     return _reduce_order(a, dim, keepdim, lambda n: (n - 1) // 2, "median_dim")
 
 
-@op("median.default")
 def _median_all(a):
     """The lower median of all entries; AD at a tie: PyTorch's rule for median() (registry: the even split
     over the entries equal to it, evenly_distribute_backward)."""
@@ -566,7 +546,6 @@ def _reduce_order(a, dim, keepdim, rank_of, key):
     return vals, idx
 
 
-@op("mode")
 def _mode(a, dim=-1, keepdim=False):
     """torch.mode: the most frequent value (the smallest among equally frequent ones) and an index of it.
     Where every entry of a row is distinct it is the row's minimum (a selection without a tie).  Where only
@@ -697,7 +676,6 @@ def _order(a, dim, descending, ranks, key, fidx, moved_index=False):
 
 
 # ------------------------------------------------------------------------------------- max pool (reverse mode)
-@op("max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward")
 def _max_pool_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
     name = context.current().op_name.replace("_with_indices_backward", "")
     x, g = arr(x), arr(grad)
@@ -722,7 +700,6 @@ def _max_pool_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mod
     return out
 
 
-@op("adaptive_max_pool2d_backward")
 def _adaptive_max_pool_backward(grad, x, indices):
     """PyTorch's formula: each output's gradient goes to its recorded index (rules: first only)."""
     x, g = arr(x), arr(grad)
@@ -740,3 +717,26 @@ def _adaptive_max_pool_backward(grad, x, indices):
         L = pos[:-nsp]
         flat_out[L + (int(ind[pos]),)] = flat_out[L + (int(ind[pos]),)] + g[pos]
     return flat_out.reshape(x.shape)
+
+
+RECORDS = (
+    ExactOp(("clamp", "clip", "clamp_min", "clamp_max"), _clamp),
+    ExactOp(("max.default", "min.default"), _max_all),
+    ExactOp(("amax", "amin"), _amax),
+    ExactOp(("max.dim", "min.dim"), _max_dim),
+    ExactOp(("argmax", "argmin"), _argmax),
+    ExactOp(("maximum", "fmax"), _maximum),
+    ExactOp(("minimum", "fmin"), _minimum),
+    ExactOp(("max_pool2d_with_indices", "max_pool1d_with_indices", "max_pool3d_with_indices", "max_pool2d",
+             "max_pool1d"), _max_pool,
+            backward_names=("max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward"),
+            backward=_max_pool_backward),
+    ExactOp(("adaptive_max_pool2d", "adaptive_max_pool1d"), _adaptive_max_pool,
+            backward_names=("adaptive_max_pool2d_backward",), backward=_adaptive_max_pool_backward),
+    ExactOp(("sort",), _sort),
+    ExactOp(("topk",), _topk),
+    ExactOp(("kthvalue",), _kthvalue),
+    ExactOp(("median.dim",), _median_dim),
+    ExactOp(("median.default",), _median_all),
+    ExactOp(("mode",), _mode),
+)
