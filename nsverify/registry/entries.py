@@ -67,7 +67,7 @@ def prelu_for(weight=0.25, *_) -> Elementwise:
     """prelu with the one slope ``weight`` below 0 (a number, or a tensor with one entry, such as the weight of
     ``nn.PReLU()``): PyTorch's rules at 0 (reverse mode the left piece's slope, forward mode the right piece's).
     A weight with one slope per channel is not one elementwise function: it raises UnsupportedOpError (the oracle
-    evaluates ``aten._prelu_kernel`` with the tensor itself, :mod:`nsverify.oracle.ops_kinks`)."""
+    evaluates ``aten._prelu_kernel`` with the tensor itself, :mod:`nsverify.oracle.ops.kinks`)."""
     from nsverify.errors import UnsupportedOpError
     from nsverify.registry.table import get
 

@@ -268,7 +268,7 @@ class Elementwise:
     arguments after the tensor(s), in ATen's order, which the forward and backward ops share: leaky_relu's
     slope, hardtanh's bounds); None: the op has no such arguments and the entry is the instance. ``shared_with``
     names the entry that shares the op's ATen op for other argument kinds (clamp's ATen op with tensor bounds is
-    ``clamp_tensor``): the oracle then dispatches that ATen op itself (``nsverify.oracle.ops_select``).
+    ``clamp_tensor``): the oracle then dispatches that ATen op itself (``nsverify.oracle.ops.select``).
     The exact forward and backward are the pieces (:meth:`value`, :meth:`derivative_at`) and the families the
     op belongs to are derived from them (:attr:`exact`, :attr:`piecewise_linear`, :meth:`one_sided_rules`,
     :meth:`common_lambda`).
@@ -302,7 +302,7 @@ class Elementwise:
     #: the name of the op's tensor argument that is a learnable parameter of the activation (prelu's ``weight``),
     #: or None. The pieces are then those of its default value in ``kwargs`` (what the conventions matrix
     #: measures); the oracle evaluates the op's ATen ops itself with the actual tensor
-    #: (:mod:`nsverify.oracle.ops_kinks`), and Park's layer model, whose activations are fixed functions, declines it
+    #: (:mod:`nsverify.oracle.ops.kinks`), and Park's layer model, whose activations are fixed functions, declines it
     learnable: str | None = None
     #: the autograd node classes (``type(y.grad_fn).__name__``) the op's forward calls produce in PyTorch, in-place
     #: forms included (``ReluBackward0``; relu6 runs as hardtanh: ``HardtanhBackward0``). Readers of the autograd
