@@ -19,7 +19,7 @@ from nsverify import registry
 from nsverify.oracle import context
 from nsverify.oracle.numbers import Aff, KinkZero, sign, val
 from nsverify.oracle.ops_convt import conv_transpose_backward
-from nsverify.oracle.ops_kinks import ad_derivative, elementwise_backward
+from nsverify.oracle.ops_kinks import ad_derivative, check_steps, elementwise_backward
 from nsverify.oracle.ops_linear import arr, filled, matmul, objmap
 from nsverify.oracle.ops_smooth import exp, gelu_derivative, silu
 from nsverify.oracle.tensor import op, scalar
@@ -36,6 +36,7 @@ F = Fraction
 def _threshold_backward(grad, x, threshold):
     """relu's backward reads relu's output (kink entries are tagged KinkZero); threshold's reads its input."""
     ew = threshold_for(threshold, 0)
+    check_steps(ew, grad, x, "relu" if scalar(threshold) == 0 else None)
     if scalar(threshold) == 0 and context.given_rule("relu") is not None:
         at_kink = ad_derivative(registry.get("relu"), F(0))
         return arr(grad) * objmap(lambda v: at_kink if isinstance(v, KinkZero) else
@@ -82,11 +83,6 @@ def _gelu_backward(grad, x, approximate="none"):
 @op("silu_backward")
 def _silu_backward(grad, x):
     return arr(grad) * objmap(lambda v: _der(silu, val(v)), arr(x))
-
-
-@op("sgn")
-def _sgn(a):
-    return objmap(lambda v: F(sign(val(v))), arr(a))
 
 
 @op("_log_softmax_backward_data")

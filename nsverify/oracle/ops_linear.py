@@ -186,6 +186,24 @@ def _select(a, dim, index):
     return a[tuple(sl)].squeeze(axis=dim)
 
 
+@op("diagonal")
+def _diagonal(a, offset=0, dim1=0, dim2=1):
+    """The diagonal of dims ``dim1``, ``dim2`` (``offset`` > 0: above it) as the last dimension -- torch's and
+    numpy's convention alike.  A view, writable when ``a`` is, so that in-place writes through it reach ``a``
+    (``torch.func.jacrev`` fills its basis with ``diagonal().fill_(1)``); numpy's own view is read-only."""
+    v = np.diagonal(a, offset, dim1 % a.ndim, dim2 % a.ndim)
+    if a.flags.writeable:
+        v.flags.writeable = True
+    return v
+
+
+@op("diagonal_backward")
+def _diagonal_backward(grad, input_sizes, offset, dim1, dim2):
+    out = filled(tuple(input_sizes), F(0))
+    _diagonal(out, offset, dim1, dim2)[...] = arr(grad)
+    return out
+
+
 @op("slice")
 def _slice(a, dim=0, start=None, end=None, step=1):
     sl = [slice(None)] * a.ndim
