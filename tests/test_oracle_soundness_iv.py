@@ -90,6 +90,38 @@ def test_gradient_penalty_of_a_batch_refuses_only_the_sample_on_the_kink():
     assert v.status == "member" and v.exact_ad == (24, 0, 8)
 
 
+class _PenaltyModule(nn.Module):
+    """A critic Linear(1, 2), ReLU, Linear(2, 1) whose forward returns its input-gradient penalty (g - 1)^2."""
+
+    def __init__(self, b0: float):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(1, 2), nn.ReLU(), nn.Linear(2, 1)).double()
+        with torch.no_grad():
+            self.net[0].weight.copy_(torch.tensor([[1.0], [2.0]]))
+            self.net[0].bias.copy_(torch.tensor([b0, 0.5]))
+            self.net[2].weight.copy_(torch.tensor([[3.0, 1.0]]))
+            self.net[2].bias.zero_()
+
+    def forward(self, x):
+        x = x.detach().requires_grad_(True)
+        (g,) = torch.autograd.grad(self.net(x).sum(), x, create_graph=True)
+        return (g - 1) ** 2
+
+
+@pytest.mark.parametrize("shortcuts", [True, False])
+def test_check_module_of_a_penalty_module(shortcuts):
+    """x = 1: unit 0's pre-activation 1 + b0 is 0 for b0 = -1 (refused, also where Park's layered decision is
+    tried first); for b0 = -1/2 both units are alive, g = 3 * 1 + 1 * 2 = 5 and the penalty (g - 1)^2 = 16 has
+    gradient 2 (g - 1) dg = 8 x (W2_0, W2_1, 0, 0, W1_0, W1_1, 0) = (24, 8, 0, 0, 8, 16, 0) in the order of
+    named_parameters()."""
+    x = torch.tensor([[1.0]], dtype=D)
+    loss = lambda o, t: o.sum()  # noqa: E731
+    with pytest.raises(UnsupportedOpError, match=JUMP):
+        nsverify.check_module(_PenaltyModule(-1.0), loss, x, None, progress=False, shortcuts=shortcuts)
+    v = nsverify.check_module(_PenaltyModule(-0.5), loss, x, None, progress=False, shortcuts=shortcuts)
+    assert v.status == "member" and v.exact_ad == (24, 8, 0, 0, 8, 16, 0) and v.value == 16
+
+
 # ---------------------------------------------------------------------------------- Hessian-vector products
 def _hvp_sum(w):
     """sum(H u) for f = sum(relu(w)^3) / 6 and u = (1, ..., 1), by reverse over reverse: H u = relu(w), so the

@@ -250,6 +250,11 @@ def depends_on_w(v) -> bool:
     return getattr(v, "moving", False)
 
 
+def _at_w(v):
+    """An entry's value at w (a jet's constant term)."""
+    return v.c[0] if isinstance(v, Jet) else val(v)
+
+
 def check_steps(ew, grad, x, name: str | None = None) -> None:
     """Refuse to evaluate the derivative of elementwise op ``ew`` -- a step at every kink whose one-sided
     derivatives differ -- at such a kink when its argument ``x`` depends on w (a program that differentiates
@@ -259,6 +264,9 @@ def check_steps(ew, grad, x, name: str | None = None) -> None:
     no Clarke set. Where ``grad`` is a constant 0 both sides give 0 and nothing is refused; where it is 0 at w
     but depends on w, fn is continuous with a kink the exact oracle does not follow, which is refused too. Away from
     the kinks the step is locally constant and the op is evaluated as usual."""
+    ctx = context.current()
+    if ctx.n == 0 and ctx.mode == "ad":  # the reverse mode's plain numbers: nothing depends on w
+        return
     xs = arr(x)
     if not any(depends_on_w(v) for v in xs.reshape(-1)):
         return
@@ -269,17 +277,17 @@ def check_steps(ew, grad, x, name: str | None = None) -> None:
         if not depends_on_w(v):
             continue
         for b in ew.breakpoints:
-            if sign(val(v) - b) != 0:
+            if sign(_at_w(v) - b) != 0:
                 continue
             left, right = ew.one_sided(b)
             if left == right:
                 continue  # no step: the derivative is continuous at this kink
             gi = g[i]
-            if not depends_on_w(gi) and is_zero(val(gi)):
+            if not depends_on_w(gi) and is_zero(_at_w(gi)):
                 continue
             what = name or ew.name
-            op = context.current().op_name
-            if depends_on_w(gi) and is_zero(val(gi)):
+            op = ctx.op_name
+            if depends_on_w(gi) and is_zero(_at_w(gi)):
                 raise UnsupportedOpError(
                     f"fn reads the derivative of {what} (aten.{op}) at its kink {b}, where its argument depends "
                     f"on w, times a factor that is 0 at w but depends on w: fn may be continuous there, but the "
@@ -288,7 +296,7 @@ def check_steps(ew, grad, x, name: str | None = None) -> None:
                 f"fn is discontinuous at w: the derivative of {what} at a kink is a step; no Clarke set. fn "
                 f"reads it (aten.{op}) where its argument depends on w and sits exactly at the kink {b} (a "
                 f"gradient penalty, a Hessian-vector product or create_graph=True through {what}), so fn jumps "
-                f"by {val(gi)} x ({right} - {left}) there. The Clarke subdifferential needs a locally "
+                f"by {_at_w(gi)} x ({right} - {left}) there. The Clarke subdifferential needs a locally "
                 "Lipschitz fn: check a point off the kink")
 
 
