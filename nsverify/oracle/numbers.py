@@ -217,7 +217,7 @@ class KinkZero(Fraction):
     (:func:`nsverify.oracle.ops_kinks.check_steps`).
     """
 
-    def __new__(cls, moving: bool = False):
+    def __new__(cls, *, moving: bool = False):
         self = super().__new__(cls, 0)
         self.moving = moving
         return self
