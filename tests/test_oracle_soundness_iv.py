@@ -59,11 +59,13 @@ def _penalty_create_graph(w):
 PENALTIES = [_penalty_func_grad, _penalty_create_graph]
 
 
+@pytest.mark.parametrize("rules", [None, {"relu": 1}])
 @pytest.mark.parametrize("penalty", PENALTIES)
-def test_gradient_penalty_at_a_kink_is_refused(penalty):
-    """a * 1 + b = 0: the penalty is (0 - 1)^2 = 1 at w and for a + b < 0, but (3 - 1)^2 = 4 for a + b > 0."""
+def test_gradient_penalty_at_a_kink_is_refused(penalty, rules):
+    """a * 1 + b = 0: the penalty is (0 - 1)^2 = 1 at w and for a + b < 0, but (3 - 1)^2 = 4 for a + b > 0
+    (also with the rule ReLU'(0) = 1, which only moves the value at w to one side)."""
     with pytest.raises(UnsupportedOpError, match=f"{JUMP}: the derivative of relu at a kink is a step; no Clarke"):
-        _check(penalty, _w(1, -1, 3))
+        _check(penalty, _w(1, -1, 3), rules=rules)
 
 
 @pytest.mark.parametrize("penalty", PENALTIES)

@@ -36,12 +36,13 @@ F = Fraction
 def _threshold_backward(grad, x, threshold):
     """relu's backward reads relu's output (kink entries are tagged KinkZero); threshold's reads its input."""
     ew = threshold_for(threshold, 0)
-    check_steps(ew, grad, x, "relu" if scalar(threshold) == 0 else None)
-    if scalar(threshold) == 0 and context.given_rule("relu") is not None:
+    relu = scalar(threshold) == 0
+    if relu and context.given_rule("relu") is not None:
+        check_steps(ew, grad, x, "relu")
         at_kink = ad_derivative(registry.get("relu"), F(0))
         return arr(grad) * objmap(lambda v: at_kink if isinstance(v, KinkZero) else
                                   ad_derivative(ew, val(v), given=False), arr(x))
-    return elementwise_backward(ew, grad, x)
+    return elementwise_backward(ew, grad, x, "relu" if relu else None)
 
 
 @op("sigmoid_backward")

@@ -232,10 +232,11 @@ def ad_derivative(ew, v, *, given: bool = True):
     return _dpoly(ew.pieces[len(ew.breakpoints)].poly, v)
 
 
-def elementwise_backward(ew, grad, x):
+def elementwise_backward(ew, grad, x, name: str | None = None):
     """``grad`` times AD's derivative of elementwise op ``ew`` at every entry of ``x`` (the reverse mode; in a
-    program that differentiates inside fn, also a forward op: :func:`check_steps` refuses its jumps)."""
-    check_steps(ew, grad, x)
+    program that differentiates inside fn, also a forward op: :func:`check_steps` refuses its jumps, naming the op
+    ``name`` or ``ew.name``)."""
+    check_steps(ew, grad, x, name)
     return arr(grad) * objmap(lambda v: ad_derivative(ew, val(v)), arr(x))
 
 
