@@ -193,6 +193,8 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
                               t0=tracker.t0)
     except InexactError as e:
         return _undecided(f"the pieces could not be enumerated exactly: {e}", float_ad, ad, fw)
+    if en.discontinuous:  # no Clarke set to be a member of: never member/not_member
+        return _undecided(en.discontinuous, float_ad, ad, fw)
     if any(type(x) is float for leaf in en.leaves for x in leaf.gradient) or any(type(x) is float for x in tested):
         # exact arithmetic never yields a float; one that slipped in (an op's bug) must not decide anything
         return _undecided("internal error: a float entered the exact arithmetic (please report the program)",

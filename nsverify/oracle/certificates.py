@@ -31,6 +31,10 @@ A certificate proves a verdict's status.  :func:`verify_certificate` checks it i
 ``witnesses``, ``leaves``                ``leaves``: every enumerated piece (its decisions, its vertex index)
 ==========================  ==========  =====================================================================
 
+Every kind (the table above, ``block_product``, ``park_theorem5``, ``park_theorem8``) first checks that ``tested``
+is the vector ``tested_is`` names: with ``"exact_ad"`` it must be the record's own ``exact_ad``, entry for entry
+(a record whose tested vector contradicts its exact AD checks as False); ``"ad"`` is a vector the caller gave.
+
 With ``fn`` (the record must carry ``point``, ``shape`` and ``dtype``, which the oracle writes):
 
 * **vertex replay** -- ``fn`` runs once at w in the interpreter's plain pieces mode, taking at every kink or tie
@@ -456,12 +460,9 @@ def _vkey(v) -> tuple:
     return tuple((x.lo, x.hi) if isinstance(x, Ival) else ("exact", x) for x in v)
 
 
-KINDS = {c.kind: c for c in (ConvexWeights, IntervalBracket, AdjacentPiece, SeparatingDirection)}
-Certificate = ConvexWeights | IntervalBracket | AdjacentPiece | SeparatingDirection
-
-
 def from_json(cert: dict) -> Certificate | None:
-    """The certificate a JSON dict describes, or None for an unknown ``kind`` (Malformed for a bad one)."""
+    """The certificate a JSON dict describes (one of :data:`KINDS`), or None for an unknown ``kind`` (Malformed for
+    a bad one)."""
     if not isinstance(cert, dict):
         raise Malformed("a certificate must be a JSON object")
     cls = KINDS.get(cert.get("kind")) if isinstance(cert.get("kind"), str) else None
@@ -527,7 +528,7 @@ def _verify(verdict, fn, samples: int, seed: int) -> Check:
         return Check(False, f"unknown certificate kind {cert.get('kind')!r}")
     if d.get("status") != c.status:
         return Check(False, f"a {c.kind} certificate proves {c.status}, but the record says {d.get('status')!r}")
-    why = c.check(d)
+    why = _tested_is_named(d) or c.check(d)
     if why:
         return Check(False, why)
     checked = ["json"]
@@ -585,6 +586,28 @@ def _verify(verdict, fn, samples: int, seed: int) -> Check:
             return Check(False, why)
         checked.append(f"{samples} samples")
     return Check(True, "", tuple(checked))
+
+
+def _tested_is_named(d: dict) -> str | None:
+    """Why the record's ``tested`` vector is not the one its ``tested_is`` names (None when it is), for every kind.
+
+    ``"exact_ad"``: ``tested`` must be the record's own ``exact_ad``, entry for entry (the same exact numbers, the
+    same enclosures).  ``"ad"``: a vector the caller gave, which the record holds only as ``tested``.  A record that
+    lists an ``exact_ad`` must name its tested vector; one with neither (written before the field existed) names
+    nothing and proves the status of its ``tested`` vector only."""
+    named = d.get("tested_is")
+    if named is None and d.get("exact_ad") is None:
+        return None
+    if named == "ad":
+        return None
+    if named != "exact_ad":
+        return f"tested_is must be 'exact_ad' or 'ad' (the vector the record tests), got {named!r}"
+    if d.get("exact_ad") is None:
+        return "the record says the tested vector is the exact AD, but lists no exact_ad"
+    t = _tested(d)
+    if _vkey(_vector(d["exact_ad"], len(t))) != _vkey(t):
+        return "the record says the tested vector is the exact AD, but it is not the record's own exact_ad"
+    return None
 
 
 def _tests_exact_ad(d: dict) -> bool:
@@ -922,9 +945,6 @@ class BlockProduct:
         return f"block_product: {len(self.blocks)} coordinate-disjoint blocks ({sizes} gradients), {how}"
 
 
-KINDS[BlockProduct.kind] = BlockProduct
-
-
 def _replay_blocks(fn, w, c: BlockProduct, t, samples: int, seed: int) -> str | None:
     """With the program: every block vertex a member certificate weighs (every vertex of the separating block
     for not_member) re-derived from its witness on the block's coordinates, the fixed coordinates equal to the
@@ -1098,5 +1118,8 @@ class ParkTheorem5:
                 "linearly independent (exact nonsingular minors)")
 
 
-KINDS[ParkTheorem8.kind] = ParkTheorem8
-KINDS[ParkTheorem5.kind] = ParkTheorem5
+#: every certificate kind, by its JSON ``kind`` (the one table :func:`from_json` reads)
+KINDS = {c.kind: c for c in (ConvexWeights, IntervalBracket, AdjacentPiece, SeparatingDirection, BlockProduct,
+                             ParkTheorem8, ParkTheorem5)}
+Certificate = ConvexWeights | IntervalBracket | AdjacentPiece | SeparatingDirection | BlockProduct | ParkTheorem8 \
+    | ParkTheorem5

@@ -65,7 +65,7 @@ class Site:
             "options": list(self.labels),
             "chosen": self.chosen,
             "affine": self.affine,
-            "float_tie": self.float_tie,
+            "float_tie": None if self.float_tie is None else bool(self.float_tie),
             **({"extra": self.extra} if self.extra else {}),
         }
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import numpy as np
+
 from nsverify.oracle.numbers import Ival
 
 
 def enc(x):
+    if isinstance(x, np.generic):  # a numpy scalar (np.bool_, np.int64, ...): its Python value
+        x = x.item()
     if isinstance(x, bool) or x is None or isinstance(x, str):
         return x
     if isinstance(x, Fraction):

@@ -211,10 +211,16 @@ class KinkZero(Fraction):
     PyTorch's relu backward (threshold_backward) reads relu's *output*, where a negative input and a kink
     input both give 0; this tag lets the exact reverse mode apply a user convention ReLU'(0) = s to the kink
     entries only.  Arithmetic on it returns plain Fractions, so the tag never spreads.
+
+    ``moving``: the kink's argument depends on w (forward and pieces mode: a program that differentiates inside
+    fn), so the step that relu's backward reads from this 0 sits exactly at a kink that moves with w
+    (:func:`nsverify.oracle.ops.kinks.check_steps`).
     """
 
-    def __new__(cls):
-        return super().__new__(cls, 0)
+    def __new__(cls, *, moving: bool = False):
+        self = super().__new__(cls, 0)
+        self.moving = moving
+        return self
 
 
 def _isnum(o) -> bool:

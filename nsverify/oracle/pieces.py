@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from fractions import Fraction
 
-from nsverify.errors import TooManyPieces
+from nsverify.errors import TooManyPieces, UnsupportedOpError
 from nsverify.oracle.cones import ConeStats, feasible, holds, primitive
 from nsverify.oracle.interp import Evaluation
+from nsverify.oracle.numbers import sign, val
 
 
 @dataclass
@@ -46,6 +48,9 @@ class Enumeration:
     incomplete: str | None = None  # set when the limit stopped the enumeration (on_limit="unknown")
     seconds: float = 0.0
     curved: bool = False  # some branch site had a non-affine argument
+    #: why fn may be discontinuous at w: an outer-only piece whose value at w is not f(w) (None: no such piece);
+    #: a certified piece with another value raises instead (:func:`continuity`)
+    discontinuous: str | None = None
 
     @property
     def exact(self) -> bool:
@@ -82,6 +87,7 @@ def enumerate_pieces(
     stats = ConeStats()
     en = Enumeration([], stats)
     stack = [((), None, True)]
+    at_w = ev.forward().value  # f(w): every piece of a continuous fn takes this value at w
     pool: list = []  # exact witnesses found so far: tried before any new LP
     lps_seen = 0
     nogoods: list = []  # exact Gordan certificates (row keys, [(row, y)]): reused when their rows recur
@@ -156,6 +162,7 @@ def enumerate_pieces(
             raise TooManyPieces(msg) from None
         if not en.leaves:
             en.branch_sites = sum(1 for s in r.sites if s.labels)
+        en.discontinuous = en.discontinuous or continuity(r, at_w, st.inner, st.decisions)
         en.curved = en.curved or r.nonaffine
         en.max_depth = max(en.max_depth, len(st.decisions))
         en.leaves.append(Leaf(tuple(st.decisions), r.gradient, r.value, st.inner, st.witness, r.sites,
@@ -165,6 +172,31 @@ def enumerate_pieces(
             lps_seen = stats.lps
     en.seconds = time.perf_counter() - t0
     return en
+
+
+def continuity(r, at_w, inner: bool, decisions) -> str | None:
+    """Check that the piece traced by ``r`` takes fn's own value ``at_w`` at w, as every piece of a continuous fn
+    does (a comparison at a tie selecting between branches that differ there, ``torch.where(w > 0, 1., 0.)``, or
+    a tie's index routing a gradient inside fn, makes pieces whose values differ).  A certified piece (``inner``)
+    with a provably different value raises: fn is discontinuous at w and has no Clarke set.  An outer-only piece
+    (its cone not certified) returns the reason to answer "unknown" with.  Values whose enclosures overlap are not
+    told apart (an irrational jump smaller than the enclosures is not seen)."""
+    s = sign(val(r.value) - val(at_w))
+    if not s:  # equal, or not provably different
+        return None
+    where = ", ".join(sorted({site.op for site in r.sites if site.labels})) or "a branch site"
+    msg = (f"fn is discontinuous at w: f(w) = {_fmt(at_w)}, but on the piece after the choices {list(decisions)} "
+           f"at its kink/tie sites ({where}) its value tends to {_fmt(r.value)}; no Clarke set (the Clarke "
+           "subdifferential needs a locally Lipschitz fn: a comparison at a tie selecting between values that "
+           "differ there, e.g. torch.where(w > 0, 1., 0.) at 0, jumps)")
+    if inner:
+        raise UnsupportedOpError(msg)
+    return msg.replace("fn is discontinuous at w", "fn may be discontinuous at w (on a piece whose cone is not "
+                       "certified)", 1)
+
+
+def _fmt(x) -> str:
+    return str(x) if isinstance(x, Fraction) else repr(x)
 
 
 def kink_rows(fn, w) -> list[dict]:

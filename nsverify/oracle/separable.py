@@ -261,6 +261,9 @@ class _Checked:
         self.last = mode.record
         return r
 
+    def forward(self):
+        return self.ev.forward()
+
 
 # --------------------------------------------------------------------------------------------- the decomposition
 def decompose(ev, *, limit: int, time_limit: float | None, t0: float, tracker=None) -> Blocks | str:

@@ -110,6 +110,9 @@ class Verdict:
         }
 
     def to_json(self, **kw) -> str:
+        """:meth:`to_dict` as JSON text; numpy scalars that reach a field (a stat, a site's extra) are written as
+        the Python numbers they hold."""
+        kw.setdefault("default", _plain)
         return json.dumps(self.to_dict(), **kw)
 
     def __repr__(self):
@@ -143,6 +146,15 @@ def _s(x):
 
 def _f(x):
     return "n/a" if x is None else f"{x:.3g}"
+
+
+def _plain(x):
+    """json's fallback: a numpy scalar (np.bool_, np.int64, np.float64, ...) as its Python value."""
+    import numpy as np
+
+    if isinstance(x, np.generic):
+        return x.item()
+    raise TypeError(f"Object of type {type(x).__name__} is not JSON serializable")
 
 
 def _jf(x):

@@ -139,20 +139,27 @@ def _apply_elementwise(ew, x, loc, fx=None):
         out = _piece_apply(ew.pieces[at], x)
         return KinkZero() if ew.name == "relu" and ctx.mode == "ad" else out
     site = Site(ew.name, ctx.call, loc, b, affine=is_lin(x), slopes=(g,),
-                float_tie=None if fx is None else F(fx) == b)
+                float_tie=None if fx is None else bool(F(fx) == b))
     if ctx.mode == "ad" or not g:
         ctx.note(site)
         if not g:
-            return _piece_apply(ew.pieces[at], x)
+            return _kink_output(_piece_apply(ew.pieces[at], x))
         side = _ad_side(ew, at)
         if isinstance(side, Fraction):  # a fixed derivative at the kink (e.g. abs'(0) = 0)
-            return mk(
+            return _kink_output(mk(
                 _poly(ew.pieces[at].poly, b), {k: side * c for k, c in g.items()} if side else {}, is_lin(x)
-            )
-        return _piece_apply(ew.pieces[side], x)
+            ))
+        return _kink_output(_piece_apply(ew.pieces[side], x))
     site.ad_option = _ad_option_elementwise(ew, at)
     choice = ctx.branch(site, [("left", [_neg_g(g)]), ("right", [g])])
-    return _piece_apply(ew.pieces[at + choice], x)
+    return _kink_output(_piece_apply(ew.pieces[at + choice], x))
+
+
+def _kink_output(out):
+    """The output of an elementwise op at a kink of an argument that depends on w: a 0 that no longer depends on w
+    (relu's flat side) is tagged ``KinkZero(moving=True)``, so that a backward op reading this output (relu's
+    ``threshold_backward``) knows that its step sits at a kink of a w-dependent argument (:func:`check_steps`)."""
+    return KinkZero(moving=True) if isinstance(out, Fraction) and out == 0 else out
 
 
 def _ad_option_elementwise(ew, at):
@@ -226,9 +233,73 @@ def ad_derivative(ew, v, *, given: bool = True):
     return _dpoly(ew.pieces[len(ew.breakpoints)].poly, v)
 
 
-def elementwise_backward(ew, grad, x):
-    """``grad`` times AD's derivative of elementwise op ``ew`` at every entry of ``x`` (the reverse mode)."""
+def elementwise_backward(ew, grad, x, name: str | None = None):
+    """``grad`` times AD's derivative of elementwise op ``ew`` at every entry of ``x`` (the reverse mode; in a
+    program that differentiates inside fn, also a forward op: :func:`check_steps` refuses its jumps, naming the op
+    ``name`` or ``ew.name``)."""
+    check_steps(ew, grad, x, name)
     return arr(grad) * objmap(lambda v: ad_derivative(ew, val(v)), arr(x))
+
+
+def depends_on_w(v) -> bool:
+    """Whether an entry depends on w: an affine form with a derivative or a curved one (forward and pieces mode),
+    a jet that moves along its ray, or relu's 0 at a kink of such an argument (:func:`_kink_output`). The reverse
+    mode's plain numbers never do."""
+    if isinstance(v, Aff):
+        return bool(v.g) or not v.lin
+    if isinstance(v, Jet):
+        return any(not is_zero(c) for c in v.c[1:])
+    return getattr(v, "moving", False)
+
+
+def _at_w(v):
+    """An entry's value at w (a jet's constant term)."""
+    return v.c[0] if isinstance(v, Jet) else val(v)
+
+
+def check_steps(ew, grad, x, name: str | None = None) -> None:
+    """Refuse to evaluate the derivative of elementwise op ``ew`` -- a step at every kink whose one-sided
+    derivatives differ -- at such a kink when its argument ``x`` depends on w (a program that differentiates
+    inside fn: a gradient penalty, a Hessian-vector product, ``create_graph=True``, ``jacrev``).
+
+    There ``grad * ew'(x)`` jumps by ``grad * (right - left)`` as w crosses the kink, so fn is discontinuous and has
+    no Clarke set. Where ``grad`` is a constant 0 both sides give 0 and nothing is refused; where it is 0 at w
+    but depends on w, fn is continuous with a kink the exact oracle does not follow, which is refused too. Away from
+    the kinks the step is locally constant and the op is evaluated as usual."""
+    ctx = context.current()
+    if ctx.n == 0 and ctx.mode == "ad":  # the reverse mode's plain numbers: nothing depends on w
+        return
+    xs = arr(x)
+    if not any(depends_on_w(v) for v in xs.reshape(-1)):
+        return
+    gs, xs = np.broadcast_arrays(arr(grad), xs)  # (vmap's batched grads broadcast against x: jacrev)
+    g, flat = gs.reshape(-1), xs.reshape(-1)
+    for i in range(flat.size):
+        v = flat[i]
+        if not depends_on_w(v):
+            continue
+        for b in ew.breakpoints:
+            if sign(_at_w(v) - b) != 0:
+                continue
+            left, right = ew.one_sided(b)
+            if left == right:
+                continue  # no step: the derivative is continuous at this kink
+            gi = g[i]
+            if not depends_on_w(gi) and is_zero(_at_w(gi)):
+                continue
+            what = name or ew.name
+            op = ctx.op_name
+            if depends_on_w(gi) and is_zero(_at_w(gi)):
+                raise UnsupportedOpError(
+                    f"fn reads the derivative of {what} (aten.{op}) at its kink {b}, where its argument depends "
+                    f"on w, times a factor that is 0 at w but depends on w: fn may be continuous there, but the "
+                    f"exact oracle does not follow the pieces of a step. Check a point off the kink")
+            raise UnsupportedOpError(
+                f"fn is discontinuous at w: the derivative of {what} at a kink is a step; no Clarke set. fn "
+                f"reads it (aten.{op}) where its argument depends on w and sits exactly at the kink {b} (a "
+                f"gradient penalty, a Hessian-vector product or create_graph=True through {what}), so fn jumps "
+                f"by {_at_w(gi)} x ({right} - {left}) there. The Clarke subdifferential needs a locally "
+                "Lipschitz fn: check a point off the kink")
 
 
 class RegistryOps:
@@ -284,11 +355,13 @@ def _backward_impl(entry):
 def _threshold_backward(grad, x, threshold):
     """relu's backward reads relu's output (kink entries are tagged KinkZero); threshold's reads its input."""
     ew = threshold_for(threshold, 0)
-    if scalar(threshold) == 0 and context.given_rule("relu") is not None:
+    relu = scalar(threshold) == 0
+    if relu and context.given_rule("relu") is not None:
+        check_steps(ew, grad, x, "relu")
         at_kink = ad_derivative(registry.get("relu"), F(0))
         return arr(grad) * objmap(lambda v: at_kink if isinstance(v, KinkZero) else
                                   ad_derivative(ew, val(v), given=False), arr(x))
-    return elementwise_backward(ew, grad, x)
+    return elementwise_backward(ew, grad, x, "relu" if relu else None)
 
 
 def _threshold(a, threshold, value):
@@ -330,7 +403,7 @@ def _prelu_entry(x, a, loc, fx=None):
         return F(0)
     g = grad(x)
     site = Site("prelu", ctx.call, loc, F(0), affine=is_lin(x), slopes=(g,),
-                float_tie=None if fx is None else fx == 0)
+                float_tie=None if fx is None else bool(fx == 0))
     av = val(a)
     if ctx.mode == "ad" or not g:
         ctx.note(site)
@@ -383,6 +456,12 @@ def _prelu_kernel_backward(grad, x, weight):
         elif s < 0:
             gi[i], gw[i] = g[i] * a, g[i] * xf[i]
         else:
+            if depends_on_w(xf[i]) and (depends_on_w(g[i]) or not is_zero(val(g[i]))):
+                raise UnsupportedOpError(  # grad_input jumps by grad * (1 - a); grad_weight = grad * x has a kink
+                    "fn is discontinuous at w (or has a kink the exact oracle does not follow): the derivative of "
+                    "prelu at a kink is a step; no Clarke set. fn reads it (aten._prelu_kernel_backward) where its "
+                    "argument depends on w and sits exactly at the kink 0 (a gradient penalty or create_graph=True "
+                    "through prelu). Check a point off the kink")
             side = _prelu_side(val(a))
             d = side if type(side) is not int else F(1) if side else a
             gi[i], gw[i] = g[i] * d, F(0)
@@ -482,23 +561,20 @@ def _all(a, dim=None, keepdim=False):
 
 
 def _sign(a):
+    """sign and sgn (abs's backward multiplies by sgn): a w-dependent 0 is a step, refused (never a constant)."""
     def f(x):
         s = sign(val(x))
         if s is None:
             raise straddle_error("sign")
-        if s == 0 and grad(x):
+        if s == 0 and depends_on_w(x):
             raise UnsupportedOpError(
-                "sign() at 0 of a value that depends on w is discontinuous; the Clarke "
-                "oracle needs locally Lipschitz programs. Rewrite without sign()"
+                "fn is discontinuous at w: sign() (sgn, also the derivative of abs) of a value that depends on w "
+                "is a step at 0, and the value is exactly 0 here; no Clarke set (the Clarke oracle needs a locally "
+                "Lipschitz fn). Rewrite without sign(), or check a point where the value is not 0"
             )
         return F(s)
 
     return objmap(f, arr(a))
-
-
-def _sgn(a):
-    """sgn: abs's backward formula multiplies by it (no kink rule of its own: abs's rule is applied by abs)."""
-    return objmap(lambda v: F(sign(val(v))), arr(a))
 
 
 RECORDS = (
@@ -513,6 +589,5 @@ RECORDS = (
     ExactOp(("logical_or", "bitwise_or"), _lor),
     ExactOp(("any",), _any),
     ExactOp(("all",), _all),
-    ExactOp(("sign",), _sign),
-    ExactOp(("sgn",), _sgn),
+    ExactOp(("sign", "sgn"), _sign),
 )

@@ -89,6 +89,22 @@ def _slice(a, dim=0, start=None, end=None, step=1):
     return a[tuple(sl)]
 
 
+def _diagonal(a, offset=0, dim1=0, dim2=1):
+    """The diagonal of dims ``dim1``, ``dim2`` (``offset`` > 0: above it) as the last dimension -- torch's and
+    numpy's convention alike.  A view, writable when ``a`` is, so that in-place writes through it reach ``a``
+    (``torch.func.jacrev`` fills its basis with ``diagonal().fill_(1)``); numpy's own view is read-only."""
+    v = np.diagonal(a, offset, dim1 % a.ndim, dim2 % a.ndim)
+    if a.flags.writeable:
+        v.flags.writeable = True
+    return v
+
+
+def _diagonal_backward(grad, input_sizes, offset, dim1, dim2):
+    out = filled(tuple(input_sizes), Fraction(0))
+    _diagonal(out, offset, dim1, dim2)[...] = arr(grad)
+    return out
+
+
 def _index(a, indices):
     idx = tuple(
         slice(None) if i is None else (i.astype(bool) if i.dtype == bool else i.astype(np.int64))
@@ -270,6 +286,7 @@ RECORDS = (
     _shape(("select",), _select, ("SelectBackward0",),
            backward_names=("select_backward",), backward=_select_backward),
     _shape(("slice",), _slice, ("SliceBackward0",), backward_names=("slice_backward",), backward=_slice_backward),
+    _shape(("diagonal",), _diagonal, backward_names=("diagonal_backward",), backward=_diagonal_backward),
     _shape(("index",), _index, ("IndexBackward0",)),
     _shape(("cat",), _cat, ("CatBackward0",)),
     _shape(("stack",), _stack, ("StackBackward0",)),
