@@ -2,6 +2,7 @@
 
 * No Markdown file (README.md, docs/*.md) repeats a section heading.
 * README's Commands table names every command and every option of the parsers (``nsverify.cli``).
+* README's library table names exactly the public API, ``nsverify.__all__``.
 * The H200 zone-volume table of docs/zones.md is the one generated from ``nsverify/data/gpu/zones.json``
   (:func:`h200_table`); when the stored results change, the failure prints the new table.
 """
@@ -63,6 +64,33 @@ def test_readme_commands_table_lists_every_command_and_option(words):
     flags = [a for a in parser._actions if a.option_strings and a.dest not in ("help",)]
     missing = [a.option_strings[0] for a in flags if not any(a.option_strings[0] in r for r in rows)]
     assert not missing, f"README's row for `nsverify {' '.join(words)}` lacks {missing}"
+
+
+def library_table_names(text: str) -> list[str]:
+    """The names in the first column of README's "The library" table (`name(args)` -> name)."""
+    start = text.index("## The library")
+    end = text.index("\n## ", start + 1)
+    names = []
+    for line in text[start:end].splitlines():
+        if line.startswith("| `"):
+            first = line.split("|")[1]
+            names += [re.match(r"\w+", n).group(0) for n in re.findall(r"`([^`]+)`", first)]
+    return names
+
+
+def test_readme_library_table_is_the_public_api():
+    import nsverify
+
+    names = library_table_names((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert len(names) == len(set(names)), f"README's library table names some twice: {names}"
+    public = set(nsverify.__all__) - {"__version__"}
+    assert set(names) == public, (f"README's library table and nsverify.__all__ differ: only in the table "
+                                  f"{sorted(set(names) - public)}, only in __all__ {sorted(public - set(names))}")
+
+
+def test_library_table_reader_sees_names_and_calls():
+    text = "## The library\n| name | what |\n|---|---|\n| `f(x, y)` | a |\n| `A`, `B` | b |\n\n## Next\n"
+    assert library_table_names(text) == ["f", "A", "B"]
 
 
 def test_every_command_is_a_leaf_of_the_parser():
