@@ -96,7 +96,7 @@ def test_nothing_imports_jax_unless_asked():
     runs import no jax module (only evaluating a JAX cell does)."""
     code = ("import sys\n"
             "import nsverify, nsverify.cli, nsverify.registry, nsverify.conventions\n"
-            "from nsverify.conventions import jax_matrix, sidebyside, judge, releases, repro\n"
+            "from nsverify.conventions import jax_matrix, sidebyside, judge, releases, scripts\n"
             "import nsverify.sections.conventions\n"
             "from nsverify.conventions.matrix import build_cases\n"
             "build_cases(framework='jax'); jax_matrix.missing()\n"
