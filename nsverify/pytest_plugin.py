@@ -233,10 +233,6 @@ def in_suite(path) -> bool:
 def _suite_profile(path):
     """The nsverify profile while a collector or test of nsverify's suite is imported or run (the other tests
     of the session keep theirs)."""
-    if SESSION.get("shadowed") and path is not None and in_suite(path):
-        import pytest
-
-        pytest.exit(f"nsverify: {SESSION['shadowed']}", returncode=pytest.ExitCode.USAGE_ERROR)
     if SESSION["apply"] != "suite" or path is None or not in_suite(path):
         yield
         return
@@ -281,6 +277,23 @@ def xfail_match(nodeid: str, ids) -> str | None:
         for full in (short, nodeid):
             if full == xid or (full.startswith(xid) and full[len(xid):][:1] in ("[", ":")):
                 return xid
+    return None
+
+
+def pytest_collection(session):
+    """Stop before collection, with the one line of :func:`shadowing_problem`, when ``nsverify`` is an empty
+    namespace package and a path to collect lies in nsverify's suite or holds it (a command line that did not
+    name nsverify: a link to the suite, or ``python -m pytest`` in the directory that holds the clone)."""
+    problem = SESSION.get("shadowed")
+    if not problem:
+        return None
+    import pytest
+
+    base = Path(session.config.invocation_params.dir)
+    for arg in session.config.args:
+        p = (base / str(arg).split("::")[0]).resolve()
+        if in_suite(p) or any(p in d.parents for d in suite_dirs()):
+            raise pytest.UsageError(f"nsverify: {problem}")
     return None
 
 

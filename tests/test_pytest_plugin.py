@@ -300,3 +300,18 @@ def test_beside_a_clone_an_unrelated_session_runs(tmp_path):
     (tmp_path / "home" / "test_plain.py").write_text("def test_plain():\n    pass\n")
     _, res = _pytest_beside_a_clone(tmp_path, "test_plain.py")
     assert res.returncode == 0 and "1 passed" in res.stdout, (res.stdout + res.stderr)[-3000:]
+
+
+def test_beside_a_clone_the_suite_reached_by_another_name_stops_at_collection(tmp_path):
+    """A command line that does not name nsverify (a link to the suite) stops the same way, before collection."""
+    import os
+    from pathlib import Path
+
+    (tmp_path / "home").mkdir()
+    os.symlink(Path(__file__).resolve().parents[1] / "properties", tmp_path / "home" / "suite")
+    home, res = _pytest_beside_a_clone(tmp_path, "suite/test_park_table1.py")
+    out = res.stdout + res.stderr
+    assert res.returncode == 4, out[-3000:]
+    line = next(x for x in out.splitlines() if "import nsverify" in x)
+    assert line.startswith("ERROR: nsverify: `import nsverify` found ") and f"cd {home / 'nsverify'}" in line, line
+    assert "Traceback" not in out and "collected" not in out, out[-3000:]
