@@ -16,7 +16,9 @@ Options::
     --nsverify-xfails-file FILE           test ids (one per line, # comments) expected to fail on this build
 
 A bad option value (CUDA without a GPU, an unknown dtype, a missing xfails file) stops the run with one line
-(pytest's usage error), before collection.
+(pytest's usage error), before collection. So does a shadowed package (:func:`shadowing_problem`): a directory
+named ``nsverify`` without ``__init__.py`` in the current directory (a clone, run from the directory that holds
+it) that Python imported as an empty namespace package in place of the installed nsverify.
 
 Profiles: ``dev`` (few random examples, fast feedback), ``ci`` (derandomized: the same examples every run,
 bounded count, no example database), ``nightly`` (thousands of examples).
@@ -123,9 +125,41 @@ OPTIONS = ("--nsverify-profile", "--nsverify-device", "--nsverify-dtype", "--nsv
 #: how this session applies the profile: "global" (an --nsverify-* option), "suite" (nsverify's own tests
 #: only), None (--hypothesis-profile given: Hypothesis's choice stands); "used": an option was given or an item
 #: of nsverify's suite was collected (the header line and the torch import follow that)
-SESSION: dict = {"apply": None, "used": False}
+#: "shadowed": the line of :func:`shadowing_problem` when ``nsverify`` is an empty namespace package (the suite
+#: stops when it is collected)
+SESSION: dict = {"apply": None, "used": False, "shadowed": None}
 #: results computed once per process (the suite's directories, the resolved baseline)
 _CACHE: dict = {}
+
+
+def shadowing_problem() -> str | None:
+    """Why ``import nsverify`` did not give the installed package, as one line naming the fix, or None.
+
+    ``python -m pytest`` puts the current directory first on ``sys.path``. When it holds a directory named
+    ``nsverify`` without ``__init__.py`` (a clone of the repository: ``cd ~`` with the clone at ``~/nsverify``),
+    Python's path finder takes it as a namespace package before an editable install's finder is asked, and
+    ``nsverify`` is an empty package (no ``check_gradient``); the suite would fail test by test."""
+    import sys
+
+    pkg = sys.modules.get("nsverify")
+    if pkg is None or getattr(pkg, "__file__", None):
+        return None
+    dirs = [str(d) for d in getattr(pkg, "__path__", ())]
+    where = dirs[0] if dirs else "a directory named nsverify"
+    clone = bool(dirs) and (Path(where) / "nsverify" / "__init__.py").is_file()
+    fix = (f"run pytest from another directory (for example from the clone itself: cd {where})" if clone else
+           f"run pytest from another directory, or rename {where}")
+    return (f"`import nsverify` found {where}, a directory without __init__.py{' (a clone of nsverify)' * clone} "
+            "that Python imported as an empty namespace package instead of the installed nsverify, because it "
+            f"lies on sys.path (python -m pytest puts the current directory there first); {fix}.")
+
+
+def _asks_for_nsverify(config) -> bool:
+    """Whether the command line names nsverify's suite (``--pyargs nsverify.properties``, a path into a clone
+    named nsverify) or gives an --nsverify-* option."""
+    if any(config.getoption(o) is not None for o in OPTIONS):
+        return True
+    return any("nsverify" in str(a) for a in config.args)
 
 
 def pytest_configure(config):
@@ -133,6 +167,10 @@ def pytest_configure(config):
 
     from nsverify.errors import NsverifyError
 
+    problem = shadowing_problem()
+    if problem and _asks_for_nsverify(config):
+        raise pytest.UsageError(f"nsverify: {problem}")
+    SESSION["shadowed"] = problem
     explicit = any(config.getoption(o) is not None for o in OPTIONS)
     XFAILS.update(path=None, ids=[], used=set())
     ACTIVE["device"] = config.getoption("--nsverify-device") or "cpu"
@@ -239,6 +277,23 @@ def xfail_match(nodeid: str, ids) -> str | None:
         for full in (short, nodeid):
             if full == xid or (full.startswith(xid) and full[len(xid):][:1] in ("[", ":")):
                 return xid
+    return None
+
+
+def pytest_collection(session):
+    """Stop before collection, with the one line of :func:`shadowing_problem`, when ``nsverify`` is an empty
+    namespace package and a path to collect lies in nsverify's suite or holds it (a command line that did not
+    name nsverify: a link to the suite, or ``python -m pytest`` in the directory that holds the clone)."""
+    problem = SESSION.get("shadowed")
+    if not problem:
+        return None
+    import pytest
+
+    base = Path(session.config.invocation_params.dir)
+    for arg in session.config.args:
+        p = (base / str(arg).split("::")[0]).resolve()
+        if in_suite(p) or any(p in d.parents for d in suite_dirs()):
+            raise pytest.UsageError(f"nsverify: {problem}")
     return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import torch
@@ -19,6 +20,17 @@ def curved(w):
     return torch.relu(w[1] - w[0] ** 2) - torch.relu(-w[1] - w[0] ** 2)
 
 
+def _segment_distance(t, a, b) -> Fraction:
+    """The exact Euclidean distance from t to the segment [a, b] (Fractions; a square root of a square)."""
+    d = [y - x for x, y in zip(a, b)]
+    dd = sum(x * x for x in d)
+    lam = min(max(sum((x - y) * z for x, y, z in zip(t, a, d)) / dd, F(0)), F(1)) if dd else F(0)
+    sq = sum((x - y - lam * z) ** 2 for x, y, z in zip(t, a, d))
+    root = F(math.isqrt(sq.numerator), math.isqrt(sq.denominator))
+    assert root * root == sq, f"the distance {sq}^(1/2) is not rational"
+    return root
+
+
 def test_bracket_inner_outer():
     v = nsverify.check_gradient(curved, Z2)
     assert not v.exact
@@ -31,7 +43,20 @@ def test_bracket_inner_outer():
     assert verify_certificate(v.to_json(), fn=curved)
     # (0, 3/2) lies between (0, 1) and the outer-only (0, 2): in the outer hull, 1/2 away from the inner one
     v = nsverify.check_gradient(curved, Z2, ad=[0.0, 1.5])
-    assert v.status == "unknown" and v.distance_bounds == (0.0, 0.5)
+    assert v.status == "unknown"
+    t = (F(0), F(3, 2))
+    # exactly: t = (0, 1)/2 + (0, 2)/2 is in the outer hull (distance 0); the inner hull is the segment
+    # [(0, 0), (0, 1)], whose nearest point to t is (0, 1) (distance 1/2)
+    assert (F(0), F(1)) in v.outer and (F(0), F(2)) in v.outer
+    assert tuple((a + b) / 2 for a, b in zip((F(0), F(1)), (F(0), F(2)))) == t
+    exact = (F(0), _segment_distance(t, *v.bouligand))
+    assert exact == (0, F(1, 2))
+    # distance_bounds are floats from a float projection (Wolfe's algorithm: least squares and a norm, whose
+    # last bits depend on the CPU's kernels: 2.2e-16 instead of 0 with AVX2): equal to the exact distances up to
+    # float64 rounding on data of magnitude <= 2, far below 2^-40 of it
+    scale = max(abs(x) for vert in [*v.outer, t] for x in vert)
+    assert all(abs(got - float(want)) <= 2.0**-40 * float(scale) for got, want in zip(v.distance_bounds, exact)), \
+        (v.distance_bounds, exact)
 
 
 def test_bracket_member_and_not_member_are_certified():

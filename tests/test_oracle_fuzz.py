@@ -227,6 +227,30 @@ def test_vector_nodes_closed_forms():
                 assert abs(flt[0] - float(v)) < 1e-14 and abs(flt[1] - float(dv)) < 1e-13, (key, t, flt)
 
 
+def _quartic_kink_plus_exp():
+    """relu(w0^4) + (exp(w0/4) - 1) at w0 = 0: the kink's argument vanishes to fourth order, so along any d only
+    w + 2^-24 d is generic for the reference (at 2^-48 it is 2^-192 d^4, below its resolution); there the smooth
+    part's gradient exp(t/4)/4 is O(t) = 1e-9 from its limit 1/4, the one Bouligand gradient."""
+    x = ExprLeaf((1,), 0)
+    return fuzz.Lin([(1, Kink("relu", fuzz.Mul(fuzz.Mul(x, x), fuzz.Mul(x, x)))), (1, fuzz.Smooth("exp", x))])
+
+
+def test_a_curved_piece_sampled_at_one_scale_is_judged_by_its_limit():
+    """The mechanism of the two "unsound" reports at seed 300 on AVX2 (issue 40): a gradient sampled at 2^-24 on
+    a curved piece drifts O(t) from the listed vertex. The reference extrapolates its limit (2^-24, 2^-25, 2^-26)
+    with an O(t^2) error bound, which stays far below what a missing vertex would show."""
+    expr = _quartic_kink_plus_exp()
+    rec = check_program(expr, [F(0)], random.Random(0), samples=4)
+    assert rec.status == "member" and rec.exact and rec.samples >= 4, rec
+    assert rec.disagreements == [], rec
+    d = [F(3, 4)]
+    g = fuzz._grad_at(expr, [F(3, 4) * F(1, 2**24)], False).g
+    assert 1e-9 < abs(float(g[0]) - 0.25) < 1e-7  # the drift a constant tolerance of 1e-12 reported
+    assert fuzz._grad_at(expr, [F(3, 4) * F(1, 2**48)], False) is None  # the only generic scale is 2^-24
+    (limit,), err = fuzz._limit_gradient(expr, [F(0)], d, 24, g, False)
+    assert abs(limit - 0.25) <= err < 1e-14, (limit, err)
+
+
 def _ln_kink():
     """relu(LayerNorm(w0, -w0; eps 1/4)[0]) at w0 = 0: the LayerNorm output sits exactly on the kink with slope
     1/sqrt(1/4) = 2: Bouligand gradients 0 and 2."""

@@ -16,6 +16,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _pyproject() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+#: the setuptools release pyproject.toml's build-system asks for ("setuptools>=77")
+_SETUPTOOLS_MIN = next(r.split(">=")[1] for r in _pyproject()["build-system"]["requires"] if r.startswith("setuptools"))
+
+
 def _setuptools_config() -> dict:
     return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
 
@@ -62,30 +70,33 @@ def test_testpaths_name_the_top_level_suite():
 
 
 def _build_isolation() -> list[str]:
-    """``--no-build-isolation`` when this environment can build the wheel itself (offline): setuptools >= 70.1,
-    or >= 68 with wheel, as pyproject.toml's build-system asks; else nothing, and pip installs them into an
-    isolated build environment from the index, as ``pip install`` of the package did."""
-    import importlib.util
-
+    """``--no-build-isolation`` when this environment can build the wheel itself (offline): setuptools >= 77, as
+    pyproject.toml's build-system asks; else nothing, and pip installs it into an isolated build environment
+    from the index, as ``pip install`` of the package did."""
     try:
         import setuptools
         from packaging.version import Version
     except ImportError:
         return []
-    v = Version(setuptools.__version__)
-    if v >= Version("70.1") or (v >= Version("68") and importlib.util.find_spec("wheel") is not None):
+    if Version(setuptools.__version__) >= Version(_SETUPTOOLS_MIN):
         return ["--no-build-isolation"]
     return []
 
 
-def _build_wheel(tmp_path) -> Path:
-    """Build the wheel from a copy of the tree (no build/ or egg-info left in the checkout); its path."""
+def _source_copy(tmp_path) -> Path:
+    """A copy of the tree a build reads (no build/ or egg-info left in the checkout)."""
     src = tmp_path / "src"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in ("nsverify", "properties"):
         shutil.copytree(REPO / name, src / name, ignore=ignore)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
+    return src
+
+
+def _build_wheel(tmp_path, src: Path | None = None) -> Path:
+    """Build the wheel from ``src`` (default: a copy of the tree); its path."""
+    src = src or _source_copy(tmp_path)
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
     res = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", *_build_isolation(), "-q",
                           "-w", str(tmp_path / "dist"), str(src)], capture_output=True, text=True, env=env,
@@ -103,6 +114,36 @@ def test_the_wheel_ships_the_suite_the_modules_and_the_data(tmp_path):
     assert not [n for n in names if n.startswith("properties/")], "the suite shipped as a top-level package"
     entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "nsverify.pytest_plugin = nsverify.pytest_plugin" in zipfile.ZipFile(wheel).read(entry).decode()
+
+
+def test_a_wheel_built_from_the_sdist_ships_the_same(tmp_path):
+    """The release path of ``python -m build`` (.ci/run): the sdist first (setuptools' PEP 517 hook, as build
+    calls it), then the wheel from the unpacked sdist, which must ship every module, the suite and the data."""
+    import tarfile
+
+    import setuptools
+    from packaging.version import Version
+
+    if Version(setuptools.__version__) < Version(_SETUPTOOLS_MIN):
+        pytest.skip(f"building the sdist offline needs setuptools>={_SETUPTOOLS_MIN} (pyproject.toml's build-system); "
+                    f"this environment has {setuptools.__version__} (.ci/run builds it with python -m build)")
+    def hook(name, src, out):
+        """setuptools' PEP 517 hook ``name`` run in ``src`` (as build runs it): the file it wrote, its stderr."""
+        code = f"import sys\nfrom setuptools import build_meta\nprint(build_meta.{name}(sys.argv[1]))\n"
+        res = subprocess.run([sys.executable, "-c", code, str(out)], cwd=src, capture_output=True, text=True,
+                             timeout=600)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        return out / res.stdout.strip().splitlines()[-1], res.stderr
+
+    sdist, _ = hook("build_sdist", _source_copy(tmp_path), tmp_path / "sdist")
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    (root,) = (tmp_path / "unpacked").iterdir()
+    wheel, err = hook("build_wheel", root, tmp_path / "dist")
+    # setuptools deprecates data directories picked up as if they were packages (include-package-data)
+    assert "is absent from the `packages` configuration" not in err, err[-2000:]
+    missing = _shipped_files() - set(zipfile.ZipFile(wheel).namelist())
+    assert not missing, f"missing from the wheel built from the sdist: {sorted(missing)}"
 
 
 @pytest.mark.slow

@@ -222,3 +222,96 @@ def test_nsverify_option_applies_the_profile_to_the_whole_session(tmp_path):
     assert res.returncode == 0, res.stdout[-2000:]
     assert "SETTINGS max_examples=25 derandomize=True deadline=None database=NoneType" in res.stdout
     assert "nsverify: profile=ci device=cpu" in res.stdout  # the session uses nsverify: its line is shown
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the suite run from the directory that holds a clone named nsverify (issue 40, item 1)
+# ----------------------------------------------------------------------------------------------------------
+#: a subprocess that imports as an editable install does (setuptools adds a finder asked *after* Python's path
+#: finder), with the current directory first on sys.path as ``python -m pytest`` puts it, then runs pytest
+_EDITABLE_PYTEST = """
+import importlib.machinery, importlib.util, sys
+from pathlib import Path
+
+ROOT = Path({root!r})
+
+
+class EditableFinder:
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        parts = fullname.split(".")
+        if parts[0] != "nsverify":
+            return None
+        base, rel = (ROOT / "properties", parts[2:]) if parts[1:2] == ["properties"] else (ROOT / "nsverify", parts[1:])
+        p = base.joinpath(*rel)
+        if (p / "__init__.py").is_file():
+            return importlib.util.spec_from_file_location(fullname, p / "__init__.py",
+                                                          submodule_search_locations=[str(p)])
+        if p.with_suffix(".py").is_file():
+            return importlib.util.spec_from_file_location(fullname, p.with_suffix(".py"))
+        return None
+
+
+sys.meta_path.insert(sys.meta_path.index(importlib.machinery.PathFinder) + 1, EditableFinder)
+sys.path.insert(0, "")
+import pytest
+
+sys.exit(int(pytest.main({args!r})))
+"""
+
+
+def _pytest_beside_a_clone(tmp_path, *args):
+    """pytest run (as an editable install runs it) in ``tmp_path/home``, which holds ``nsverify/``: a clone of
+    this tree (its package and its suite, linked)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    home = tmp_path / "home"
+    (home / "nsverify").mkdir(parents=True)  # home itself may exist already (holding the caller's files)
+    for name in ("nsverify", "properties"):
+        (home / "nsverify" / name).symlink_to(root / name, target_is_directory=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = _EDITABLE_PYTEST.format(root=str(root), args=["-q", "-p", "no:cacheprovider", "-p", "nsverify.pytest_plugin",
+                                                         *args])
+    return home, subprocess.run([sys.executable, "-c", code], cwd=home, capture_output=True, text=True, env=env,
+                                timeout=600)
+
+
+def test_the_suite_beside_a_clone_named_nsverify_stops_with_one_line(tmp_path):
+    """``cd ~ && python -m pytest --pyargs nsverify.properties`` with the clone at ``~/nsverify``: the clone
+    directory shadows the editable install as an empty namespace package; the plugin stops before collection
+    with one line naming the problem and the fix (before: 27 failures, "module 'nsverify' has no attribute
+    'check_gradient'")."""
+    home, res = _pytest_beside_a_clone(tmp_path, "--pyargs", "nsverify.properties")
+    out = res.stdout + res.stderr
+    assert res.returncode == 4, out[-3000:]  # pytest's usage error
+    line = next(x for x in out.splitlines() if "import nsverify" in x)
+    assert line.startswith("ERROR: nsverify: `import nsverify` found ") and str(home / "nsverify") in line, line
+    assert "empty namespace package" in line and f"cd {home / 'nsverify'}" in line, line
+    assert "Traceback" not in out and "collected" not in out, out[-3000:]
+
+
+def test_beside_a_clone_an_unrelated_session_runs(tmp_path):
+    """The plugin stays inert there in a session that does not ask for nsverify's suite."""
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "test_plain.py").write_text("def test_plain():\n    pass\n")
+    _, res = _pytest_beside_a_clone(tmp_path, "test_plain.py")
+    assert res.returncode == 0 and "1 passed" in res.stdout, (res.stdout + res.stderr)[-3000:]
+
+
+def test_beside_a_clone_the_suite_reached_by_another_name_stops_at_collection(tmp_path):
+    """A command line that does not name nsverify (a link to the suite) stops the same way, before collection."""
+    import os
+    from pathlib import Path
+
+    (tmp_path / "home").mkdir()
+    os.symlink(Path(__file__).resolve().parents[1] / "properties", tmp_path / "home" / "suite")
+    home, res = _pytest_beside_a_clone(tmp_path, "suite/test_park_table1.py")
+    out = res.stdout + res.stderr
+    assert res.returncode == 4, out[-3000:]
+    line = next(x for x in out.splitlines() if "import nsverify" in x)
+    assert line.startswith("ERROR: nsverify: `import nsverify` found ") and f"cd {home / 'nsverify'}" in line, line
+    assert "Traceback" not in out and "collected" not in out, out[-3000:]
