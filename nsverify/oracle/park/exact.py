@@ -3,8 +3,9 @@ subgradient -- before any enumeration (Park, Chun and Lee, *What does automatic 
 neural networks?*, Sec. 3).
 
 :func:`decide` takes a ``torch.nn.Sequential`` of affine layers (``Linear``, ``Conv1d``, ``Conv2d``), pointwise
-activations whose AD derivative at the kink is a one-sided derivative (``ReLU``: the left one, 0; ``LeakyReLU``:
-the left one, its slope), max pools (``MaxPool1d``/``MaxPool2d``, first tied index) and shape layers
+activations whose AD derivative at every kink is a one-sided derivative (the registry's ``park_layer`` entries,
+selected by that capability: ``ReLU`` takes the left one at 0, ``ReLU6`` the right one at 6), max pools
+(``MaxPool1d``/``MaxPool2d``, first tied index) and shape layers
 (``Flatten``, ``Identity``), differentiated with respect to its parameters, with a loss that is smooth at the
 network's output.  That is Park et al.'s Condition 2 (Condition 1 without pools).  Two theorems of the paper
 then decide membership from exact data, without enumerating pieces:
@@ -44,7 +45,16 @@ from nsverify.oracle.cones import ConeStats, primitive
 from nsverify.oracle.context import Site, poll_deadline
 from nsverify.oracle.park.algorithm1 import pool_index_windows
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
-from nsverify.oracle.park.graph import Declined, GraphCapture, GraphLayer, graph_layers, graph_pi_rows
+from nsverify.oracle.park.graph import (
+    Declined,
+    GraphCapture,
+    GraphLayer,
+    graph_layers,
+    graph_pi_rows,
+    layer_activation,
+    layer_modules,
+)
+from nsverify.oracle.park.kinks import ad_derivative, kink_sign, kink_touches
 from nsverify.oracle.park.rank import independent_columns
 from nsverify.oracle.park.walk import activation_of, chain, learnable_reason
 
@@ -53,9 +63,6 @@ F = Fraction
 AFFINE = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d)
 POOLS = (torch.nn.MaxPool1d, torch.nn.MaxPool2d)
 TRANSPARENT = (torch.nn.Flatten, torch.nn.Identity)
-#: the activations (registry names) of the exact decision: kink at 0, AD's derivative there the left one
-#: (0 for ReLU, the module's slope for LeakyReLU), linear pieces
-ACTIVATIONS = ("relu", "leaky_relu")
 
 
 @dataclass
@@ -64,6 +71,7 @@ class ExactLayer:
     affine: torch.nn.Module | None = None
     act: torch.nn.Module | None = None
     act_name: str | None = None  # the activation's registry name
+    act_entry: object = None  # the registry instance the activation module computes (park_layer)
     pool: torch.nn.Module | None = None
     seen: dict = field(default_factory=dict)  # exact arrays captured by the hooks
 
@@ -104,11 +112,10 @@ def network_layers(model) -> list[ExactLayer]:
                     m.groups != 1 or m.padding_mode != "zeros" or isinstance(m.padding, str)):
                 raise Declined(f"layer {name}: grouped, string-padded or non-zero-padded convolutions")
             layers.append(ExactLayer(name, affine=m))
-        elif _torch_class(m) and activation_of("call_module", type(m).__name__) in ACTIVATIONS:
+        elif (inst := layer_activation(name, m)) is not None:
             if not layers or layers[-1].act is not None or layers[-1].pool is not None:
                 layers.append(ExactLayer(name))
-            layers[-1].act = m
-            layers[-1].act_name = activation_of("call_module", type(m).__name__)
+            layers[-1].act, layers[-1].act_name, layers[-1].act_entry = m, inst.name, inst
         elif isinstance(m, POOLS):
             if m.return_indices:
                 raise Declined(f"layer {name}: a max pool that returns its indices")
@@ -119,15 +126,11 @@ def network_layers(model) -> list[ExactLayer]:
             raise Declined(f"module {name}: {learnable_reason(activation_of('call_module', type(m).__name__))}")
         else:
             raise Declined(f"module {name} ({type(m).__name__}) is outside the layered shortcut's layer model "
-                           "(Linear/Conv1d/Conv2d, ReLU/LeakyReLU, MaxPool1d/2d, Flatten)")
+                           f"(Linear/Conv1d/Conv2d, the activations of Park's layer theorems: {layer_modules()}, "
+                           "MaxPool1d/2d, Flatten)")
     if not layers:
         raise Declined("the model has no layer")
     return layers
-
-
-def _torch_class(m) -> bool:
-    """Is ``m`` an instance of torch.nn's own class of its name (not a subclass or a namesake)?"""
-    return type(m) is getattr(torch.nn, type(m).__name__, None)
 
 
 def _exact(x) -> np.ndarray:
@@ -295,11 +298,27 @@ def _act_derivative(L: ExactLayer, y) -> Fraction:
     """AD's derivative of the layer's activation at the exact pre-activation y (identity when none)."""
     if L.act is None:
         return F(1)
-    if y > 0:
-        return F(1)
-    if isinstance(L.act, torch.nn.LeakyReLU):
-        return F(L.act.negative_slope)  # left derivative, also AD's value at the kink
-    return F(0)
+    try:
+        return ad_derivative(L.act_entry, y)
+    except ValueError as e:
+        raise Declined(f"layer {L.name}: {e}") from None
+
+
+def _touches(L, y) -> list:
+    """``(index, breakpoint index)`` of every entry of the layer's pre-activation ``y`` on a kink of its
+    activation (:func:`.kinks.kink_touches`), or :class:`Declined`."""
+    try:
+        got = kink_touches(L.act_entry, y.reshape(-1).tolist())
+    except ValueError as e:
+        raise Declined(f"layer {L.name}: {e}") from None
+    return [(tuple(int(j) for j in np.unravel_index(p, y.shape)), i) for p, i in got]
+
+
+def _kink_sign(L, i: int) -> int:
+    try:
+        return kink_sign(L.act_entry, i)
+    except ValueError as e:
+        raise Declined(f"layer {L.name}: {e}") from None
 
 
 def _scaled(row: dict, c) -> dict:
@@ -362,12 +381,12 @@ def _algorithm1(L: ExactLayer, ev, offsets: dict, earlier_params: bool, sites: l
     rows: list = []
     if L.act is not None:
         y = L.seen["act_in"]
-        for idx in zip(*np.nonzero(np.vectorize(lambda v: v == 0, otypes=[bool])(y))):
+        for idx, i in _touches(L, y):
             poll_deadline()
             chk.kink_touches += 1
-            sites.append(Site(L.act_name, -1, tuple(int(i) for i in idx), F(0),
-                              extra={"layer": L.name}))
-            rows.append({k: -v for k, v in pi(idx, y.shape).items()})  # AD's left derivative: the piece y < 0
+            sites.append(Site(L.act_name, -1, idx, L.act_entry.breakpoints[i], extra={"layer": L.name}))
+            s = _kink_sign(L, i)  # AD's side at this kink: the row keeps y on AD's piece
+            rows.append({k: s * v for k, v in pi(idx, y.shape).items()})
     if L.pool is not None:
         a = L.seen["pool_in"]
         batched = a.ndim == _pool_dims(L.pool) + 2
@@ -516,11 +535,10 @@ def _theorem5(layers, offsets, sites) -> list | None:
         chk = LayerCheck(L.name)
         if L.act is not None:
             y = L.seen["act_in"]
-            zero = [idx for idx in np.ndindex(*y.shape) if y[idx] == 0]
-            chk.kink_touches = len(zero)
-            for idx in zero:
-                sites.append(Site(L.act_name, -1, tuple(int(i) for i in idx), F(0),
-                                  extra={"layer": L.name}))
+            touched = _touches(L, y)
+            chk.kink_touches = len(touched)
+            for idx, i in touched:
+                sites.append(Site(L.act_name, -1, idx, L.act_entry.breakpoints[i], extra={"layer": L.name}))
         if chk.kink_touches:
             m = L.affine
             if m is None or id(m.weight) not in offsets:

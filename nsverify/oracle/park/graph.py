@@ -21,8 +21,9 @@ So the gradient of an entry of y_l in w_l is, branch by branch, the affine modul
 product of the BatchNorm factors ``gamma / sqrt(var + eps)`` of its channel, plus the BatchNorm's own entries
 (``(a - mean) / sqrt(var + eps)`` for gamma, 1 for beta, each scaled by the factors of later BatchNorms).  The
 rows are exact: a BatchNorm whose ``var + eps`` is not the square of a rational makes the row irrational and the
-layer is declined.  The layer's activation is an ``nn.ReLU`` / ``nn.LeakyReLU`` module (called once or several
-times, as torchvision's BasicBlock calls its one ReLU), optionally followed by a max-pool module on its output.
+layer is declined.  The layer's activation is a module of a ``park_layer`` registry entry (``nn.ReLU``,
+``nn.LeakyReLU``, ``nn.ReLU6``, ...; called once or several times, as torchvision's BasicBlock calls its one ReLU),
+optionally followed by a max-pool module on its output.
 A head after the last activation (average pool, flatten, Linear) is a layer without activation: it adds
 no row.  Anything else declines, and the plain enumeration decides.
 """
@@ -71,6 +72,7 @@ class GraphLayer:
     branches: list = field(default_factory=list)
     act: torch.nn.Module | None = None
     act_name: str | None = None
+    act_entry: object = None  # the registry instance the activation module computes (park_layer)
     act_node: str | None = None
     pool: torch.nn.Module | None = None
     pool_node: str | None = None
@@ -83,8 +85,26 @@ class GraphLayer:
             yield from (p for p in m.parameters(recurse=False))
 
 
-def _torch_class(m) -> bool:
-    return type(m) is getattr(torch.nn, type(m).__name__, None)
+def layer_activation(where: str, m):
+    """The activation instance module ``m`` (at ``where``) computes when Park's layer theorems cover it
+    (:func:`.kinks.module_layer_activation`), None for any other module, :class:`Declined` when its arguments move
+    the registry entry's kinks."""
+    from nsverify.errors import UnsupportedOpError
+    from nsverify.oracle.park.kinks import module_layer_activation
+
+    try:
+        return module_layer_activation(m)
+    except UnsupportedOpError as e:
+        raise Declined(f"activation {where}: {e}") from None
+
+
+def layer_modules() -> str:
+    """The ``torch.nn`` activation modules of Park's layer theorems (the registry's ``park_layer`` entries), for
+    messages."""
+    from nsverify import registry
+
+    return "/".join(c for n in registry.names("elementwise") if registry.get(n).park_layer
+                    for c in registry.get(n).modules)
 
 
 def graph_layers(model) -> tuple[list[GraphLayer], dict]:
@@ -154,12 +174,11 @@ def graph_layers(model) -> tuple[list[GraphLayer], dict]:
                 if m.training or not m.track_running_stats or k is None or k[0] != "branch":
                     raise Declined(f"BatchNorm {node.target}: only in eval mode, right after an affine module")
                 kind[node.name] = ("branch", Branch(k[1].affine, k[1].norms + [node.name]))
-            elif _torch_class(m) and activation_of("call_module", type(m).__name__) in ("relu", "leaky_relu"):
+            elif (inst := layer_activation(node.target, m)) is not None:
                 s = as_sum(x)
                 if s is None:
                     raise Declined(f"activation {node.target} is applied to an unsupported value")
-                L = GraphLayer(node.name, branches=s, act=m, act_node=node.name,
-                               act_name=activation_of("call_module", type(m).__name__))
+                L = GraphLayer(node.name, branches=s, act=m, act_node=node.name, act_name=inst.name, act_entry=inst)
                 layers.append(L)
                 kind[node.name] = ("z", len(layers) - 1, "act")
             elif isinstance(m, POOLS):
@@ -185,8 +204,8 @@ def graph_layers(model) -> tuple[list[GraphLayer], dict]:
                                f"{learnable_reason(activation_of('call_module', type(m).__name__))}")
             else:
                 raise Declined(f"module {node.target} ({type(m).__name__}) is outside the graph layer model "
-                               "(Linear/Conv, BatchNorm in eval mode, ReLU/LeakyReLU, MaxPool, residual adds, "
-                               "flatten and average pools)")
+                               f"(Linear/Conv, BatchNorm in eval mode, the activations of Park's layer theorems: "
+                               f"{layer_modules()}, MaxPool, residual adds, flatten and average pools)")
         elif node.op in ("call_function", "call_method"):
             fn = node.target
             if (fn in ADDS or fn == "add" or fn == "add_") and len(args) == 2 and len(node.args) == 2 \
@@ -201,8 +220,8 @@ def graph_layers(model) -> tuple[list[GraphLayer], dict]:
                 kind[node.name] = ("meta",)  # a shape, not a tensor
             else:
                 name = getattr(fn, "__name__", fn)
-                raise Declined(f"{node.op} {name} is outside the graph layer model (give the model nn.ReLU / "
-                               "nn.MaxPool modules and residual adds)")
+                raise Declined(f"{node.op} {name} is outside the graph layer model (give the model activation "
+                               "modules such as nn.ReLU, nn.MaxPool modules and residual adds)")
     out = [n for n in gm.graph.nodes if n.op == "output"][0]
     res = out.args[0]
     tail = as_sum(res) if isinstance(res, fx.Node) else None

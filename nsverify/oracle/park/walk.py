@@ -164,9 +164,10 @@ VARIANT_MODULES = {"ReLUVariant", "PiecewiseLinearVariant", "MaxPool2dVariant"}
 def _variant_activation(name: str, m: nn.Module) -> str:
     """The :class:`~nsverify.strategies.netspec.Activation` key of an nsverify.ad activation module: its own rule,
     or the rule in force now (:func:`nsverify.ad.active_rules`) when it reads the rule at backward time."""
-    from nsverify import ad
+    from nsverify import ad, registry
 
-    op = "relu" if type(m).__name__ == "ReLUVariant" else m.name
+    # PiecewiseLinearVariant names its registry op; ReLUVariant is nn.ReLU with its own rule: nn.ReLU's entry
+    op = getattr(m, "name", None) or registry.by_module(nn.ReLU).name
     rule = m.rule if m.rule is not None else ad.active_rules()[op]
     rules = rule if isinstance(rule, (tuple, list)) else (rule,)
     return f"{op}[{','.join(str(r) for r in rules)}]"
