@@ -224,3 +224,45 @@ def test_multi_kink_lemma2_cancellation_is_not_member_at_every_kink(name, form):
         assert isinstance(got, str) and "is empty" in got, (b, got)
         assert _check(m, x, t, loss=loss).status == "not_member", b
         assert _check(m, x, t, loss=loss, shortcuts=False).status == "not_member", b
+
+
+# ------------------------------------------------------------------------------------- the module-class tables
+class _Mid(torch.nn.Module):
+    def __init__(self, mid):
+        super().__init__()
+        self.a, self.r, self.mid, self.h = torch.nn.Linear(4, 4), torch.nn.ReLU(), mid, torch.nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.h(self.mid(self.r(self.a(x))))
+
+
+LINEAR_MIDS = [torch.nn.Identity(), torch.nn.Dropout(0.5).eval(), torch.nn.Flatten(), torch.nn.Unflatten(1, (4,)),
+               torch.nn.AvgPool1d(1), torch.nn.AdaptiveAvgPool1d(4)]
+ANALYTIC_MIDS = [torch.nn.Tanh(), torch.nn.Sigmoid(), torch.nn.GELU(), torch.nn.SiLU(), torch.nn.Softplus(),
+                 torch.nn.Softmax(dim=1), torch.nn.LogSoftmax(dim=1)]
+
+
+def test_one_table_of_smooth_modules_with_its_linear_and_analytic_parts():
+    """One table (``layers.SMOOTH_MODULES``) in two deliberate parts: linear modules (shape ops, averages, dropout
+    with its mask) keep an affine module's input exact, so both the fx walk (structure checks, monitor) and the
+    exact graph reading pass them; analytic nonlinear ones (tanh, softmax, ...) belong to a layer map in Conditions
+    1 and 2, so the walk skips them, but their exact values are irrational, so the exact graph reading declines
+    them by name (the autograd-graph reading takes them as analytic nodes)."""
+    from nsverify.oracle.park import layers
+    from nsverify.oracle.park.graph import graph_layers
+    from nsverify.oracle.park.walk import walk
+
+    assert set(layers.SMOOTH_MODULES) == set(layers.LINEAR_MODULES) | set(layers.ANALYTIC_MODULES)
+    assert not set(layers.LINEAR_MODULES) & set(layers.ANALYTIC_MODULES)
+    assert {type(m) for m in LINEAR_MIDS} == set(layers.LINEAR_MODULES) - {torch.nn.AvgPool2d,
+                                                                          torch.nn.AdaptiveAvgPool2d}
+    assert {type(m) for m in ANALYTIC_MIDS} == set(layers.ANALYTIC_MODULES)
+    for mid in LINEAR_MIDS + ANALYTIC_MIDS:
+        net = _Mid(mid)
+        assert [n.kind for n in walk(net)] == ["affine", "activation", "affine"], mid
+        if type(mid) in layers.LINEAR_MODULES:
+            got, _calls = graph_layers(net)
+            assert [L.act_name for L in got] == ["relu", None], mid
+        else:
+            with pytest.raises(layers.Declined, match=f"{type(mid).__name__}.*outside the graph layer model"):
+                graph_layers(net)

@@ -31,83 +31,27 @@ no row.  Anything else declines, and the plain enumeration decides.
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
-from fractions import Fraction
 
-import numpy as np
 import torch
 import torch.fx as fx
 
-F = Fraction
+from nsverify.oracle.park.layers import (
+    AFFINE,
+    LINEAR_MODULES,
+    NORMS,
+    POOLS,
+    Branch,
+    Declined,
+    Layer,
+    layer_activation,
+    layer_modules,
+)
 
-AFFINE = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d)
-NORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)
-POOLS = (torch.nn.MaxPool1d, torch.nn.MaxPool2d)
-#: parameter-free smooth modules allowed between an activation and the next affine module
-SMOOTH_MODULES = (torch.nn.Flatten, torch.nn.Identity, torch.nn.AdaptiveAvgPool1d, torch.nn.AdaptiveAvgPool2d,
-                  torch.nn.AvgPool1d, torch.nn.AvgPool2d, torch.nn.Dropout)
 ADDS = (operator.add, operator.iadd, torch.add)
 FLATTENS = (torch.flatten,)
 
 
-class Declined(Exception):
-    """A premise of the layered shortcut does not hold (here: the model's graph is outside the layer model above;
-    in :mod:`.exact`: any premise of Theorems 5 and 8): the plain enumeration decides."""
-
-
-@dataclass
-class Branch:
-    """One summand of a layer's pre-activation: ``affine`` (node name) then ``norms`` (BatchNorm node names)."""
-
-    affine: str
-    norms: list = field(default_factory=list)
-
-
-@dataclass
-class GraphLayer:
-    """A Park layer read from the graph; ``seen`` holds the same exact arrays as :class:`.exact.ExactLayer`'s
-    (``act_in``, ``pool_in``, ``pool_out``, ``pool_idx``) plus each node's recorded input and output."""
-
-    name: str
-    branches: list = field(default_factory=list)
-    act: torch.nn.Module | None = None
-    act_name: str | None = None
-    act_entry: object = None  # the registry instance the activation module computes (park_layer)
-    act_node: str | None = None
-    pool: torch.nn.Module | None = None
-    pool_node: str | None = None
-    seen: dict = field(default_factory=dict)
-    modules: dict = field(default_factory=dict)  # node name -> module (the layer's affine and norm modules)
-    affine = None  # the chain layers' single affine module: none here (the rows come from the branches)
-
-    def parameters(self):
-        for m in self.modules.values():
-            yield from (p for p in m.parameters(recurse=False))
-
-
-def layer_activation(where: str, m):
-    """The activation instance module ``m`` (at ``where``) computes when Park's layer theorems cover it
-    (:func:`.kinks.module_layer_activation`), None for any other module, :class:`Declined` when its arguments move
-    the registry entry's kinks."""
-    from nsverify.errors import UnsupportedOpError
-    from nsverify.oracle.park.kinks import module_layer_activation
-
-    try:
-        return module_layer_activation(m)
-    except UnsupportedOpError as e:
-        raise Declined(f"activation {where}: {e}") from None
-
-
-def layer_modules() -> str:
-    """The ``torch.nn`` activation modules of Park's layer theorems (the registry's ``park_layer`` entries), for
-    messages."""
-    from nsverify import registry
-
-    return "/".join(c for n in registry.names("elementwise") if registry.get(n).park_layer
-                    for c in registry.get(n).modules)
-
-
-def graph_layers(model) -> tuple[list[GraphLayer], dict]:
+def graph_layers(model) -> tuple[list[Layer], dict]:
     """Park's layers of ``model`` (see the module docstring) and the traced graph's call-module nodes in order:
     ``(layers, {node name: (module, occurrence of that module)})``.  Raises :class:`Declined`."""
     from nsverify.oracle.park.walk import _Tracer, activation_of, learnable_reason
@@ -120,7 +64,7 @@ def graph_layers(model) -> tuple[list[GraphLayer], dict]:
     calls: dict = {}  # node name -> (module, k-th call of that module)
     count: dict = {}
     kind: dict = {}  # node -> ("z", layer index) | ("branch", Branch) | ("sum", [Branch...]) | ("input",)
-    layers: list[GraphLayer] = []
+    layers: list[Layer] = []
     used_affine: set = set()
     inputs = 0
 
@@ -178,7 +122,7 @@ def graph_layers(model) -> tuple[list[GraphLayer], dict]:
                 s = as_sum(x)
                 if s is None:
                     raise Declined(f"activation {node.target} is applied to an unsupported value")
-                L = GraphLayer(node.name, branches=s, act=m, act_node=node.name, act_name=inst.name, act_entry=inst)
+                L = Layer(node.name, branches=s, act=m, act_node=node.name, act_entry=inst)
                 layers.append(L)
                 kind[node.name] = ("z", len(layers) - 1, "act")
             elif isinstance(m, POOLS):
@@ -190,7 +134,7 @@ def graph_layers(model) -> tuple[list[GraphLayer], dict]:
                     raise Declined(f"max pool {node.target}: return_indices or ceil_mode")
                 layers[k[1]].pool, layers[k[1]].pool_node = m, node.name
                 kind[node.name] = ("z", k[1], "pool")
-            elif isinstance(m, SMOOTH_MODULES):
+            elif isinstance(m, LINEAR_MODULES):
                 if isinstance(m, torch.nn.Dropout) and m.training and m.p > 0:
                     raise Declined(f"dropout {node.target} in training mode")
                 if isinstance(m, (torch.nn.Identity, torch.nn.Dropout)) and x.name in kind:
@@ -228,7 +172,7 @@ def graph_layers(model) -> tuple[list[GraphLayer], dict]:
     if tail is None:
         raise Declined("the model's output is not a sum of affine branches or an activation")
     if tail:
-        layers.append(GraphLayer("output", branches=tail))  # the head: no activation, no row
+        layers.append(Layer("output", branches=tail))  # the head: no activation, no row
     seen_affine = [b.affine for L in layers for b in L.branches]
     if len(seen_affine) != len(set(seen_affine)):
         raise Declined("a branch feeds two layers (its parameters would belong to both)")
@@ -239,120 +183,3 @@ def graph_layers(model) -> tuple[list[GraphLayer], dict]:
             for nm in [b.affine] + b.norms:
                 L.modules[nm] = calls[nm][0]
     return layers, calls
-
-
-class GraphCapture:
-    """Forward hooks recording every call of the graph's modules (exact input copy, exact output copy), matched
-    to the graph's nodes by call order; then each layer's ``seen`` arrays."""
-
-    def __init__(self, model, calls: dict):
-        self.model, self.calls = model, calls
-        self.records: dict = {}  # id(module) -> [(input, output), ...] in call order
-        self.handles = []
-        self.output = None
-        self.pool_idx: list = []
-
-    def __enter__(self):
-        from nsverify.oracle.park.exact import _exact
-
-        def top(module, inputs, output):
-            self.output = _exact(output)
-
-        self.handles.append(self.model.register_forward_hook(top))
-        for m in {id(m): m for m, _ in self.calls.values()}.values():
-            def pre(module, inputs):
-                self.records.setdefault(id(module), []).append([_exact(inputs[0]), None])
-
-            def post(module, inputs, output):
-                self.records[id(module)][-1][1] = _exact(output)
-
-            self.handles.append(m.register_forward_pre_hook(pre))
-            self.handles.append(m.register_forward_hook(post))
-        return self
-
-    def record_pool(self, idx):
-        self.pool_idx.append(idx)
-
-    def __exit__(self, *exc):
-        for h in self.handles:
-            h.remove()
-
-    def node(self, name: str) -> tuple:
-        m, k = self.calls[name]
-        rec = self.records.get(id(m), [])
-        if k >= len(rec) or rec[k][1] is None:
-            raise Declined(f"node {name} did not run in the exact trace as traced")
-        return rec[k]
-
-    def fill(self, layers: list[GraphLayer], pool_order: list[str]) -> None:
-        if len(self.pool_idx) != len(pool_order):
-            raise Declined("the max pools that ran differ from the traced graph's")
-        idx = dict(zip(pool_order, self.pool_idx))
-        for L in layers:
-            for b in L.branches:
-                for nm in [b.affine] + b.norms:
-                    L.seen[nm] = self.node(nm)
-            if L.act is not None:
-                L.seen["act_in"], L.seen["act_out"] = self.node(L.act_node)
-            if L.pool is not None:
-                L.seen["pool_in"], L.seen["pool_out"] = self.node(L.pool_node)
-                L.seen["pool_idx"] = idx[L.pool_node]
-
-
-def _norm_data(L: GraphLayer, nm: str):
-    """A BatchNorm's per-channel scale gamma / sqrt(var + eps), its normalized input (a - mean) / sqrt(var + eps)
-    as a function of the channel, and its parameters' offsets: exact, or :class:`Declined`."""
-    m = L.modules[nm]
-    var = [F(float(v)) for v in m.running_var.detach().double().tolist()]
-    mean = [F(float(v)) for v in m.running_mean.detach().double().tolist()]
-    eps = F(m.eps)
-    from nsverify.oracle.numbers import sqrt_i
-
-    sd = [sqrt_i(v + eps) if v + eps > 0 else None for v in var]  # a Fraction exactly when v + eps is a square
-    if not all(isinstance(s, Fraction) for s in sd):
-        raise Declined(f"BatchNorm {nm}: sqrt(running_var + eps) is irrational, so the layer's rows are not "
-                       "exact rationals")
-    gamma = [F(float(v)) for v in m.weight.detach().double().tolist()] if m.weight is not None else [F(1)] * len(sd)
-    return m, mean, sd, gamma
-
-
-def graph_pi_rows(L: GraphLayer, offsets: dict):
-    """``pi(index of the pre-activation, its shape) -> sparse row``: the gradient of one entry of y_l in the
-    layer's own parameters, summed over its branches (see the module docstring)."""
-    from nsverify.oracle.park.exact import ExactLayer, _pi_rows
-
-    parts = []
-    for b in L.branches:
-        aff = L.modules[b.affine]
-        ain, aout = L.seen[b.affine]
-        sub = ExactLayer(b.affine, affine=aff, seen={"affine_in": ain, "affine_out": aout})
-        pi_aff = _pi_rows(sub, offsets, exact_scale=True)
-        norms = []
-        val = aout  # the branch's value before each norm
-        for nm in b.norms:
-            m, mean, sd, gamma = _norm_data(L, nm)
-            norms.append((m, mean, sd, gamma, val))
-            val = L.seen[nm][1]
-        parts.append((pi_aff, aout.shape, norms))
-
-    def pi(idx, shape):
-        flat = int(np.ravel_multi_index(tuple(int(i) for i in idx), shape))
-        row: dict = {}
-        for pi_aff, ashape, norms in parts:
-            aidx = np.unravel_index(flat, ashape)
-            c = int(aidx[1]) if len(ashape) > 1 else 0
-            scale = F(1)
-            for m, mean, sd, gamma, before in reversed(norms):  # the norms' own entries, scaled by later norms
-                xhat = (before[aidx] - mean[c]) / sd[c]
-                go = offsets.get(id(m.weight)) if m.weight is not None else None
-                bo = offsets.get(id(m.bias)) if m.bias is not None else None
-                if go is not None and xhat * scale != 0:
-                    row[go + c] = row.get(go + c, F(0)) + xhat * scale
-                if bo is not None:
-                    row[bo + c] = row.get(bo + c, F(0)) + scale
-                scale *= gamma[c] / sd[c]
-            for k, v in pi_aff(idx, shape).items():
-                row[k] = row.get(k, F(0)) + scale * v
-        return {k: v for k, v in row.items() if v != 0}
-
-    return pi

@@ -54,7 +54,7 @@ from torch.utils._pytree import tree_leaves
 from nsverify.oracle.cones import ConeStats
 from nsverify.oracle.context import Site, poll_deadline
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
-from nsverify.oracle.park.graph import Declined
+from nsverify.oracle.park.layers import Declined
 
 F = Fraction
 

@@ -22,6 +22,7 @@ from torch import nn
 from torch._ops import OpOverload, OpOverloadPacket
 
 from nsverify.errors import UnsupportedOpError
+from nsverify.oracle.park.layers import AFFINE, NORMS, POOLS, SMOOTH_MODULES
 
 
 def activation_of(op: str, what) -> str | None:
@@ -97,25 +98,11 @@ def module_activation(name: str, m: nn.Module) -> str:
     return inst.name
 
 
-SMOOTH_MODULES = {
-    "Tanh",
-    "Sigmoid",
-    "GELU",
-    "SiLU",
-    "Softplus",
-    "Identity",
-    "Dropout",
-    "Flatten",
-    "Unflatten",
-    "AvgPool1d",
-    "AvgPool2d",
-    "AdaptiveAvgPool1d",
-    "AdaptiveAvgPool2d",
-    "Softmax",
-    "LogSoftmax",
-}
-AFFINE_MODULES = {"Linear", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d"}
-POOL_MODULES = {"MaxPool1d", "MaxPool2d"}
+#: the class names of the layer model's module tables (:mod:`.layers`, the one place): affine maps (BatchNorm
+#: included), max pools, and the smooth parameter-free modules (linear and analytic) that the walk skips
+_AFFINE_NAMES = {c.__name__ for c in AFFINE + NORMS}
+_POOL_NAMES = {c.__name__ for c in POOLS}
+_SMOOTH_NAMES = {c.__name__ for c in SMOOTH_MODULES}
 POOL_FUNCTIONS = {"max_pool1d", "max_pool2d", "max_pool1d_with_indices", "max_pool2d_with_indices"}
 #: nonsmooth functions and methods outside the layer model of Conditions 1 and 2
 NONSMOOTH_FUNCTIONS = {"abs", "maximum", "minimum", "amax", "max", "clamp", "clip", "sort", "topk"}
@@ -151,7 +138,7 @@ def unsupported(where: str, what: str) -> str:
     """The error text for a layer outside the checks' model, with the supported layers and the fix."""
     return (
         f"layer {where!r} ({what}) is not supported by nsverify's Park-condition checks. Supported: "
-        f"{', '.join(sorted(AFFINE_MODULES | POOL_MODULES | activation_modules() | SMOOTH_MODULES))}, "
+        f"{', '.join(sorted(_AFFINE_NAMES | _POOL_NAMES | activation_modules() | _SMOOTH_NAMES))}, "
         f"residual additions and flatten. Replace it by supported layers, or check that part separately "
         f"with nsverify.check_gradient."
     )
@@ -217,7 +204,7 @@ def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
         if node.op == "call_module":
             m = mods[node.target]
             cls = type(m).__name__
-            if cls in AFFINE_MODULES:
+            if cls in _AFFINE_NAMES:
                 kind, act = "affine", None
             elif cls in ("ReLUVariant", "PiecewiseLinearVariant"):
                 kind, act = "activation", _variant_activation(node.target, m)
@@ -227,9 +214,9 @@ def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
             elif activation_of(node.op, cls):
                 _decline_learnable(node.target, activation_of(node.op, cls))
                 kind, act = "activation", module_activation(node.target, m)
-            elif cls in POOL_MODULES:
+            elif cls in _POOL_NAMES:
                 kind, act = "pool", None
-            elif cls in SMOOTH_MODULES or isinstance(m, nn.Sequential):
+            elif cls in _SMOOTH_NAMES or isinstance(m, nn.Sequential):
                 continue
             else:
                 raise UnsupportedOpError(unsupported(node.target, cls))
