@@ -1,7 +1,8 @@
 """Park, Chun and Lee's layered sufficient conditions (ICLR 2024, Sec. 3) as one engine below the oracle's API.
 
-* :mod:`.walk` -- the one torch.fx walk over a model's layers (affine, activation, max pool), the one
-  activation map (fx node -> registry name, :func:`.walk.activation_of`) and the module chain of a Sequential;
+* :mod:`.walk` -- the engine's one torch.fx trace (:func:`.walk.trace`) and its readings: the layer-level nodes
+  (affine, activation, max pool; :func:`.walk.walk`) and the module chain of a Sequential (:func:`.walk.chain`),
+  and the one activation map (fx node -> registry name, :func:`.walk.activation_of`);
 * :mod:`.kinks` -- what AD picks at an activation's kinks relative to its one-sided derivatives (common lambda,
   Bouligand / Clarke proxies), and the layer activations' kinks, sides and AD derivatives, read from the registry
   entry (the engine selects activations by the capability ``park_layer``, never by name);

@@ -34,7 +34,6 @@ the reason and the plain enumeration decides.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -54,6 +53,7 @@ from nsverify.oracle.park.layers import (
     Capture,
     Declined,
     Layer,
+    Layered,
     layer_activation,
     layer_modules,
     param_offsets,
@@ -67,20 +67,6 @@ F = Fraction
 
 #: shape modules the chain reading skips
 TRANSPARENT = (torch.nn.Flatten, torch.nn.Identity)
-
-
-@dataclass
-class Layered:
-    """A layered certificate: which theorem, the per-layer data, the sites found, the exact AD."""
-
-    theorem: str  # "park_theorem5" | "park_theorem8"
-    layers: list  # LayerCheck (:mod:`.cone`)
-    sites: list  # Site records (kink touches and tied windows)
-    exact_ad: tuple
-    value: object
-    stats: ConeStats
-    source: str = "modules"  # where the layers were read: "modules" (Sequential / fx graph) or "autograd graph"
-    modules_declined: str | None = None  # why the module reading declined (source "autograd graph")
 
 
 # ---------------------------------------------------------------------------------------------------- structure
@@ -289,7 +275,9 @@ def _decide_cone(chk: LayerCheck, stats: ConeStats) -> None:
 # ---------------------------------------------------------------------------------------------------- decision
 def decide(ev, model, loss_fn, targets, *, tracker=None) -> Layered | str:
     """A layered certificate for ``loss_fn(model(inputs), targets)`` w.r.t. the model's trainable parameters
-    (``ev`` is that program's Evaluation), or the reason (a string) why the shortcut does not apply."""
+    (``ev`` is that program's Evaluation), or the reason (a string) why the shortcut does not apply.  The engine's
+    one decision: Theorems 5 and 8 on the layers the module readings find (a ``Sequential``'s chain, a traced
+    graph), else Theorem 8 on the layers read from the autograd graph (:func:`.optrace.theorem8`)."""
     try:
         return _decide(ev, model, loss_fn, targets, tracker)
     except Declined as e:
@@ -301,11 +289,11 @@ def decide(ev, model, loss_fn, targets, *, tracker=None) -> Layered | str:
     if tracker is not None:
         tracker.update(stage="layers: the autograd graph")
     try:
-        got = optrace.decide(ev, model, optrace.slot_offsets(model), tracker)
+        got = optrace.theorem8(ev, model, optrace.slot_offsets(model), tracker)
     except Declined as e:
         return f"{first}; layers read from the autograd graph: {e}"
-    return Layered("park_theorem8", got.layers, got.sites, got.exact_ad, got.value, got.stats,
-                   source="autograd graph", modules_declined=first)
+    got.modules_declined = first
+    return got
 
 
 def _decide(ev, model, loss_fn, targets, tracker) -> Layered:

@@ -54,12 +54,13 @@ FLATTENS = (torch.flatten,)
 def graph_layers(model) -> tuple[list[Layer], dict]:
     """Park's layers of ``model`` (see the module docstring) and the traced graph's call-module nodes in order:
     ``(layers, {node name: (module, occurrence of that module)})``.  Raises :class:`Declined`."""
-    from nsverify.oracle.park.walk import _Tracer, activation_of, learnable_reason
+    from nsverify.errors import UnsupportedOpError
+    from nsverify.oracle.park.walk import activation_of, learnable_reason, trace
 
     try:
-        gm = fx.GraphModule(model, _Tracer().trace(model))
-    except Exception as exc:  # noqa: BLE001 -- fx raises many types
-        raise Declined(f"the model's forward cannot be traced with torch.fx ({type(exc).__name__})") from None
+        gm = trace(model)
+    except UnsupportedOpError as exc:
+        raise Declined(f"the model's forward cannot be traced with torch.fx ({type(exc.__cause__).__name__})") from None
     mods = dict(gm.named_modules())
     calls: dict = {}  # node name -> (module, k-th call of that module)
     count: dict = {}

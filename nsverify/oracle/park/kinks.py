@@ -68,21 +68,6 @@ def layer_entry(entry):
     return entry if entry is not None and entry.park_layer else None
 
 
-def module_layer_activation(m):
-    """The activation instance the ``torch.nn`` module ``m`` computes with its own arguments
-    (:func:`nsverify.registry.module_instance`: ``nn.Hardtanh(0., 6.)`` is relu6) when it is torch.nn's own
-    class (not a subclass, which may override ``forward``) of a ``park_layer`` entry; None for any other module.
-    Raises :class:`~nsverify.errors.UnsupportedOpError` when the module's arguments move the entry's kinks and
-    the entry cannot be built from them."""
-    import torch
-
-    from nsverify import registry
-
-    if type(m) is not getattr(torch.nn, type(m).__name__, None) or layer_entry(registry.by_module(m)) is None:
-        return None
-    return layer_entry(registry.module_instance(m))
-
-
 def kink_sign(inst, i: int) -> int:
     """Park's side at breakpoint ``i`` of ``inst`` under PyTorch's rule as a sign: -1 when AD takes the left
     piece's derivative (Algorithm 1's row is -pi), +1 for the right piece's (row +pi). Raises ValueError when the

@@ -50,11 +50,6 @@ def is_torch_class(m) -> bool:
     return type(m) is getattr(torch.nn, type(m).__name__, None)
 
 
-def is_a(m, table: tuple) -> bool:
-    """Is ``m`` exactly one of ``table``'s torch.nn classes (subclasses are not: they may override ``forward``)?"""
-    return type(m) in table
-
-
 # ---------------------------------------------------------------------------------------- layer activations
 def layer_activation(where: str, m):
     """The activation instance module ``m`` (at ``where``) computes with its own arguments
@@ -130,6 +125,21 @@ class Layer:
         """The layer's own parameters w_l (its branches' modules')."""
         for m in self.modules.values():
             yield from m.parameters(recurse=False)
+
+
+@dataclass
+class Layered:
+    """A layered decision, by either route (the module readings or the autograd graph): which theorem, the
+    per-layer checks, the sites found, the exact AD and value, the cone statistics."""
+
+    theorem: str  # "park_theorem5" | "park_theorem8"
+    layers: list  # LayerCheck (:mod:`.cone`)
+    sites: list  # Site records (kink touches and tied windows)
+    exact_ad: tuple
+    value: object
+    stats: object  # ConeStats
+    source: str = "modules"  # where the layers were read: "modules" (Sequential / fx graph) or "autograd graph"
+    modules_declined: str | None = None  # why the module reading declined (source "autograd graph")
 
 
 # ----------------------------------------------------------------------------------------------- the capture

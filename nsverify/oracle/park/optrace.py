@@ -54,7 +54,7 @@ from torch.utils._pytree import tree_leaves
 from nsverify.oracle.cones import ConeStats
 from nsverify.oracle.context import Site, poll_deadline
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
-from nsverify.oracle.park.layers import Declined
+from nsverify.oracle.park.layers import Declined, Layered
 
 F = Fraction
 
@@ -488,18 +488,7 @@ def _rows(a: _Act, slots: list, chunks: tuple, offsets: list, tracker) -> list |
     return None if any(not r for r in rows) else rows
 
 
-@dataclass
-class TraceLayers:
-    """What :func:`decide` found: the layers' checks, the kink sites, the exact AD and value."""
-
-    layers: list
-    sites: list
-    exact_ad: tuple
-    value: object
-    stats: ConeStats
-
-
-def decide(ev, model, offsets_of_slot: list, tracker=None) -> TraceLayers:
+def theorem8(ev, model, offsets_of_slot: list, tracker=None) -> Layered:
     """Park et al.'s Theorem 8 on ``ev``'s program (``loss(model(inputs))`` w.r.t. the model's trainable
     parameters, flattened by :func:`nsverify.oracle.interp.module_function`); ``offsets_of_slot[k]``: the
     offset in w of the k-th trainable parameter.  Raises :class:`Declined`."""
@@ -539,7 +528,7 @@ def decide(ev, model, offsets_of_slot: list, tracker=None) -> TraceLayers:
     if "layers" not in result:
         raise Declined("the program's output does not depend on the parameters through autograd")
     checks, sites, stats = result["layers"]
-    return TraceLayers(checks, sites, tuple(exact_ad), value, stats)
+    return Layered("park_theorem8", checks, sites, tuple(exact_ad), value, stats, source="autograd graph")
 
 
 def _analyse(watch: _Watch, out, x, offsets: list, tracker):

@@ -184,18 +184,26 @@ def _decline_learnable(where: str, activation: str) -> None:
         raise UnsupportedOpError(f"layer {where!r}: {why}.")
 
 
-def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
-    """The layer-level nodes of ``model`` in execution order (see the module docstring).
-
-    ``hint`` completes the error message when torch.fx cannot trace the model (e.g. ", or check a NetSpec
-    instead")."""
+def trace(model: nn.Module, hint: str = "") -> fx.GraphModule:
+    """The engine's one torch.fx trace of ``model`` (nsverify.ad's variant modules kept as leaves), read by
+    :func:`walk`, :func:`chain` and :func:`nsverify.oracle.park.graph.graph_layers`.  Raises
+    :class:`UnsupportedOpError` naming the fx error when the forward does not trace; ``hint`` completes the
+    message (e.g. ", or check a NetSpec instead")."""
     try:
-        gm = fx.GraphModule(model, _Tracer().trace(model))
+        return fx.GraphModule(model, _Tracer().trace(model))
     except Exception as exc:  # noqa: BLE001 -- fx raises many types
         raise UnsupportedOpError(
             f"cannot trace {type(model).__name__} with torch.fx ({type(exc).__name__}: {exc}). Remove "
             f"data-dependent Python control flow from forward(){hint}."
         ) from exc
+
+
+def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
+    """The layer-level nodes of ``model`` in execution order (see the module docstring).
+
+    ``hint`` completes the error message when torch.fx cannot trace the model (e.g. ", or check a NetSpec
+    instead")."""
+    gm = trace(model, hint)
     mods = dict(gm.named_modules())
     inputs = {n.name for n in gm.graph.nodes if n.op == "placeholder"}
     out: list[LayerNode] = []
@@ -246,10 +254,7 @@ def chain(model: nn.Module) -> list[tuple[str, nn.Module]]:
     (traced with torch.fx) calls modules only, each on the previous one's output and once.  The exact layered
     decision (:mod:`.exact`) reads Park et al.'s layers from it.  Raises :class:`UnsupportedOpError` for a
     function or method call, a branch, a module called twice, or a forward that does not trace."""
-    try:
-        gm = fx.GraphModule(model, _Tracer().trace(model))
-    except Exception as exc:  # noqa: BLE001 -- fx raises many types
-        raise UnsupportedOpError(f"cannot trace {type(model).__name__} with torch.fx ({type(exc).__name__})") from exc
+    gm = trace(model)
     mods = dict(gm.named_modules())
     out: list = []
     prev, seen = None, set()
