@@ -249,6 +249,46 @@ def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
     return out
 
 
+@dataclass
+class LayerGroup:
+    """One of Park et al.'s layers as the walk's nodes group into it (Sec. 2.2, eq. (1)): the affine nodes since
+    the previous layer (its map tau_l), then an activation, a max pool, or both; a max pool without an activation
+    of its own is a layer with the identity activation."""
+
+    affine: list
+    act: LayerNode | None = None
+    pool: LayerNode | None = None
+
+    @property
+    def name(self) -> str:
+        return self.act.name if self.act is not None else self.pool.name
+
+
+def layer_groups(nodes: list[LayerNode]) -> list[LayerGroup]:
+    """The walk's nodes grouped into Park et al.'s layers, in order: the one grouping of the structure checks
+    (:func:`nsverify.papers.park.conditions.detect`) and the monitor.  A max pool joins the layer before it when
+    that layer has no pool yet and no affine node came between; otherwise it opens a layer with the identity
+    activation.  Affine nodes after the last activation or pool (the head) belong to no layer.  A nonsmooth
+    function outside Conditions 1 and 2 raises :class:`UnsupportedOpError` naming it."""
+    groups: list[LayerGroup] = []
+    pending: list = []
+    for n in nodes:
+        if n.kind == "affine":
+            pending.append(n)
+        elif n.kind == "activation":
+            groups.append(LayerGroup(pending, act=n))
+            pending = []
+        elif n.kind == "pool":
+            if groups and groups[-1].pool is None and not pending:
+                groups[-1].pool = n
+            else:
+                groups.append(LayerGroup(pending, pool=n))
+                pending = []
+        else:
+            raise UnsupportedOpError(unsupported(n.name, n.what))
+    return groups
+
+
 def chain(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """The modules of ``model`` as one chain, in execution order: ``(module path, module)`` for a forward that
     (traced with torch.fx) calls modules only, each on the previous one's output and once.  The exact layered
