@@ -266,3 +266,25 @@ def test_one_table_of_smooth_modules_with_its_linear_and_analytic_parts():
         else:
             with pytest.raises(layers.Declined, match=f"{type(mid).__name__}.*outside the graph layer model"):
                 graph_layers(net)
+
+
+@pytest.mark.parametrize("name", MULTI_KINK)
+def test_multi_kink_activations_are_decided_by_theorem5_when_the_samples_are_independent(name):
+    """Two independent samples in R^2: Theorem 5's rank premise holds at the touched layer, whichever kink each
+    pre-activation sits on (the theorem moves every entry to either side); the enumeration agrees."""
+    import nsverify
+    from nsverify import registry
+
+    kinks = registry.get(name).kinks
+    m = torch.nn.Sequential(torch.nn.Linear(2, 2), _act(name, "module"), torch.nn.Linear(2, 1)).double()
+    x = torch.tensor([[1.0, 0.0], [1.0, 2.0]], dtype=torch.float64)
+    with torch.no_grad():
+        m[0].weight.copy_(torch.tensor([[0.5, -0.25], [0.25, 0.5]], dtype=torch.float64))
+        m[2].weight.copy_(torch.tensor([[0.5, -0.75]], dtype=torch.float64))
+        m[0].bias.copy_(torch.tensor([float(kinks[0]) - 0.5, float(kinks[1]) - 1.25], dtype=torch.float64))
+    t = torch.zeros(2, 1, dtype=torch.float64)
+    v = _check(m, x, t)
+    assert v.status == "member" and v.certificate["kind"] == "park_theorem5", v.stats.get("layers_declined")
+    assert nsverify.verify_certificate(v)
+    assert {s.value for s in v.kinks if s.op == name} == set(kinks)
+    assert _check(m, x, t, shortcuts=False).status == "member"
