@@ -288,3 +288,36 @@ def test_multi_kink_activations_are_decided_by_theorem5_when_the_samples_are_ind
     assert nsverify.verify_certificate(v)
     assert {s.value for s in v.kinks if s.op == name} == set(kinks)
     assert _check(m, x, t, shortcuts=False).status == "member"
+
+
+@pytest.mark.parametrize("case", ["hardtanh_0_6", "clamp_positional", "leaky_relu_slope", "clamp_keyword"])
+def test_an_activation_call_is_read_with_its_own_arguments(case):
+    """The autograd-graph reading takes a call's kinks from the instance its arguments describe (the registry's
+    ``from_args``): ``F.hardtanh(y, 0., 6.)`` has its kinks at 0 and 6, ``torch.clamp(y, -1., 1.)`` at -1 and 1.
+    Arguments the entry is not built from (``clamp(min=...)``, whose keyword is not ``clamp_for``'s) decline
+    rather than fall back to a default and miss a kink."""
+    import nsverify
+    from nsverify.oracle.interp import Evaluation, module_function
+    from nsverify.oracle.park import exact as layered
+
+    fn, kink = {"hardtanh_0_6": (lambda y: torch.nn.functional.hardtanh(y, 0.0, 6.0), 6.0),
+                "clamp_positional": (lambda y: torch.clamp(y, -1.0, 1.0), 1.0),
+                "leaky_relu_slope": (lambda y: torch.nn.functional.leaky_relu(y, 0.25), 0.0),
+                "clamp_keyword": (lambda y: y.clamp(min=-1.0), -1.0)}[case]
+    m = _Functional(fn, 2, 2).double()
+    x = torch.tensor([[1.0, 2.0]], dtype=torch.float64)
+    with torch.no_grad():
+        m.a.weight.copy_(torch.tensor([[0.5, 0.25], [-0.5, 0.25]], dtype=torch.float64))
+        m.a.bias.copy_(torch.tensor([kink - 1.0, 0.125], dtype=torch.float64))  # unit 0 on the kink
+        m.h.weight.copy_(torch.tensor([[0.75, -0.5]], dtype=torch.float64))
+    t = torch.zeros(1, 1, dtype=torch.float64)
+    f, w = module_function(m, _mse, x, t)
+    got = layered.decide(Evaluation(f, w), m, _mse, t)
+    if case == "clamp_keyword":
+        assert isinstance(got, str) and "not the arguments" in got, got
+        return
+    assert not isinstance(got, str), got
+    assert got.source == "autograd graph" and [s.value for s in got.sites] == [kink]
+    v = _check(m, x, t)
+    assert v.status == "member" and v.certificate["kind"] == "park_theorem8" and nsverify.verify_certificate(v)
+    assert _check(m, x, t, shortcuts=False).status == "member"

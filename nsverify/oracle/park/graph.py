@@ -12,20 +12,22 @@ kink touch and tied max-pool entry, the gradient of that pre-activation entry in
 ``nn.Module``, not only ``nn.Sequential``).  A layer's pre-activation must be a sum of *branches*:
 
 * an affine module (``Linear``, ``Conv1d``, ``Conv2d``) applied to an earlier activation (or the input, or a
-  parameter-free smooth function of one: flatten, average pools, identity, dropout in eval mode), followed by
+  parameter-free linear module of one, :data:`.layers.LINEAR_MODULES`: flatten, unflatten, average pools,
+  identity, dropout in eval mode), followed by
   zero or more ``BatchNorm1d/2d`` modules in eval mode (per-channel affine maps: ``gamma (a - mean) / sqrt(var +
   eps) + beta``);
 * or an earlier activation itself (an identity shortcut, constant in ``w_l``).
 
-So the gradient of an entry of y_l in w_l is, branch by branch, the affine module's input patch scaled by the
-product of the BatchNorm factors ``gamma / sqrt(var + eps)`` of its channel, plus the BatchNorm's own entries
-(``(a - mean) / sqrt(var + eps)`` for gamma, 1 for beta, each scaled by the factors of later BatchNorms).  The
-rows are exact: a BatchNorm whose ``var + eps`` is not the square of a rational makes the row irrational and the
-layer is declined.  The layer's activation is a module of a ``park_layer`` registry entry (``nn.ReLU``,
-``nn.LeakyReLU``, ``nn.ReLU6``, ...; called once or several times, as torchvision's BasicBlock calls its one ReLU),
-optionally followed by a max-pool module on its output.
-A head after the last activation (average pool, flatten, Linear) is a layer without activation: it adds
-no row.  Anything else declines, and the plain enumeration decides.
+The layers are :class:`.layers.Layer` records, filled by :class:`.layers.Capture` and turned into rows by
+:func:`.layers.pi_rows`: the gradient of an entry of y_l in w_l is, branch by branch, the affine module's input
+patch scaled by the product of the BatchNorm factors ``gamma / sqrt(var + eps)`` of its channel, plus the
+BatchNorm's own entries (``(a - mean) / sqrt(var + eps)`` for gamma, 1 for beta, each scaled by the factors of
+later BatchNorms).  The rows are exact: a BatchNorm whose ``var + eps`` is not the square of a rational makes the
+row irrational and the layer is declined.  The layer's activation is a module of a ``park_layer`` registry
+entry (``nn.ReLU``, ``nn.LeakyReLU``, ``nn.ReLU6``, ...; called once or several times, as torchvision's BasicBlock
+calls its one ReLU), optionally followed by a max-pool module on its output.  A head after the last activation
+(average pool, flatten, Linear) is a layer without activation: it adds no row.  Anything else declines, and the
+plain enumeration decides.
 """
 
 from __future__ import annotations

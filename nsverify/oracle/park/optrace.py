@@ -51,6 +51,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
+from nsverify import registry
 from nsverify.oracle.cones import ConeStats
 from nsverify.oracle.context import Site, poll_deadline
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
@@ -112,32 +113,19 @@ class _Act:
     out: torch.Tensor | None = None  # the output tensor (a max pool of it is part of this layer's activation)
 
 
-def _calls() -> tuple[dict, dict]:
-    """The registry's functional forms the watcher reads, by the callable itself (``torch.relu``,
-    ``F.hardtanh``, ``torch.Tensor.relu_``): ``({callable: entry}`` for the activations of Park's layer theorems
-    (``park_layer``), ``{callable: name}`` for the activations with a learnable tensor argument (``prelu``: outside
-    Park's layer model, :func:`nsverify.oracle.park.walk.learnable_reason`, so the watcher declines them))."""
-    from nsverify import registry
-    from nsverify.registry.table import _resolve
-
-    layer, learnable = {}, {}
-    for n in registry.names("elementwise"):
-        e = registry.get(n)
-        for q in e.functionals:
-            f = _resolve(q)
-            if f is None:
-                continue
-            if e.park_layer:
-                layer.setdefault(f, e)
-            elif not e.fixed:
-                learnable.setdefault(f, n)
-    return layer, learnable
-
-
 def _instance(entry, args: tuple, kwargs: dict):
+    """The instance ``entry.from_args`` builds from a call's scalar arguments (ATen's order) and keywords, which
+    must be ``from_args``'s own: a keyword it does not know (``clamp(min=...)``) would silently fall back to a
+    default and move the kinks."""
+    import inspect
+
+    known = set(inspect.signature(entry.from_args).parameters)
+    if set(kwargs) - known:
+        raise ValueError(f"{entry.name} called with {sorted(set(kwargs) - known)}: not the arguments "
+                         f"({', '.join(sorted(known))}) its registry entry is built from")
     try:
         return entry.instance(args, kwargs)
-    except Exception as e:  # noqa: BLE001 -- tensor bounds, unknown keywords: not an instance of the entry
+    except Exception as e:  # noqa: BLE001 -- tensor bounds and the like: not an instance of the entry
         raise ValueError(f"the arguments of a {entry.name} call do not describe an instance of the registry's "
                          f"entry ({type(e).__name__}: {e})") from None
 
@@ -186,9 +174,10 @@ class _Watch(TorchFunctionMode):
         self.declined: str | None = None
         self.where: list[str] = []
         self.handles = []
-        self.layer_calls, self.learnable_calls = _calls()
+        self.entries: dict = {}  # callable -> its registry entry (or None): the registry's functional forms
         #: the autograd nodes the layer activations make (the registry's ``autograd_nodes``)
-        self.layer_nodes = frozenset(nd for e in self.layer_calls.values() for nd in e.autograd_nodes)
+        self.layer_nodes = frozenset(nd for n in registry.names("elementwise") if registry.get(n).park_layer
+                                     for nd in registry.get(n).autograd_nodes)
         for name, m in model.named_modules():
             self.handles.append(m.register_forward_pre_hook(self._push(name or type(model).__name__)))
             self.handles.append(m.register_forward_hook(self._pop))
@@ -250,12 +239,13 @@ class _Watch(TorchFunctionMode):
         if not dep or self.declined is not None:
             return func(*args, **kwargs)
         poll_deadline()
-        if func in self.layer_calls:
-            return self._activation(func, name, args, kwargs)
-        if func in self.learnable_calls:
+        entry = self._entry(func)
+        if entry is not None and entry.park_layer:
+            return self._activation(func, entry, name, args, kwargs)
+        if entry is not None and not entry.fixed:
             from nsverify.oracle.park.walk import learnable_reason
 
-            self.decline(f"`{name}`: {learnable_reason(self.learnable_calls[func])}")
+            self.decline(f"`{name}`: {learnable_reason(entry.name)}")
         if name in POOL_CALLS:
             return self._pool(func, name, args, kwargs)
         out = func(*args, **kwargs)
@@ -287,8 +277,18 @@ class _Watch(TorchFunctionMode):
                              "(detach, torch.no_grad or .data): AD then differs from the function's derivative")
         return out
 
-    def _activation(self, func, name, args, kwargs):
-        entry = self.layer_calls[func]
+    def _entry(self, func):
+        """The registry's elementwise entry of which ``func`` is a functional form (``torch.relu``, ``F.hardtanh``,
+        ``torch.Tensor.relu_``; :func:`nsverify.registry.by_functional`), or None; remembered per watch."""
+        try:
+            return self.entries[func]
+        except KeyError:
+            got = self.entries[func] = registry.by_functional(func)
+            return got
+        except TypeError:  # an unhashable callable: no registry form
+            return None
+
+    def _activation(self, func, entry, name, args, kwargs):
         try:
             inst, inplace = _call_instance(entry, func, args, kwargs)
         except ValueError as e:
