@@ -9,7 +9,8 @@
 * :mod:`.layers` -- the exact readers' shared layer model: the one :class:`~.layers.Layer` record, the one
   :class:`~.layers.Capture` of exact values, the rows of P_l (:func:`~.layers.pi_rows`), the module-class tables
   and :class:`~.layers.Declined`;
-* :mod:`.graph` -- Park's layers of a traced ``forward`` (residual adds, BatchNorm in eval mode);
+* :mod:`.graph` -- the exact decision's one module reading (:func:`.graph.module_layers`): a ``Sequential``'s
+  chain or a traced ``forward`` (residual adds, BatchNorm in eval mode);
 * :mod:`.optrace` -- Theorem 8 with the layers read from the autograd graph of the exact trace (the second route);
 * :mod:`.rank` -- Theorem 5's rank test on the columns of z_{l-1} (modulo a prime, then exact);
 * :mod:`.cone` -- Algorithm 1's test that P_l is non-empty, through the oracle's exact cones

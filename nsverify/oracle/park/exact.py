@@ -44,76 +44,20 @@ from nsverify.oracle.cones import ConeStats, primitive
 from nsverify.oracle.context import Site, poll_deadline
 from nsverify.oracle.park.algorithm1 import pool_index_windows
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
-from nsverify.oracle.park.graph import graph_layers
+from nsverify.oracle.park.graph import module_layers
 from nsverify.oracle.park.kinks import ad_derivative, kink_sign, kink_touches
 from nsverify.oracle.park.layers import (
-    AFFINE,
-    POOLS,
-    Branch,
     Capture,
     Declined,
     Layer,
     Layered,
-    layer_activation,
-    layer_modules,
     param_offsets,
     pi_rows,
     pool_indices,
 )
 from nsverify.oracle.park.rank import independent_columns
-from nsverify.oracle.park.walk import activation_of, chain, learnable_reason
 
 F = Fraction
-
-#: shape modules the chain reading skips
-TRANSPARENT = (torch.nn.Flatten, torch.nn.Identity)
-
-
-# ---------------------------------------------------------------------------------------------------- structure
-def network_layers(model) -> tuple[list[Layer], dict]:
-    """Park et al.'s layers of a Sequential model (its modules as one chain, :func:`.walk.chain`): each affine
-    module opens a layer, which may end with an activation and then a max pool; and the chain's modules as
-    :class:`.layers.Capture` reads them (``{module path: (module, 0)}``).  Raises :class:`Declined` for any other
-    structure."""
-    if not isinstance(model, torch.nn.Sequential):
-        raise Declined("the model is not a torch.nn.Sequential")
-    try:
-        mods = chain(model)
-    except UnsupportedOpError as e:
-        raise Declined(f"the model is not a chain of modules: {e}") from None
-    layers: list[Layer] = []
-    calls: dict = {}
-    for name, m in mods:
-        if isinstance(m, TRANSPARENT):
-            continue
-        if isinstance(m, torch.nn.Dropout) and (not m.training or m.p == 0):
-            continue
-        if isinstance(m, AFFINE):
-            if isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d)) and (
-                    m.groups != 1 or m.padding_mode != "zeros" or isinstance(m.padding, str)):
-                raise Declined(f"layer {name}: grouped, string-padded or non-zero-padded convolutions")
-            layers.append(Layer(name, branches=[Branch(name)], modules={name: m}))
-        elif (inst := layer_activation(name, m)) is not None:
-            if not layers or layers[-1].act is not None or layers[-1].pool is not None:
-                layers.append(Layer(name))
-            layers[-1].act, layers[-1].act_entry, layers[-1].act_node = m, inst, name
-        elif isinstance(m, POOLS):
-            if m.return_indices:
-                raise Declined(f"layer {name}: a max pool that returns its indices")
-            if not layers or layers[-1].pool is not None:
-                layers.append(Layer(name))
-            layers[-1].pool, layers[-1].pool_node = m, name
-        elif learnable_reason(activation_of("call_module", type(m).__name__)):
-            raise Declined(f"module {name}: {learnable_reason(activation_of('call_module', type(m).__name__))}")
-        else:
-            raise Declined(f"module {name} ({type(m).__name__}) is outside the layered shortcut's layer model "
-                           f"(Linear/Conv1d/Conv2d, the activations of Park's layer theorems: {layer_modules()}, "
-                           "MaxPool1d/2d, Flatten)")
-        calls[name] = (m, 0)
-    if not layers:
-        raise Declined("the model has no layer")
-    return layers, calls
-
 
 # ------------------------------------------------------------------------------------------------ local slopes
 def _act_derivative(L: Layer, y) -> Fraction:
@@ -297,13 +241,9 @@ def decide(ev, model, loss_fn, targets, *, tracker=None) -> Layered | str:
 
 
 def _decide(ev, model, loss_fn, targets, tracker) -> Layered:
-    from nsverify.errors import InexactError, UnsupportedOpError
+    from nsverify.errors import InexactError
 
-    sequential = isinstance(model, torch.nn.Sequential)
-    if sequential:
-        layers, calls = network_layers(model)
-    else:  # a custom forward: Park's layers read from its traced graph (residual adds, BatchNorm in eval mode)
-        layers, calls = graph_layers(model)
+    layers, calls, sequential = module_layers(model)
     offsets = param_offsets(model)
     owned = [id(p) for L in layers for p in L.parameters()]
     if len(owned) != len(set(owned)):

@@ -1,5 +1,7 @@
-"""Park et al.'s layers read from a traced graph: residual additions and BatchNorm in eval mode (Park, Chun and
-Lee, Sec. 2.2, Condition 2).
+"""Park et al.'s layers read from a model's modules, the exact decision's one module reading
+(:func:`module_layers`): a ``Sequential``'s chain (:func:`chain_layers`: each affine module opens a layer, which
+may end with an activation and a max pool) and any other ``forward`` from its traced graph (:func:`graph_layers`:
+residual additions and BatchNorm in eval mode; Park, Chun and Lee, Sec. 2.2, Condition 2).
 
 Condition 2 lets a layer's map be any analytic function of *all* earlier activations and the layer's own
 parameters, ``y_l = f_l(z_{0:l-1}, u_l)`` (plus shared biases), followed by a pointwise activation and a max
@@ -37,6 +39,7 @@ import operator
 import torch
 import torch.fx as fx
 
+from nsverify.errors import UnsupportedOpError
 from nsverify.oracle.park.layers import (
     AFFINE,
     LINEAR_MODULES,
@@ -48,17 +51,75 @@ from nsverify.oracle.park.layers import (
     layer_activation,
     layer_modules,
 )
+from nsverify.oracle.park.walk import activation_of, chain, learnable_reason, trace
 
 ADDS = (operator.add, operator.iadd, torch.add)
 FLATTENS = (torch.flatten,)
 
 
+def module_layers(model) -> tuple[list[Layer], dict, bool]:
+    """Park et al.'s layers read from ``model``'s modules, the exact decision's one module reading:
+    ``(layers, calls, sequential)`` -- a ``Sequential``'s chain (:func:`chain_layers`), any other ``forward`` from
+    its traced graph (:func:`graph_layers`); ``calls``: node -> (module, its k-th call), as
+    :class:`.layers.Capture` reads them.  Raises :class:`Declined`."""
+    if isinstance(model, torch.nn.Sequential):
+        return (*chain_layers(model), True)
+    return (*graph_layers(model), False)
+
+
+#: shape modules the chain reading skips
+TRANSPARENT = (torch.nn.Flatten, torch.nn.Identity)
+
+
+def chain_layers(model) -> tuple[list[Layer], dict]:
+    """Park et al.'s layers of a Sequential model (its modules as one chain, :func:`.walk.chain`): each affine
+    module opens a layer, which may end with an activation and then a max pool; and the chain's modules as
+    :class:`.layers.Capture` reads them (``{module path: (module, 0)}``).  Raises :class:`Declined` for any other
+    structure."""
+    if not isinstance(model, torch.nn.Sequential):
+        raise Declined("the model is not a torch.nn.Sequential")
+    try:
+        mods = chain(model)
+    except UnsupportedOpError as e:
+        raise Declined(f"the model is not a chain of modules: {e}") from None
+    layers: list[Layer] = []
+    calls: dict = {}
+    for name, m in mods:
+        if isinstance(m, TRANSPARENT):
+            continue
+        if isinstance(m, torch.nn.Dropout) and (not m.training or m.p == 0):
+            continue
+        if isinstance(m, AFFINE):
+            if isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d)) and (
+                    m.groups != 1 or m.padding_mode != "zeros" or isinstance(m.padding, str)):
+                raise Declined(f"layer {name}: grouped, string-padded or non-zero-padded convolutions")
+            layers.append(Layer(name, branches=[Branch(name)], modules={name: m}))
+        elif (inst := layer_activation(name, m)) is not None:
+            if not layers or layers[-1].act is not None or layers[-1].pool is not None:
+                layers.append(Layer(name))
+            layers[-1].act, layers[-1].act_entry, layers[-1].act_node = m, inst, name
+        elif isinstance(m, POOLS):
+            if m.return_indices:
+                raise Declined(f"layer {name}: a max pool that returns its indices")
+            if not layers or layers[-1].pool is not None:
+                layers.append(Layer(name))
+            layers[-1].pool, layers[-1].pool_node = m, name
+        elif learnable_reason(activation_of("call_module", type(m).__name__)):
+            raise Declined(f"module {name}: {learnable_reason(activation_of('call_module', type(m).__name__))}")
+        else:
+            raise Declined(f"module {name} ({type(m).__name__}) is outside the layered shortcut's layer model "
+                           f"(Linear/Conv1d/Conv2d, the activations of Park's layer theorems: {layer_modules()}, "
+                           "MaxPool1d/2d, Flatten)")
+        calls[name] = (m, 0)
+    if not layers:
+        raise Declined("the model has no layer")
+    return layers, calls
+
+
+# ------------------------------------------------------------------------------------------------ local slopes
 def graph_layers(model) -> tuple[list[Layer], dict]:
     """Park's layers of ``model`` (see the module docstring) and the traced graph's call-module nodes in order:
     ``(layers, {node name: (module, occurrence of that module)})``.  Raises :class:`Declined`."""
-    from nsverify.errors import UnsupportedOpError
-    from nsverify.oracle.park.walk import activation_of, learnable_reason, trace
-
     try:
         gm = trace(model)
     except UnsupportedOpError as exc:
