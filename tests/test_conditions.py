@@ -260,3 +260,25 @@ def test_p_nonempty_float_rows_give_exact_certificates_for_the_rows_as_given():
     assert res.status == "nonempty"
     assert all(sum(Fraction(v) * res.witness.get(c, 0) for c, v in r.items()) > 0
                for r in ({0: 0.1, 1: -0.2}, {1: 0.3}))
+
+
+def test_detect_and_the_monitor_group_layers_alike():
+    """One grouping of the walk's nodes (walk.layer_groups) for detect() and the monitor: a max pool after an
+    affine module without an activation of its own is a layer with the identity activation (Park et al., Sec.
+    2.2, eq. (1)), not the pool of the activation before that affine module."""
+    from nsverify.oracle.park.walk import layer_groups, walk
+    from nsverify.papers.park.monitor import Monitor
+
+    m = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU(), nn.Conv2d(2, 2, 1), nn.MaxPool2d(2), nn.ReLU(),
+                      nn.MaxPool2d(1, 1))
+    groups = layer_groups(walk(m))
+    assert [(g.name, [n.name for n in g.affine], g.act and g.act.name, g.pool and g.pool.name) for g in groups] == [
+        ("1", ["0"], "1", None), ("3", ["2"], None, "3"), ("4", [], "4", "5")]
+    assert [(L.name, L.activation, L.bias, L.pool) for L in detect(m).layers] == [
+        ("1", "relu", "shared", "none"), ("3", "identity", "shared", "nontrivial"), ("4", "relu", "shared", "trivial")]
+    mon = Monitor(m)
+    try:
+        assert [(L.name, L.activation.key, L.pool_name) for L in mon.layers] == [
+            ("1", "relu", None), ("3", "identity", "3"), ("4", "relu", "5")]
+    finally:
+        mon.close()

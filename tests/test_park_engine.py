@@ -113,3 +113,211 @@ def test_park_proxies_are_derived_from_the_registry():
     from nsverify.oracle.certificates import park_proxies
 
     assert park_proxies() == {"relu": "left", "leaky_relu": "left"}
+
+
+# ------------------------------------------------------------------ every park_layer activation, every kink
+# Theorems 5 and 8 select activations by the registry's capability (park_layer), with kinks at every breakpoint and
+# AD's side at each from the entry's rule (Park et al., Sec. 3: the premise is per kink). Multi-kink activations,
+# where the side differs from kink to kink (left at the lower one, right at the upper one), are checked against
+# the plain enumeration, which shares none of the layer reading.
+MULTI_KINK = ["relu6", "hardtanh", "hardsigmoid"]
+
+
+class _Functional(torch.nn.Module):
+    """A custom forward calling the functional form: read from the autograd graph."""
+
+    def __init__(self, fn, nin, nh):
+        super().__init__()
+        self.fn, self.a, self.h = fn, torch.nn.Linear(nin, nh), torch.nn.Linear(nh, 1)
+
+    def forward(self, x):
+        return self.h(self.fn(self.a(x)))
+
+
+def _act(name: str, form: str):
+    from nsverify import registry
+    from nsverify.ad import Activation
+
+    e = registry.get(name)
+    return getattr(torch.nn, e.modules[0])() if form == "module" else Activation(name).torch_fn()
+
+
+def _planted(name: str, form: str, seed: int):
+    """A 2-3-1 network whose unit j sits on a kink of the activation (alternating between its kinks) for sample j;
+    three samples in R^2: Theorem 5's columns are dependent, Theorem 8 decides."""
+    from nsverify import registry
+
+    kinks = registry.get(name).kinks
+    g = torch.Generator().manual_seed(seed)
+    m = (torch.nn.Sequential(torch.nn.Linear(2, 3), _act(name, form), torch.nn.Linear(3, 1)) if form == "module"
+         else _Functional(_act(name, form), 2, 3)).double()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.round(torch.randn(p.shape, generator=g, dtype=torch.float64) * 2) / 4)
+        a = m[0] if form == "module" else m.a
+        x = torch.randint(-2, 3, (3, 2), generator=g).double()
+        for j in range(3):
+            a.bias[j] = float(kinks[(seed + j) % len(kinks)]) - float(a.weight[j] @ x[j])
+    return m, x, torch.zeros(3, 1, dtype=torch.float64)
+
+
+def _mse(o, t):
+    return ((o - t) ** 2).mean()
+
+
+def _check(m, x, t, loss=_mse, **kw):
+    import nsverify
+
+    return nsverify.check_module(m, loss, x, t, progress=False, time_limit=120, on_limit="unknown", **kw)
+
+
+@pytest.mark.parametrize("form", ["module", "functional"])
+@pytest.mark.parametrize("name", MULTI_KINK)
+def test_multi_kink_activations_are_decided_by_theorem8_as_the_enumeration_decides(name, form):
+    import nsverify
+    from nsverify import registry
+
+    decided, seen = 0, set()
+    for seed in range(3):
+        m, x, t = _planted(name, form, seed)
+        v = _check(m, x, t)
+        ref = _check(m, x, t, shortcuts=False)
+        assert ref.status != "unknown", seed
+        if v.certificate is not None and v.certificate["kind"] == "park_theorem8":
+            assert v.status == "member" and nsverify.verify_certificate(v)
+            assert ref.status == "member", seed  # never certify what the enumeration refutes
+            seen |= {s.value for s in v.kinks if s.op == name}
+            decided += 1
+    assert decided >= 2, decided
+    assert seen == set(registry.get(name).kinks)  # both kinks touched, each with its own side
+
+
+@pytest.mark.parametrize("form", ["module", "functional"])
+@pytest.mark.parametrize("name", MULTI_KINK)
+def test_multi_kink_lemma2_cancellation_is_not_member_at_every_kink(name, form):
+    """Park et al.'s Lemma 2 construction at each kink b: samples x = 1 and x = -1 through one unit y = w x + b
+    (bias frozen on the kink), loss out_1 - out_2 = sigma(b + w) - sigma(b - w), whose derivative at w = 0 is the
+    non-flat side's slope, while AD takes the flat side's 0 at both samples. Theorem 8's rows are opposite: the
+    layered decision declines (P_l empty) and the enumeration proves not_member."""
+    from nsverify import registry
+    from nsverify.oracle.interp import Evaluation, module_function
+    from nsverify.oracle.park import exact as layered
+
+    for b in registry.get(name).kinks:
+        lin1 = torch.nn.Linear(1, 1).double()
+        with torch.no_grad():
+            lin1.weight.zero_()
+            lin1.bias.fill_(float(b))
+        lin1.bias.requires_grad_(False)
+        m = torch.nn.Sequential(lin1, _act(name, "module")) if form == "module" else _Functional(
+            _act(name, form), 1, 1)
+        if form != "module":
+            m.a, m.h = lin1, torch.nn.Identity()
+        x = torch.tensor([[1.0], [-1.0]], dtype=torch.float64)
+        t = torch.zeros(2, 1, dtype=torch.float64)
+
+        def loss(o, _t):
+            return (o[0] - o[1]).sum()
+
+        fn, w = module_function(m, loss, x, t)
+        got = layered.decide(Evaluation(fn, w), m, loss, t)
+        assert isinstance(got, str) and "is empty" in got, (b, got)
+        assert _check(m, x, t, loss=loss).status == "not_member", b
+        assert _check(m, x, t, loss=loss, shortcuts=False).status == "not_member", b
+
+
+# ------------------------------------------------------------------------------------- the module-class tables
+class _Mid(torch.nn.Module):
+    def __init__(self, mid):
+        super().__init__()
+        self.a, self.r, self.mid, self.h = torch.nn.Linear(4, 4), torch.nn.ReLU(), mid, torch.nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.h(self.mid(self.r(self.a(x))))
+
+
+LINEAR_MIDS = [torch.nn.Identity(), torch.nn.Dropout(0.5).eval(), torch.nn.Flatten(), torch.nn.Unflatten(1, (4,)),
+               torch.nn.AvgPool1d(1), torch.nn.AdaptiveAvgPool1d(4)]
+ANALYTIC_MIDS = [torch.nn.Tanh(), torch.nn.Sigmoid(), torch.nn.GELU(), torch.nn.SiLU(), torch.nn.Softplus(),
+                 torch.nn.Softmax(dim=1), torch.nn.LogSoftmax(dim=1)]
+
+
+def test_one_table_of_smooth_modules_with_its_linear_and_analytic_parts():
+    """One table (``layers.SMOOTH_MODULES``) in two deliberate parts: linear modules (shape ops, averages, dropout
+    with its mask) keep an affine module's input exact, so both the fx walk (structure checks, monitor) and the
+    exact graph reading pass them; analytic nonlinear ones (tanh, softmax, ...) belong to a layer map in Conditions
+    1 and 2, so the walk skips them, but their exact values are irrational, so the exact graph reading declines
+    them by name (the autograd-graph reading takes them as analytic nodes)."""
+    from nsverify.oracle.park import layers
+    from nsverify.oracle.park.graph import graph_layers
+    from nsverify.oracle.park.walk import walk
+
+    assert set(layers.SMOOTH_MODULES) == set(layers.LINEAR_MODULES) | set(layers.ANALYTIC_MODULES)
+    assert not set(layers.LINEAR_MODULES) & set(layers.ANALYTIC_MODULES)
+    assert {type(m) for m in LINEAR_MIDS} == set(layers.LINEAR_MODULES) - {torch.nn.AvgPool2d,
+                                                                          torch.nn.AdaptiveAvgPool2d}
+    assert {type(m) for m in ANALYTIC_MIDS} == set(layers.ANALYTIC_MODULES)
+    for mid in LINEAR_MIDS + ANALYTIC_MIDS:
+        net = _Mid(mid)
+        assert [n.kind for n in walk(net)] == ["affine", "activation", "affine"], mid
+        if type(mid) in layers.LINEAR_MODULES:
+            got, _calls = graph_layers(net)
+            assert [L.act_name for L in got] == ["relu", None], mid
+        else:
+            with pytest.raises(layers.Declined, match=f"{type(mid).__name__}.*outside the graph layer model"):
+                graph_layers(net)
+
+
+@pytest.mark.parametrize("name", MULTI_KINK)
+def test_multi_kink_activations_are_decided_by_theorem5_when_the_samples_are_independent(name):
+    """Two independent samples in R^2: Theorem 5's rank premise holds at the touched layer, whichever kink each
+    pre-activation sits on (the theorem moves every entry to either side); the enumeration agrees."""
+    import nsverify
+    from nsverify import registry
+
+    kinks = registry.get(name).kinks
+    m = torch.nn.Sequential(torch.nn.Linear(2, 2), _act(name, "module"), torch.nn.Linear(2, 1)).double()
+    x = torch.tensor([[1.0, 0.0], [1.0, 2.0]], dtype=torch.float64)
+    with torch.no_grad():
+        m[0].weight.copy_(torch.tensor([[0.5, -0.25], [0.25, 0.5]], dtype=torch.float64))
+        m[2].weight.copy_(torch.tensor([[0.5, -0.75]], dtype=torch.float64))
+        m[0].bias.copy_(torch.tensor([float(kinks[0]) - 0.5, float(kinks[1]) - 1.25], dtype=torch.float64))
+    t = torch.zeros(2, 1, dtype=torch.float64)
+    v = _check(m, x, t)
+    assert v.status == "member" and v.certificate["kind"] == "park_theorem5", v.stats.get("layers_declined")
+    assert nsverify.verify_certificate(v)
+    assert {s.value for s in v.kinks if s.op == name} == set(kinks)
+    assert _check(m, x, t, shortcuts=False).status == "member"
+
+
+@pytest.mark.parametrize("case", ["hardtanh_0_6", "clamp_positional", "leaky_relu_slope", "clamp_keyword"])
+def test_an_activation_call_is_read_with_its_own_arguments(case):
+    """The autograd-graph reading takes a call's kinks from the instance its arguments describe (the registry's
+    ``from_args``): ``F.hardtanh(y, 0., 6.)`` has its kinks at 0 and 6, ``torch.clamp(y, -1., 1.)`` at -1 and 1.
+    Arguments the entry is not built from (``clamp(min=...)``, whose keyword is not ``clamp_for``'s) decline
+    rather than fall back to a default and miss a kink."""
+    import nsverify
+    from nsverify.oracle.interp import Evaluation, module_function
+    from nsverify.oracle.park import exact as layered
+
+    fn, kink = {"hardtanh_0_6": (lambda y: torch.nn.functional.hardtanh(y, 0.0, 6.0), 6.0),
+                "clamp_positional": (lambda y: torch.clamp(y, -1.0, 1.0), 1.0),
+                "leaky_relu_slope": (lambda y: torch.nn.functional.leaky_relu(y, 0.25), 0.0),
+                "clamp_keyword": (lambda y: y.clamp(min=-1.0), -1.0)}[case]
+    m = _Functional(fn, 2, 2).double()
+    x = torch.tensor([[1.0, 2.0]], dtype=torch.float64)
+    with torch.no_grad():
+        m.a.weight.copy_(torch.tensor([[0.5, 0.25], [-0.5, 0.25]], dtype=torch.float64))
+        m.a.bias.copy_(torch.tensor([kink - 1.0, 0.125], dtype=torch.float64))  # unit 0 on the kink
+        m.h.weight.copy_(torch.tensor([[0.75, -0.5]], dtype=torch.float64))
+    t = torch.zeros(1, 1, dtype=torch.float64)
+    f, w = module_function(m, _mse, x, t)
+    got = layered.decide(Evaluation(f, w), m, _mse, t)
+    if case == "clamp_keyword":
+        assert isinstance(got, str) and "not the arguments" in got, got
+        return
+    assert not isinstance(got, str), got
+    assert got.source == "autograd graph" and [s.value for s in got.sites] == [kink]
+    v = _check(m, x, t)
+    assert v.status == "member" and v.certificate["kind"] == "park_theorem8" and nsverify.verify_certificate(v)
+    assert _check(m, x, t, shortcuts=False).status == "member"

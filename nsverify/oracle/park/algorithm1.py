@@ -310,7 +310,7 @@ class AffineRows:
     (groups 1, zero padding) or ``nn.Linear`` with w_l = (weight, bias) flattened in this order: entry i's input
     patch in the weight slice of its output channel and a 1 at the channel's bias -- read from the layer input z,
     with no autograd (Park et al., Algorithm 1 line 4; the exact form from exact traces is
-    :func:`nsverify.oracle.park.exact._pi_rows_scaled`). ``values(b, i, scale)`` gives ``scale * pi`` on the
+    :func:`nsverify.oracle.park.layers.pi_rows`). ``values(b, i, scale)`` gives ``scale * pi`` on the
     channel's own columns (``columns``), in z's dtype: what reverse-mode AD computes for the w_l block of
     d alpha_i / dw_l with ``scale`` = D^AD rho(y_i) (one product per entry, as in the convolution's weight
     backward for a one-hot cotangent).

@@ -3,8 +3,9 @@ subgradient -- before any enumeration (Park, Chun and Lee, *What does automatic 
 neural networks?*, Sec. 3).
 
 :func:`decide` takes a ``torch.nn.Sequential`` of affine layers (``Linear``, ``Conv1d``, ``Conv2d``), pointwise
-activations whose AD derivative at the kink is a one-sided derivative (``ReLU``: the left one, 0; ``LeakyReLU``:
-the left one, its slope), max pools (``MaxPool1d``/``MaxPool2d``, first tied index) and shape layers
+activations whose AD derivative at every kink is a one-sided derivative (the registry's ``park_layer`` entries,
+selected by that capability: ``ReLU`` takes the left one at 0, ``ReLU6`` the right one at 6), max pools
+(``MaxPool1d``/``MaxPool2d``, first tied index) and shape layers
 (``Flatten``, ``Identity``), differentiated with respect to its parameters, with a loss that is smooth at the
 network's output.  That is Park et al.'s Condition 2 (Condition 1 without pools).  Two theorems of the paper
 then decide membership from exact data, without enumerating pieces:
@@ -33,7 +34,6 @@ the reason and the plain enumeration decides.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
@@ -44,262 +44,47 @@ from nsverify.oracle.cones import ConeStats, primitive
 from nsverify.oracle.context import Site, poll_deadline
 from nsverify.oracle.park.algorithm1 import pool_index_windows
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
-from nsverify.oracle.park.graph import Declined, GraphCapture, GraphLayer, graph_layers, graph_pi_rows
+from nsverify.oracle.park.graph import module_layers
+from nsverify.oracle.park.kinks import ad_derivative, kink_sign, kink_touches
+from nsverify.oracle.park.layers import (
+    Capture,
+    Declined,
+    Layer,
+    Layered,
+    param_offsets,
+    pi_rows,
+    pool_indices,
+)
 from nsverify.oracle.park.rank import independent_columns
-from nsverify.oracle.park.walk import activation_of, chain, learnable_reason
 
 F = Fraction
 
-AFFINE = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d)
-POOLS = (torch.nn.MaxPool1d, torch.nn.MaxPool2d)
-TRANSPARENT = (torch.nn.Flatten, torch.nn.Identity)
-#: the activations (registry names) of the exact decision: kink at 0, AD's derivative there the left one
-#: (0 for ReLU, the module's slope for LeakyReLU), linear pieces
-ACTIVATIONS = ("relu", "leaky_relu")
-
-
-@dataclass
-class ExactLayer:
-    name: str
-    affine: torch.nn.Module | None = None
-    act: torch.nn.Module | None = None
-    act_name: str | None = None  # the activation's registry name
-    pool: torch.nn.Module | None = None
-    seen: dict = field(default_factory=dict)  # exact arrays captured by the hooks
-
-
-@dataclass
-class Layered:
-    """A layered certificate: which theorem, the per-layer data, the sites found, the exact AD."""
-
-    theorem: str  # "park_theorem5" | "park_theorem8"
-    layers: list  # LayerCheck (:mod:`.cone`)
-    sites: list  # Site records (kink touches and tied windows)
-    exact_ad: tuple
-    value: object
-    stats: ConeStats
-    source: str = "modules"  # where the layers were read: "modules" (Sequential / fx graph) or "autograd graph"
-    modules_declined: str | None = None  # why the module reading declined (source "autograd graph")
-
-
-# ---------------------------------------------------------------------------------------------------- structure
-def network_layers(model) -> list[ExactLayer]:
-    """Park et al.'s layers of a Sequential model (its modules as one chain, :func:`.walk.chain`): each affine
-    module opens a layer, which may end with an activation and then a max pool.  Raises :class:`Declined` for
-    any other structure."""
-    if not isinstance(model, torch.nn.Sequential):
-        raise Declined("the model is not a torch.nn.Sequential")
-    try:
-        mods = chain(model)
-    except UnsupportedOpError as e:
-        raise Declined(f"the model is not a chain of modules: {e}") from None
-    layers: list[ExactLayer] = []
-    for name, m in mods:
-        if isinstance(m, TRANSPARENT):
-            continue
-        if isinstance(m, torch.nn.Dropout) and (not m.training or m.p == 0):
-            continue
-        if isinstance(m, AFFINE):
-            if isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d)) and (
-                    m.groups != 1 or m.padding_mode != "zeros" or isinstance(m.padding, str)):
-                raise Declined(f"layer {name}: grouped, string-padded or non-zero-padded convolutions")
-            layers.append(ExactLayer(name, affine=m))
-        elif _torch_class(m) and activation_of("call_module", type(m).__name__) in ACTIVATIONS:
-            if not layers or layers[-1].act is not None or layers[-1].pool is not None:
-                layers.append(ExactLayer(name))
-            layers[-1].act = m
-            layers[-1].act_name = activation_of("call_module", type(m).__name__)
-        elif isinstance(m, POOLS):
-            if m.return_indices:
-                raise Declined(f"layer {name}: a max pool that returns its indices")
-            if not layers or layers[-1].pool is not None:
-                layers.append(ExactLayer(name))
-            layers[-1].pool = m
-        elif learnable_reason(activation_of("call_module", type(m).__name__)):
-            raise Declined(f"module {name}: {learnable_reason(activation_of('call_module', type(m).__name__))}")
-        else:
-            raise Declined(f"module {name} ({type(m).__name__}) is outside the layered shortcut's layer model "
-                           "(Linear/Conv1d/Conv2d, ReLU/LeakyReLU, MaxPool1d/2d, Flatten)")
-    if not layers:
-        raise Declined("the model has no layer")
-    return layers
-
-
-def _torch_class(m) -> bool:
-    """Is ``m`` an instance of torch.nn's own class of its name (not a subclass or a namesake)?"""
-    return type(m) is getattr(torch.nn, type(m).__name__, None)
-
-
-def _exact(x) -> np.ndarray:
-    """A snapshot of x's exact values: a copy, since a later in-place op (``ReLU(inplace=True)``, ``relu_``)
-    writes into the same array."""
-    from nsverify.oracle.tensor import ExactTensor, to_exact_array
-
-    return x.arr.copy() if isinstance(x, ExactTensor) else to_exact_array(x)
-
-
-class _Capture:
-    """Forward hooks that keep each layer's exact affine input, pre-activation and pool input."""
-
-    def __init__(self, model, layers):
-        self.model, self.layers = model, layers
-        self.handles = []
-        self.output = None
-
-    def __enter__(self):
-        def top(module, inputs, output):
-            self.output = _exact(output)
-
-        self.handles.append(self.model.register_forward_hook(top))
-        for L in self.layers:
-            if L.pool is not None:
-                self.handles.append(L.pool.register_forward_pre_hook(self._pool_pre(L)))
-        for L in self.layers:
-            for role, m in (("affine", L.affine), ("act", L.act), ("pool", L.pool)):
-                if m is not None:
-                    self.handles.append(m.register_forward_pre_hook(self._pre_hook(L, role)))
-                    self.handles.append(m.register_forward_hook(self._hook(L, role)))
-        return self
-
-    def _pool_pre(self, L):
-        def pre(module, inputs):
-            self.pending = L  # the next max_pool*_with_indices op is this layer's: keep AD's indices
-        return pre
-
-    def record_pool(self, idx):
-        L = getattr(self, "pending", None)
-        if L is not None:
-            L.seen["pool_idx"] = idx
-            self.pending = None
-
-    @staticmethod
-    def _pre_hook(L, role):
-        def pre(module, inputs):  # before the module runs: an in-place module overwrites its input
-            L.seen[role + "_in"] = _exact(inputs[0])
-        return pre
-
-    @staticmethod
-    def _hook(L, role):
-        def hook(module, inputs, output):
-            L.seen[role + "_out"] = _exact(output)
-        return hook
-
-    def __exit__(self, *exc):
-        for h in self.handles:
-            h.remove()
-
-
-_MODE: list = []
-
-
-def _pool_indices(cap: _Capture):
-    """A TorchDispatchMode handing every exact max_pool*_with_indices op's indices (AD's choices at ties, as the
-    exact reverse mode uses them) to ``cap``."""
-    if not _MODE:
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        class _PoolIndices(TorchDispatchMode):
-            def __init__(self, cap):
-                super().__init__()
-                self.cap = cap
-
-        def dispatch(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            if func.__name__.startswith(("max_pool1d_with_indices", "max_pool2d_with_indices")) and \
-                    isinstance(out, (tuple, list)):
-                self.cap.record_pool(_exact(out[1]))
-            return out
-
-        _PoolIndices.__torch_dispatch__ = dispatch  # after class creation: no Dynamo guard (see blocks.py)
-        _MODE.append(_PoolIndices)
-    return _MODE[0](cap)
-
-
-def _param_offsets(model) -> dict:
-    """id(parameter) -> its offset in the flattened trainable parameters (module_function's order)."""
-    out, off = {}, 0
-    for _n, p in model.named_parameters():
-        if p.requires_grad:
-            out[id(p)] = off
-            off += p.numel()
-    return out
-
-
 # ------------------------------------------------------------------------------------------------ local slopes
-def _pi_rows(L: ExactLayer, offsets: dict, exact_scale: bool = False):
-    """A function ``pi(index of the pre-activation) -> sparse row``: the gradient of one pre-activation entry in
-    the layer's own trainable parameters (the affine map is linear in them: the input patch and a 1), scaled by
-    the positive common denominator of the layer's input: integer rows, the same open half-spaces (a cone row
-    may be scaled by any positive number), no Fraction arithmetic.  ``exact_scale``: the gradient itself
-    (Fractions), for a row that sums several affine maps (:mod:`.graph`)."""
-    if isinstance(L, GraphLayer):
-        return graph_pi_rows(L, offsets)
-    pi, den = _pi_rows_scaled(L, offsets)
-    if not exact_scale or den == 1:
-        return pi
-    return lambda idx, shape=None: {k: F(v, den) for k, v in pi(idx, shape).items()}
-
-
-def _pi_rows_scaled(L: ExactLayer, offsets: dict):
-    """:func:`_pi_rows`'s integer rows and the positive denominator they are scaled by."""
-    m = L.affine
-    if m is None:
-        return (lambda idx, shape=None: {}), 1
-    zf = L.seen["affine_in"]
-    from nsverify.oracle import fastexact
-
-    z, den = fastexact.integer_form(zf) or (None, None)
-    if z is None:
-        raise Declined("a layer's input is not an array of exact rationals")
-    one = den  # the bias's entry, 1, times the same denominator
-    oshape = L.seen["affine_out"].shape
-    wo = offsets.get(id(m.weight))
-    bo = offsets.get(id(m.bias)) if m.bias is not None else None
-    if isinstance(m, torch.nn.Linear):
-        zin = z.reshape(-1, z.shape[-1])
-        nin = z.shape[-1]
-
-        def pi_linear(idx, shape):
-            flat = int(np.ravel_multi_index(idx, shape))
-            b, j = divmod(flat, m.out_features)
-            row = {} if wo is None else {wo + j * nin + k: v for k, v in enumerate(zin[b]) if v != 0}
-            if bo is not None:
-                row[bo + j] = one
-            return row
-
-        return pi_linear, den
-    nsp = 1 if isinstance(m, torch.nn.Conv1d) else 2
-    batched = z.ndim == nsp + 2
-    zb = z if batched else z[None]
-    pad = [(0, 0), (0, 0)] + [(p, p) for p in m.padding]
-    zp = np.pad(zb, pad, constant_values=0) if any(m.padding) else zb
-    ks, st, dl = m.kernel_size, m.stride, m.dilation
-    cin = m.in_channels
-
-    def pi_conv(idx, shape):
-        idx = np.unravel_index(int(np.ravel_multi_index(idx, shape)), oshape)  # the same entry, affine's shape
-        idx = tuple(int(i) for i in idx) if batched else (0,) + tuple(int(i) for i in idx)
-        b, o, pos = idx[0], idx[1], idx[2:]
-        sl = tuple(slice(pos[i] * st[i], pos[i] * st[i] + dl[i] * (ks[i] - 1) + 1, dl[i]) for i in range(nsp))
-        patch = zp[(b, slice(None)) + sl].reshape(-1)  # (cin, *k) flattened, the weight's own order
-        base = None if wo is None else wo + o * cin * int(np.prod(ks))
-        row = {} if base is None else {base + k: v for k, v in enumerate(patch.tolist()) if v != 0}
-        if bo is not None:
-            row[bo + o] = one
-        return row
-
-    return pi_conv, den
-
-
-def _act_derivative(L: ExactLayer, y) -> Fraction:
+def _act_derivative(L: Layer, y) -> Fraction:
     """AD's derivative of the layer's activation at the exact pre-activation y (identity when none)."""
     if L.act is None:
         return F(1)
-    if y > 0:
-        return F(1)
-    if isinstance(L.act, torch.nn.LeakyReLU):
-        return F(L.act.negative_slope)  # left derivative, also AD's value at the kink
-    return F(0)
+    try:
+        return ad_derivative(L.act_entry, y)
+    except ValueError as e:
+        raise Declined(f"layer {L.name}: {e}") from None
+
+
+def _touches(L, y) -> list:
+    """``(index, breakpoint index)`` of every entry of the layer's pre-activation ``y`` on a kink of its
+    activation (:func:`.kinks.kink_touches`), or :class:`Declined`."""
+    try:
+        got = kink_touches(L.act_entry, y.reshape(-1).tolist())
+    except ValueError as e:
+        raise Declined(f"layer {L.name}: {e}") from None
+    return [(tuple(int(j) for j in np.unravel_index(p, y.shape)), i) for p, i in got]
+
+
+def _kink_sign(L, i: int) -> int:
+    try:
+        return kink_sign(L.act_entry, i)
+    except ValueError as e:
+        raise Declined(f"layer {L.name}: {e}") from None
 
 
 def _scaled(row: dict, c) -> dict:
@@ -317,7 +102,7 @@ def _pool_dims(m) -> int:
     return 1 if isinstance(m, torch.nn.MaxPool1d) else 2
 
 
-def _tied_windows(L: ExactLayer):
+def _tied_windows(L: Layer):
     """Yield (sample, window position in the pool's output, [flat input index of each tied maximal entry]) for
     every window of the layer's max pool with two or more maximal entries (windows from the registry's one
     geometry, :func:`nsverify.registry.windows.pool_window_table`).
@@ -355,19 +140,19 @@ def _channel_windows(per_sample: tuple, m) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------------------------------- checks
-def _algorithm1(L: ExactLayer, ev, offsets: dict, earlier_params: bool, sites: list) -> LayerCheck:
+def _algorithm1(L: Layer, ev, offsets: dict, earlier_params: bool, sites: list) -> LayerCheck:
     """Park et al.'s Algorithm 1 for one layer, exactly: the rows of P_l (see the module docstring)."""
     chk = LayerCheck(L.name)
-    pi = _pi_rows(L, offsets)
+    pi = pi_rows(L, offsets)
     rows: list = []
     if L.act is not None:
         y = L.seen["act_in"]
-        for idx in zip(*np.nonzero(np.vectorize(lambda v: v == 0, otypes=[bool])(y))):
+        for idx, i in _touches(L, y):
             poll_deadline()
             chk.kink_touches += 1
-            sites.append(Site(L.act_name, -1, tuple(int(i) for i in idx), F(0),
-                              extra={"layer": L.name}))
-            rows.append({k: -v for k, v in pi(idx, y.shape).items()})  # AD's left derivative: the piece y < 0
+            sites.append(Site(L.act_name, -1, idx, L.act_entry.breakpoints[i], extra={"layer": L.name}))
+            s = _kink_sign(L, i)  # AD's side at this kink: the row keeps y on AD's piece
+            rows.append({k: s * v for k, v in pi(idx, y.shape).items()})
     if L.pool is not None:
         a = L.seen["pool_in"]
         batched = a.ndim == _pool_dims(L.pool) + 2
@@ -434,7 +219,9 @@ def _decide_cone(chk: LayerCheck, stats: ConeStats) -> None:
 # ---------------------------------------------------------------------------------------------------- decision
 def decide(ev, model, loss_fn, targets, *, tracker=None) -> Layered | str:
     """A layered certificate for ``loss_fn(model(inputs), targets)`` w.r.t. the model's trainable parameters
-    (``ev`` is that program's Evaluation), or the reason (a string) why the shortcut does not apply."""
+    (``ev`` is that program's Evaluation), or the reason (a string) why the shortcut does not apply.  The engine's
+    one decision: Theorems 5 and 8 on the layers the module readings find (a ``Sequential``'s chain, a traced
+    graph), else Theorem 8 on the layers read from the autograd graph (:func:`.optrace.theorem8`)."""
     try:
         return _decide(ev, model, loss_fn, targets, tracker)
     except Declined as e:
@@ -446,23 +233,19 @@ def decide(ev, model, loss_fn, targets, *, tracker=None) -> Layered | str:
     if tracker is not None:
         tracker.update(stage="layers: the autograd graph")
     try:
-        got = optrace.decide(ev, model, optrace.slot_offsets(model), tracker)
+        got = optrace.theorem8(ev, model, optrace.slot_offsets(model), tracker)
     except Declined as e:
         return f"{first}; layers read from the autograd graph: {e}"
-    return Layered("park_theorem8", got.layers, got.sites, got.exact_ad, got.value, got.stats,
-                   source="autograd graph", modules_declined=first)
+    got.modules_declined = first
+    return got
 
 
 def _decide(ev, model, loss_fn, targets, tracker) -> Layered:
-    from nsverify.errors import InexactError, UnsupportedOpError
+    from nsverify.errors import InexactError
 
-    calls = None
-    if isinstance(model, torch.nn.Sequential):
-        layers = network_layers(model)
-    else:  # a custom forward: Park's layers read from its traced graph (residual adds, BatchNorm in eval mode)
-        layers, calls = graph_layers(model)
-    offsets = _param_offsets(model)
-    owned = [id(p) for L in layers for p in _own_parameters(L)]
+    layers, calls, sequential = module_layers(model)
+    offsets = param_offsets(model)
+    owned = [id(p) for L in layers for p in L.parameters()]
     if len(owned) != len(set(owned)):
         raise Declined("two layers share a parameter: Park et al.'s layers need disjoint parameters")
     if ev.ran("reverse"):
@@ -470,22 +253,20 @@ def _decide(ev, model, loss_fn, targets, tracker) -> Layered:
     if tracker is not None:
         tracker.update(stage="layers: exact reverse mode")
     try:
-        with (_Capture(model, layers) if calls is None else GraphCapture(model, calls)) as cap, _pool_indices(cap):
+        with Capture(model, calls) as cap, pool_indices(cap):
             exact_ad, value = ev.reverse()
-        if calls is not None:
-            cap.fill(layers, [L.pool_node for L in layers if L.pool is not None])
     except (InexactError, UnsupportedOpError) as e:
         raise Declined(f"the exact reverse trace failed: {e}") from None
-    if any(not L.seen for L in layers) or cap.output is None:
-        raise Declined("a layer did not run in the model's forward pass (or ran under another name)")
-    if any(L.pool is not None and "pool_idx" not in L.seen for L in layers):
-        raise Declined("a max pool's indices were not seen in the exact trace")
+    cap.fill(layers)
+    if cap.output is None:
+        raise Declined("the model's output was not seen in the exact trace")
     _check_loss_smooth(cap.output, loss_fn, targets, ev)
     stats = ConeStats()
     sites: list = []
     if tracker is not None:
         tracker.update(stage="layers: Park et al.'s conditions")
-    fc = all(L.pool is None and isinstance(L.affine, torch.nn.Linear) for L in layers)
+    # Theorem 5 is about fully connected networks: a Sequential of Linear layers without max pools
+    fc = sequential and all(L.pool is None and isinstance(L.affine, torch.nn.Linear) for L in layers)
     if fc:
         got = _theorem5(layers, offsets, sites)
         if got is not None:
@@ -497,16 +278,9 @@ def _decide(ev, model, loss_fn, targets, tracker) -> Layered:
         chk = _algorithm1(L, ev, offsets, earlier, sites)
         _decide_cone(chk, stats)
         checks.append(chk)
-        if any(id(p) in offsets for p in _own_parameters(L)):
+        if any(id(p) in offsets for p in L.parameters()):
             earlier = True
     return Layered("park_theorem8", checks, sites, tuple(exact_ad), value, stats)
-
-
-def _own_parameters(L) -> list:
-    """The layer's own parameters w_l (its affine module's, or a graph layer's branches')."""
-    if isinstance(L, GraphLayer):
-        return list(L.parameters())
-    return list(L.affine.parameters()) if L.affine is not None else []
 
 
 def _theorem5(layers, offsets, sites) -> list | None:
@@ -516,16 +290,15 @@ def _theorem5(layers, offsets, sites) -> list | None:
         chk = LayerCheck(L.name)
         if L.act is not None:
             y = L.seen["act_in"]
-            zero = [idx for idx in np.ndindex(*y.shape) if y[idx] == 0]
-            chk.kink_touches = len(zero)
-            for idx in zero:
-                sites.append(Site(L.act_name, -1, tuple(int(i) for i in idx), F(0),
-                                  extra={"layer": L.name}))
+            touched = _touches(L, y)
+            chk.kink_touches = len(touched)
+            for idx, i in touched:
+                sites.append(Site(L.act_name, -1, idx, L.act_entry.breakpoints[i], extra={"layer": L.name}))
         if chk.kink_touches:
             m = L.affine
             if m is None or id(m.weight) not in offsets:
                 return None  # the theorem varies the layer's weight matrix A_l
-            z = L.seen["affine_in"]
+            z = L.affine_input
             if z.ndim != 2:
                 return None
             cols = independent_columns(z)

@@ -1,5 +1,7 @@
-"""Park et al.'s layers read from a traced graph: residual additions and BatchNorm in eval mode (Park, Chun and
-Lee, Sec. 2.2, Condition 2).
+"""Park et al.'s layers read from a model's modules, the exact decision's one module reading
+(:func:`module_layers`): a ``Sequential``'s chain (:func:`chain_layers`: each affine module opens a layer, which
+may end with an activation and a max pool) and any other ``forward`` from its traced graph (:func:`graph_layers`:
+residual additions and BatchNorm in eval mode; Park, Chun and Lee, Sec. 2.2, Condition 2).
 
 Condition 2 lets a layer's map be any analytic function of *all* earlier activations and the layer's own
 parameters, ``y_l = f_l(z_{0:l-1}, u_l)`` (plus shared biases), followed by a pointwise activation and a max
@@ -12,95 +14,121 @@ kink touch and tied max-pool entry, the gradient of that pre-activation entry in
 ``nn.Module``, not only ``nn.Sequential``).  A layer's pre-activation must be a sum of *branches*:
 
 * an affine module (``Linear``, ``Conv1d``, ``Conv2d``) applied to an earlier activation (or the input, or a
-  parameter-free smooth function of one: flatten, average pools, identity, dropout in eval mode), followed by
+  parameter-free linear module of one, :data:`.layers.LINEAR_MODULES`: flatten, unflatten, average pools,
+  identity, dropout in eval mode), followed by
   zero or more ``BatchNorm1d/2d`` modules in eval mode (per-channel affine maps: ``gamma (a - mean) / sqrt(var +
   eps) + beta``);
 * or an earlier activation itself (an identity shortcut, constant in ``w_l``).
 
-So the gradient of an entry of y_l in w_l is, branch by branch, the affine module's input patch scaled by the
-product of the BatchNorm factors ``gamma / sqrt(var + eps)`` of its channel, plus the BatchNorm's own entries
-(``(a - mean) / sqrt(var + eps)`` for gamma, 1 for beta, each scaled by the factors of later BatchNorms).  The
-rows are exact: a BatchNorm whose ``var + eps`` is not the square of a rational makes the row irrational and the
-layer is declined.  The layer's activation is an ``nn.ReLU`` / ``nn.LeakyReLU`` module (called once or several
-times, as torchvision's BasicBlock calls its one ReLU), optionally followed by a max-pool module on its output.
-A head after the last activation (average pool, flatten, Linear) is a layer without activation: it adds
-no row.  Anything else declines, and the plain enumeration decides.
+The layers are :class:`.layers.Layer` records, filled by :class:`.layers.Capture` and turned into rows by
+:func:`.layers.pi_rows`: the gradient of an entry of y_l in w_l is, branch by branch, the affine module's input
+patch scaled by the product of the BatchNorm factors ``gamma / sqrt(var + eps)`` of its channel, plus the
+BatchNorm's own entries (``(a - mean) / sqrt(var + eps)`` for gamma, 1 for beta, each scaled by the factors of
+later BatchNorms).  The rows are exact: a BatchNorm whose ``var + eps`` is not the square of a rational makes the
+row irrational and the layer is declined.  The layer's activation is a module of a ``park_layer`` registry
+entry (``nn.ReLU``, ``nn.LeakyReLU``, ``nn.ReLU6``, ...; called once or several times, as torchvision's BasicBlock
+calls its one ReLU), optionally followed by a max-pool module on its output.  A head after the last activation
+(average pool, flatten, Linear) is a layer without activation: it adds no row.  Anything else declines, and the
+plain enumeration decides.
 """
 
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
-from fractions import Fraction
 
-import numpy as np
 import torch
 import torch.fx as fx
 
-F = Fraction
+from nsverify.errors import UnsupportedOpError
+from nsverify.oracle.park.layers import (
+    AFFINE,
+    LINEAR_MODULES,
+    NORMS,
+    POOLS,
+    Branch,
+    Declined,
+    Layer,
+    layer_activation,
+    layer_modules,
+)
+from nsverify.oracle.park.walk import activation_of, chain, learnable_reason, trace
 
-AFFINE = (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d)
-NORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)
-POOLS = (torch.nn.MaxPool1d, torch.nn.MaxPool2d)
-#: parameter-free smooth modules allowed between an activation and the next affine module
-SMOOTH_MODULES = (torch.nn.Flatten, torch.nn.Identity, torch.nn.AdaptiveAvgPool1d, torch.nn.AdaptiveAvgPool2d,
-                  torch.nn.AvgPool1d, torch.nn.AvgPool2d, torch.nn.Dropout)
 ADDS = (operator.add, operator.iadd, torch.add)
 FLATTENS = (torch.flatten,)
 
 
-class Declined(Exception):
-    """A premise of the layered shortcut does not hold (here: the model's graph is outside the layer model above;
-    in :mod:`.exact`: any premise of Theorems 5 and 8): the plain enumeration decides."""
+def module_layers(model) -> tuple[list[Layer], dict, bool]:
+    """Park et al.'s layers read from ``model``'s modules, the exact decision's one module reading:
+    ``(layers, calls, sequential)`` -- a ``Sequential``'s chain (:func:`chain_layers`), any other ``forward`` from
+    its traced graph (:func:`graph_layers`); ``calls``: node -> (module, its k-th call), as
+    :class:`.layers.Capture` reads them.  Raises :class:`Declined`."""
+    if isinstance(model, torch.nn.Sequential):
+        return (*chain_layers(model), True)
+    return (*graph_layers(model), False)
 
 
-@dataclass
-class Branch:
-    """One summand of a layer's pre-activation: ``affine`` (node name) then ``norms`` (BatchNorm node names)."""
-
-    affine: str
-    norms: list = field(default_factory=list)
+#: shape modules the chain reading skips
+TRANSPARENT = (torch.nn.Flatten, torch.nn.Identity)
 
 
-@dataclass
-class GraphLayer:
-    """A Park layer read from the graph; ``seen`` holds the same exact arrays as :class:`.exact.ExactLayer`'s
-    (``act_in``, ``pool_in``, ``pool_out``, ``pool_idx``) plus each node's recorded input and output."""
+def chain_layers(model) -> tuple[list[Layer], dict]:
+    """Park et al.'s layers of a Sequential model (its modules as one chain, :func:`.walk.chain`): each affine
+    module opens a layer, which may end with an activation and then a max pool; and the chain's modules as
+    :class:`.layers.Capture` reads them (``{module path: (module, 0)}``).  Raises :class:`Declined` for any other
+    structure."""
+    if not isinstance(model, torch.nn.Sequential):
+        raise Declined("the model is not a torch.nn.Sequential")
+    try:
+        mods = chain(model)
+    except UnsupportedOpError as e:
+        raise Declined(f"the model is not a chain of modules: {e}") from None
+    layers: list[Layer] = []
+    calls: dict = {}
+    for name, m in mods:
+        if isinstance(m, TRANSPARENT):
+            continue
+        if isinstance(m, torch.nn.Dropout) and (not m.training or m.p == 0):
+            continue
+        if isinstance(m, AFFINE):
+            if isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d)) and (
+                    m.groups != 1 or m.padding_mode != "zeros" or isinstance(m.padding, str)):
+                raise Declined(f"layer {name}: grouped, string-padded or non-zero-padded convolutions")
+            layers.append(Layer(name, branches=[Branch(name)], modules={name: m}))
+        elif (inst := layer_activation(name, m)) is not None:
+            if not layers or layers[-1].act is not None or layers[-1].pool is not None:
+                layers.append(Layer(name))
+            layers[-1].act, layers[-1].act_entry, layers[-1].act_node = m, inst, name
+        elif isinstance(m, POOLS):
+            if m.return_indices:
+                raise Declined(f"layer {name}: a max pool that returns its indices")
+            if not layers or layers[-1].pool is not None:
+                layers.append(Layer(name))
+            layers[-1].pool, layers[-1].pool_node = m, name
+        elif learnable_reason(activation_of("call_module", type(m).__name__)):
+            raise Declined(f"module {name}: {learnable_reason(activation_of('call_module', type(m).__name__))}")
+        else:
+            raise Declined(f"module {name} ({type(m).__name__}) is outside the layered shortcut's layer model "
+                           f"(Linear/Conv1d/Conv2d, the activations of Park's layer theorems: {layer_modules()}, "
+                           "MaxPool1d/2d, Flatten)")
+        calls[name] = (m, 0)
+    if not layers:
+        raise Declined("the model has no layer")
+    return layers, calls
 
-    name: str
-    branches: list = field(default_factory=list)
-    act: torch.nn.Module | None = None
-    act_name: str | None = None
-    act_node: str | None = None
-    pool: torch.nn.Module | None = None
-    pool_node: str | None = None
-    seen: dict = field(default_factory=dict)
-    modules: dict = field(default_factory=dict)  # node name -> module (the layer's affine and norm modules)
-    affine = None  # the chain layers' single affine module: none here (the rows come from the branches)
 
-    def parameters(self):
-        for m in self.modules.values():
-            yield from (p for p in m.parameters(recurse=False))
-
-
-def _torch_class(m) -> bool:
-    return type(m) is getattr(torch.nn, type(m).__name__, None)
-
-
-def graph_layers(model) -> tuple[list[GraphLayer], dict]:
+# ------------------------------------------------------------------------------------------------ local slopes
+def graph_layers(model) -> tuple[list[Layer], dict]:
     """Park's layers of ``model`` (see the module docstring) and the traced graph's call-module nodes in order:
     ``(layers, {node name: (module, occurrence of that module)})``.  Raises :class:`Declined`."""
-    from nsverify.oracle.park.walk import _Tracer, activation_of, learnable_reason
-
     try:
-        gm = fx.GraphModule(model, _Tracer().trace(model))
-    except Exception as exc:  # noqa: BLE001 -- fx raises many types
-        raise Declined(f"the model's forward cannot be traced with torch.fx ({type(exc).__name__})") from None
+        gm = trace(model)
+    except UnsupportedOpError as exc:
+        raise Declined(f"the model's forward cannot be traced with torch.fx ({type(exc.__cause__).__name__})") from None
     mods = dict(gm.named_modules())
     calls: dict = {}  # node name -> (module, k-th call of that module)
     count: dict = {}
     kind: dict = {}  # node -> ("z", layer index) | ("branch", Branch) | ("sum", [Branch...]) | ("input",)
-    layers: list[GraphLayer] = []
+    layers: list[Layer] = []
     used_affine: set = set()
     inputs = 0
 
@@ -154,12 +182,11 @@ def graph_layers(model) -> tuple[list[GraphLayer], dict]:
                 if m.training or not m.track_running_stats or k is None or k[0] != "branch":
                     raise Declined(f"BatchNorm {node.target}: only in eval mode, right after an affine module")
                 kind[node.name] = ("branch", Branch(k[1].affine, k[1].norms + [node.name]))
-            elif _torch_class(m) and activation_of("call_module", type(m).__name__) in ("relu", "leaky_relu"):
+            elif (inst := layer_activation(node.target, m)) is not None:
                 s = as_sum(x)
                 if s is None:
                     raise Declined(f"activation {node.target} is applied to an unsupported value")
-                L = GraphLayer(node.name, branches=s, act=m, act_node=node.name,
-                               act_name=activation_of("call_module", type(m).__name__))
+                L = Layer(node.name, branches=s, act=m, act_node=node.name, act_entry=inst)
                 layers.append(L)
                 kind[node.name] = ("z", len(layers) - 1, "act")
             elif isinstance(m, POOLS):
@@ -171,7 +198,7 @@ def graph_layers(model) -> tuple[list[GraphLayer], dict]:
                     raise Declined(f"max pool {node.target}: return_indices or ceil_mode")
                 layers[k[1]].pool, layers[k[1]].pool_node = m, node.name
                 kind[node.name] = ("z", k[1], "pool")
-            elif isinstance(m, SMOOTH_MODULES):
+            elif isinstance(m, LINEAR_MODULES):
                 if isinstance(m, torch.nn.Dropout) and m.training and m.p > 0:
                     raise Declined(f"dropout {node.target} in training mode")
                 if isinstance(m, (torch.nn.Identity, torch.nn.Dropout)) and x.name in kind:
@@ -185,8 +212,8 @@ def graph_layers(model) -> tuple[list[GraphLayer], dict]:
                                f"{learnable_reason(activation_of('call_module', type(m).__name__))}")
             else:
                 raise Declined(f"module {node.target} ({type(m).__name__}) is outside the graph layer model "
-                               "(Linear/Conv, BatchNorm in eval mode, ReLU/LeakyReLU, MaxPool, residual adds, "
-                               "flatten and average pools)")
+                               f"(Linear/Conv, BatchNorm in eval mode, the activations of Park's layer theorems: "
+                               f"{layer_modules()}, MaxPool, residual adds, flatten and average pools)")
         elif node.op in ("call_function", "call_method"):
             fn = node.target
             if (fn in ADDS or fn == "add" or fn == "add_") and len(args) == 2 and len(node.args) == 2 \
@@ -201,15 +228,15 @@ def graph_layers(model) -> tuple[list[GraphLayer], dict]:
                 kind[node.name] = ("meta",)  # a shape, not a tensor
             else:
                 name = getattr(fn, "__name__", fn)
-                raise Declined(f"{node.op} {name} is outside the graph layer model (give the model nn.ReLU / "
-                               "nn.MaxPool modules and residual adds)")
+                raise Declined(f"{node.op} {name} is outside the graph layer model (give the model activation "
+                               "modules such as nn.ReLU, nn.MaxPool modules and residual adds)")
     out = [n for n in gm.graph.nodes if n.op == "output"][0]
     res = out.args[0]
     tail = as_sum(res) if isinstance(res, fx.Node) else None
     if tail is None:
         raise Declined("the model's output is not a sum of affine branches or an activation")
     if tail:
-        layers.append(GraphLayer("output", branches=tail))  # the head: no activation, no row
+        layers.append(Layer("output", branches=tail))  # the head: no activation, no row
     seen_affine = [b.affine for L in layers for b in L.branches]
     if len(seen_affine) != len(set(seen_affine)):
         raise Declined("a branch feeds two layers (its parameters would belong to both)")
@@ -220,120 +247,3 @@ def graph_layers(model) -> tuple[list[GraphLayer], dict]:
             for nm in [b.affine] + b.norms:
                 L.modules[nm] = calls[nm][0]
     return layers, calls
-
-
-class GraphCapture:
-    """Forward hooks recording every call of the graph's modules (exact input copy, exact output copy), matched
-    to the graph's nodes by call order; then each layer's ``seen`` arrays."""
-
-    def __init__(self, model, calls: dict):
-        self.model, self.calls = model, calls
-        self.records: dict = {}  # id(module) -> [(input, output), ...] in call order
-        self.handles = []
-        self.output = None
-        self.pool_idx: list = []
-
-    def __enter__(self):
-        from nsverify.oracle.park.exact import _exact
-
-        def top(module, inputs, output):
-            self.output = _exact(output)
-
-        self.handles.append(self.model.register_forward_hook(top))
-        for m in {id(m): m for m, _ in self.calls.values()}.values():
-            def pre(module, inputs):
-                self.records.setdefault(id(module), []).append([_exact(inputs[0]), None])
-
-            def post(module, inputs, output):
-                self.records[id(module)][-1][1] = _exact(output)
-
-            self.handles.append(m.register_forward_pre_hook(pre))
-            self.handles.append(m.register_forward_hook(post))
-        return self
-
-    def record_pool(self, idx):
-        self.pool_idx.append(idx)
-
-    def __exit__(self, *exc):
-        for h in self.handles:
-            h.remove()
-
-    def node(self, name: str) -> tuple:
-        m, k = self.calls[name]
-        rec = self.records.get(id(m), [])
-        if k >= len(rec) or rec[k][1] is None:
-            raise Declined(f"node {name} did not run in the exact trace as traced")
-        return rec[k]
-
-    def fill(self, layers: list[GraphLayer], pool_order: list[str]) -> None:
-        if len(self.pool_idx) != len(pool_order):
-            raise Declined("the max pools that ran differ from the traced graph's")
-        idx = dict(zip(pool_order, self.pool_idx))
-        for L in layers:
-            for b in L.branches:
-                for nm in [b.affine] + b.norms:
-                    L.seen[nm] = self.node(nm)
-            if L.act is not None:
-                L.seen["act_in"], L.seen["act_out"] = self.node(L.act_node)
-            if L.pool is not None:
-                L.seen["pool_in"], L.seen["pool_out"] = self.node(L.pool_node)
-                L.seen["pool_idx"] = idx[L.pool_node]
-
-
-def _norm_data(L: GraphLayer, nm: str):
-    """A BatchNorm's per-channel scale gamma / sqrt(var + eps), its normalized input (a - mean) / sqrt(var + eps)
-    as a function of the channel, and its parameters' offsets: exact, or :class:`Declined`."""
-    m = L.modules[nm]
-    var = [F(float(v)) for v in m.running_var.detach().double().tolist()]
-    mean = [F(float(v)) for v in m.running_mean.detach().double().tolist()]
-    eps = F(m.eps)
-    from nsverify.oracle.numbers import sqrt_i
-
-    sd = [sqrt_i(v + eps) if v + eps > 0 else None for v in var]  # a Fraction exactly when v + eps is a square
-    if not all(isinstance(s, Fraction) for s in sd):
-        raise Declined(f"BatchNorm {nm}: sqrt(running_var + eps) is irrational, so the layer's rows are not "
-                       "exact rationals")
-    gamma = [F(float(v)) for v in m.weight.detach().double().tolist()] if m.weight is not None else [F(1)] * len(sd)
-    return m, mean, sd, gamma
-
-
-def graph_pi_rows(L: GraphLayer, offsets: dict):
-    """``pi(index of the pre-activation, its shape) -> sparse row``: the gradient of one entry of y_l in the
-    layer's own parameters, summed over its branches (see the module docstring)."""
-    from nsverify.oracle.park.exact import ExactLayer, _pi_rows
-
-    parts = []
-    for b in L.branches:
-        aff = L.modules[b.affine]
-        ain, aout = L.seen[b.affine]
-        sub = ExactLayer(b.affine, affine=aff, seen={"affine_in": ain, "affine_out": aout})
-        pi_aff = _pi_rows(sub, offsets, exact_scale=True)
-        norms = []
-        val = aout  # the branch's value before each norm
-        for nm in b.norms:
-            m, mean, sd, gamma = _norm_data(L, nm)
-            norms.append((m, mean, sd, gamma, val))
-            val = L.seen[nm][1]
-        parts.append((pi_aff, aout.shape, norms))
-
-    def pi(idx, shape):
-        flat = int(np.ravel_multi_index(tuple(int(i) for i in idx), shape))
-        row: dict = {}
-        for pi_aff, ashape, norms in parts:
-            aidx = np.unravel_index(flat, ashape)
-            c = int(aidx[1]) if len(ashape) > 1 else 0
-            scale = F(1)
-            for m, mean, sd, gamma, before in reversed(norms):  # the norms' own entries, scaled by later norms
-                xhat = (before[aidx] - mean[c]) / sd[c]
-                go = offsets.get(id(m.weight)) if m.weight is not None else None
-                bo = offsets.get(id(m.bias)) if m.bias is not None else None
-                if go is not None and xhat * scale != 0:
-                    row[go + c] = row.get(go + c, F(0)) + xhat * scale
-                if bo is not None:
-                    row[bo + c] = row.get(bo + c, F(0)) + scale
-                scale *= gamma[c] / sd[c]
-            for k, v in pi_aff(idx, shape).items():
-                row[k] = row.get(k, F(0)) + scale * v
-        return {k: v for k, v in row.items() if v != 0}
-
-    return pi

@@ -1,5 +1,6 @@
 """Park et al.'s Theorem 8 read from the model's own autograd graph: any architecture whose only nonsmooth ops at
-the point are ReLU / LeakyReLU calls -- transformers (LayerNorm, attention, GELU), residual blocks with BatchNorm,
+the point are calls of the activations Park's layer theorems cover (the registry's ``park_layer`` entries: ReLU,
+LeakyReLU, ReLU6, HardTanh, ...) -- transformers (LayerNorm, attention, GELU), residual blocks with BatchNorm,
 custom ``forward`` methods that torch.fx cannot trace.
 
 Park, Chun and Lee's network model (Sec. 2.2, eq. (1)) is ``y_l = tau_l(z_{0:l-1}, w_l)``, ``z_l = sigma_l(y_l)``,
@@ -11,9 +12,11 @@ connections.  Theorem 8 then certifies AD (with Bouligand proxies at the kinks) 
 This module reads that structure from the exact reverse-mode trace itself (PyTorch's autograd running on exact
 numbers, :meth:`nsverify.oracle.interp.Evaluation.reverse`):
 
-* **Layers.** Each ReLU / LeakyReLU *call* with at least one entry exactly at its kink is a layer's activation
-  ``sigma_l``; its input tensor is ``y_l``.  Every other op is part of some ``tau_l`` (or of the loss).  A ReLU
-  call with no entry at its kink is a fixed analytic piece near the point (each entry keeps its strict sign), so
+* **Layers.** Each call of a ``park_layer`` activation (found by the entry's functional forms, its node checked
+  against the entry's ``autograd_nodes``, its kinks those of the instance the call's arguments describe) with at
+  least one entry exactly at a kink is a layer's activation ``sigma_l``; its input tensor is ``y_l``.  Every other
+  op is part of some ``tau_l`` (or of the loss).  An activation call with no entry at a kink is a fixed analytic
+  piece near the point (each entry keeps its strict sign), so
   it is absorbed into ``tau_l``: the Clarke and Bouligand subdifferentials are local, and AD's output is the same
   (ours; proof sketch in docs/conditions.md, "Layers read from the autograd graph").
 * **Analytic ops.** Every node of the autograd graph between the parameters and the loss must be in
@@ -30,8 +33,9 @@ numbers, :meth:`nsverify.oracle.interp.Evaluation.reverse`):
   fixed: they are constants of the restricted network, which is in Park's model with disjoint ``w_l`` (ours;
   proof sketch in docs/conditions.md).  The gradient of ``y_{l,i}`` in ``w_l`` with earlier activations held
   fixed is then the total gradient's ``w_l`` part, computed by one exact backward pass per kink entry.
-* **The cone.** Row ``i`` of ``P_l`` is AD's side (``-1`` for ReLU's and LeakyReLU's left derivative) times that
-  gradient.  Entries that are irrational (interval enclosures, e.g. a weight's coefficient behind a LayerNorm)
+* **The cone.** Row ``i`` of ``P_l`` is AD's side at its kink (``-1`` for the left derivative, ReLU's at 0;
+  ``+1`` for the right one, ReLU6's at 6) times that gradient.  Entries that are irrational (interval enclosures,
+  e.g. a weight's coefficient behind a LayerNorm)
   are dropped together with their coordinate: a direction supported on the remaining coordinates (where every
   row is an exact rational -- biases always are) that lies strictly inside every restricted row lies strictly
   inside every full row.  The restricted rows and the exact direction are the certificate (``park_theorem8``).
@@ -47,18 +51,15 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
+from nsverify import registry
 from nsverify.oracle.cones import ConeStats
 from nsverify.oracle.context import Site, poll_deadline
 from nsverify.oracle.ops.table import ANALYTIC_NODES
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
-from nsverify.oracle.park.graph import Declined
+from nsverify.oracle.park.layers import Declined, Layered
 
 F = Fraction
 
-#: the activation calls that make layers: function name -> (registry entry, in-place)
-ACTIVATION_CALLS = {"relu": ("relu", False), "relu_": ("relu", True),
-                    "leaky_relu": ("leaky_relu", False), "leaky_relu_": ("leaky_relu", True)}
-ACTIVATION_NODES = frozenset({"ReluBackward0", "LeakyReluBackward0"})
 #: max-pool calls read by the watcher: decided exactly, window by window
 POOL_CALLS = frozenset({"max_pool2d", "max_pool2d_with_indices"})
 POOL_NODES = frozenset({"MaxPool2DWithIndicesBackward0"})
@@ -77,25 +78,60 @@ MAX_KINK_ENTRIES = 512
 class _Act:
     """One activation call seen by the watcher."""
 
-    name: str  # "relu" | "leaky_relu" (registry entry)
+    name: str  # the registry entry (a park_layer activation)
+    inst: object  # the registry instance the call's arguments describe (its kinks and AD's rules)
     where: str  # the module that called it, and the call's number among activation calls
     pre: torch.Tensor | None  # a clone of the input (kink calls only): its grad_fn leads to y_l's ops
-    kinks: list = field(default_factory=list)  # flat indices of entries exactly at the kink
+    kinks: list = field(default_factory=list)  # flat indices of entries exactly at a kink
+    signs: list = field(default_factory=list)  # AD's side at each of those kinks: -1 left piece, +1 right piece
+    points: list = field(default_factory=list)  # the breakpoint each of those entries sits on
+    values: list = field(default_factory=list)  # the input's exact entries, flat (AD's derivative at a tie)
     node: object = None  # the output's autograd node
     out: torch.Tensor | None = None  # the output tensor (a max pool of it is part of this layer's activation)
 
 
-def _learnable_calls() -> dict:
-    """Function name -> registry activation for the activations with a learnable tensor argument (``prelu``):
-    outside Park's layer model (:func:`nsverify.oracle.park.walk.learnable_reason`), so the watcher declines them."""
-    from nsverify import registry
+def _instance(entry, args: tuple, kwargs: dict):
+    """The instance ``entry.from_args`` builds from a call's scalar arguments (ATen's order) and keywords, which
+    must be ``from_args``'s own: a keyword it does not know (``clamp(min=...)``) would silently fall back to a
+    default and move the kinks."""
+    import inspect
 
-    out = {}
-    for n in registry.names("elementwise"):
-        e = registry.get(n)
-        if not e.fixed:
-            out.update({f.rsplit(".", 1)[-1]: n for f in e.functionals})
-    return out
+    known = set(inspect.signature(entry.from_args).parameters)
+    if set(kwargs) - known:
+        raise ValueError(f"{entry.name} called with {sorted(set(kwargs) - known)}: not the arguments "
+                         f"({', '.join(sorted(known))}) its registry entry is built from")
+    try:
+        return entry.instance(args, kwargs)
+    except Exception as e:  # noqa: BLE001 -- tensor bounds and the like: not an instance of the entry
+        raise ValueError(f"the arguments of a {entry.name} call do not describe an instance of the registry's "
+                         f"entry ({type(e).__name__}: {e})") from None
+
+
+def _call_instance(entry, func, args, kwargs) -> tuple:
+    """``(instance, in-place)`` of an activation call: the registry instance its scalar arguments describe (built
+    by the entry's ``from_args``; an entry without it must be called with its own ``kwargs``) and whether it writes
+    into its input (a trailing ``_`` or ``inplace=True``).  Raises ValueError for arguments it cannot read."""
+    import inspect
+
+    name = getattr(func, "__name__", "")
+    try:
+        named = dict(list(inspect.signature(func).bind(*args, **kwargs).arguments.items())[1:])  # after the input
+    except (TypeError, ValueError):  # a builtin (torch.relu, Tensor.relu_): scalar arguments in ATen's order
+        named = dict(kwargs)
+        if entry.from_args is not None:
+            inplace = bool(named.pop("inplace", False)) or name.endswith("_")
+            return _instance(entry, tuple(args[1:]), named), inplace
+        if len(args) - 1 > len(entry.kwargs):
+            raise ValueError(f"{name}: the arguments {args[1:]} are not {entry.name}'s") from None
+        named.update(zip(entry.kwargs, args[1:]))
+    inplace = bool(named.pop("inplace", False)) or name.endswith("_")
+    if entry.from_args is not None:
+        return _instance(entry, (), named), inplace
+    moved = {k: v for k, v in named.items() if k not in entry.kwargs or v != entry.kwargs[k]}
+    if moved:
+        raise ValueError(f"{name} with {moved}: the registry's {entry.name} has {entry.kwargs}; other arguments "
+                         "move its kinks")
+    return entry, inplace
 
 
 def _tensors(obj) -> list:
@@ -115,6 +151,10 @@ class _Watch(TorchFunctionMode):
         self.declined: str | None = None
         self.where: list[str] = []
         self.handles = []
+        self.entries: dict = {}  # callable -> its registry entry (or None): the registry's functional forms
+        #: the autograd nodes the layer activations make (the registry's ``autograd_nodes``)
+        self.layer_nodes = frozenset(nd for n in registry.names("elementwise") if registry.get(n).park_layer
+                                     for nd in registry.get(n).autograd_nodes)
         for name, m in model.named_modules():
             self.handles.append(m.register_forward_pre_hook(self._push(name or type(model).__name__)))
             self.handles.append(m.register_forward_hook(self._pop))
@@ -176,12 +216,13 @@ class _Watch(TorchFunctionMode):
         if not dep or self.declined is not None:
             return func(*args, **kwargs)
         poll_deadline()
-        if name in ACTIVATION_CALLS:
-            return self._activation(func, name, args, kwargs)
-        if name in _learnable_calls():
+        entry = self._entry(func)
+        if entry is not None and entry.park_layer:
+            return self._activation(func, entry, name, args, kwargs)
+        if entry is not None and not entry.fixed:
             from nsverify.oracle.park.walk import learnable_reason
 
-            self.decline(f"`{name}`: {learnable_reason(_learnable_calls()[name])}")
+            self.decline(f"`{name}`: {learnable_reason(entry.name)}")
         if name in POOL_CALLS:
             return self._pool(func, name, args, kwargs)
         out = func(*args, **kwargs)
@@ -201,9 +242,10 @@ class _Watch(TorchFunctionMode):
         for t in outs:
             node = t.grad_fn.name() if t.grad_fn is not None else None
             if node is not None and node not in ANALYTIC_NODES and node != "PowBackward0" and \
-                    node not in ACTIVATION_NODES:
+                    node not in self.layer_nodes:
                 self.decline(f"`{name}` makes autograd node {node}, whose op is not known to be analytic (the "
-                             "layers read from the autograd graph are ReLU/LeakyReLU calls between analytic ops)")
+                             "layers read from the autograd graph are calls of the activations of Park's layer "
+                             "theorems between analytic ops)")
             if not t.is_floating_point():
                 self.decline(f"`{name}` computes a boolean or integer tensor from a value that depends on the "
                              "parameters (a comparison, argmax or mask: a branch the autograd graph does not show)")
@@ -212,40 +254,62 @@ class _Watch(TorchFunctionMode):
                              "(detach, torch.no_grad or .data): AD then differs from the function's derivative")
         return out
 
-    def _activation(self, func, name, args, kwargs):
-        entry, inplace = ACTIVATION_CALLS[name]
-        inplace = inplace or bool(kwargs.get("inplace")) or (
-            len(args) > (2 if entry == "leaky_relu" else 1) and args[2 if entry == "leaky_relu" else 1] is True)
+    def _entry(self, func):
+        """The registry's elementwise entry of which ``func`` is a functional form (``torch.relu``, ``F.hardtanh``,
+        ``torch.Tensor.relu_``; :func:`nsverify.registry.by_functional`), or None; remembered per watch."""
+        try:
+            return self.entries[func]
+        except KeyError:
+            got = self.entries[func] = registry.by_functional(func)
+            return got
+        except TypeError:  # an unhashable callable: no registry form
+            return None
+
+    def _activation(self, func, entry, name, args, kwargs):
+        try:
+            inst, inplace = _call_instance(entry, func, args, kwargs)
+        except ValueError as e:
+            self.decline(str(e))
         y = args[0]
         arr = getattr(y, "arr", None)
         if arr is None:
             self.decline(f"{name} was applied to a tensor without exact values")
             return func(*args, **kwargs)
-        from nsverify.oracle.numbers import sign, val
+        from nsverify.oracle.park.kinks import kink_sign, kink_touches
 
-        kinks = []
-        for i, v in enumerate(arr.reshape(-1).tolist()):
-            s = sign(val(v))
-            if s is None:
-                self.decline(f"{name}: the sign of a pre-activation entry is not decided by its enclosure")
-                break
-            if s == 0:
-                kinks.append(i)
+        values = arr.reshape(-1).tolist()
+        try:
+            touched = kink_touches(inst, values)
+            signs = [kink_sign(inst, i) for _p, i in touched]
+        except ValueError as e:
+            self.decline(f"{name}: {e}")
+        kinks = [p for p, _i in touched]
         where = f"{self.where[-1] if self.where else 'forward'}: {name} call {len(self.acts)}"
-        act = _Act(entry, where, y.clone() if kinks else None, kinks)
+        act = _Act(entry.name, inst, where, y.clone() if kinks else None, kinks, signs,
+                   [inst.breakpoints[i] for _p, i in touched], values)
         out = func(*args, **kwargs)
         act.out = y if inplace else out
         act.node = act.out.grad_fn
-        if act.node is None or act.node.name() not in ACTIVATION_NODES:
-            self.decline(f"{where}: its autograd node is not ReLU's or LeakyReLU's")
+        if act.node is None or act.node.name() not in entry.autograd_nodes:
+            self.decline(f"{where}: its autograd node is not one of {entry.name}'s ({', '.join(entry.autograd_nodes)})")
         self.acts.append(act)
         return out
 
+    def _flat_at(self, act: _Act, positions: list) -> bool:
+        """Is AD's derivative of the activation call ``act`` 0 at each of its flat input ``positions``?"""
+        from nsverify.oracle.park.kinks import ad_derivative
+
+        try:
+            return all(ad_derivative(act.inst, act.values[p]) == 0 for p in positions)
+        except ValueError as e:
+            self.decline(f"{act.where}: {e}")
+
     def _pool(self, func, name, args, kwargs):
         """A 2-d max pool, its windows decided exactly.  Without a tie it is one linear selection near the point
-        (absorbed like a ReLU away from its kink).  A window tied at the value 0 of a ReLU output it pools
-        directly has AD derivative 0 at every tied entry: Park et al.'s T_j, no constraint (Algorithm 1, lines
-        10-17) -- the pool is then part of that ReLU's layer activation.  Any other tie declines."""
+        (absorbed like an activation away from its kinks).  A window tied on a flat piece of the activation it
+        pools directly (ReLU's 0, ReLU6's 0 and 6: AD's derivative of the activation 0 at every tied entry) needs
+        no constraint: Park et al.'s T_j (Algorithm 1, lines 10-17) -- the pool is then part of that layer's
+        activation.  Any other tie declines."""
         import inspect
 
         import torch.nn.functional as tnf
@@ -263,12 +327,13 @@ class _Watch(TorchFunctionMode):
         win = pool_index_windows(tuple(yb.shape[1:]), a["kernel_size"], a["stride"], a["padding"],
                                  a["dilation"], a["ceil_mode"]).tolist()
         src = next((act for act in reversed(self.acts) if act.out is y), None)
+        per = int(np.prod(yb.shape[1:]))
         tied_zero = False
-        for sample in yb.reshape(yb.shape[0], -1):
+        for sb, sample in enumerate(yb.reshape(yb.shape[0], -1)):
             vals = sample.tolist()
             for w in win:
                 poll_deadline()
-                best, ties = None, 0
+                best, tied = None, []
                 for i in w:
                     if i < 0:
                         continue
@@ -278,13 +343,14 @@ class _Watch(TorchFunctionMode):
                         self.decline(f"{name}: whether two entries of a window tie is not decided by their "
                                      "enclosures")
                     if d > 0:
-                        best, ties = v, 1
+                        best, tied = v, [i]
                     elif d == 0:
-                        ties += 1
-                if ties > 1:
-                    if src is None or src.name != "relu" or best != 0:
-                        self.decline(f"{name}: a window ties at a value other than the 0 of the ReLU it pools "
-                                     "directly (its constraints would need the entries' gradients)")
+                        tied.append(i)
+                if len(tied) > 1:
+                    if src is None or not self._flat_at(src, [sb * per + i for i in tied]):
+                        self.decline(f"{name}: a window ties where AD's derivative of the activation it pools "
+                                     "directly is not 0 at every tied entry (its constraints would need the "
+                                     "entries' gradients)")
                     tied_zero = True
         out = func(*args, **kwargs)
         first = out[0] if isinstance(out, (tuple, list)) else out
@@ -333,12 +399,12 @@ def _check_node(n, acts: dict, pools: dict) -> None:
             if all(sign(val(v)) == 1 for v in arr.reshape(-1).tolist()):
                 return
         raise Declined("a power with a non-integer exponent of a base that is not positive everywhere")
-    if nm in ACTIVATION_NODES and n in acts:
+    if n in acts:  # a watched layer activation call (its node is one of its entry's ``autograd_nodes``)
         return
     if nm in POOL_NODES and n in pools:
         return
     raise Declined(f"the op behind autograd node {nm} is not known to be analytic (the graph layer model "
-                   "covers ReLU/LeakyReLU activations between analytic ops)")
+                   "covers the activations of Park's layer theorems between analytic ops)")
 
 
 def _nearest_slots(start, own: set, stop: set, split_nodes: set) -> list:
@@ -363,15 +429,16 @@ def _nearest_slots(start, own: set, stop: set, split_nodes: set) -> list:
     return sorted(own)
 
 
-def _rows(a: _Act, sgn: int, slots: list, chunks: tuple, offsets: list, tracker) -> list | None:
+def _rows(a: _Act, slots: list, chunks: tuple, offsets: list, tracker) -> list | None:
     """Algorithm 1's rows of activation call ``a`` in the parameters ``slots`` (one exact backward pass per kink
-    entry, into those parameters only), each restricted to the coordinates where every row is an exact
-    rational; "zero" when a row is exactly zero there, None when a row is left with no rational coordinate."""
+    entry, into those parameters only, times AD's side at that kink), each restricted to the coordinates where
+    every row is an exact rational; "zero" when a row is exactly zero there, None when a row is left with no
+    rational coordinate."""
     from nsverify.oracle.tensor import ExactTensor
 
     shape = tuple(a.pre.shape)
     rows, irrational = [], set()
-    for i in a.kinks:
+    for i, sgn in zip(a.kinks, a.signs):
         poll_deadline()
         if tracker is not None:
             tracker.update(stage=f"layers: exact row of {a.where}")
@@ -398,18 +465,7 @@ def _rows(a: _Act, sgn: int, slots: list, chunks: tuple, offsets: list, tracker)
     return None if any(not r for r in rows) else rows
 
 
-@dataclass
-class TraceLayers:
-    """What :func:`decide` found: the layers' checks, the kink sites, the exact AD and value."""
-
-    layers: list
-    sites: list
-    exact_ad: tuple
-    value: object
-    stats: ConeStats
-
-
-def decide(ev, model, offsets_of_slot: list, tracker=None) -> TraceLayers:
+def theorem8(ev, model, offsets_of_slot: list, tracker=None) -> Layered:
     """Park et al.'s Theorem 8 on ``ev``'s program (``loss(model(inputs))`` w.r.t. the model's trainable
     parameters, flattened by :func:`nsverify.oracle.interp.module_function`); ``offsets_of_slot[k]``: the
     offset in w of the k-th trainable parameter.  Raises :class:`Declined`."""
@@ -449,7 +505,7 @@ def decide(ev, model, offsets_of_slot: list, tracker=None) -> TraceLayers:
     if "layers" not in result:
         raise Declined("the program's output does not depend on the parameters through autograd")
     checks, sites, stats = result["layers"]
-    return TraceLayers(checks, sites, tuple(exact_ad), value, stats)
+    return Layered("park_theorem8", checks, sites, tuple(exact_ad), value, stats, source="autograd graph")
 
 
 def _analyse(watch: _Watch, out, x, offsets: list, tracker):
@@ -488,11 +544,12 @@ def _analyse(watch: _Watch, out, x, offsets: list, tracker):
     for n in main:
         if n not in split_nodes:
             _check_node(n, all_acts, watch.pools)
-    # a pool with ties at 0 belongs to the ReLU layer it pools: that ReLU's output must feed nothing else
+    # a pool with ties on a flat piece belongs to the layer whose activation it pools: that output must feed
+    # nothing else
     for pnode, src in watch.pools.items():
         if src is not None and pnode in main and users.get(src.node, 0) != 1:
-            raise Declined(f"{src.where}: a max pool with tied windows reads this ReLU's output, which is also "
-                           "used elsewhere (Park et al.'s layer activation is the pool of the ReLU)")
+            raise Declined(f"{src.where}: a max pool with tied windows reads this activation's output, which is "
+                           "also used elsewhere (Park et al.'s layer activation is the pool of the activation)")
     layers = [a for a in watch.acts if a.kinks and a.node in main]  # activations the loss depends on
     stop = set(kink_acts)
     checks, sites = [], []
@@ -500,9 +557,6 @@ def _analyse(watch: _Watch, out, x, offsets: list, tracker):
     total = sum(len(a.kinks) for a in layers)
     if total > MAX_KINK_ENTRIES:
         raise Declined(f"{total} kink entries (more than {MAX_KINK_ENTRIES} exact backward passes)")
-    from nsverify.oracle.certificates import park_proxies
-
-    proxies = park_proxies()
     owns = [_walk(a.pre.grad_fn, stop, x_node, split_nodes) for a in layers]
     for a, own_all in zip(layers, owns):
         # w_l: the parameters reaching this pre-activation, and no other layer's, without an activation between
@@ -512,20 +566,16 @@ def _analyse(watch: _Watch, out, x, offsets: list, tracker):
         if not own:
             raise Declined(f"{a.where}: no parameter reaches this pre-activation and no other layer's directly "
                            "(every direction would move another layer's kinks too)")
-        side = proxies.get(a.name)
-        if side not in ("left", "right"):
-            raise Declined(f"{a.name}: AD's derivative at the kink is not a one-sided derivative")
-        sgn = -1 if side == "left" else 1
         chk = LayerCheck(a.where, kink_touches=len(a.kinks))
         shape = tuple(a.pre.shape)
-        for i in a.kinks:
-            sites.append(Site(a.name, -1, tuple(int(j) for j in np.unravel_index(i, shape)), F(0),
+        for i, b in zip(a.kinks, a.points):
+            sites.append(Site(a.name, -1, tuple(int(j) for j in np.unravel_index(i, shape)), b,
                               extra={"layer": a.where}))
         # the nearest parameters first (one short backward pass per kink entry), all of w_l if that fails
         near = _nearest_slots(a.pre.grad_fn, own, stop, split_nodes)
         why = ""
         for slots in ([near, sorted(own)] if len(near) < len(own) else [sorted(own)]):
-            rows = _rows(a, sgn, slots, chunks, offsets, tracker)
+            rows = _rows(a, slots, chunks, offsets, tracker)
             if rows == "zero":
                 why = "a kink row is zero in the layer's parameters: P_l is empty"
             elif rows is None:

@@ -22,6 +22,7 @@ from torch import nn
 from torch._ops import OpOverload, OpOverloadPacket
 
 from nsverify.errors import UnsupportedOpError
+from nsverify.oracle.park.layers import AFFINE, NORMS, POOLS, SMOOTH_MODULES
 
 
 def activation_of(op: str, what) -> str | None:
@@ -97,25 +98,11 @@ def module_activation(name: str, m: nn.Module) -> str:
     return inst.name
 
 
-SMOOTH_MODULES = {
-    "Tanh",
-    "Sigmoid",
-    "GELU",
-    "SiLU",
-    "Softplus",
-    "Identity",
-    "Dropout",
-    "Flatten",
-    "Unflatten",
-    "AvgPool1d",
-    "AvgPool2d",
-    "AdaptiveAvgPool1d",
-    "AdaptiveAvgPool2d",
-    "Softmax",
-    "LogSoftmax",
-}
-AFFINE_MODULES = {"Linear", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d"}
-POOL_MODULES = {"MaxPool1d", "MaxPool2d"}
+#: the class names of the layer model's module tables (:mod:`.layers`, the one place): affine maps (BatchNorm
+#: included), max pools, and the smooth parameter-free modules (linear and analytic) that the walk skips
+_AFFINE_NAMES = {c.__name__ for c in AFFINE + NORMS}
+_POOL_NAMES = {c.__name__ for c in POOLS}
+_SMOOTH_NAMES = {c.__name__ for c in SMOOTH_MODULES}
 POOL_FUNCTIONS = {"max_pool1d", "max_pool2d", "max_pool1d_with_indices", "max_pool2d_with_indices"}
 #: nonsmooth functions and methods outside the layer model of Conditions 1 and 2
 NONSMOOTH_FUNCTIONS = {"abs", "maximum", "minimum", "amax", "max", "clamp", "clip", "sort", "topk"}
@@ -151,7 +138,7 @@ def unsupported(where: str, what: str) -> str:
     """The error text for a layer outside the checks' model, with the supported layers and the fix."""
     return (
         f"layer {where!r} ({what}) is not supported by nsverify's Park-condition checks. Supported: "
-        f"{', '.join(sorted(AFFINE_MODULES | POOL_MODULES | activation_modules() | SMOOTH_MODULES))}, "
+        f"{', '.join(sorted(_AFFINE_NAMES | _POOL_NAMES | activation_modules() | _SMOOTH_NAMES))}, "
         f"residual additions and flatten. Replace it by supported layers, or check that part separately "
         f"with nsverify.check_gradient."
     )
@@ -164,9 +151,10 @@ VARIANT_MODULES = {"ReLUVariant", "PiecewiseLinearVariant", "MaxPool2dVariant"}
 def _variant_activation(name: str, m: nn.Module) -> str:
     """The :class:`~nsverify.strategies.netspec.Activation` key of an nsverify.ad activation module: its own rule,
     or the rule in force now (:func:`nsverify.ad.active_rules`) when it reads the rule at backward time."""
-    from nsverify import ad
+    from nsverify import ad, registry
 
-    op = "relu" if type(m).__name__ == "ReLUVariant" else m.name
+    # PiecewiseLinearVariant names its registry op; ReLUVariant is nn.ReLU with its own rule: nn.ReLU's entry
+    op = getattr(m, "name", None) or registry.by_module(nn.ReLU).name
     rule = m.rule if m.rule is not None else ad.active_rules()[op]
     rules = rule if isinstance(rule, (tuple, list)) else (rule,)
     return f"{op}[{','.join(str(r) for r in rules)}]"
@@ -196,18 +184,26 @@ def _decline_learnable(where: str, activation: str) -> None:
         raise UnsupportedOpError(f"layer {where!r}: {why}.")
 
 
-def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
-    """The layer-level nodes of ``model`` in execution order (see the module docstring).
-
-    ``hint`` completes the error message when torch.fx cannot trace the model (e.g. ", or check a NetSpec
-    instead")."""
+def trace(model: nn.Module, hint: str = "") -> fx.GraphModule:
+    """The engine's one torch.fx trace of ``model`` (nsverify.ad's variant modules kept as leaves), read by
+    :func:`walk`, :func:`chain` and :func:`nsverify.oracle.park.graph.graph_layers`.  Raises
+    :class:`UnsupportedOpError` naming the fx error when the forward does not trace; ``hint`` completes the
+    message (e.g. ", or check a NetSpec instead")."""
     try:
-        gm = fx.GraphModule(model, _Tracer().trace(model))
+        return fx.GraphModule(model, _Tracer().trace(model))
     except Exception as exc:  # noqa: BLE001 -- fx raises many types
         raise UnsupportedOpError(
             f"cannot trace {type(model).__name__} with torch.fx ({type(exc).__name__}: {exc}). Remove "
             f"data-dependent Python control flow from forward(){hint}."
         ) from exc
+
+
+def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
+    """The layer-level nodes of ``model`` in execution order (see the module docstring).
+
+    ``hint`` completes the error message when torch.fx cannot trace the model (e.g. ", or check a NetSpec
+    instead")."""
+    gm = trace(model, hint)
     mods = dict(gm.named_modules())
     inputs = {n.name for n in gm.graph.nodes if n.op == "placeholder"}
     out: list[LayerNode] = []
@@ -216,7 +212,7 @@ def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
         if node.op == "call_module":
             m = mods[node.target]
             cls = type(m).__name__
-            if cls in AFFINE_MODULES:
+            if cls in _AFFINE_NAMES:
                 kind, act = "affine", None
             elif cls in ("ReLUVariant", "PiecewiseLinearVariant"):
                 kind, act = "activation", _variant_activation(node.target, m)
@@ -226,9 +222,9 @@ def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
             elif activation_of(node.op, cls):
                 _decline_learnable(node.target, activation_of(node.op, cls))
                 kind, act = "activation", module_activation(node.target, m)
-            elif cls in POOL_MODULES:
+            elif cls in _POOL_NAMES:
                 kind, act = "pool", None
-            elif cls in SMOOTH_MODULES or isinstance(m, nn.Sequential):
+            elif cls in _SMOOTH_NAMES or isinstance(m, nn.Sequential):
                 continue
             else:
                 raise UnsupportedOpError(unsupported(node.target, cls))
@@ -253,15 +249,52 @@ def walk(model: nn.Module, hint: str = "") -> list[LayerNode]:
     return out
 
 
+@dataclass
+class LayerGroup:
+    """One of Park et al.'s layers as the walk's nodes group into it (Sec. 2.2, eq. (1)): the affine nodes since
+    the previous layer (its map tau_l), then an activation, a max pool, or both; a max pool without an activation
+    of its own is a layer with the identity activation."""
+
+    affine: list
+    act: LayerNode | None = None
+    pool: LayerNode | None = None
+
+    @property
+    def name(self) -> str:
+        return self.act.name if self.act is not None else self.pool.name
+
+
+def layer_groups(nodes: list[LayerNode]) -> list[LayerGroup]:
+    """The walk's nodes grouped into Park et al.'s layers, in order: the one grouping of the structure checks
+    (:func:`nsverify.papers.park.conditions.detect`) and the monitor.  A max pool joins the layer before it when
+    that layer has no pool yet and no affine node came between; otherwise it opens a layer with the identity
+    activation.  Affine nodes after the last activation or pool (the head) belong to no layer.  A nonsmooth
+    function outside Conditions 1 and 2 raises :class:`UnsupportedOpError` naming it."""
+    groups: list[LayerGroup] = []
+    pending: list = []
+    for n in nodes:
+        if n.kind == "affine":
+            pending.append(n)
+        elif n.kind == "activation":
+            groups.append(LayerGroup(pending, act=n))
+            pending = []
+        elif n.kind == "pool":
+            if groups and groups[-1].pool is None and not pending:
+                groups[-1].pool = n
+            else:
+                groups.append(LayerGroup(pending, pool=n))
+                pending = []
+        else:
+            raise UnsupportedOpError(unsupported(n.name, n.what))
+    return groups
+
+
 def chain(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """The modules of ``model`` as one chain, in execution order: ``(module path, module)`` for a forward that
     (traced with torch.fx) calls modules only, each on the previous one's output and once.  The exact layered
     decision (:mod:`.exact`) reads Park et al.'s layers from it.  Raises :class:`UnsupportedOpError` for a
     function or method call, a branch, a module called twice, or a forward that does not trace."""
-    try:
-        gm = fx.GraphModule(model, _Tracer().trace(model))
-    except Exception as exc:  # noqa: BLE001 -- fx raises many types
-        raise UnsupportedOpError(f"cannot trace {type(model).__name__} with torch.fx ({type(exc).__name__})") from exc
+    gm = trace(model)
     mods = dict(gm.named_modules())
     out: list = []
     prev, seen = None, set()

@@ -18,9 +18,9 @@ from fractions import Fraction
 import torch
 
 from nsverify.ad import Activation
-from nsverify.errors import NsverifyError, UnsupportedOpError
+from nsverify.errors import NsverifyError
 from nsverify.oracle.park.kinks import common_lambda, proxy_in_clarke, proxy_is_bouligand
-from nsverify.oracle.park.walk import unsupported, walk
+from nsverify.oracle.park.walk import layer_groups, walk
 from nsverify.strategies.netspec import NetSpec
 
 
@@ -123,10 +123,12 @@ def _detect_spec(spec: NetSpec) -> ModelConditions:
 
 
 def _detect_module(model: torch.nn.Module, batch) -> ModelConditions:
+    """Conditions 1 and 2 of a traced module, layer by layer as the walk groups its nodes
+    (:func:`nsverify.oracle.park.walk.layer_groups`, the monitor's grouping too)."""
     layers: list[LayerInfo] = []
     cur = {"bias": "none", "fc": True}
-    for node in walk(model, hint=", or check a NetSpec instead"):
-        if node.kind == "affine":
+    for g in layer_groups(walk(model, hint=", or check a NetSpec instead")):
+        for node in g.affine:
             m = node.module
             if node.what in ("Linear", "Conv1d", "Conv2d"):
                 kind = ("distinct" if node.what == "Linear" else "shared") if m.bias is not None else "none"
@@ -135,13 +137,12 @@ def _detect_module(model: torch.nn.Module, batch) -> ModelConditions:
                 if m.affine:
                     cur["bias"] = "distinct" if (node.what == "BatchNorm1d" and cur["fc"]) else "shared"
                 cur["fc"] = False  # Theorem 5 needs plain fully connected layers
-        elif node.kind == "activation":
-            act = node.activation
-            layers.append(LayerInfo(node.name, act, cur["bias"], "none", cur["fc"], common_lambda(act)))
-        elif node.kind == "pool":
-            _attach_pool(layers, node.name, _pool_kind(node.module), cur)
-        else:  # a nonsmooth function outside Conditions 1 and 2
-            raise UnsupportedOpError(unsupported(node.name, node.what))
+        pool = "none" if g.pool is None else _pool_kind(g.pool.module)
+        if g.act is not None:
+            act = g.act.activation
+            layers.append(LayerInfo(g.name, act, cur["bias"], pool, cur["fc"], common_lambda(act)))
+        else:  # a pool without an activation of its own: identity activation
+            layers.append(LayerInfo(g.name, "identity", cur["bias"], pool, cur["fc"], Fraction(1)))
     return ModelConditions(layers, batch)
 
 
@@ -153,13 +154,6 @@ def _pool_kind(m) -> str:
     k = _pair(m.kernel_size)
     s = _pair(m.stride if m.stride is not None else m.kernel_size)
     return "trivial" if all(v == 1 for v in k + s) and not any(_pair(m.padding)) else "nontrivial"
-
-
-def _attach_pool(layers, name, kind, cur):
-    if layers and layers[-1].pool == "none":
-        layers[-1].pool = kind
-    else:  # a pool without a preceding activation in this layer: identity activation
-        layers.append(LayerInfo(name, "identity", cur["bias"], kind, cur["fc"], Fraction(1)))
 
 
 def _pair(v):

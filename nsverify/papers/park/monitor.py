@@ -50,7 +50,7 @@ from nsverify.kernels import count_equal, tie_scan_windows
 from nsverify.oracle.park.algorithm1 import AffineRows, algorithm1_layer
 from nsverify.oracle.park.cone import LayerCheck
 from nsverify.oracle.park.rank import full_column_rank
-from nsverify.oracle.park.walk import unsupported, walk
+from nsverify.oracle.park.walk import layer_groups, unsupported, walk
 
 
 @dataclass
@@ -234,7 +234,6 @@ class Monitor:
     def _plan(self, model) -> list[_Layer]:
         mods = dict(model.named_modules())
         layers: list[_Layer] = []
-        pending_affine: list[str] = []
         seen_params: list = []
         first_input_conv = None
         last_linear = None
@@ -242,8 +241,8 @@ class Monitor:
         def params_of(names):
             return [p for n in names for p in mods[n].parameters(recurse=False) if p.requires_grad]
 
-        for node in walk(model, hint="; the monitor needs a static module structure"):
-            m = node.module
+        nodes = walk(model, hint="; the monitor needs a static module structure")
+        for node in nodes:
             if node.functional:
                 if node.kind == "nonsmooth":
                     raise UnsupportedOpError(unsupported(node.name, node.what))
@@ -251,14 +250,21 @@ class Monitor:
                     f"{node.spelled} at {node.name!r}: the monitor observes modules; use the module form "
                     f"(e.g. nn.ReLU(), nn.MaxPool2d(...)) in the model's forward"
                 )
-            if node.kind == "affine":
-                pending_affine.append(node.name)
+            if node.kind == "pool" and getattr(node.module, "ceil_mode", False):
+                raise UnsupportedOpError(
+                    f"{node.name}: ceil_mode=True max pooling is not supported by the monitor; use "
+                    f"ceil_mode=False"
+                )
+        for g in layer_groups(nodes):  # the grouping detect() uses too
+            pending_affine = [n.name for n in g.affine]
+            for node in g.affine:
+                m = node.module
                 seen_params.extend(p for p in m.parameters(recurse=False) if p.requires_grad)
                 if isinstance(m, nn.Linear):
                     last_linear = node.name
                 if isinstance(m, (nn.Conv1d, nn.Conv2d)) and node.reads_input and not layers:
                     first_input_conv = node.name
-            elif node.kind == "activation":
+            if g.act is not None:
                 only_conv_bn = first_input_conv is not None and all(
                     n == first_input_conv or isinstance(mods[n], (nn.BatchNorm1d, nn.BatchNorm2d))
                     for n in pending_affine
@@ -268,9 +274,9 @@ class Monitor:
                 )
                 layers.append(
                     _Layer(
-                        node.name,
-                        m,
-                        Activation(node.activation),
+                        g.act.name,
+                        g.act.module,
+                        Activation(g.act.activation),
                         params_of(pending_affine),
                         list(seen_params),
                         list(pending_affine),
@@ -278,29 +284,21 @@ class Monitor:
                         first_conv=first_input_conv if only_conv_bn and len(layers) == 0 else None,
                     )
                 )
-                pending_affine = []
-            else:  # a max-pool module
-                if getattr(m, "ceil_mode", False):
-                    raise UnsupportedOpError(
-                        f"{node.name}: ceil_mode=True max pooling is not supported by the monitor; use "
-                        f"ceil_mode=False"
+                if g.pool is not None:
+                    layers[-1].pool_module, layers[-1].pool_name = g.pool.module, g.pool.name
+            else:  # a max-pool module without an activation of its own: the identity activation
+                layers.append(
+                    _Layer(
+                        g.pool.name,
+                        None,
+                        Activation("identity"),
+                        params_of(pending_affine),
+                        list(seen_params),
+                        list(pending_affine),
+                        pool_module=g.pool.module,
+                        pool_name=g.pool.name,
                     )
-                if layers and layers[-1].pool_module is None and not pending_affine:
-                    layers[-1].pool_module, layers[-1].pool_name = m, node.name
-                else:
-                    layers.append(
-                        _Layer(
-                            node.name,
-                            None,
-                            Activation("identity"),
-                            params_of(pending_affine),
-                            list(seen_params),
-                            list(pending_affine),
-                            pool_module=m,
-                            pool_name=node.name,
-                        )
-                    )
-                    pending_affine = []
+                )
         if not layers:
             raise UnsupportedOpError(f"{type(model).__name__} has no activation or max-pool module to monitor")
         for L in layers:
