@@ -38,7 +38,10 @@ TICK = 1.0
 class Progress:
     """A snapshot of an oracle call in progress."""
 
-    stage: str  # "exact AD" | "pieces" | "rays" | "blocks" | "layers" | "exact evaluation" | "done"
+    # "exact AD" (the start), "PyTorch's float autograd", "exact AD: forward mode", "exact AD: reverse mode",
+    # "layers: ..." (the layered decision), "separable blocks", "pieces", "rays", "exact evaluation" (a tick inside
+    # one trace), "done"
+    stage: str
     pieces: int  # pieces enumerated so far (one exact replay of the program each)
     lps: int  # cone LPs solved so far
     seconds: float  # since the call started
