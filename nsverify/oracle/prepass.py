@@ -51,6 +51,16 @@ def _in_custom_function() -> bool:
     return False
 
 
+def _draws(func, args, kwargs) -> bool:
+    """Whether a ``nondeterministic_seeded`` op really draws here: not with ``dropout_p=0`` (the fused attention
+    kernels in eval mode), ``train=False``, or a dropout's ``p=0``."""
+    given = dict(zip((a.name for a in func._schema.arguments), args))
+    given.update(kwargs)
+    if given.get("dropout_p", None) == 0 or given.get("train", None) is False:
+        return False
+    return not ("dropout" in func.overloadpacket.__name__ and given.get("p", None) == 0)
+
+
 class OpSurvey(TorchDispatchMode):
     """``with OpSurvey(wf) as s: fn(wf)``: ``s.unsupported`` maps each op name the exact interpreter cannot
     evaluate to the ``nn.Module`` class it first ran in (None outside any module)."""
@@ -80,8 +90,8 @@ class OpSurvey(TorchDispatchMode):
         out = func(*args, **kwargs)
         name = func.__name__.removesuffix(".default")
         where = self._modules[-1] if self._modules else None
-        if torch.Tag.nondeterministic_seeded in func.tags:
-            self.random.setdefault(name, where)
+        if torch.Tag.nondeterministic_seeded in func.tags and _draws(func, args, kwargs):
+            self.random.setdefault(func.overloadpacket.__name__, where)
         if any(self._depends(a) for a in tree_leaves((args, kwargs))):
             self.ops += 1
             if not torch.is_grad_enabled() and not _in_custom_function():
