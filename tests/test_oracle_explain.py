@@ -180,3 +180,17 @@ def test_dropout_in_training_mode_is_named_once_with_the_fix():
         warnings.simplefilter("always")
         quiet = nsverify.check_module(m.eval(), nn.functional.mse_loss, x, y, progress=False)
     assert not [w for w in got if "random" in str(w.message)] and "notes" not in quiet.stats
+
+
+def test_an_op_that_could_draw_but_does_not_is_not_named():
+    """The fused attention kernels are tagged as random ops; with dropout_p=0 (eval mode) they draw nothing."""
+    q = torch.tensor([[[1.0, 0.5], [0.0, -1.0]]], dtype=D)
+
+    def fn(w):
+        out = nn.functional.scaled_dot_product_attention(w.reshape(1, 2, 2), q, q, dropout_p=0.0)
+        return torch.relu(out).sum()
+
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        v = nsverify.check_gradient(fn, q.reshape(-1), progress=False)
+    assert not [w for w in got if "random" in str(w.message)] and "notes" not in v.stats

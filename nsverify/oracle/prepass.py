@@ -54,7 +54,9 @@ def _in_custom_function() -> bool:
 def _draws(func, args, kwargs) -> bool:
     """Whether a ``nondeterministic_seeded`` op really draws here: not with ``dropout_p=0`` (the fused attention
     kernels in eval mode), ``train=False``, or a dropout's ``p=0``."""
-    given = dict(zip((a.name for a in func._schema.arguments), args))
+    schema = func._schema.arguments
+    given = {a.name: a.default_value for a in schema if a.has_default_value()}  # what was not passed
+    given.update(zip((a.name for a in schema), args))
     given.update(kwargs)
     if given.get("dropout_p", None) == 0 or given.get("train", None) is False:
         return False
