@@ -84,8 +84,9 @@ def check_gradient(
     :func:`exact_gradient`); ``conventions=`` is its deprecated name (a DeprecationWarning, for one release).
     ``max_pieces`` / ``time_limit`` (seconds, default 60; None: no limit): past them raise
     :class:`TooManyPieces` or, with ``on_limit="unknown"``, return "unknown" (member stays possible on the
-    pieces already certified).  ``progress``: None (a line on stderr every 5 s once a call has run 5 s),
-    False (silent) or a callable taking a :class:`~nsverify.oracle.progress.Progress`.  ``shortcuts=False``:
+    pieces already certified).  ``progress``: None (once a call has run 5 s, whatever its stage: a progress
+    bar when stderr is a terminal, else a line on stderr every 5 s), False (silent) or a callable taking a
+    :class:`~nsverify.oracle.progress.Progress`.  ``shortcuts=False``:
     the plain enumeration only (no separable blocks), e.g. to cross-check a shortcut's verdict.
     """
     rules = renamed_rules_argument(rules, conventions, "check_gradient")
