@@ -194,3 +194,11 @@ def test_an_op_that_could_draw_but_does_not_is_not_named():
         warnings.simplefilter("always")
         v = nsverify.check_gradient(fn, q.reshape(-1), progress=False)
     assert not [w for w in got if "random" in str(w.message)] and "notes" not in v.stats
+
+
+def test_the_ad_under_given_rules_is_named_as_such():
+    v = nsverify.check_gradient(_lemma2, torch.zeros(1, dtype=D), rules={"relu": 1}, progress=False)
+    text = v.explain()
+    assert text.startswith("The AD with your rules (rules=) is NOT a Clarke subgradient")  # 1 + 1 = 2, not 1
+    assert "is the AD with your rules at kinks and ties, evaluated exactly" in text
+    _plain(text)

@@ -152,9 +152,9 @@ _METHOD = {
 #: internal reasons of an "unknown" verdict, in a user's words, with what to try
 _UNDECIDED = (
     ("in the outer bracket but not certified in the inner",
-     "the gradients certified next to this point do not contain the tested vector, but some pieces that might "
-     "exist here (curved kinks: second-order terms decide whether they do) could not be certified or ruled out",
-     "check at a nearby point, or in float64"),
+     "the gradients certified so far do not contain the tested vector, and pieces that might exist here (curved "
+     "kinks) could not be certified or ruled out",
+     "check at a nearby point"),
     ("cannot be separated by their interval enclosures",
      "two gradients of the pieces next to this point are so close that their rigorous enclosures overlap "
      "(one gradient or two?)",
@@ -169,7 +169,7 @@ def explain_lines(v: Verdict, full: bool = False) -> list:
     """The lines of :meth:`Verdict.explain`."""
     fmt = lambda vec: _vec(vec, full)  # noqa: E731
     kind = (v.certificate or {}).get("kind")
-    who = "PyTorch's gradient" if v.tested_is == "exact_ad" else "The vector you gave (ad=)"
+    who = _subject(v)
     recheck = f"certificate: {kind}, re-checkable with nsverify.verify_certificate"
     if v.status == "member":
         lines = [f"{who} is a Clarke subgradient of your function at this point ({recheck})."]
@@ -201,6 +201,15 @@ def explain_lines(v: Verdict, full: bool = False) -> list:
     return lines
 
 
+def _subject(v: Verdict) -> str:
+    """What was tested, as the subject of explain()'s first sentence."""
+    if v.tested_is != "exact_ad":
+        return "The vector you gave (ad=)"
+    if str(v.stats.get("exact_ad_from", "")).startswith("forward (rules"):
+        return "The AD with your rules (rules=)"
+    return "PyTorch's gradient"
+
+
 def _undecided_words(reason: str) -> tuple:
     for key, words, fix in _UNDECIDED:
         if key in reason:
@@ -214,9 +223,14 @@ def _dtype_words(v: Verdict) -> str:
 
 def _question(v: Verdict) -> str:
     dt = _dtype_words(v)
-    what = "is PyTorch's AD, evaluated exactly" if v.tested_is == "exact_ad" else "is the vector you gave"
-    return (f"{what} at your {dt} point (its numbers taken as the exact rationals they represent), in the Clarke "
-            "subdifferential of the real function your program computes there?")
+    at = f"at your {dt} point (its numbers taken as the exact rationals they represent)"
+    subject = _subject(v)
+    if subject == "The vector you gave (ad=)":
+        return f"is the vector you gave in the Clarke subdifferential of the real function your program computes {at}?"
+    what = ("is PyTorch's AD" if subject == "PyTorch's gradient" else
+            "is the AD with your rules at kinks and ties")
+    return (f"{what}, evaluated exactly {at}, in the Clarke subdifferential of the real function your program "
+            "computes there?")
 
 
 def _float_vs_exact(v: Verdict) -> str | None:
@@ -260,7 +274,10 @@ def _kink_lines(v: Verdict) -> list:
 def _method_lines(v: Verdict, kind, fmt) -> list:
     st = v.stats
     out = []
-    if kind in _METHOD:
+    if kind == "convex_weights" and not v.exact:
+        out.append("how: the tested vector is a convex combination of the gradients of pieces certified next to "
+                   "this point")
+    elif kind in _METHOD:
         out.append(f"how: {_METHOD[kind]}")
     if st.get("shortcut"):
         layers = st.get("layers") or []
