@@ -202,3 +202,25 @@ def test_the_ad_under_given_rules_is_named_as_such():
     assert text.startswith("The AD with your rules (rules=) is NOT a Clarke subgradient")  # 1 + 1 = 2, not 1
     assert "is the AD with your rules at kinks and ties, evaluated exactly" in text
     _plain(text)
+
+
+def _curved(w):
+    return torch.relu(w[1] - w[0] ** 2) - torch.relu(-w[1] - w[0] ** 2)
+
+
+def test_a_bracket_is_told_without_bracket_words():
+    """Curved kinks: some pieces can be neither certified nor ruled out (an inner and an outer set)."""
+    z = torch.zeros(2, dtype=D)
+    v = nsverify.check_gradient(_curved, z, progress=False)
+    assert v.status == "member" and not v.exact
+    text = v.explain()
+    assert "gradients certified next to this point: 2: (0, 0), (0, 1); 1 more might exist" in text
+    _plain(text)
+    text = nsverify.check_gradient(_curved, z, ad=[0.0, 1.5], progress=False).explain()
+    assert text.startswith("Undecided: the gradients certified so far do not contain the tested vector")
+    _plain(text)
+    out = nsverify.check_gradient(_curved, z, ad=[5.0, 5.0], progress=False)
+    text = out.explain()
+    # a rigorous lower bound from the certificate's direction over every possible gradient: (10 - 2) / sqrt(2)
+    assert "the distance to the Clarke set is at least 5.66." in text and out.distance >= 5.65
+    _plain(text)
