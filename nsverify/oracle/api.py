@@ -23,7 +23,7 @@ import torch
 
 from nsverify.errors import InexactError, OracleInputError, TooManyPieces
 from nsverify.oracle import boundary
-from nsverify.oracle.callenv import user_environment
+from nsverify.oracle.callenv import user_environment, warn_user
 from nsverify.oracle.certificates import (
     BlockProduct,
     ConvexWeights,
@@ -48,6 +48,7 @@ from nsverify.oracle.membership import (
 from nsverify.oracle.numbers import is_exact
 from nsverify.oracle.park import exact as layered
 from nsverify.oracle.pieces import Enumeration, ad_sites, enumerate_pieces, limit_message
+from nsverify.oracle.prepass import random_note
 from nsverify.oracle.progress import Tracker, reporter
 from nsverify.oracle.separable import Blocks, block_decision, candidate_groups, decompose
 from nsverify.oracle.verdict import Verdict
@@ -83,8 +84,9 @@ def check_gradient(
     :func:`exact_gradient`); ``conventions=`` is its deprecated name (a DeprecationWarning, for one release).
     ``max_pieces`` / ``time_limit`` (seconds, default 60; None: no limit): past them raise
     :class:`TooManyPieces` or, with ``on_limit="unknown"``, return "unknown" (member stays possible on the
-    pieces already certified).  ``progress``: None (a line on stderr every 5 s once a call has run 5 s),
-    False (silent) or a callable taking a :class:`~nsverify.oracle.progress.Progress`.  ``shortcuts=False``:
+    pieces already certified).  ``progress``: None (once a call has run 5 s, whatever its stage: a progress
+    bar when stderr is a terminal, else a line on stderr every 5 s), False (silent) or a callable taking a
+    :class:`~nsverify.oracle.progress.Progress`.  ``shortcuts=False``:
     the plain enumeration only (no separable blocks), e.g. to cross-check a shortcut's verdict.
     """
     rules = renamed_rules_argument(rules, conventions, "check_gradient")
@@ -100,21 +102,28 @@ def _check(fn, w, ad, *, rules, max_pieces, on_limit, time_limit, progress, shor
     boundary.check_program(fn)
     boundary.check_point(w)
     tracker = Tracker(report, time_limit=time_limit, max_pieces=max_pieces)
-    # the hard stop at time_limit: every exact op and every long loop of the oracle polls it (a single large op in
-    # chunks), so a call ends within one chunk of work after it; the graceful stops (enumeration, blocks) come first
-    with user_environment(), deadline(time_limit), tracking(tracker):
-        ev = Evaluation(fn, w, rules, shadow=True)
-        try:
-            with boundary.translated(ev):
-                v = _decide(ev, ad, max_pieces=max_pieces, on_limit=on_limit, time_limit=time_limit,
-                            tracker=tracker, shortcuts=shortcuts, network=network)
-        except TooManyPieces as e:
-            if isinstance(e, TimeLimitExceeded):  # a poll inside an op or a loop: the message gets the real counts
-                e = TooManyPieces(_hard_limit_message(ev, tracker, max_pieces, time_limit))
-            if on_limit != "unknown":
-                raise e from None
-            v = _undecided(str(e), ev.float_ad() if ev.ran("float_ad") else None, ad)  # fn is not rerun
-    tracker.update(stage="done")
+    tracker.start()  # the default reporter's ticker: progress appears past 5 s whatever stage the call is in
+    try:
+        # the hard stop at time_limit: every exact op and every long loop of the oracle polls it (a single large op
+        # in chunks), so a call ends within one chunk of work after it; the graceful stops (enumeration, blocks)
+        # come first
+        with user_environment(), deadline(time_limit), tracking(tracker):
+            ev = Evaluation(fn, w, rules, shadow=True)
+            try:
+                with boundary.translated(ev):
+                    v = _decide(ev, ad, max_pieces=max_pieces, on_limit=on_limit, time_limit=time_limit,
+                                tracker=tracker, shortcuts=shortcuts, network=network)
+            except TooManyPieces as e:
+                if isinstance(e, TimeLimitExceeded):  # a poll inside an op or a loop: the message gets the counts
+                    e = TooManyPieces(_hard_limit_message(ev, tracker, max_pieces, time_limit))
+                if on_limit != "unknown":
+                    raise e from None
+                v = _undecided(str(e), ev.float_ad() if ev.ran("float_ad") else None, ad)  # fn is not rerun
+        if ev.notes:
+            v.stats["notes"] = list(ev.notes)
+        tracker.update(stage="done")
+    finally:
+        tracker.stop()
     return v
 
 
@@ -162,20 +171,27 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
     """The work of :func:`check_gradient` (arguments already validated there)."""
     if ad is not None:
         tested, tested_is = _vector(ad, ev.n), "ad"
+    tracker.update(stage="PyTorch's float autograd")
     float_ad = ev.float_ad()
     refusal = ev.survey.refusal() if ev.survey is not None else None
     if refusal is not None:  # every unsupported op at once, before the exact run
         raise refusal
+    drawn = random_note(ev.survey)
+    if drawn is not None:  # dropout in training mode, weights drawn inside fn: say which function is judged
+        ev.notes.append(drawn)
+        warn_user(drawn)
     layers_declined = None
     if network is not None and shortcuts and ad is None and not ev.rules:
         got = layered.decide(ev, *network, tracker=tracker)
         if isinstance(got, layered.Layered):
             return _layered_verdict(ev, got, float_ad)
         layers_declined = got
+    tracker.update(stage="exact AD: forward mode")
     try:
         fw = ev.forward()
     except InexactError as e:
         return _undecided(f"the exact AD could not be evaluated: {e}", float_ad, ad)
+    tracker.update(stage="exact AD: reverse mode")
     exact_ad, how = ev.exact_ad(warn=ad is None)
     if ad is None:
         tested, tested_is = exact_ad, "exact_ad"

@@ -13,6 +13,9 @@ what ordinary user code depends on:
   A program that draws random numbers (dropout in training mode, weights drawn inside ``fn``) is therefore
   judged as the function it computes *at that draw*.
 
+Warnings the oracle gives about the user's program (:func:`warn_user`) point at the user's line that called
+the oracle, not at a line of nsverify: the ``stacklevel`` is computed by walking the stack out of the package.
+
 What cannot be fixed is checked: :class:`CallRecord` compares every call of ``fn`` at one point with the first
 one (the float output bit for bit, the exact value exactly) and raises :class:`NondeterministicError` when they
 differ -- a program with hidden state (a counter, a cache filled on the first call) or a non-deterministic
@@ -23,7 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import random
+import sys
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +76,29 @@ def user_environment():
         _ENTRY.reset(token)
         if outer is None:
             entry.restore()
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # .../nsverify/
+_SHIPPED_TESTS = _PACKAGE + "properties" + os.sep  # nsverify.properties: user-side code that calls the oracle
+
+
+def _inside_nsverify(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return path.startswith(_PACKAGE) and not path.startswith(_SHIPPED_TESTS)
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a ``warnings.warn`` called by the caller of this function point at the
+    first frame outside the nsverify package (the user's line that called the oracle): 1 is that caller."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and _inside_nsverify(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    return level if frame is not None else 2
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn(message)`` pointing at the user's line that called the oracle (:func:`user_stacklevel`)."""
+    warnings.warn(message, category, stacklevel=user_stacklevel())
 
 
 def call(fn, x):

@@ -29,7 +29,6 @@ Public helpers: :func:`exact_gradient` / :func:`exact_module_gradient` (forward 
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -41,7 +40,7 @@ from nsverify.oracle import callenv
 from nsverify.oracle.context import Ctx
 from nsverify.oracle.numbers import JET_ORDER, Aff, Jet, grad, is_lin, val
 from nsverify.oracle.ops.common import arr, plain_values
-from nsverify.oracle.prepass import OpSurvey
+from nsverify.oracle.prepass import OpSurvey, no_grad_note
 from nsverify.oracle.tensor import ExactTensor, evaluates, rewrite_hint, to_exact_array
 from nsverify.registry import parse_rules, renamed_rules_argument
 
@@ -146,6 +145,7 @@ class Evaluation:
         self.survey = None  # the ops of the float run (prepass.OpSurvey), once float_ad has run
         self._forward: RunResult | None = None
         self._reverse: tuple | None = None
+        self.notes: list[str] = []  # what the user should know about how fn was judged (Verdict.stats["notes"])
 
     def ran(self, trace: str) -> bool:
         """Whether the cached trace ``"float_ad"``, ``"forward"`` or ``"reverse"`` has already run."""
@@ -244,11 +244,16 @@ class Evaluation:
         if exact and tuple(g) != tuple(forward):
             if not warn:
                 return g, "backward (differs from the registry's forward-mode rules)"
-            warnings.warn(
-                "PyTorch's backward evaluated exactly gives "
-                f"{tuple(map(str, g))} but the forward-mode rules of the registry give "
-                f"{tuple(map(str, forward))}: the program has a custom autograd.Function backward (or a "
-                "registry entry differs from PyTorch's formula). The reverse-mode value is tested.", stacklevel=4)
+            found = (f"PyTorch's backward evaluated exactly gives {_short(g)} but the forward mode gives "
+                     f"{_short(forward)}")
+            cause = no_grad_note(self.survey)
+            if cause is not None:
+                text = f"{cause} ({found}; the backward value, PyTorch's, is tested)"
+            else:
+                text = (f"{found}: the program has a custom autograd.Function backward (or a registry entry differs "
+                        "from PyTorch's formula). The reverse-mode value, PyTorch's, is tested")
+            self.notes.append(text)
+            callenv.warn_user(text)
             return g, "backward (differs from the registry's forward-mode rules)"
         return g, "backward"
 
@@ -281,6 +286,12 @@ class Evaluation:
         with ctx:
             _scalar_output(self._call(ExactTensor(a.reshape(tuple(self.w.shape)), dtype=self.w.dtype)))
         return ctx.sites
+
+
+def _short(v, k: int = 4) -> str:
+    """A vector for a message: its first ``k`` entries."""
+    v = tuple(map(str, v))
+    return "(" + ", ".join(v[:k]) + (f", ... {len(v)} entries" if len(v) > k else "") + ")"
 
 
 def _scalar_output(out):

@@ -2,28 +2,46 @@
 
 ``check_gradient(..., progress=...)`` and ``check_module(..., progress=...)`` take:
 
-* ``None`` (default): :class:`StderrProgress` -- silent for the first 5 seconds, then one line on stderr at most
-  every 5 seconds, e.g. ``nsverify: pieces 120, LPs 231, 12.4 s of the 60 s time limit (enumerating pieces)``;
+* ``None`` or ``True`` (default): :class:`StderrProgress` -- silent for the first :data:`AFTER` (5) seconds,
+  then, whatever stage the call is in, a progress bar on stderr when stderr is a terminal (``tqdm``) and
+  otherwise one plain line at most every :data:`EVERY` (5) seconds, e.g.
+  ``nsverify: pieces 120, LPs 231, 12.4 s of the 60 s time limit (pieces)``;
 * ``False``: nothing is reported;
 * any callable: called with a :class:`Progress` after every enumerated piece, every exact decision stage and,
   during one long exact evaluation, every few hundred ATen ops (at most every 0.2 s).
 
-The reporter never changes a verdict; an exception it raises propagates.
+The oracle's own loops report only between their steps, and one step can be long (one exact trace of a large
+model, one layered decision, one LP), so the default reporter does not wait for them: a background *ticker*
+(:class:`Ticker`, a daemon thread started with the call and stopped when it returns or raises) reports the
+current stage -- the one the code last set (``"exact AD: reverse mode"``, ``"layers: exact reverse mode"``,
+``"pieces"``, ...; the same names the time-limit message uses) -- every second once the call has run
+:data:`AFTER` seconds.  The reporter never changes a verdict; an exception a callable raises propagates.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
+
+#: seconds a call runs before the default reporter shows anything (a quick call prints nothing)
+AFTER = 5.0
+#: seconds between two plain progress lines (stderr not a terminal)
+EVERY = 5.0
+#: seconds between two ticks of the background ticker (a terminal's progress bar refreshes this often)
+TICK = 1.0
 
 
 @dataclass(frozen=True)
 class Progress:
     """A snapshot of an oracle call in progress."""
 
-    stage: str  # "exact AD" | "pieces" | "rays" | "blocks" | "layers" | "exact evaluation" | "done"
+    # "exact AD" (the start), "PyTorch's float autograd", "exact AD: forward mode", "exact AD: reverse mode",
+    # "layers: ..." (the layered decision), "separable blocks", "pieces", "rays", "exact evaluation" (a tick inside
+    # one trace), "done"
+    stage: str
     pieces: int  # pieces enumerated so far (one exact replay of the program each)
     lps: int  # cone LPs solved so far
     seconds: float  # since the call started
@@ -40,20 +58,92 @@ class Progress:
 
 
 class StderrProgress:
-    """The default reporter: silent for ``after`` seconds, then a line at most every ``every`` seconds."""
+    """The default reporter: silent for ``after`` seconds (default :data:`AFTER`), then a progress bar (``tqdm``)
+    when ``stream`` (default: stderr) is a terminal, else a plain line at most every ``every`` seconds (default
+    :data:`EVERY`).  Called from the oracle's loops and from the :class:`Ticker`; thread-safe."""
 
-    def __init__(self, after: float = 5.0, every: float = 5.0, stream=None):
-        self.after, self.every = after, every
+    def __init__(self, after: float | None = None, every: float | None = None, stream=None):
+        self.after = AFTER if after is None else after
+        self.every = EVERY if every is None else every
         self.stream = stream
         self._last: float | None = None
+        self._bar = None
+        self._lock = threading.Lock()
+
+    def _out(self):
+        return self.stream or sys.stderr
+
+    def _terminal(self) -> bool:
+        isatty = getattr(self._out(), "isatty", None)
+        try:
+            return bool(isatty and isatty())
+        except ValueError:  # a closed stream
+            return False
 
     def __call__(self, p: Progress) -> None:
         if p.seconds < self.after or p.stage == "done":
             return
-        if self._last is not None and p.seconds - self._last < self.every:
+        with self._lock:
+            if self._terminal():
+                self._show_bar(p)
+                return
+            if self._last is not None and p.seconds - self._last < self.every:
+                return
+            self._last = p.seconds
+            print(p.line(), file=self._out(), flush=True)
+
+    def _show_bar(self, p: Progress) -> None:
+        from tqdm import tqdm
+
+        if self._bar is None:
+            timed = p.time_limit is not None and p.time_limit > 0
+            self._bar = tqdm(
+                total=p.time_limit if timed else None, file=self._out(), leave=False, dynamic_ncols=True,
+                desc="nsverify", mininterval=0.0,
+                bar_format=("{desc}: {bar} {n:.0f}/{total:.0f} s of the time limit, {postfix}" if timed else
+                            "{desc}: {n:.0f} s (no time limit), {postfix}"))
+        self._bar.n = min(p.seconds, self._bar.total) if self._bar.total else p.seconds
+        self._bar.set_postfix_str(f"{p.stage}: pieces {p.pieces}, LPs {p.lps}", refresh=False)
+        self._bar.refresh()
+
+    def close(self) -> None:
+        """Remove the progress bar (if one was shown); the plain lines stay."""
+        with self._lock:
+            if self._bar is not None:
+                self._bar.close()
+                self._bar = None
+
+
+class Ticker:
+    """A daemon thread that reports ``tracker``'s current stage every :data:`TICK` seconds once the call has run
+    ``reporter.after`` seconds, so that progress appears while one long step (an exact trace, a layered
+    decision, an LP) runs between two of the oracle's own reports.  ``stop()`` ends it (called in ``finally``)."""
+
+    def __init__(self, tracker: Tracker, reporter: StderrProgress):
+        self.tracker, self.reporter = tracker, reporter
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nsverify-progress", daemon=True)
+
+    def start(self) -> Ticker:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        wait = self.reporter.after - self.tracker.seconds()
+        if wait > 0 and self._stop.wait(wait):
             return
-        self._last = p.seconds
-        print(p.line(), file=self.stream or sys.stderr, flush=True)
+        while not self._stop.is_set():
+            try:
+                self.reporter(self.tracker.snapshot())
+            except Exception:  # a closed stream must not end the call's progress with a thread traceback
+                return
+            self._stop.wait(min(TICK, self.reporter.every))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
+        self.reporter.close()
 
 
 class Tracker:
@@ -66,7 +156,25 @@ class Tracker:
         self.pieces = 0
         self.lps = 0
         self.stage = "exact AD"
+        self.ops = 0  # ATen ops into the current exact trace (last op_tick)
         self._tick = 0.0
+        self._ticker: Ticker | None = None
+
+    def start(self) -> None:
+        """Start the background :class:`Ticker` when the reporter is the default stderr one."""
+        if isinstance(self.report, StderrProgress):
+            self._ticker = Ticker(self, self.report).start()
+
+    def stop(self) -> None:
+        """Stop the ticker (the call returned or raised); idempotent."""
+        if self._ticker is not None:
+            self._ticker.stop()
+            self._ticker = None
+
+    def snapshot(self) -> Progress:
+        """The call's state now: the stage the code last set, the counters, the clock."""
+        return Progress(self.stage, self.pieces, self.lps, self.seconds(), self.time_limit, self.max_pieces,
+                        self.ops)
 
     def seconds(self) -> float:
         return time.perf_counter() - self.t0
@@ -75,6 +183,7 @@ class Tracker:
                ops: int = 0) -> None:
         if stage is not None:
             self.stage = stage
+            self.ops = 0
         if pieces is not None:
             self.pieces = pieces
         if lps is not None:
@@ -86,6 +195,7 @@ class Tracker:
     def op_tick(self, ops: int) -> None:
         """Called from inside an exact trace every few hundred ops: reports at most every 0.2 s."""
         now = time.perf_counter()
+        self.ops = ops
         if self.report is not None and now - self._tick >= 0.2:
             self._tick = now
             self.report(Progress("exact evaluation", self.pieces, self.lps, now - self.t0, self.time_limit,

@@ -5,12 +5,13 @@ checks)."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from nsverify.oracle.certificates import describe
 from nsverify.oracle.jsonio import enc
-from nsverify.oracle.numbers import decimal_str
+from nsverify.oracle.numbers import Ival, decimal_str
 
 
 @dataclass
@@ -45,42 +46,11 @@ class Verdict:
         return (min(vals, key=key), max(vals, key=key))
 
     def explain(self, full: bool = False) -> str:
-        """A readable account: at most :data:`EXPLAIN_LINES` lines of at most :data:`EXPLAIN_WIDTH` characters
-        (counts, the first entries of each vector, the certificate's kind); ``full=True`` prints every vector
-        and the whole certificate."""
-        fmt = lambda v: _vec(v, full)
-        lines = [f"status: {self.status}" + (f" -- {self.reason}" if self.reason else "")]
-        lines.append(f"tested vector ({self.tested_is}): {fmt(self.tested)}")
-        if self.tested_is != "exact_ad" and self.exact_ad is not None:
-            lines.append(f"exact AD (PyTorch's AD in exact arithmetic): {fmt(self.exact_ad)}")
-        if self.ad is not None:
-            lines.append(
-                f"PyTorch autograd (float): {fmt(self.ad)}; distance to the Clarke set {_f(self.ad_distance)}"
-            )
-        nb = len(self.bouligand)
-        kind = "exact enumeration" if self.exact else "inner bracket (certified pieces)"
-        lines.append(
-            f"Bouligand gradients ({kind}, {nb}): "
-            + ", ".join(fmt(v) for v in self.bouligand[:6])
-            + (" ..." if nb > 6 else "")
-        )
-        if not self.exact:
-            lines.append(f"outer bracket: {len(self.outer)} candidate gradients")
-        lines.append(
-            f"kink/tie sites at w: {len(self.kinks)}"
-            + (f" ({', '.join(sorted({k.op for k in self.kinks}))})" if self.kinks else "")
-        )
-        flips = [k for k in self.kinks if k.float_tie is False]
-        if flips:
-            lines.append(
-                f"  {len(flips)} exact tie(s) NOT seen by the float computation (rounding destroyed them)"
-            )
-        fo = [k for k in self.kinks if k.extra.get("float_only")]
-        if fo:
-            lines.append(f"  {len(fo)} tie(s) seen only by the float computation (rounding created them)")
-        if self.certificate:
-            lines.append(f"certificate: {describe(self.certificate)}")
-        lines.append(f"distance of the tested vector to the Clarke set: {_f(self.distance)}")
+        """The verdict in plain words: one sentence with the answer first, then what was checked (the question
+        answered, PyTorch's float gradient against the exact AD, the kinks and ties, the method and its
+        certificate, notes).  At most :data:`EXPLAIN_LINES` lines of at most :data:`EXPLAIN_WIDTH` characters
+        (the first entries of each vector); ``full=True`` prints every vector in full."""
+        lines = explain_lines(self, full)
         if full:
             return "\n".join(lines)
         cut = [ln if len(ln) <= EXPLAIN_WIDTH else ln[: EXPLAIN_WIDTH - 30] + " ... (explain(full=True))"
@@ -135,17 +105,17 @@ def _vec(v, full: bool) -> str:
 
 
 def _s(x):
-    """A number for people: an exact Fraction as itself while short, else (and for intervals) bounded decimals;
-    never raises (huge values included)."""
+    """A number for people: an exact Fraction as itself while short, else bounded decimals; a rigorous enclosure
+    (an irrational entry) as its decimal digits, ``~`` marking that they are rounded; never raises (huge values
+    included)."""
+    if isinstance(x, Ival):
+        lo, hi = x.lo, x.hi
+        return _s(lo) if lo == hi else "~" + decimal_str((lo + hi) / 2, 10)
     if isinstance(x, Fraction):
         if x.numerator.bit_length() < 100 and x.denominator.bit_length() < 100:
             return str(x)
         return "~" + decimal_str(x)
     return repr(x)
-
-
-def _f(x):
-    return "n/a" if x is None else f"{x:.3g}"
 
 
 def _plain(x):
@@ -161,3 +131,250 @@ def _jf(x):
     if x is None or x != x:
         return None
     return float(x)
+
+
+# ------------------------------------------------------------------------------------------------ explain()
+#: what a certificate kind rests on, in a user's words (the method line of explain())
+_METHOD = {
+    "convex_weights": "every piece of the function next to this point was enumerated; the tested vector is a convex "
+                      "combination of their gradients",
+    "interval_bracket": "the pieces next to this point were enumerated; the tested vector lies between two of their "
+                        "gradients (rigorous interval bounds)",
+    "adjacent_piece": "PyTorch's own choices at the kinks and ties select a piece of the function next to this "
+                      "point, so its gradient is one of the function's gradients there",
+    "separating_direction": "a direction separates the tested vector from every gradient of the pieces next to this "
+                            "point",
+    "block_product": "the program splits into independent groups of coordinates, each checked on its own",
+    "park_theorem8": "Park et al.'s Theorem 8, layer by layer (no piece enumerated)",
+    "park_theorem5": "Park et al.'s Theorem 5, layer by layer (no piece enumerated)",
+}
+
+#: internal reasons of an "unknown" verdict, in a user's words, with what to try
+_UNDECIDED = (
+    ("in the outer bracket but not certified in the inner",
+     "the gradients certified so far do not contain the tested vector, and pieces that might exist here (curved "
+     "kinks) could not be certified or ruled out",
+     "check at a nearby point"),
+    ("cannot be separated by their interval enclosures",
+     "two gradients of the pieces next to this point are so close that their rigorous enclosures overlap "
+     "(one gradient or two?)",
+     "check in float64, or at a nearby point"),
+    ("no exact certificate could be produced",
+     "neither a convex combination nor a separating direction could be certified exactly",
+     "check in float64, or report the program"),
+)
+
+
+def explain_lines(v: Verdict, full: bool = False) -> list:
+    """The lines of :meth:`Verdict.explain`."""
+    fmt = lambda vec: _vec(vec, full)  # noqa: E731
+    kind = (v.certificate or {}).get("kind")
+    who = _subject(v)
+    recheck = f"certificate: {kind}, re-checkable with nsverify.verify_certificate"
+    if v.status == "member":
+        lines = [f"{who} is a Clarke subgradient of your function at this point ({recheck})."]
+    elif v.status == "not_member":
+        lines = [f"{who} is NOT a Clarke subgradient of your function at this point ({recheck}):",
+                 f"  {_exclusion(v, fmt)}."]
+    else:
+        reason, fix = _undecided_words(v.reason)
+        first, _, rest = reason.partition(". ")
+        lines = [f"Undecided: {first.rstrip('.')}" + (f" (what to try: {fix})." if fix else ".")]
+        lines += [f"  {part.rstrip('.')}." for part in rest.split(". ") if part.strip()]
+    lines.append(f"question answered: {_question(v)}")
+    lines.append(f"tested vector ({'PyTorch' + chr(39) + 's AD, exactly' if v.tested_is == 'exact_ad' else 'ad='}): "
+                 f"{fmt(v.tested)}")
+    if v.tested_is != "exact_ad" and v.exact_ad is not None:
+        lines.append(f"PyTorch's AD, evaluated exactly: {fmt(v.exact_ad)}")
+    diff = _float_vs_exact(v)
+    if diff:
+        lines.append(diff)
+    lines.extend(_kink_lines(v))
+    lines.extend(_method_lines(v, kind, fmt))
+    if v.certificate:
+        lines.append(f"certificate: {describe(v.certificate)}")
+        lines.append("  re-check it exactly from the JSON alone: nsverify.verify_certificate(v.to_json())")
+    for note in v.stats.get("notes", ()):
+        lines.append(f"note: {note}")
+    lines.append(f"status: {v.status} (the Verdict's fields: v.status, v.tested, v.bouligand, v.certificate; all of "
+                 "them in v.to_json())")
+    return lines
+
+
+def _subject(v: Verdict) -> str:
+    """What was tested, as the subject of explain()'s first sentence."""
+    if v.tested_is != "exact_ad":
+        return "The vector you gave (ad=)"
+    if str(v.stats.get("exact_ad_from", "")).startswith("forward (rules"):
+        return "The AD with your rules (rules=)"
+    return "PyTorch's gradient"
+
+
+def _undecided_words(reason: str) -> tuple:
+    for key, words, fix in _UNDECIDED:
+        if key in reason:
+            return words, fix
+    return (reason.rstrip(".") or "no certificate either way"), ""
+
+
+def _dtype_words(v: Verdict) -> str:
+    return v.dtype or "float"
+
+
+def _question(v: Verdict) -> str:
+    dt = _dtype_words(v)
+    at = f"at your {dt} point (its numbers taken as the exact rationals they represent)"
+    subject = _subject(v)
+    if subject == "The vector you gave (ad=)":
+        return f"is the vector you gave in the Clarke subdifferential of the real function your program computes {at}?"
+    what = ("is PyTorch's AD" if subject == "PyTorch's gradient" else
+            "is the AD with your rules at kinks and ties")
+    return (f"{what}, evaluated exactly {at}, in the Clarke subdifferential of the real function your program "
+            "computes there?")
+
+
+def _float_vs_exact(v: Verdict) -> str | None:
+    """PyTorch's float gradient against the exact AD: equal, or the largest absolute difference (rigorous)."""
+    if v.ad is None or v.exact_ad is None or len(v.ad) != len(v.exact_ad):
+        return None
+    dt = _dtype_words(v)
+    bad = [i for i, a in enumerate(v.ad) if not math.isfinite(a)]
+    if bad:
+        return (f"PyTorch's {dt} gradient has {len(bad)} non-finite entr{'y' if len(bad) == 1 else 'ies'} (first: "
+                f"entry {bad[0]} = {v.ad[bad[0]]}): it overflowed, while the exact AD is finite")
+    worst, at, upper = Fraction(0), None, False
+    for i, (a, e) in enumerate(zip(v.ad, v.exact_ad)):
+        lo, hi = (e.lo, e.hi) if isinstance(e, Ival) else (e, e)
+        d = max(abs(Fraction(a) - lo), abs(Fraction(a) - hi))
+        if d > worst:
+            worst, at, upper = d, i, lo != hi
+    if at is None:
+        return f"PyTorch's {dt} gradient equals the exact AD in every entry ({len(v.ad)})"
+    return (f"PyTorch's {dt} gradient differs from the exact AD by {'at most ' if upper else ''}"
+            f"{decimal_str(worst, 3)} (largest absolute difference over {len(v.ad)} entries, at entry {at})")
+
+
+def _kink_lines(v: Verdict) -> list:
+    if not v.kinks:
+        return ["kinks and ties at this point: none (one smooth piece around it)"]
+    by_op: dict = {}
+    for k in v.kinks:
+        by_op[k.op] = by_op.get(k.op, 0) + 1
+    ops = ", ".join(f"{op} {c}" for op, c in sorted(by_op.items()))
+    out = [f"kinks and ties at this point: {len(v.kinks)} ({ops})"]
+    flips = sum(1 for k in v.kinks if k.float_tie is False)
+    if flips:
+        out.append(f"  {flips} exact tie(s) NOT seen by the {_dtype_words(v)} computation (rounding destroyed them)")
+    fo = sum(1 for k in v.kinks if k.extra.get("float_only"))
+    if fo:
+        out.append(f"  {fo} tie(s) seen only by the {_dtype_words(v)} computation (rounding created them)")
+    return out
+
+
+def _method_lines(v: Verdict, kind, fmt) -> list:
+    st = v.stats
+    out = []
+    if kind == "convex_weights" and not v.exact:
+        out.append("how: the tested vector is a convex combination of the gradients of pieces certified next to "
+                   "this point")
+    elif kind in _METHOD:
+        out.append(f"how: {_METHOD[kind]}")
+    if st.get("shortcut"):
+        layers = st.get("layers") or []
+        names = ", ".join(str(c.get("layer")) for c in layers[:8]) + (" ..." if len(layers) > 8 else "")
+        kinks = sum(c.get("kinks", 0) for c in layers)
+        ties = sum(c.get("tied_windows", 0) for c in layers)
+        out.append(f"layers checked: {len(layers)} (modules {names}); {kinks} activation(s) exactly at a kink, "
+                   f"{ties} tied pooling window(s)")
+        return out
+    if st.get("blocks"):
+        sizes = st.get("block_sizes") or []
+        out.append(f"independent groups: {st['blocks']} (sizes {', '.join(map(str, sizes[:8]))}"
+                   f"{' ...' if len(sizes) > 8 else ''}), {st.get('pieces', 0)} pieces enumerated in all")
+    nb = len(v.bouligand)
+    if v.exact and nb:
+        out.append(f"gradients of the pieces next to this point (the Clarke set is their convex hull): {nb}: "
+                   + ", ".join(fmt(g) for g in v.bouligand[:6]) + (" ..." if nb > 6 else ""))
+    elif nb and not st.get("shortcut"):
+        more = len(v.outer) - nb
+        out.append(f"gradients certified next to this point: {nb}: " + ", ".join(fmt(g) for g in v.bouligand[:6])
+                   + (" ..." if nb > 6 else "")
+                   + (f"; {more} more might exist (not certified, not ruled out)" if more > 0 else ""))
+    if "pieces" in st and not st.get("blocks") and st.get("pieces"):
+        out.append(f"work: {st['pieces']} piece(s) enumerated, {st.get('lps', 0)} linear program(s)")
+    return out
+
+
+def _exclusion(v: Verdict, fmt) -> str:
+    """Why the tested vector is excluded, with the nearest element and one distance (exact or rigorously
+    bounded)."""
+    if v.exact:
+        near = _nearest(v.tested, v.bouligand)
+        if near is not None:
+            p, lo, hi = near
+            return (f"the exact Clarke set excludes it; the nearest element is {fmt(p)}, at distance "
+                    f"{_dist_words(lo, hi)}")
+        return "the exact Clarke set excludes it"
+    lo = _separation(v.tested, v.outer, (v.certificate or {}).get("h"))
+    what = "every gradient the function can have next to this point lies on the other side of a separating direction"
+    return what + (f"; the distance to the Clarke set is at least {decimal_str(lo, 3)}" if lo else "")
+
+
+def _dist_words(lo: float, hi: float) -> str:
+    if f"{lo:.3g}" == f"{hi:.3g}":  # both rigorous bounds agree to the digits shown
+        return f"{hi:.3g}"
+    return f"between {lo:.3g} and {hi:.3g}"
+
+
+def _plain_vectors(t, V) -> bool:
+    return all(type(x) is Fraction or type(x) is int for x in t) and all(
+        type(x) is Fraction or type(x) is int for g in V for x in g)
+
+
+def _nearest(t, V):
+    """(nearest element, lower, upper): a point of conv(V) and rigorous bounds on the distance of t to conv(V)
+    (exact rational arithmetic, a square root at the end); None when the vectors are not exact rationals or too
+    large to project here."""
+    if not V or not _plain_vectors(t, V) or len(V) * len(t) > 200_000:
+        return None
+    import numpy as np
+    from scipy.optimize import nnls
+
+    A = np.array([[float(x) for x in g] for g in V]).T
+    b = np.array([float(x) for x in t])
+    scale = max(1.0, float(np.abs(A).max(initial=0.0)), float(np.abs(b).max(initial=0.0)))
+    lam, _ = nnls(np.vstack([A, scale * 1e3 * np.ones(len(V))]), np.append(b, scale * 1e3))
+    lam = [Fraction(float(x)) for x in lam]
+    total = sum(lam)
+    if total <= 0:
+        return None
+    lam = [x / total for x in lam]
+    p = tuple(sum((lam[j] * V[j][k] for j in range(len(V)) if lam[j]), Fraction(0)) for k in range(len(t)))
+    h = tuple(a - b_ for a, b_ in zip(t, p))
+    hi2 = sum(x * x for x in h)
+    if hi2 == 0:
+        return None
+    # <h, t - v> >= gap for every vertex v: the distance is at least gap / |h| (a valid bound for any h)
+    gap = min(sum(hk * (tk - vk) for hk, tk, vk in zip(h, t, g)) for g in V)
+    lo = max(0.0, float(gap) / math.sqrt(float(hi2))) if gap > 0 else 0.0
+    return tuple(_round(x) for x in p), lo, math.sqrt(float(hi2))
+
+
+def _round(x: Fraction):
+    """A short exact number near x for display (x itself when short)."""
+    if x.denominator.bit_length() < 20:
+        return x
+    return Fraction(round(float(x) * 10**6), 10**6)
+
+
+def _separation(t, V, h):
+    """A rigorous lower bound on the distance of t to conv(V), from a separating direction h (None if none)."""
+    if not V or not h or not _plain_vectors(t, V):
+        return None
+    try:
+        hv = [Fraction(x) for x in h]
+    except (TypeError, ValueError):
+        return None
+    gap = min(sum(hk * (tk - vk) for hk, tk, vk in zip(hv, t, g)) for g in V)
+    norm = math.sqrt(float(sum(x * x for x in hv)))
+    return float(gap) / norm if gap > 0 and norm > 0 else None
