@@ -400,3 +400,32 @@ def test_kinds_are_built_once():
     assert src.count("KINDS[") == 0 and src.count("KINDS = ") == 1
     assert set(KINDS) == {"convex_weights", "interval_bracket", "adjacent_piece", "separating_direction",
                           "block_product", "park_theorem8", "park_theorem5"}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Park certificates name the sides of the activations they used, multi-kink ones included
+def _relu6_at_a_kink():
+    from torch import nn
+
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(2, 3), nn.ReLU6(), nn.Linear(3, 1)).double()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.round(torch.randn(p.shape) * 4) / 4)
+        m[0].bias[0] = -(m[0].weight[0] @ torch.tensor([1.0, 1.0], dtype=torch.float64))  # unit 0 at relu6's 0
+    x = torch.tensor([[1.0, 1.0]], dtype=torch.float64)
+    return nsverify.check_module(m, torch.nn.functional.mse_loss, x, torch.zeros(1, 1, dtype=torch.float64),
+                                 wrt="parameters")
+
+
+def test_a_park_certificate_records_the_sides_of_each_kinked_activation_and_they_are_checked():
+    v = _relu6_at_a_kink()
+    assert v.status == "member" and v.certificate["kind"] in ("park_theorem5", "park_theorem8")
+    # relu6 = hardtanh(0, 6): PyTorch's derivative is the left piece's at 0 and the right piece's at 6
+    assert v.certificate["proxies"] == {"relu6": "left,right"}
+    rec = v.to_json()
+    assert nsverify.verify_certificate(rec)
+    for bad in ({"relu6": "right,left"}, {"relu6": "left"}, {"relu6": "left,right", "abs": "left"}):
+        tampered = json.loads(rec)
+        tampered["certificate"]["proxies"] = bad
+        assert not nsverify.verify_certificate(json.dumps(tampered)), bad

@@ -108,11 +108,18 @@ def test_one_activation_map_and_the_exact_chain():
 
 
 def test_park_proxies_are_derived_from_the_registry():
-    """The certificates' one-sided proxies come from the registry: PyTorch's relu and leaky_relu take the left
-    derivative at their one kink; abs (mix=1/2) and the two-kink ops are not in the map."""
+    """The certificates' one-sided proxies come from the registry, one side per kink, for every activation Park's
+    theorems cover. PyTorch's derivatives at the kinks (measured on torch 2.13 and 2.14): relu and leaky_relu the
+    left piece's at 0; relu6, hardtanh and hardsigmoid the flat piece's at both kinks (left at the lower kink,
+    right at the upper one); clamp with scalar bounds 1 at both bounds up to torch 2.13 (the inner piece: right
+    at the lower bound, left at the upper one) and the flat pieces' 0 from torch 2.14 on. abs (mix=1/2, the even
+    split) has no one-sided derivative and is not in the map."""
     from nsverify.oracle.certificates import park_proxies
+    from nsverify.registry.types import installed_release, release_key
 
-    assert park_proxies() == {"relu": "left", "leaky_relu": "left"}
+    clamp = "right,left" if release_key(installed_release()) < release_key("2.14.0") else "left,right"
+    assert park_proxies() == {"relu": "left", "leaky_relu": "left", "relu6": "left,right", "hardtanh": "left,right",
+                              "hardsigmoid": "left,right", "clamp": clamp}
 
 
 # ------------------------------------------------------------------ every park_layer activation, every kink

@@ -328,12 +328,13 @@ def _layered_verdict(ev, got, float_ad) -> Verdict:
     """member, certified by Park et al.'s Theorem 5 or 8: the exact AD is a Bouligand subgradient.  Only that
     vertex is known (``exact`` is False: the inner set is the AD itself); no piece was enumerated."""
     layers = got.layers
+    touched = {s.op for s in got.sites}  # the activations at a kink: their sides are what the theorem used
+    proxies = {name: sides for name, sides in park_proxies().items() if name in touched}
     if got.theorem == "park_theorem5":
-        cert = ParkTheorem5(tuple((c.name, c.kink_touches, c.rank_columns, c.rank_minor) for c in layers),
-                            park_proxies())
+        cert = ParkTheorem5(tuple((c.name, c.kink_touches, c.rank_columns, c.rank_minor) for c in layers), proxies)
     else:
         cert = ParkTheorem8(tuple((c.name, tuple(c.rows), c.witness, c.kink_touches, c.tied_windows) for c in layers),
-                            park_proxies())
+                            proxies)
     stats = {
         "pieces": 0,
         "inner_pieces": 0,

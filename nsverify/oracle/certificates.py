@@ -1006,18 +1006,15 @@ def _replay_blocks(fn, w, c: BlockProduct, t, samples: int, seed: int) -> str | 
 # Layered network certificates (nsverify.oracle.park.exact): Park, Chun and Lee's sufficient conditions, exactly
 # ------------------------------------------------------------------------------------------------------------
 def park_proxies() -> dict:
-    """``{activation: "left" | "right"}``: the exact one-kink activations of the registry whose PyTorch derivative
-    at the kink is a one-sided derivative (the Bouligand proxies of Theorem 8), and which side (Park's side as a
-    Rule, :meth:`nsverify.registry.Elementwise.kink_side`). Derived from the entries: relu and leaky_relu
-    (left); abs (``mix=1/2``) is none."""
+    """``{activation: sides}``: every activation of the registry that Park's layer theorems cover (the
+    ``park_layer`` capability: fixed, piecewise linear, PyTorch's derivative a one-sided one at every kink -- the
+    Bouligand proxies of Theorem 8) and Park's side at each of its kinks (:meth:`nsverify.registry.Elementwise.
+    kink_side`): ``"left"`` for relu and leaky_relu, ``"left,right"`` for relu6 and hardtanh (one side per
+    breakpoint, in order). abs (``mix=1/2``) is none. A certificate checks that the registry still gives these."""
     from nsverify import registry
 
-    out = {}
-    for name in registry.names("elementwise"):
-        e = registry.get(name)
-        if e.exact and e.fixed and len(e.kinks) == 1 == len(e.breakpoints) and e.one_sided_rules():
-            out[name] = str(e.kink_side(0))
-    return out
+    return {e.name: ",".join(str(e.kink_side(i)) for i in range(len(e.breakpoints)))
+            for e in registry.select("elementwise", park_layer=True)}
 
 
 def _park_premises(record: dict, layers, proxies: dict) -> bool:
