@@ -75,8 +75,7 @@ def variant_ops() -> list[str]:
     """The registry ops that have variants here: the piecewise-polynomial elementwise activations that are fixed
     functions (not prelu, whose slope is a learnable tensor) and the max pools (the keys :func:`backward_rules`
     accepts, besides ``normpool``)."""
-    ew = [n for n in registry.names("elementwise")
-          if all(p.exact for p in registry.get(n).pieces) and registry.get(n).fixed]
+    ew = [e.name for e in registry.select("elementwise", exact=True, fixed=True)]
     return ew + list(POOL_OPS)
 
 

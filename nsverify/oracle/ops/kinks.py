@@ -316,10 +316,8 @@ class RegistryOps:
         v = registry.version()
         if v != self._version:
             table: dict = {}
-            for name in registry.names("elementwise"):
-                e = registry.get(name)
-                if not e.exact or not e.fixed:  # a learnable tensor argument (prelu): its records are below
-                    continue
+            # exact and fixed: an op with a learnable tensor argument (prelu) has its own records below
+            for e in registry.select("elementwise", exact=True, fixed=True):
                 if e.shared_with is None:
                     for a in e.aten_forward:
                         table.setdefault(a, _forward_impl(e))
