@@ -139,7 +139,7 @@ def elementwise_entries():
                       backward=("threshold_backward",), modules=("ReLU",),
                       functionals=_fn_names("F.relu", "F.relu_", "torch.relu", "torch.relu_", "T.relu", "T.relu_"),
                       jax="jax.nn.relu(x)",
-                      autograd_nodes=("ReluBackward0",))
+                      autograd_nodes=("ReluBackward0",), backward_reads_output=True)
     yield Elementwise("leaky_relu", ("leaky_relu", "leaky_relu_"), tF.leaky_relu, (F(0),),
                       (lin(F(1, 100)), lin(1)), ("left",), kwargs={"negative_slope": 0.01},
                       doc="slope 1/100 below 0; the real slope is not dyadic: in a float dtype the slope "

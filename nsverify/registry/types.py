@@ -308,6 +308,10 @@ class Elementwise:
     #: forms included (``ReluBackward0``; relu6 runs as hardtanh: ``HardtanhBackward0``). Readers of the autograd
     #: graph select the op by them, never by its name
     autograd_nodes: tuple[str, ...] = ()
+    #: PyTorch's backward formula reads the op's output, not its input (relu: ``threshold_backward(grad, result,
+    #: 0)``, tools/autograd/derivatives.yaml); the oracle then marks an output that sits on a kink, since the
+    #: output alone no longer says which side of the kink the input was on
+    backward_reads_output: bool = False
 
     kind = "elementwise"
 

@@ -137,7 +137,7 @@ def _apply_elementwise(ew, x, loc, fx=None):
     g = grad(x)
     if not isinstance(x, Aff):  # a constant sitting on a kink: nothing flows through forward mode
         out = _piece_apply(ew.pieces[at], x)
-        return KinkZero() if ew.name == "relu" and ctx.mode == "ad" else out
+        return KinkZero() if ew.backward_reads_output and ctx.mode == "ad" else out
     site = Site(ew.name, ctx.call, loc, b, affine=is_lin(x), slopes=(g,),
                 float_tie=None if fx is None else bool(F(fx) == b))
     if ctx.mode == "ad" or not g:
