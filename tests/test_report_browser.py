@@ -1,11 +1,13 @@
 """index.html in a real browser: headless Chromium lays the page out; the first two screens show what matters.
 
 Within the first 2,000 px of a 1280-px-wide window: the status rows (the run's health: a green or red badge of
-regressions and failed sections, claim verdicts changed; the claims' state: a neutral badge), the claims table grouped by paper
-and the first overview plot; the regressions and convention changes on the first screen; no ``None`` and no raw
-JSON anywhere in the page's visible text (``innerText``); the thousand raw convention metrics collapsed in
-``<details>``. Checked from Chromium's own layout (element boxes and text, read by a probe script added to a
-copy of the page) and from a screenshot of the first two screens.
+regressions and failed sections, claim verdicts changed; the claims' state: a neutral badge), the claims table
+grouped by paper and the first overview plot; the regressions and convention changes on the first screen; no
+``None`` and no raw JSON anywhere in the page's visible text (``innerText``); the thousand raw convention metrics
+collapsed in ``<details>``. Legibility at 1280x800 and at a phone's 390x844: no sideways scroll, no visible text
+under 11 px (HTML, SVG and the PNG plots' labels), no internal metric key visible. Checked from Chromium's own
+layout (element boxes, computed font sizes and text, read by a probe script added to a copy of the page) and from
+screenshots of the first two screens.
 
 Needs Debian's ``chromium`` (``apt-get install chromium``; ``.ci/run`` installs it when it can); skipped with that
 advice otherwise.

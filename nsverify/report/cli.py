@@ -25,7 +25,7 @@ from nsverify.report.compare import (
     require_run,
     run_identity,
 )
-from nsverify.report.schema import load_report
+from nsverify.report.schema import load_report, resolve_report_path
 
 SectionLoader = Callable[[], Sequence[Section]]
 
@@ -138,7 +138,16 @@ def _check_compare(args) -> None:
     require_run(load_report(args.b), "B")
 
 
+def same_run(a: str, b: str) -> bool:
+    """Whether two report paths (run directories, report.json files, reports roots) name one run."""
+    return os.path.realpath(resolve_report_path(a)) == os.path.realpath(resolve_report_path(b))
+
+
 def _cmd_compare(args) -> int:
+    if same_run(args.a, args.b):
+        print(f"note: A and B are the same run ({os.path.realpath(resolve_report_path(args.a))}), so nothing "
+              "can differ; to see what changed, pass an earlier run as A (e.g. reports/<UTC stamp>) and "
+              "reports/latest as B.", file=sys.stderr)
     a, b = load_report(args.a), load_report(args.b)
     cmp = compare_reports(a, b, args.bench_factor, base_path=str(args.a))
     ids = {"a": run_identity(a, str(args.a)), "b": run_identity(b, str(args.b))}

@@ -17,8 +17,16 @@ from __future__ import annotations
 
 from nsverify.report import plots
 from nsverify.report.claims_table import COLUMNS as CLAIM_COLUMNS
-from nsverify.report.claims_table import DASH, claims_html, errata_html, esc, is_erratum, metric_label, plain, \
-    summary_line
+from nsverify.report.claims_table import (
+    DASH,
+    claims_html,
+    errata_html,
+    esc,
+    is_erratum,
+    metric_label,
+    plain,
+    summary_line,
+)
 from nsverify.report.compare import claim_entries, format_metric
 
 CSS = """
@@ -34,11 +42,13 @@ th{background:#f3f3f3} .ok{color:#17692b} .failed,.red{color:#b00020} .green{col
 .badge.green{background:#17692b;color:#fff} .badge.red{background:#b00020;color:#fff}
 .badge.claims{background:#fff;color:#1d3557;border:2px solid #1d3557}
 pre{background:#f7f7f7;padding:.6em;overflow:auto;font-size:.8em} img{max-width:100%}
-.meta td{border:none;padding:1px 8px} nav a{margin-right:1em;display:inline-block} .cross{background:#fff3cd;padding:.4em}
+.meta td{border:none;padding:1px 8px} nav a{margin-right:1em;display:inline-block}
+.cross{background:#fff3cd;padding:.4em}
 tr.regression td{background:#fde7ea} td.differs{background:#fff3cd}
 tr.differs td{background:#fff3cd} tr.outside td{background:#fde7ea;font-weight:bold}
 .trends{display:flex;flex-wrap:wrap;gap:.8em} .trend{font-size:.75em;width:280px}
-#summary ul{margin:.3em 0 .8em} #summary li{margin:.25em 0} .field{color:#444;font-size:.9em;margin-left:.6em} .detail{color:#444;font-size:.9em}
+#summary ul{margin:.3em 0 .8em} #summary li{margin:.25em 0} .field{color:#444;font-size:.9em;margin-left:.6em}
+.detail{color:#444;font-size:.9em}
 details{margin:.6em 0} summary{cursor:pointer;color:#245}
 #status-line{margin:.4em 0 .8em} .status-row{margin:.35em 0;font-size:1.05em}
 .status-label{display:inline-block;min-width:6.5em;font-weight:bold} .status-note{color:#444;font-size:.9em}
@@ -265,7 +275,7 @@ def _machine_header(report: dict) -> str:
         rows = "".join(f"<tr><td>{esc(k.replace('_', ' '))}</td>"
                        + "".join(f"<td>{esc(_env_value(m, k))}</td>" for m in machines.values())
                        + "</tr>" for k in ENV_ROWS if any(k in m for m in machines.values()))
-        return f'<h2 id="machine">Machines</h2>' + scroll(f'<table class="meta-merged"><thead><tr><th></th>{head}'
+        return '<h2 id="machine">Machines</h2>' + scroll(f'<table class="meta-merged"><thead><tr><th></th>{head}'
                                                           f'</tr></thead><tbody>{rows}</tbody></table>')
     machine = report.get("machine", {})
     keys = list(ENV_ROWS) + [k for k in machine if k not in ENV_ROWS]
@@ -274,7 +284,7 @@ def _machine_header(report: dict) -> str:
                    for k in shown)
     if not machine.get("gpu"):
         meta += "<tr><td>gpu settings</td><td>none: no CUDA GPU (CUDA, cuDNN and TF32 do not apply)</td></tr>"
-    return f'<h2 id="machine">Machine and environment</h2>' + scroll(f"<table class=meta>{meta}</table>")
+    return '<h2 id="machine">Machine and environment</h2>' + scroll(f"<table class=meta>{meta}</table>")
 
 
 def report_claims(report: dict) -> list[tuple[str, str, dict]]:
@@ -359,8 +369,8 @@ def status_line(report: dict) -> str:
     claims = [c for _, _, c in report_claims(report)]
     cmp = report.get("comparison")
     changed = len(claim_entries(cmp)) if cmp else None
-    since = (_count(changed, "claim verdict") + " changed since the baseline") if cmp else \
-        "no baseline (the first run of this machine and mode)"
+    since = (_count(changed, "claim verdict") + " changed since the baseline") if cmp and cmp.get("baseline") \
+        else "no baseline (the first run of this machine and mode): nothing compared"
     rows = [f'<p class="status-row"><span class="status-label">Run health</span> '
             f'<span class="badge {color}" id="summary-status">{esc(health)}</span> '
             f'<span class="status-note">{esc(since)}</span></p>']

@@ -126,7 +126,8 @@ def forest_svg(claims: list[dict]) -> str | None:
         parts.append(svg)
         top += height
     h = int(top) + 6
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{FOREST_WIDTH_PX}" height="{h}" viewBox="0 0 {FOREST_WIDTH_PX} {h}" '
+    w = FOREST_WIDTH_PX
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
             f'role="img" aria-label="forest plot of the claims" font-family="sans-serif" '
             f'font-size="{FOREST_FONT_PX}">'
             f'<text x="4" y="17">claim (x: the measured quantity, the row\'s unit)</text>'
@@ -206,7 +207,7 @@ def releases_png(section: dict) -> str | None:
                     (x, y), xytext=(6, 3), textcoords="offset points", fontsize=FONT_PT)
     ax.set_xticks(range(len(releases)), releases, fontsize=FONT_PT, rotation=45)
     ax.set_yticks(range(len(lanes)), [_short(lane, 34) for lane in lanes], fontsize=FONT_PT)
-    ax.set_xlim(-0.5, len(releases) + 2.5)
+    ax.set_xlim(-0.5, len(releases) + 3.5)
     ax.set_ylim(-0.7, len(lanes) - 0.3)
     ax.invert_yaxis()
     ax.set_title(f"torch {releases[0]} .. {releases[-1]}, CPU; red: a side outside the Clarke set",
