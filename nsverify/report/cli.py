@@ -109,10 +109,13 @@ def _cmd_nightly(args, load_sections: SectionLoader) -> int:
     else:
         run_dir = run_nightly(args.out, quick=args.quick, only=args.only, baseline=args.baseline,
                               bench_factor=args.bench_factor, sections=load_sections())
+    from nsverify.report.html import claims_state_text, report_claims, run_health
+
     report = load_report(run_dir)
     red = is_red(report)
-    print(f"report written: {run_dir / 'index.html'} ({'RED' if red else 'GREEN'}, "
-          f"{len(report['regressions'])} regression(s))", file=sys.stderr)
+    claims = [c for _, _, c in report_claims(report)]
+    print(f"report written: {run_dir / 'index.html'}\n  run health: {run_health(report)[1]}"
+          + (f"\n  claims: {claims_state_text(claims)}" if claims else ""), file=sys.stderr)
     for r in report["regressions"]:
         print(f"  REGRESSION [{r['section']}] {r['message']}", file=sys.stderr)
     print(run_dir)
