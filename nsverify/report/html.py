@@ -369,7 +369,8 @@ def status_line(report: dict) -> str:
     claims = [c for _, _, c in report_claims(report)]
     cmp = report.get("comparison")
     changed = len(claim_entries(cmp)) if cmp else None
-    since = (_count(changed, "claim verdict") + " changed since the baseline") if cmp and cmp.get("baseline") \
+    compared = bool(cmp) and cmp.get("baseline", {}) is not None  # the first run's comparison has baseline None
+    since = (_count(changed, "claim verdict") + " changed since the baseline") if compared \
         else "no baseline (the first run of this machine and mode): nothing compared"
     rows = [f'<p class="status-row"><span class="status-label">Run health</span> '
             f'<span class="badge {color}" id="summary-status">{esc(health)}</span> '
