@@ -414,6 +414,24 @@ def _describe_columns(cols: set, every: list) -> str:
                      for d, t, m in every if (d, t, m) in cols)
 
 
+def _column_order(keys) -> list:
+    """``(device, dtype, mode)`` columns in the table's order: device, dtype (narrow first), mode."""
+    return sorted(keys, key=lambda k: (k[0], list(FLOAT_DTYPES).index(k[1]) if k[1] in FLOAT_DTYPES else 9,
+                                       _MODE_ORDER.index(k[2]) if k[2] in _MODE_ORDER else 99))
+
+
+def rules_text(rules: dict) -> str:
+    """A :func:`differences` entry's ``rules`` (``"dtype|device|mode" -> rule``) in words: each rule with the
+    columns that follow it (``left in eager, func; right in jvp``)."""
+    cols = {tuple(k.split("|")): v for k, v in rules.items()}
+    cols = {(dev, dt, mode): v for (dt, dev, mode), v in cols.items()}
+    every = _column_order(cols)
+    by_rule: dict = {}
+    for k in every:
+        by_rule.setdefault(cols[k], set()).add(k)
+    return "; ".join(f"{rule} in {_describe_columns(ks, every)}" for rule, ks in by_rule.items())
+
+
 def _observed_text(cells: dict, every: list) -> str:
     """What PyTorch's derivative follows over the columns, in the registry's rule vocabulary (the expected
     column's): one rule when every column agrees, else each rule with the columns that follow it."""
@@ -431,9 +449,7 @@ def format_table(results: Sequence[Result]) -> str:
     registry records, the rule PyTorch's derivative follows over every evaluated dtype/device/mode (both in the
     registry's rule vocabulary; the columns that differ named), the derivative and whether it is in the Clarke
     set."""
-    every = sorted({(r.device, r.dtype, r.mode) for r in results},
-                   key=lambda k: (k[0], list(FLOAT_DTYPES).index(k[1]) if k[1] in FLOAT_DTYPES else 9,
-                                  _MODE_ORDER.index(k[2])))
+    every = _column_order({(r.device, r.dtype, r.mode) for r in results})
     rows: dict = {}
     for r in results:
         rows.setdefault((r.op, r.case), {})[(r.device, r.dtype, r.mode)] = r

@@ -123,9 +123,10 @@ def render_trend(series: dict) -> str:
     dots = "".join(f'<circle cx="{x:.1f}" cy="{y(p[1]):.1f}" r="2.5" fill="#245"><title>{esc(p[0])}: '
                    f'{p[1]:.6g}</title></circle>' for x, p in zip(xs, pts))
     return (f'<div class="trend"><svg width="{w}" height="{h}" role="img" aria-label="trend of '
-            f'{esc(series["key"])}"><rect width="{w}" height="{h}" fill="#fafafa" stroke="#ddd"/>{band}'
+            f'{esc(metric_label(series["key"]))}"><rect width="{w}" height="{h}" fill="#fafafa" stroke="#ddd"/>{band}'
             f'<polyline points="{line}" fill="none" stroke="#245" stroke-width="1.5"/>{dots}</svg><br>'
-            f'{esc(series["key"])} ({esc(series["kind"])}, {n} run(s), last {pts[-1][1]:.4g}; '
+            f'<span title="key in report.json: {esc(series["key"])}">{esc(metric_label(series["key"]))}</span> '
+            f'({esc(series["kind"])}, {n} run(s), last {pts[-1][1]:.4g}; '
             f'range {lo:.4g}..{hi:.4g})</div>')
 
 
@@ -168,9 +169,9 @@ def _changes_table(name: str, report: dict) -> str:
     other = [c for c in cmp.get("changes", []) if c.get("section") == name]
     if not regs and not other:
         return ""
-    rows = [[r.get("key"), r.get("kind"), r.get("old"), r.get("new"), "REGRESSION: " + str(r.get("rule"))]
-            for _, r in regs]
-    rows += [[c.get("key"), c.get("kind"), c.get("old"), c.get("new"), c.get("rule")] for c in other]
+    rows = [[metric_label(r.get("key")), r.get("kind"), r.get("old"), r.get("new"),
+             "REGRESSION: " + str(r.get("rule"))] for _, r in regs]
+    rows += [[metric_label(c.get("key")), c.get("kind"), c.get("old"), c.get("new"), c.get("rule")] for c in other]
     classes = ["regression"] * len(regs) + [""] * len(other)
     columns = ["metric", "kind", "baseline", "now", "rule"]
     tab = render_table({"title": "", "columns": columns, "rows": rows}, classes, table_id=f"changes-{name}")

@@ -41,6 +41,7 @@ def _run_cells(ctx, dtypes, compile_dtypes, repro_dir) -> list:
          description="every registry primitive x 4 dtypes x eager/func/jvp on CPU (+ compile)")
 def conventions_section(ctx) -> dict:
     from nsverify import conventions as cv
+    from nsverify.conventions.matrix import rules_text
 
     # in child processes: a crash inside torch is a crashed cell with a reproduction script, not a dead nightly
     repro_dir = ctx.scratch_file("crashed")
@@ -68,9 +69,8 @@ def conventions_section(ctx) -> dict:
                      "in Clarke set"] + list(cv.MODES) + ["as expected", "evaluations"], rows)]
     if diffs:
         tables.append(table("Cases whose rule differs across dtypes/modes/devices",
-                            ["op", "case", "rules"],
-                            [[d["op"], d["case"], "; ".join(f"{k}: {v}" for k, v in d["rules"].items())]
-                             for d in diffs]))
+                            ["op", "case", "rules (the columns that follow each)"],
+                            [[d["op"], d["case"], rules_text(d["rules"])] for d in diffs]))
     if crashed:
         tables.append(_crash_table(crashed))
     claims = matrix_claims(results, unexpected, compile_vs_eager, compile_dtypes)
