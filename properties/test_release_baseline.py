@@ -34,8 +34,8 @@ def test_conventions_match_the_baseline_of_the_installed_release(nsverify_dtypes
     newer = sorted({k[0] for k in absent})
     if newer:
         nsverify_release_note("registry ops newer than the baseline",
-                              f"{', '.join(newer)}: not in {nsverify_baseline.describe()}; checked against the "
-                              "registry's rules only")
+                              f"{', '.join(newer)}: not in the recorded baseline "
+                              f"({nsverify_baseline.describe()}); checked against the registry's rules only")
     report = baselines.format_changes(chs, nsverify_baseline)
     if nsverify_baseline.release == installed:
         assert not chs, f"torch {installed} differs from its own recorded conventions:\n{report}"

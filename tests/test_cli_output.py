@@ -209,3 +209,68 @@ def test_conventions_heartbeat_names_the_step(capsys, monkeypatch):
     assert cli.main([*CONV, "--baseline", "none"]) == 0
     err = capsys.readouterr().err
     assert "[conventions] still running step 1/1 (float32 on cpu) ... " in err
+
+
+def test_nightly_conventions_section_has_a_heartbeat_during_its_silent_compile(capsys, monkeypatch):
+    """The conventions section's child-process steps (a torch.compile minute says nothing) print a heartbeat line
+    naming the step, as the ``conventions`` command does (issue 40, item 4)."""
+    import nsverify.conventions.isolation as isolation
+    import nsverify.devices as devices
+    from nsverify.sections.conventions import _run_cells
+
+    real = devices.Heartbeat
+    monkeypatch.setattr(devices, "Heartbeat", lambda what, **k: real(what, **{**k, "every": 0.05}))
+    calls = []
+
+    def run_matrix_isolated(ops, dtypes, devs, modes, progress=None, repro_dir=None):
+        calls.append(modes)
+        progress(f"{len(dtypes)} dtypes, modes {','.join(modes)}", 1, 1)
+        time.sleep(0.3)  # a silent step, as torch.compile is
+        return [modes[0]]
+
+    monkeypatch.setattr(isolation, "run_matrix_isolated", run_matrix_isolated)
+
+    class Ctx:
+        section = "conventions"
+
+        def progress(self, message, done=None, total=None):
+            print(f"[conventions {done}/{total}] {message}", file=sys.stderr)
+
+    assert _run_cells(Ctx(), ("float32",), ("float32",), None) == ["eager", "compile"]
+    err = capsys.readouterr().err
+    assert calls == [["eager", "func", "jvp"], ["compile"]]
+    assert "[conventions] still evaluating the eager/func/jvp cells in a child process ... " in err
+    assert "[conventions] still compiling with torch.compile (float32) in a child process ... " in err
+
+
+def test_compare_says_when_a_file_is_not_a_run_and_when_a_and_b_are_one_run(tmp_path, capsys):
+    """``compare README.md reports``: the file is not a report run (nothing to delete); ``compare latest latest``
+    says that A and B are the same run (issue 40, item 9)."""
+    rep = {"schema": "nsverify.report/1", "kind": "run", "created": "2026-01-01T00:00:00+00:00", "quick": True,
+           "machine": dict(FAKE_MACHINE), "regressions": [],
+           "sections": {"s": {"title": "S", "status": "ok", "data": {"metrics": standard_metrics()}}}}
+    run = write_report(tmp_path / "reports", rep, stamp="a")
+    readme = tmp_path / "README.md"
+    readme.write_text("# nsverify\n")
+    assert cli.main(["compare", str(readme), str(tmp_path / "reports")]) == 2
+    err = capsys.readouterr().err
+    assert "README.md is not a report run" in err and "Delete" not in err
+    assert cli.main(["compare", str(tmp_path / "reports"), str(run)]) == 0
+    err = capsys.readouterr().err
+    assert "A and B are the same run" in err and "pass an earlier run as A" in err
+
+
+@pytest.mark.parametrize("name", ["ReLU", "nn.ReLU", "torch.relu", "F.relu", "torch.nn.functional.relu",
+                                  "aten.relu.default"])
+def test_ops_named_as_pytorch_names_them_get_a_did_you_mean(name, capsys):
+    assert cli.main(["conventions", "--ops", name, "--dtype", "float32", "--modes", "eager"]) == 2
+    err = capsys.readouterr().err
+    assert f"unknown op {name!r}" in err and "Did you mean relu?" in err
+
+
+def test_did_you_mean_finds_module_classes_and_other_cases():
+    from nsverify.registry.table import registry_name
+
+    assert registry_name("nn.LeakyReLU") == "leaky_relu" and registry_name("MaxPool2d") == "max_pool2d"
+    assert registry_name("torch.max") == "max" and registry_name("Hardtanh") == "hardtanh"
+    assert registry_name("sin") is None and registry_name("torch.sin") is None

@@ -158,7 +158,7 @@ def test_cli_json_and_table(tmp_path, capsys):
     assert set(data["results"][0]) >= {"op", "case", "dtype", "device", "mode", "derivative", "rule",
                                        "in_clarke", "expected", "as_expected", "observed"}
     text = capsys.readouterr().out
-    assert "relu" in text and "cpu/bf16/eager" in text
+    assert "relu" in text and "Evaluated 4 columns: cpu; bf16, f32; eager, func." in " ".join(text.split())
 
 
 @pytest.mark.parametrize("argv,msg", [
@@ -270,3 +270,17 @@ def test_gpu_script_smoke(tmp_path):
     data = json.loads((tmp_path / "conventions.json").read_text())
     assert data["schema"] == cv.SCHEMA and data["meta"]["smoke"] and not data["unexpected"]
     assert {r["mode"] for r in data["results"]} == {"eager", "func", "jvp", "compile"}
+
+
+def test_the_terminal_table_fits_120_columns_and_speaks_one_vocabulary():
+    """The table fits a 120-column terminal, and its 'observed' column names rules as its 'expected' column does
+    (the registry's vocabulary: ``inside``, ``mix=1/2``), naming the columns where the rules differ (issue 40)."""
+    res = cv.run_matrix(["clamp", "clamp_tensor", "abs", "relu"], ["float32", "float64"], ["cpu"], ["eager", "jvp"])
+    text = cv.format_table(res)
+    assert max(len(line) for line in text.splitlines()) <= cv.matrix.TABLE_WIDTH == 120
+    rows = {tuple(line.split()[:2]): line for line in text.splitlines() if line.startswith(("clamp ", "abs "))}
+    assert rows[("clamp", "x=0")].split()[2:4] == ["inside", "inside"]
+    assert rows[("abs", "x=0")].split()[2:4] == ["mix=1/2", "mix=1/2"]
+    tensor = text[text.index("min == max > x *"):]
+    assert "other in eager; last in jvp" in " ".join(tensor.split())
+    assert "Evaluated 4 columns: cpu; f32, f64; eager, jvp." in " ".join(text.split())

@@ -43,7 +43,7 @@ def test_failing_section_is_recorded_and_others_survive(temp_sections, tmp_path)
     assert data["schema"] == "nsverify.report/1"
     assert set(data["sections"]) == {"good", "bad"}
     html = (run / "index.html").read_text()
-    assert 'id="sec-bad"' in html and "boom" in html and "RED" in html
+    assert 'id="sec-bad"' in html and "boom" in html and 'class="badge red"' in html
     assert os.readlink(tmp_path / "latest") == run.name
     # a second run repoints latest and leaves no temporary directory behind
     run2 = write_report(tmp_path, build_report(res, quick=True), stamp=run.name)
@@ -123,9 +123,10 @@ def test_report_of_every_section_shows_no_none_and_no_raw_json(tmp_path, fake_se
     papers = re.findall(r'<tr class="paper-head"><th colspan="7">([^<]+?) <span', table)
     assert papers == ["Boustany (2025)", "Després et al. (2024)", "Park et al. (2023)", "nsverify (ours)"]
     assert "0.188 [0.1, 0.3]" in table and "64 / 4" in table
-    status = report_fakes.visible_text(page.split('id="status-line"')[1].split("</p>")[0])
-    assert "RED" in status and "1 regression \u00b7 0 failed sections \u00b7 1 claim verdict changed" in status
-    assert "1 of 5 claims not reproduced, 2 undecided" in status
+    status = report_fakes.visible_text(page.split('id="status-line"')[1].split("</div>")[0])
+    assert "Run health 1 regression 1 claim verdict changed since the baseline" in " ".join(status.split())
+    assert "Claims 2 reproduced, 1 not reproduced, 1 erratum, 2 undecided" in " ".join(status.split())
+    assert 'class="badge red" id="summary-status"' in page
     assert page.index('id="status-line"') < page.index('id="plots"') < page.index('id="claims-table"')
 
 
@@ -156,29 +157,30 @@ def test_the_papers_errata_are_listed_apart_from_the_claims():
     for c in errata:
         assert html.escape(c["erratum"], quote=True) in listed and html.escape(c["claim"], quote=True) not in table
     assert "Claims (1: reproduced 0 / not reproduced 1 / undecided 0)" in page
-    assert "1 of 1 claims not reproduced" in status_line(report)
+    assert "0 reproduced, 1 not reproduced, 3 errata, 0 undecided" in status_line(report)
 
 
 def test_status_badge_never_contradicts_the_status_line():
-    """GREEN exactly when there is no regression and no failed section; claims not reproduced are a neutral
-    count beside it (never a coloured badge)."""
+    """Green ("no regressions") exactly when there is no regression and no failed section; the claims'
+    state is a second, neutral badge in other words (never green or red)."""
     from nsverify.report.html import status_line
 
     claims = [report_fakes.fake_claim("a", False), report_fakes.fake_claim("b", True)]
     rep = {"sections": {"s": {"status": "ok", "claims": claims}}, "regressions": []}
     line = status_line(rep)
-    assert 'id="summary-status">GREEN' in line and "0 regressions \u00b7 0 failed sections" in line
-    assert '<span id="claims-status" class="count">1 of 2 claims not reproduced, 0 undecided</span>' in line
+    assert 'class="badge green" id="summary-status">no regressions</span>' in line
+    assert '<span class="badge claims" id="claims-status">1 reproduced, 1 not reproduced, 0 errata, 0 undecided' \
+        '</span>' in line
     assert "no baseline" in line
     rep["sections"]["t"] = {"status": "failed"}
-    assert 'id="summary-status">RED' in status_line(rep) and "1 failed section " in status_line(rep)
+    assert 'class="badge red" id="summary-status">1 failed section</span>' in status_line(rep)
     rep["sections"].pop("t")
     rep["regressions"] = [{"section": "s", "kind": "claim", "key": "a"}]
     rep["comparison"] = {"regressions": rep["regressions"], "changes": [{"section": "s", "kind": "claim",
                                                                          "key": "b", "verdict": "changed"}]}
     line = status_line(rep)
-    assert 'id="summary-status">RED' in line and "1 regression \u00b7 0 failed sections \u00b7 2 claim verdicts " \
-        "changed since the baseline" in line
+    assert 'class="badge red" id="summary-status">1 regression</span>' in line
+    assert "2 claim verdicts changed since the baseline" in line
 
 
 def test_plain_text_of_values():

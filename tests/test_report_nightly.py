@@ -37,11 +37,11 @@ def test_done_when_one_change_is_flagged_on_top(tmp_path, fake_sections, fake_ma
     assert nightly(tmp_path, "--fail-on-regression") == 0
     first, html = latest(tmp_path)
     assert "First quick run on this machine" in first["comparison"]["label"]
-    assert 'id="summary-status">GREEN' in html
+    assert 'class="badge green" id="summary-status">no regressions' in html
     state["ratio"] = 1.04  # benchmark noise within the 1.10 factor
     assert nightly(tmp_path, "--fail-on-regression") == 0
     second, html = latest(tmp_path)
-    assert second["regressions"] == [] and "GREEN" in html
+    assert second["regressions"] == [] and 'class="badge green"' in html
     state["relu0"] = 1.0  # the one change: ReLU'(0) swapped
     assert nightly(tmp_path, "--fail-on-regression") == 1
     third, html = latest(tmp_path)
@@ -49,11 +49,14 @@ def test_done_when_one_change_is_flagged_on_top(tmp_path, fake_sections, fake_ma
         ("conv", "relu|0|float32|cpu|eager", "convention changed")]
     assert third["comparison"]["baseline"]["created"] == second["created"]
     summary = html[html.index('id="summary"'):html.index('id="machine"')]
-    assert 'id="summary-status">RED' in summary
-    assert summary.count('<li class="regression">') == 1
-    assert '<a href="#sec-conv">conv</a>: relu|0|float32|cpu|eager: 0.0 -&gt; 1.0' in summary
+    assert 'class="badge red" id="summary-status">1 regression' in summary
+    assert summary.count('<li class="regression"') == 1
+    assert ('<li class="regression" title="key in report.json: relu|0|float32|cpu|eager"><a href="#sec-conv">conv</a>:'
+            ' relu \u00b7 0 \u00b7 float32 \u00b7 cpu \u00b7 eager: 0.0 -&gt; 1.0') in summary
     assert 'id="sec-conv"' in html and 'id="changes-conv"' in html
-    assert "REGRESSION [conv] relu|0|float32|cpu|eager" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "REGRESSION [conv] relu|0|float32|cpu|eager" in err
+    assert "\n  run health: 1 regression\n" in err  # the run's health and the claims' state apart, in words
     # without --fail-on-regression the exit code stays 0 (the report is still red)
     assert nightly(tmp_path) == 0
     assert latest(tmp_path)[0]["regressions"] == []  # compared with the third run: nothing changed since
@@ -115,7 +118,7 @@ def test_merge_cpu_and_gpu_runs(tmp_path, fake_sections, fake_machine, capsys):
     assert list(rep["sections"]["conv"]["machines"]) == labels
     assert "<th>box (Fake CPU 9000)</th><th>gpubox (NVIDIA H100 80GB HBM3)</th>" in html
     assert 'class="differs"' in html  # ReLU'(0) differs across machines: shown, not a regression
-    assert "GREEN" in html
+    assert 'class="badge green"' in html
     # merging one machine twice, or a merged report, is refused
     assert main(["nightly", "--out", str(tmp_path / "m2"), "--merge", str(cpu), str(cpu)]) == 2
     assert "same machine" in capsys.readouterr().err

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from nsverify.conventions.matrix import SCHEMA, Result, result_from_json
+from nsverify.conventions.matrix import SCHEMA, TABLE_WIDTH, Result, result_from_json
 from nsverify.errors import NsverifyError
 from nsverify.registry.types import installed_release, release_key, release_of
 
@@ -236,7 +236,11 @@ def compare_with_baseline(results: Sequence[Result], baseline: Run, installed: s
 
 
 def format_changes(chs: Sequence[Change], baseline: Run, missing: int = 0) -> str:
-    lines = [f"Differences from the baseline {baseline.describe()}: {len(chs)} cells"
-             + (f" ({missing} cells not in the baseline)" if missing else "")]
-    lines += [f"  {g['text']}" for g in group(chs)]
+    import textwrap
+
+    lines = [textwrap.fill(f"Differences from the baseline {baseline.describe()}: {len(chs)} cells"
+                           + (f" ({missing} cells not in the baseline)" if missing else ""), TABLE_WIDTH,
+                           subsequent_indent="  ")]
+    lines += [textwrap.fill(g["text"], TABLE_WIDTH, initial_indent="  ", subsequent_indent="    ")
+              for g in group(chs)]
     return "\n".join(lines)

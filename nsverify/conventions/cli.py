@@ -117,9 +117,15 @@ def format_comparison(kind: str, run, chs, missing: int, installed: str, framewo
 
     if kind == "baseline":
         return format_changes(chs, run, missing)
+    import textwrap
+
+    from nsverify.conventions.matrix import TABLE_WIDTH
+
     head = (f"Changes since the previous recorded release, {run.describe()}, to {framework} {installed}: "
             f"{len(chs)} cells" + (f" ({missing} cells not recorded there)" if missing else ""))
-    return "\n".join([head, *(f"  {g['text']}" for g in group(chs))])
+    return "\n".join([textwrap.fill(head, TABLE_WIDTH, subsequent_indent="  "),
+                      *(textwrap.fill(g["text"], TABLE_WIDTH, initial_indent="  ", subsequent_indent="    ")
+                        for g in group(chs))])
 
 
 def _step_labels(devices, dtypes, modes, compile_dtypes) -> list[str]:

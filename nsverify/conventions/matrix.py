@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import platform
 import sys
+import textwrap
 import time
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
@@ -380,38 +381,104 @@ def metrics(results: Sequence[Result]) -> list[dict]:
             for r in results]
 
 
-def _fmt_vec(v: list) -> str:
+def _fmt_vec(v: list, width: int = 28) -> str:
     s = ",".join(f"{x:.4g}" for x in v)
-    return s if len(s) <= 28 else s[:25] + "..."
+    return s if len(s) <= width else s[:width - 3] + "..."
 
 
 _MODE_ORDER = [m for ms in FRAMEWORK_MODES.values() for m in ms]
 
 
+#: the terminal table's width: it fits a 120-column terminal (a long case or observed text wraps within its
+#: column, a long derivative is cut with "..."; ``--json`` has every value)
+TABLE_WIDTH = 120
+#: the widest each column of the table gets (op, case, expected, observed, derivative, Clarke)
+_COLUMN_MAX = (19, 22, 9, 30, 22, 8)
+
+
+def _short_dtype(dtype: str) -> str:
+    return dtype.replace("float", "f")
+
+
+def _describe_columns(cols: set, every: list) -> str:
+    """The columns ``cols`` (``(device, dtype, mode)``) among ``every`` in few words: ``"jvp"`` (every column of
+    that mode), ``"f16, bf16"`` (of those dtypes), ``"cuda"``, else each column as ``f16/jvp``."""
+    if cols == set(every):
+        return "all"
+    for pos, name in ((2, str), (1, _short_dtype), (0, str)):
+        values = sorted({k[pos] for k in cols}, key=lambda v: [k[pos] for k in every].index(v))
+        if cols == {k for k in every if k[pos] in values}:
+            return ", ".join(name(v) for v in values)
+    devices = len({k[0] for k in every}) > 1
+    return ", ".join(("/".join([d] if devices else []) + ("/" if devices else "") + f"{_short_dtype(t)}/{m}")
+                     for d, t, m in every if (d, t, m) in cols)
+
+
+def _column_order(keys) -> list:
+    """``(device, dtype, mode)`` columns in the table's order: device, dtype (narrow first), mode."""
+    return sorted(keys, key=lambda k: (k[0], list(FLOAT_DTYPES).index(k[1]) if k[1] in FLOAT_DTYPES else 9,
+                                       _MODE_ORDER.index(k[2]) if k[2] in _MODE_ORDER else 99))
+
+
+def rules_text(rules: dict) -> str:
+    """A :func:`differences` entry's ``rules`` (``"dtype|device|mode" -> rule``) in words: each rule with the
+    columns that follow it (``left in eager, func; right in jvp``)."""
+    cols = {tuple(k.split("|")): v for k, v in rules.items()}
+    cols = {(dev, dt, mode): v for (dt, dev, mode), v in cols.items()}
+    every = _column_order(cols)
+    by_rule: dict = {}
+    for k in every:
+        by_rule.setdefault(cols[k], set()).add(k)
+    return "; ".join(f"{rule} in {_describe_columns(ks, every)}" for rule, ks in by_rule.items())
+
+
+def _observed_text(cells: dict, every: list) -> str:
+    """What PyTorch's derivative follows over the columns, in the registry's rule vocabulary (the expected
+    column's): one rule when every column agrees, else each rule with the columns that follow it."""
+    by_rule: dict = {}
+    for k in every:
+        if k in cells:
+            by_rule.setdefault(_cell_text(cells[k]), set()).add(k)
+    if len(by_rule) == 1:
+        return next(iter(by_rule))
+    return "; ".join(f"{rule} in {_describe_columns(ks, every)}" for rule, ks in by_rule.items())
+
+
 def format_table(results: Sequence[Result]) -> str:
-    """The terminal table: one row per (op, case), one column per (dtype/device/mode) with the rule."""
-    cols = sorted({(r.device, r.dtype, r.mode) for r in results},
-                  key=lambda k: (k[0], list(FLOAT_DTYPES).index(k[1]) if k[1] in FLOAT_DTYPES else 9,
-                                 _MODE_ORDER.index(k[2])))
+    """The terminal table (at most :data:`TABLE_WIDTH` columns): one row per (op, case) with the rule the
+    registry records, the rule PyTorch's derivative follows over every evaluated dtype/device/mode (both in the
+    registry's rule vocabulary; the columns that differ named), the derivative and whether it is in the Clarke
+    set."""
+    every = _column_order({(r.device, r.dtype, r.mode) for r in results})
     rows: dict = {}
     for r in results:
         rows.setdefault((r.op, r.case), {})[(r.device, r.dtype, r.mode)] = r
-    head = ["op", "case", "expected", "derivative (first col)", "clarke"] + [
-        f"{d}/{t.replace('float', 'f').replace('bf', 'bf')}/{m}" for d, t, m in cols]
+    head = ["op", "case", "expected", "observed", "derivative (1st col.)", "Clarke"]
     lines = [head]
     for (op, case), cells in rows.items():
         first = next(iter(cells.values()))
         flag = "" if len({c.rule for c in cells.values() if c.rule != "crashed"}) <= 1 else " *"
-        lines.append([op, case + flag, first.expected, _fmt_vec(first.derivative), first.in_clarke] + [
-            _cell_text(cells[k]) if k in cells else "-" for k in cols])
-    widths = [max(len(str(row[i])) for row in lines) for i in range(len(head))]
-    text = "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in lines)
-    return text + ("\n\n'!' = not the rule the registry records (nor a violation it records); '*' = rules differ "
-                   "across columns; 'CRASHED' = the evaluation killed its process (a reproduction script is "
-                   "written for it). Rule names: docs/conventions.md.")
+        lines.append([op, case + flag, first.expected, _observed_text(cells, every),
+                      _fmt_vec(first.derivative, _COLUMN_MAX[4]), first.in_clarke])
+    widths = [min(max(len(str(row[i])) for row in lines), most) for i, most in enumerate(_COLUMN_MAX)]
+    out = []
+    for row in lines:
+        wrapped = [textwrap.wrap(str(c), w, break_on_hyphens=False) or [""] for c, w in zip(row, widths)]
+        for i in range(max(map(len, wrapped))):
+            out.append("  ".join((w[i] if i < len(w) else "").ljust(n) for w, n in zip(wrapped, widths)).rstrip())
+    columns = f"{len(every)} columns: " + ", ".join(
+        sorted({d for d, _, _ in every})) + "; " + ", ".join(dict.fromkeys(_short_dtype(t) for _, t, _ in every)) \
+        + "; " + ", ".join(dict.fromkeys(m for _, _, m in every))
+    return "\n".join(out) + "\n\n" + textwrap.fill(
+        f"Evaluated {columns}. 'expected' is the rule the registry records, 'observed' the rule PyTorch's "
+        "derivative follows, in the same vocabulary (docs/conventions.md); '!' = not the rule the registry records "
+        "(nor a violation it records); '*' = rules differ across columns; 'other' = none of the named rules; "
+        "'CRASHED' = the evaluation killed its process (a reproduction script is written for it).", TABLE_WIDTH)
 
 
 def _cell_text(r: Result) -> str:
+    """A cell's rule in the registry's vocabulary (``observed``: the rule text ``expected`` uses), ``other`` when
+    it matches no rule, ``CRASHED``; ``!`` when not as expected."""
     if r.rule == "crashed":
         return "CRASHED"
-    return r.rule + ("" if r.as_expected else "!")
+    return (r.observed or r.rule) + ("" if r.as_expected else "!")

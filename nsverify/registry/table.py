@@ -58,12 +58,36 @@ def registered(*entries: Primitive):
             unregister(e.name)
 
 
+def registry_name(name) -> str | None:
+    """The registry entry a PyTorch name means: its own name in any case (``ReLU``), a module class (``nn.ReLU``,
+    ``torch.nn.LeakyReLU``), a functional (``torch.relu``, ``F.relu``, ``torch.nn.functional.relu``) or an ATen op
+    (``aten.relu.default``); None when none does."""
+    text = str(name).strip()
+    tail = text.split(".")[-1]
+    dotted = text.startswith(("F.", "torch.", "nn."))
+    for key, p in PRIMITIVES.items():
+        flat = key.replace("_", "").lower()
+        if text.replace("_", "").lower() == flat or tail in getattr(p, "modules", ()) \
+                or (dotted and tail.replace("_", "").lower() == flat) or text in getattr(p, "functionals", ()):
+            return key
+    if text.startswith(("aten.", "torch.ops.aten.")):
+        p = by_aten(text.removeprefix("torch.ops."))
+        return next((k for k, q in PRIMITIVES.items() if q is p), None) if p is not None else None
+    return None
+
+
 def unknown_op(name, valid, what: str = "it is not in the registry of nonsmooth primitives") -> UnknownOpError:
-    """An UnknownOpError for ``name`` that suggests close names and lists the ``valid`` ones."""
+    """An UnknownOpError for ``name`` that suggests the entry a PyTorch module, functional or ATen name means
+    (:func:`registry_name`), else close names, and lists the ``valid`` ones."""
     import difflib
 
-    close = difflib.get_close_matches(str(name), list(valid), n=3)
-    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    meant = registry_name(name)
+    if meant is not None and meant in valid:
+        hint = f" Did you mean {meant}? (the registry names ops by their functional name: {name} is {meant!r})"
+    else:
+        lower = {str(v).lower(): str(v) for v in valid}
+        close = [lower[c] for c in difflib.get_close_matches(str(name).lower(), list(lower), n=3)]
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
     return UnknownOpError(f"unknown op {name!r}: {what}.{hint} Known ops: {', '.join(sorted(valid))}.")
 
 

@@ -139,15 +139,20 @@ class RunContext:
         return self.load_partial(key)
 
 
-def figure_png(fig) -> str:
-    """Render a matplotlib figure to a base64 PNG string (and close it)."""
+#: the resolution of every figure PNG (a font of F points is F * FIGURE_DPI / 72 px in the PNG)
+FIGURE_DPI = 90
+
+
+def figure_png(fig, tight: bool = True) -> str:
+    """Render a matplotlib figure to a base64 PNG string (and close it); ``tight=False`` keeps the figure's own
+    size (``figsize * FIGURE_DPI`` px), so the page knows the PNG's scale."""
     import base64
     import io
 
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=FIGURE_DPI, bbox_inches="tight" if tight else None)
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 

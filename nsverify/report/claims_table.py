@@ -56,6 +56,36 @@ def plain(value, digits: int = 4) -> str:
     return str(value)
 
 
+#: the abbreviations of a metric key's parts, spelled out for a reader (:func:`metric_label`)
+_KEY_WORDS = (("table", "Table "), ("fig", "Fig. "), ("sec", "Sec. "), ("thm", "Theorem "), ("example", "Example "),
+              ("alg", "Algorithm "))
+
+
+def _key_part(part: str) -> str:
+    import re
+
+    if part in ("nNone", "None", ""):
+        return ""
+    for short, word in _KEY_WORDS:
+        m = re.fullmatch(short + r"(\d[\d.]*)", part)
+        if m:
+            return word + m.group(1)
+    m = re.fullmatch(r"cR(\d+)", part)
+    if m:
+        return f"c_relu = {m.group(1)}"
+    m = re.fullmatch(r"n(\d+)", part)
+    if m:
+        return f"n = {m.group(1)}"
+    return part.replace("_", " ").replace("=", " = ")
+
+
+def metric_label(key: str) -> str:
+    """A metric's comparison key (``table2.1|mul|cR1|nNone``, kept in report.json) as a reader's label: its parts
+    spelled out (``Table 2.1``, ``c_relu = 1``), unset parts dropped, joined by `` · ``."""
+    parts = [_key_part(p) for p in str(key).split("|")]
+    return " \u00b7 ".join(p for p in parts if p) or str(key)
+
+
 def _inner(value, digits: int) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_inner(v, digits) for v in value) + "]"
@@ -193,10 +223,9 @@ def _n_text(c: dict) -> str:
     return f"{n} / {need}" if need is not None else str(n)
 
 
-def _cell(text: str, full: str = "", cls: str = "") -> str:
-    title = f' title="{esc(full)}"' if full and full != text else ""
+def _cell(text: str, cls: str = "") -> str:
     klass = f' class="{cls}"' if cls else ""
-    return f"<td{klass}{title}>{esc(text)}</td>"
+    return f"<td{klass}>{esc(text)}</td>"
 
 
 def claim_html_row(name: str, label: str, c: dict, change: dict | None = None) -> str:
@@ -209,21 +238,24 @@ def claim_html_row(name: str, label: str, c: dict, change: dict | None = None) -
     if c.get("by") == "ours":
         statement = "[ours] " + statement
     th = c.get("threshold") if isinstance(c.get("threshold"), dict) else None
-    full_measured = _one_line(c.get("measured"))
+    shown = measured_text(c)
+    measured = _one_line(c.get("measured"))
+    details = [measured] if measured and measured != shown else []
     if c.get("interval"):
-        full_measured += f" ({_one_line(c['interval'])})"
+        details.append(f"({_one_line(c['interval'])})")
     if th:
-        full_measured += f"; threshold {_num(th.get('value'))} ({th.get('origin') or DASH}" + \
-            (f": {_one_line(th['note'])})" if th.get("note") else ")")
+        details.append(f"threshold {_num(th.get('value'))} ({th.get('origin') or DASH}"
+                       + (f": {_one_line(th['note'])})" if th.get("note") else ")"))
     verdict = VERDICTS.get(held, "undecided")
     if change:
         verdict += f" (was {change.get('old')})"
     power = c.get("power")
     cls = _VERDICT_CLASS.get(held, "v-undecided") + (" changed" if change else "")
-    return (f'<tr class="{cls}"><td>{where}</td>' + _cell(statement, statement, "one")
-            + _cell(measured_text(c), full_measured, "one") + _cell(_n_text(c))
+    detail = f'<div class="detail">{esc("; ".join(details))}</div>' if details else ""
+    return (f'<tr class="{cls}"><td>{where}</td>' + _cell(statement)
+            + f"<td>{esc(shown)}{detail}</td>" + _cell(_n_text(c))
             + _cell(DASH if power is None else f"{power:.2f}") + _cell(verdict, cls="verdict")
-            + _cell(_one_line(c.get("reason")), _one_line(c.get("reason")), "one") + "</tr>")
+            + _cell(_one_line(c.get("reason"))) + "</tr>")
 
 
 def claims_html(entries: list[tuple[str, str, dict]], changes: dict | None = None,

@@ -25,7 +25,7 @@ from nsverify.report.compare import (
     require_run,
     run_identity,
 )
-from nsverify.report.schema import load_report
+from nsverify.report.schema import load_report, resolve_report_path
 
 SectionLoader = Callable[[], Sequence[Section]]
 
@@ -109,10 +109,13 @@ def _cmd_nightly(args, load_sections: SectionLoader) -> int:
     else:
         run_dir = run_nightly(args.out, quick=args.quick, only=args.only, baseline=args.baseline,
                               bench_factor=args.bench_factor, sections=load_sections())
+    from nsverify.report.html import claims_state_text, report_claims, run_health
+
     report = load_report(run_dir)
     red = is_red(report)
-    print(f"report written: {run_dir / 'index.html'} ({'RED' if red else 'GREEN'}, "
-          f"{len(report['regressions'])} regression(s))", file=sys.stderr)
+    claims = [c for _, _, c in report_claims(report)]
+    print(f"report written: {run_dir / 'index.html'}\n  run health: {run_health(report)[1]}"
+          + (f"\n  claims: {claims_state_text(claims)}" if claims else ""), file=sys.stderr)
     for r in report["regressions"]:
         print(f"  REGRESSION [{r['section']}] {r['message']}", file=sys.stderr)
     print(run_dir)
@@ -138,7 +141,16 @@ def _check_compare(args) -> None:
     require_run(load_report(args.b), "B")
 
 
+def same_run(a: str, b: str) -> bool:
+    """Whether two report paths (run directories, report.json files, reports roots) name one run."""
+    return os.path.realpath(resolve_report_path(a)) == os.path.realpath(resolve_report_path(b))
+
+
 def _cmd_compare(args) -> int:
+    if same_run(args.a, args.b):
+        print(f"note: A and B are the same run ({os.path.realpath(resolve_report_path(args.a))}), so nothing "
+              "can differ; to see what changed, pass an earlier run as A (e.g. reports/<UTC stamp>) and "
+              "reports/latest as B.", file=sys.stderr)
     a, b = load_report(args.a), load_report(args.b)
     cmp = compare_reports(a, b, args.bench_factor, base_path=str(args.a))
     ids = {"a": run_identity(a, str(args.a)), "b": run_identity(b, str(args.b))}

@@ -17,54 +17,82 @@ from __future__ import annotations
 
 from nsverify.report import plots
 from nsverify.report.claims_table import COLUMNS as CLAIM_COLUMNS
-from nsverify.report.claims_table import claims_html, errata_html, esc, is_erratum, plain, summary_line
+from nsverify.report.claims_table import (
+    DASH,
+    claims_html,
+    errata_html,
+    esc,
+    is_erratum,
+    metric_label,
+    plain,
+    summary_line,
+)
 from nsverify.report.compare import claim_entries, format_metric
 
 CSS = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
+*{box-sizing:border-box}
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em;font-size:16px;
+overflow-wrap:anywhere}
 h1{margin-bottom:.2em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
-table{border-collapse:collapse;margin:.8em 0;font-size:.85em} td,th{border:1px solid #ccc;padding:3px 7px}
+.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;margin:.8em 0;font-size:.85em} td,th{border:1px solid #ccc;padding:3px 7px;
+vertical-align:top}
 th{background:#f3f3f3} .ok{color:#17692b} .failed,.red{color:#b00020} .green{color:#17692b}
 .badge{display:inline-block;padding:.3em .8em;border-radius:4px;color:#fff;font-weight:bold}
 .badge.green{background:#17692b;color:#fff} .badge.red{background:#b00020;color:#fff}
+.badge.claims{background:#fff;color:#1d3557;border:2px solid #1d3557}
 pre{background:#f7f7f7;padding:.6em;overflow:auto;font-size:.8em} img{max-width:100%}
-.meta td{border:none;padding:1px 8px} nav a{margin-right:1em} .cross{background:#fff3cd;padding:.4em}
+.meta td{border:none;padding:1px 8px} nav a{margin-right:1em;display:inline-block}
+.cross{background:#fff3cd;padding:.4em}
 tr.regression td{background:#fde7ea} td.differs{background:#fff3cd}
 tr.differs td{background:#fff3cd} tr.outside td{background:#fde7ea;font-weight:bold}
 .trends{display:flex;flex-wrap:wrap;gap:.8em} .trend{font-size:.75em;width:280px}
 #summary ul{margin:.3em 0 .8em} #summary li{margin:.25em 0} .field{color:#444;font-size:.9em;margin-left:.6em}
+.detail{color:#444;font-size:.9em}
 details{margin:.6em 0} summary{cursor:pointer;color:#245}
-#status-line{font-size:1.05em;margin:.4em 0} .count{color:#222;font-weight:bold}
+#status-line{margin:.4em 0 .8em} .status-row{margin:.35em 0;font-size:1.05em}
+.status-label{display:inline-block;min-width:6.5em;font-weight:bold} .status-note{color:#444;font-size:.9em}
 #plots{display:grid;grid-template-columns:1fr 1fr;gap:.6em;align-items:start;margin:.6em 0}
-#plots figure{margin:0} #plots img,#plots svg{width:100%;height:auto;border:1px solid #eee}
+#plots figure{margin:0;overflow-x:auto;min-width:0} #plots figure.wide{grid-column:1 / -1}
+#plots img,#plots svg{width:100%;height:auto;border:1px solid #eee;display:block}
 figcaption{font-size:.8em;color:#444}
-table.claims{width:100%;table-layout:fixed} table.claims td.one{white-space:nowrap;overflow:hidden;
-text-overflow:ellipsis} table.claims th:nth-child(1){width:13%} table.claims th:nth-child(2){width:30%}
-table.claims th:nth-child(3){width:15%} table.claims th:nth-child(4){width:6%} table.claims th:nth-child(5){width:5%}
-table.claims th:nth-child(6){width:9%} tr.paper-head th{text-align:left;background:#e8eef4} .counts{font-weight:normal}
+table.claims{width:100%;min-width:760px} table.claims td{overflow-wrap:anywhere}
+table.claims th:nth-child(1){width:12%} table.claims th:nth-child(2){width:30%} table.claims th:nth-child(3){width:16%}
+table.claims th:nth-child(4){width:7%} table.claims th:nth-child(5){width:6%} table.claims th:nth-child(6){width:10%}
+tr.paper-head th{text-align:left;background:#e8eef4} .counts{font-weight:normal}
 tr.v-refuted td.verdict{font-weight:bold;background:#f6e6e8} tr.v-undecided td.verdict{color:#555}
 tr.changed td.verdict{outline:2px solid #245}
-"""
+@media (max-width:900px){#plots{grid-template-columns:1fr} body{margin:1em auto}}
+""" + (  # a plot is never drawn narrower than its own width (its labels stay >= 11 px): its box scrolls instead
+    f"#plots img{{min-width:{plots.PLOT_WIDTH_PX}px}} #plots figure.wide svg{{min-width:{plots.FOREST_WIDTH_PX}px}}")
 #: tables with more rows than this are collapsed in <details> (the report.json link has every row)
 COLLAPSE_ROWS = 25
 MAX_TRENDS = 24
 ENV_ROWS = ("hostname", "cpu", "cpu_count", "gpu", "torch", "cuda", "cudnn", "tf32_matmul", "tf32_cudnn",
             "deterministic_algorithms", "num_threads", "cpu_capability", "aten_cpu_capability", "python", "platform",
             "machine_id")
+#: the settings that only mean something with a CUDA GPU (torch reports TF32 flags on a CPU-only box too)
+GPU_ROWS = ("cuda", "cudnn", "tf32_matmul", "tf32_cudnn")
 
 
 def _cell(value) -> str:
-    """A table cell's text: blank for ``None``, 6 significant digits, dicts and lists in words."""
-    if value is None:
-        return ""
+    """A table cell's text: an en dash for ``None``, 6 significant digits, dicts and lists in words."""
     return esc(plain(value, 6))
 
 
 def metric_text(m: dict | None) -> str:
-    """A metric's value for a reader: conventions and verdicts in words, the rest as :func:`format_metric`."""
-    if m is not None and m["kind"] in ("convention", "verdict"):
+    """A metric's value for a reader: an en dash when not measured, conventions, verdicts and any non-number in
+    words, the rest as :func:`format_metric`."""
+    if m is None or m["value"] is None:
+        return DASH
+    if m["kind"] in ("convention", "verdict") or not isinstance(m["value"], (int, float)):
         return plain(m["value"], 6) + (f" {m['unit']}" if m.get("unit") else "")
     return format_metric(m)
+
+
+def scroll(table_html: str) -> str:
+    """A wide table in a box that scrolls sideways by itself (the page never does)."""
+    return f'<div class="scroll">{table_html}</div>'
 
 
 def render_table(tab: dict, row_classes: list[str] | None = None, table_id: str = "") -> str:
@@ -75,7 +103,7 @@ def render_table(tab: dict, row_classes: list[str] | None = None, table_id: str 
         rows.append(f"<tr{cls}>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>")
     title = f"<h3>{esc(tab.get('title', ''))}</h3>" if tab.get("title") else ""
     tid = f' id="{esc(table_id)}"' if table_id else ""
-    return f"{title}<table{tid}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return f"{title}" + scroll(f"<table{tid}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
 def render_trend(series: dict) -> str:
@@ -95,9 +123,10 @@ def render_trend(series: dict) -> str:
     dots = "".join(f'<circle cx="{x:.1f}" cy="{y(p[1]):.1f}" r="2.5" fill="#245"><title>{esc(p[0])}: '
                    f'{p[1]:.6g}</title></circle>' for x, p in zip(xs, pts))
     return (f'<div class="trend"><svg width="{w}" height="{h}" role="img" aria-label="trend of '
-            f'{esc(series["key"])}"><rect width="{w}" height="{h}" fill="#fafafa" stroke="#ddd"/>{band}'
+            f'{esc(metric_label(series["key"]))}"><rect width="{w}" height="{h}" fill="#fafafa" stroke="#ddd"/>{band}'
             f'<polyline points="{line}" fill="none" stroke="#245" stroke-width="1.5"/>{dots}</svg><br>'
-            f'{esc(series["key"])} ({esc(series["kind"])}, {n} run(s), last {pts[-1][1]:.4g}; '
+            f'<span title="key in report.json: {esc(series["key"])}">{esc(metric_label(series["key"]))}</span> '
+            f'({esc(series["kind"])}, {n} run(s), last {pts[-1][1]:.4g}; '
             f'range {lo:.4g}..{hi:.4g})</div>')
 
 
@@ -125,7 +154,7 @@ def _body_parts(sec: dict) -> list[str]:
     claims = [c for c in sec.get("claims") or [] if isinstance(c, dict)]
     if claims and not any(tab.get("columns") == CLAIM_COLUMNS for tab in sec.get("tables", [])):
         parts.append(f"<h3>Claims: {esc(summary_line(claims))}</h3>"
-                     + claims_html([("", "", c) for c in claims], table_id=""))
+                     + scroll(claims_html([("", "", c) for c in claims], table_id="")))
     for tab in sec.get("tables", []):
         parts.append(_table_maybe_collapsed(tab))
     for fig in sec.get("figures", []):
@@ -140,9 +169,9 @@ def _changes_table(name: str, report: dict) -> str:
     other = [c for c in cmp.get("changes", []) if c.get("section") == name]
     if not regs and not other:
         return ""
-    rows = [[r.get("key"), r.get("kind"), r.get("old"), r.get("new"), "REGRESSION: " + str(r.get("rule"))]
-            for _, r in regs]
-    rows += [[c.get("key"), c.get("kind"), c.get("old"), c.get("new"), c.get("rule")] for c in other]
+    rows = [[metric_label(r.get("key")), r.get("kind"), r.get("old"), r.get("new"),
+             "REGRESSION: " + str(r.get("rule"))] for _, r in regs]
+    rows += [[metric_label(c.get("key")), c.get("kind"), c.get("old"), c.get("new"), c.get("rule")] for c in other]
     classes = ["regression"] * len(regs) + [""] * len(other)
     columns = ["metric", "kind", "baseline", "now", "rule"]
     tab = render_table({"title": "", "columns": columns, "rows": rows}, classes, table_id=f"changes-{name}")
@@ -156,9 +185,11 @@ def _metrics_table(sec: dict) -> str:
     metrics = (sec.get("data") or {}).get("metrics") or []
     if not metrics:
         return ""
-    tab = render_table({"title": "", "columns": ["key", "kind", "value"],
-                        "rows": [[m["key"], m["kind"], metric_text(m)] for m in metrics]})
-    return collapsed(f"Comparable metrics ({len(metrics)}, raw; all of them in report.json)", tab)
+    rows = "".join(f'<tr><td title="key in report.json: {esc(m["key"])}">{esc(metric_label(m["key"]))}</td>'
+                   f'<td>{esc(m["kind"])}</td><td>{esc(metric_text(m))}</td></tr>' for m in metrics)
+    tab = scroll(f"<table><thead><tr><th>metric</th><th>kind</th><th>value</th></tr></thead><tbody>{rows}"
+                 "</tbody></table>")
+    return collapsed(f"Comparable metrics ({len(metrics)}; their keys and every value in report.json)", tab)
 
 
 def _trends(name: str, report: dict) -> str:
@@ -202,18 +233,20 @@ def render_merged_section(name: str, sec: dict, report: dict) -> str:
             vals = [metric_text(m) for m in ms]
             differs = len({v for v, m in zip(vals, ms) if m}) > 1 and kind != "info"
             cls = ' class="differs" title="differs across machines (not a regression)"' if differs else ""
-            rows.append(f"<tr><td>{esc(k)}</td><td>{esc(kind)}</td>"
+            rows.append(f'<tr><td title="key in report.json: {esc(k)}">{esc(metric_label(k))}</td><td>{esc(kind)}</td>'
+
                         + "".join(f"<td{cls}>{esc(v)}</td>" for v in vals) + "</tr>")
             if differs:
                 differing.append(rows[-1])
-        table = f'<table class="per-machine"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        table = scroll(f'<table class="per-machine"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody>'
+                       '</table>')
         if len(rows) <= COLLAPSE_ROWS:
             parts.append(f"<h3>Metrics by machine</h3>{table}")
         else:
             if differing:
-                parts.append(f'<h3>Metrics that differ across machines ({len(differing)})</h3><table '
-                             f'class="per-machine-differs"><thead><tr>{head}</tr></thead>'
-                             f'<tbody>{"".join(differing)}</tbody></table>')
+                parts.append(f'<h3>Metrics that differ across machines ({len(differing)})</h3>' + scroll(
+                    f'<table class="per-machine-differs"><thead><tr>{head}</tr></thead>'
+                    f'<tbody>{"".join(differing)}</tbody></table>'))
             parts.append(collapsed(f"Metrics by machine ({len(rows)}, raw)", table))
     for label, s in sec["machines"].items():
         status = s.get("status", "ok")
@@ -223,20 +256,36 @@ def render_merged_section(name: str, sec: dict, report: dict) -> str:
     return "\n".join(parts)
 
 
+def _env_value(machine: dict, key: str) -> str:
+    """One machine setting as text: the CUDA-only settings read "no GPU" on a CPU-only machine (torch reports its
+    TF32 flags there too), a setting not recorded reads "not recorded"."""
+    if key in GPU_ROWS and not machine.get("gpu"):
+        return "no GPU"
+    if key == "gpu" and not machine.get("gpu"):
+        return "none (CPU only)"
+    value = machine.get(key)
+    if key == "machine_id" and isinstance(value, str):
+        return " \u00b7 ".join(value.split("|"))
+    return "not recorded" if value is None or value == "" else plain(value, 6)
+
+
 def _machine_header(report: dict) -> str:
     if report.get("kind") == "merged":
         machines = report["machine"].get("machines", {})
         head = "".join(f"<th>{esc(label)}</th>" for label in machines)
-        rows = "".join(f"<tr><td>{esc(k)}</td>"
-                       + "".join(f"<td>{_cell(m.get(k))}</td>" for m in machines.values())
-                       + "</tr>" for k in ENV_ROWS)
-        return f'<h2 id="machine">Machines</h2><table class="meta-merged"><thead><tr><th></th>{head}</tr>' \
-               f'</thead><tbody>{rows}</tbody></table>'
+        rows = "".join(f"<tr><td>{esc(k.replace('_', ' '))}</td>"
+                       + "".join(f"<td>{esc(_env_value(m, k))}</td>" for m in machines.values())
+                       + "</tr>" for k in ENV_ROWS if any(k in m for m in machines.values()))
+        return '<h2 id="machine">Machines</h2>' + scroll(f'<table class="meta-merged"><thead><tr><th></th>{head}'
+                                                          f'</tr></thead><tbody>{rows}</tbody></table>')
     machine = report.get("machine", {})
     keys = list(ENV_ROWS) + [k for k in machine if k not in ENV_ROWS]
-    meta = "".join(f"<tr><td>{esc(k)}</td><td>{_cell(machine.get(k))}</td></tr>"
-                   for k in keys if k in machine)
-    return f'<h2 id="machine">Machine and environment</h2><table class=meta>{meta}</table>'
+    shown = [k for k in keys if k in machine and not (k in GPU_ROWS and not machine.get("gpu"))]
+    meta = "".join(f"<tr><td>{esc(k.replace('_', ' '))}</td><td>{esc(_env_value(machine, k))}</td></tr>"
+                   for k in shown)
+    if not machine.get("gpu"):
+        meta += "<tr><td>gpu settings</td><td>none: no CUDA GPU (CUDA, cuDNN and TF32 do not apply)</td></tr>"
+    return '<h2 id="machine">Machine and environment</h2>' + scroll(f"<table class=meta>{meta}</table>")
 
 
 def report_claims(report: dict) -> list[tuple[str, str, dict]]:
@@ -262,8 +311,14 @@ def _short_list(list_id: str, items: list[str]) -> str:
 
 
 def _change_item(entry: dict, cls: str) -> str:
+    """One change since the baseline: its section (a link) and its message, the metric named by its label (the key
+    in a tooltip: :func:`nsverify.report.claims_table.metric_label`)."""
     name = esc(entry.get("section"))
-    return f'<li class="{cls}"><a href="#sec-{name}">{name}</a>: {esc(entry.get("message"))}</li>'
+    message, key = str(entry.get("message") or ""), entry.get("key")
+    if isinstance(key, str) and key and message.startswith(key):
+        message = metric_label(key) + message[len(key):]
+    title = f' title="key in report.json: {esc(key)}"' if key else ""
+    return f'<li class="{cls}"{title}><a href="#sec-{name}">{name}</a>: {esc(message)}</li>'
 
 
 def convention_changes(report: dict) -> list[dict]:
@@ -277,25 +332,57 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}" + ("" if n == 1 else "s")
 
 
-def status_line(report: dict) -> str:
-    """The one status line (``id="status-line"``): the badge, regressions, failed sections, claim verdicts changed
-    since the baseline, and the neutral count of claims not reproduced (docs/report.md, "The status line")."""
+def claims_state(claims: list[dict]) -> dict:
+    """The claims' state over claim dicts: ``{"reproduced", "not reproduced", "errata", "undecided"}`` counts (a
+    claim exhibiting a paper erratum counts as an erratum only)."""
+    out = {"reproduced": 0, "not reproduced": 0, "errata": 0, "undecided": 0}
+    for c in claims:
+        if is_erratum(c):
+            out["errata"] += 1
+        else:
+            out[{True: "reproduced", False: "not reproduced"}.get(c.get("held"), "undecided")] += 1
+    return out
+
+
+def claims_state_text(claims: list[dict]) -> str:
+    """``"32 reproduced, 8 not reproduced, 3 errata, 37 undecided"`` (:func:`claims_state`)."""
+    state = claims_state(claims)
+    return ", ".join(f"{n} {'erratum' if k == 'errata' and n == 1 else k}" for k, n in state.items())
+
+
+def run_health(report: dict) -> tuple[str, str]:
+    """The run's health: ``("green", "no regressions")`` or ``("red", "1 regression, 2 failed sections")``
+    (regressions and failed sections only; the claims' state is separate, :func:`claims_state`)."""
     failed = [n for n, s in report.get("sections", {}).items() if s.get("status") == "failed"]
-    regressions = report.get("regressions", [])
-    color = "red" if failed or regressions else "green"
-    claims = [c for _, _, c in report_claims(report) if not is_erratum(c)]
-    refuted = sum(1 for c in claims if c.get("held") is False)
-    undecided = sum(1 for c in claims if c.get("held") is None)
+    n_reg = len(report.get("regressions", []))
+    if not failed and not n_reg:
+        return "green", "no regressions"
+    words = [_count(n_reg, "regression")] if n_reg else []
+    return "red", ", ".join(words + ([_count(len(failed), "failed section")] if failed else []))
+
+
+def status_line(report: dict) -> str:
+    """The first screen's two status rows (``id="status-line"``), never to be confused: the run's health (a
+    green or red badge, ``id="summary-status"``: regressions and failed sections, with the claim verdicts changed
+    since the baseline), and the claims' state (a neutral badge, ``id="claims-status"``: reproduced, not
+    reproduced, errata, undecided) (docs/report.md, "The status line")."""
+    color, health = run_health(report)
+    claims = [c for _, _, c in report_claims(report)]
     cmp = report.get("comparison")
     changed = len(claim_entries(cmp)) if cmp else None
-    since = "since the baseline" if cmp else "(no baseline: the first run of this machine and mode)"
-    parts = [_count(len(regressions), "regression"), _count(len(failed), "failed section"),
-             (_count(changed, "claim verdict") + " changed " + since) if cmp else "no claim verdict compared " + since]
-    claims_text = (f'<span id="claims-status" class="count">{refuted} of {len(claims)} claims not reproduced, '
-                   f"{undecided} undecided</span>") if claims else ""
-    return (f'<p id="status-line"><span class="badge {color}" id="summary-status">{color.upper()}</span> '
-            + esc(" \u00b7 ".join(parts)) + (" \u00b7 " + claims_text if claims_text else "")
-            + ' \u00b7 full data: <a href="report.json">report.json</a></p>')
+    compared = bool(cmp) and cmp.get("baseline", {}) is not None  # the first run's comparison has baseline None
+    since = (_count(changed, "claim verdict") + " changed since the baseline") if compared \
+        else "no baseline (the first run of this machine and mode): nothing compared"
+    rows = [f'<p class="status-row"><span class="status-label">Run health</span> '
+            f'<span class="badge {color}" id="summary-status">{esc(health)}</span> '
+            f'<span class="status-note">{esc(since)}</span></p>']
+    if claims:
+        rows.append('<p class="status-row"><span class="status-label">Claims</span> '
+                    f'<span class="badge claims" id="claims-status">{esc(claims_state_text(claims))}</span> '
+                    '<span class="status-note">the papers\' claims as measured (a state of the papers, not of '
+                    'this run)</span></p>')
+    rows.append('<p class="status-row status-note">Full data: <a href="report.json">report.json</a></p>')
+    return f'<div id="status-line">{"".join(rows)}</div>'
 
 
 def _changes_lists(report: dict) -> list[str]:
@@ -362,8 +449,11 @@ def render_plots(report: dict) -> str:
                        f": {esc(exc)})</figcaption></figure>")
             continue
         if png:
-            body = png if png.startswith("<svg") else f'<img alt="{esc(title)}" src="data:image/png;base64,{png}">'
-            out.append(f'<figure id="{fid}" class="plot">{body}<figcaption>{esc(title)}</figcaption></figure>')
+            svg = png.startswith("<svg")
+            body = png if svg else (f'<img alt="{esc(title)}" width="{plots.PLOT_WIDTH_PX}" '
+                                    f'data-font-px="{plots.FONT_PX:.2f}" src="data:image/png;base64,{png}">')
+            cls = "plot wide" if fid == "plot-forest" else "plot"
+            out.append(f'<figure id="{fid}" class="{cls}">{body}<figcaption>{esc(title)}</figcaption></figure>')
     return f'<div id="plots">{"".join(out)}</div>' if out else ""
 
 
@@ -376,7 +466,7 @@ def render_claims(report: dict) -> str:
     out = []
     if claims:
         out.append(f'<h2 id="claims">Claims ({len(claims)}: {esc(summary_line([c for _, _, c in claims]))})</h2>'
-                   + claims_html(claims, changes))
+                   + scroll(claims_html(claims, changes)))
     if errata:
         out.append(f'<h2 id="errata-title">Paper errata ({len(errata)})</h2>' + errata_html(errata))
     return "".join(out)

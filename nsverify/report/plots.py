@@ -16,7 +16,7 @@ Each returns ``None`` when the report has no data for it; the others return base
 """
 from __future__ import annotations
 
-from nsverify.report import figure_png
+from nsverify.report import FIGURE_DPI, figure_png
 
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 VERDICT_COLOURS = {True: "#17692b", False: "#b00020", None: "#777777"}
@@ -27,6 +27,12 @@ RULE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"
 #: section's table has every case; the cases whose rule varies or leaves the Clarke set are drawn first)
 MAX_FOREST = 40
 MAX_HEATMAP = 60
+#: every label of the PNG plots, in points: 9 pt at FIGURE_DPI = 90 is 11.25 px in the PNG, which the page shows at
+#: its own width or wider (PLOT_WIDTH_PX), so a label is never under 11 px on screen
+FONT_PT = 9
+PLOT_WIDTH_IN = 6.4
+PLOT_WIDTH_PX = int(PLOT_WIDTH_IN * FIGURE_DPI)
+FONT_PX = FONT_PT * FIGURE_DPI / 72
 
 
 def _plt():
@@ -53,12 +59,30 @@ def forest_rows(claims: list[dict]) -> list[dict]:
             and isinstance(c.get("threshold"), dict) and _number(c["threshold"].get("value"))]
 
 
-#: the forest plot's geometry (px): width, label column, row height, title band, plot area
-_FW, _FROW, _FTOP = 600, 18, 22
-_FX0, _FX1 = 340, _FW - 45
+#: the forest plot's geometry (px): width, label column, line height, title band, plot area; its font (px). The
+#: page draws it across the whole summary (about 1,170 px at a 1280-px window), so its text stays >= 11 px
+FOREST_WIDTH_PX, _FLINE, _FTOP = 1160, 15, 26
+_FX0, _FX1 = 640, FOREST_WIDTH_PX - 70
+FOREST_FONT_PX = 12
+#: a label wraps at this many characters (never truncated)
+_FWRAP = 92
 
 
-def _forest_row(i: int, c: dict) -> str:
+def forest_label(c: dict) -> list[str]:
+    """The forest row's label, wrapped (never truncated): ``paper, where: claim``, then the measured quantity (the
+    claim's ``metric``: the row's unit)."""
+    import textwrap
+
+    src = c.get("source") if isinstance(c.get("source"), dict) else {}
+    head = ", ".join(t for t in (src.get("paper"), src.get("where")) if t)
+    lines = textwrap.wrap(" ".join(f"{head}: {c.get('claim', '')}".split()), _FWRAP)
+    if c.get("metric"):
+        lines += textwrap.wrap(" ".join(f"x: {c['metric']}".split()), _FWRAP)
+    return lines or [""]
+
+
+def _forest_row(top: float, i: int, c: dict) -> tuple[str, float]:
+    """One row of the forest plot starting at ``top`` px, and its height."""
     from html import escape
 
     v, lo, hi, th = c["value"], c["lo"], c["hi"], c["threshold"]["value"]
@@ -69,36 +93,47 @@ def _forest_row(i: int, c: dict) -> str:
     def x(t: float) -> str:
         return f"{_FX0 + (_FX1 - _FX0) * (t - left) / (right - left):.1f}"
 
-    y = _FTOP + _FROW * i + _FROW / 2
+    lines = forest_label(c)
+    height = _FLINE * max(len(lines), 2) + 6
+    y = top + 3 + _FLINE  # the bar sits on the label's first line
     colour = VERDICT_COLOURS.get(c.get("held"), "#777777")
-    src = c.get("source") if isinstance(c.get("source"), dict) else {}
-    label = _short(f"{src.get('paper', '')} {src.get('where', '')}: {c.get('claim', '')}", 52)
     title = escape(f"{c.get('claim', '')}: {v:.4g} [{lo:.4g}, {hi:.4g}], threshold {th:.4g} "
                    f"({c['threshold'].get('origin', '')}); {c.get('verdict', '')}")
     band = "#f7f7f7" if i % 2 else "#ffffff"
-    return (f'<g><title>{title}</title>'
-            f'<rect x="0" y="{y - _FROW / 2:.1f}" width="{_FW}" height="{_FROW}" fill="{band}"/>'
-            f'<text x="4" y="{y + 3.5:.1f}">{escape(label)}</text>'
-            f'<text x="{_FX0 - 4}" y="{y + 3.5:.1f}" text-anchor="end" fill="#777" font-size="8">{left:.3g}</text>'
-            f'<text x="{_FX1 + 4}" y="{y + 3.5:.1f}" fill="#777" font-size="8">{right:.3g}</text>'
+    text = "".join(f'<text x="4" y="{top + 3 + _FLINE * (k + 1) - 3:.1f}"'
+                   + (' fill="#555"' if k and line.startswith("x: ") else "") + f">{escape(line)}</text>"
+                   for k, line in enumerate(lines))
+    return (f'<g class="forest-row"><title>{title}</title>'
+            f'<rect x="0" y="{top:.1f}" width="{FOREST_WIDTH_PX}" height="{height}" fill="{band}"/>{text}'
+            f'<text x="{_FX0 - 4}" y="{y + _FLINE - 1:.1f}" text-anchor="end" fill="#555">{left:.3g}</text>'
+            f'<text x="{_FX1 + 4}" y="{y + _FLINE - 1:.1f}" fill="#555">{right:.3g}</text>'
             f'<line x1="{_FX0}" x2="{_FX1}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>'
             f'<line x1="{x(lo)}" x2="{x(hi)}" y1="{y:.1f}" y2="{y:.1f}" stroke="{colour}" stroke-width="3"/>'
             f'<line x1="{x(th)}" x2="{x(th)}" y1="{y - 7:.1f}" y2="{y + 7:.1f}" stroke="#cc6600" stroke-width="2"/>'
-            f'<circle cx="{x(v)}" cy="{y:.1f}" r="4" fill="{colour}"/></g>')
+            f'<circle cx="{x(v)}" cy="{y:.1f}" r="4.5" fill="{colour}"/></g>'), height
 
 
 def forest_svg(claims: list[dict]) -> str | None:
-    """The forest plot as inline SVG (one row per claim on its own scale: the interval as a bar, the value as a
-    dot coloured by verdict, the threshold as an orange tick; the row's scale printed at both ends)."""
+    """The forest plot as inline SVG (one row per claim on its own scale, in the unit of the claim's measured
+    quantity, named under its label: the interval as a bar, the value as a dot coloured by verdict, the threshold
+    as an orange tick; the row's scale printed at both ends)."""
     rows = forest_rows(claims)[:MAX_FOREST]
     if not rows:
         return None
-    h = _FTOP + _FROW * len(rows) + 6
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{_FW}" height="{h}" viewBox="0 0 {_FW} {h}" '
-            'role="img" aria-label="forest plot of the claims" font-family="sans-serif" font-size="10">'
-            '<text x="4" y="13" font-size="11">measured value [interval] (dot) against the threshold '
-            '(orange tick), each row on its own scale</text>'
-            + "".join(_forest_row(i, c) for i, c in enumerate(rows)) + "</svg>")
+    parts, top = [], float(_FTOP)
+    for i, c in enumerate(rows):
+        svg, height = _forest_row(top, i, c)
+        parts.append(svg)
+        top += height
+    h = int(top) + 6
+    w = FOREST_WIDTH_PX
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+            f'role="img" aria-label="forest plot of the claims" font-family="sans-serif" '
+            f'font-size="{FOREST_FONT_PX}">'
+            f'<text x="4" y="17">claim (x: the measured quantity, the row\'s unit)</text>'
+            f'<text x="{_FX0}" y="17">measured value (dot), its interval (bar), the threshold (orange tick); '
+            'each row on its own scale</text>'
+            + "".join(parts) + "</svg>")
 
 
 def _columns(keys) -> list[tuple[str, str, str]]:
@@ -134,21 +169,22 @@ def conventions_png(section: dict) -> str | None:
     for (r, c), v in cells.items():
         grid[rows.index(r), cols.index(c)] = rules.index(v)
     cmap = ListedColormap([RULE_COLOURS[i % len(RULE_COLOURS)] for i in range(len(rules))])
-    fig, ax = plt.subplots(figsize=(6.4, 0.09 * len(rows) + 1.6))
+    fig, ax = plt.subplots(figsize=(PLOT_WIDTH_IN, 0.16 * len(rows) + 0.14 * len(rules) + 2.6),
+                           layout="constrained")
     ax.imshow(grid, aspect="auto", cmap=cmap, vmin=-0.5, vmax=len(rules) - 0.5, interpolation="nearest")
     for (op, case), (dev, dt, mode) in cells:
         if (op, case, dt, dev, mode) in outside:
             ax.plot(cols.index((dev, dt, mode)), rows.index((op, case)), "x", color="black", ms=4, mew=1.2)
-    ax.set_yticks(range(len(rows)), [_short(f"{op} {case}", 34) for op, case in rows], fontsize=4.5)
+    ax.set_yticks(range(len(rows)), [_short(f"{op} {case}", 34) for op, case in rows], fontsize=FONT_PT)
     ax.set_xticks(range(len(cols)), [f"{dev} {dt.replace('float', 'f')} {mode}"
-                                     for dev, dt, mode in cols], fontsize=4.5, rotation=90)
+                                     for dev, dt, mode in cols], fontsize=FONT_PT, rotation=90)
     handles = [plt.Rectangle((0, 0), 1, 1, color=cmap(i)) for i in range(len(rules))]
     handles.append(plt.Line2D([], [], marker="x", color="black", ls=""))
-    ax.legend(handles, rules + ["outside the Clarke set"], fontsize=5, ncol=4, loc="lower center",
-              bbox_to_anchor=(0.5, 1.0), frameon=False)
+    fig.legend(handles, rules + ["outside the Clarke set"], fontsize=FONT_PT, ncol=3, loc="outside upper center",
+               frameon=False, title="rule PyTorch's derivative follows (colour)", title_fontsize=FONT_PT)
     if total > len(rows):
-        ax.set_xlabel(f"{len(rows)} of {total} cases shown (those whose rule varies first)", fontsize=6)
-    return figure_png(fig)
+        ax.set_xlabel(f"{len(rows)} of {total} cases shown (those whose rule varies first)", fontsize=FONT_PT)
+    return figure_png(fig, tight=False)
 
 
 def releases_png(section: dict) -> str | None:
@@ -159,24 +195,24 @@ def releases_png(section: dict) -> str | None:
         return None
     lanes = list(dict.fromkeys(f"{c.get('op')} {c.get('case')}" for c in changes)) or ["(no change)"]
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.4, 0.32 * len(lanes) + 1.3))
+    fig, ax = plt.subplots(figsize=(PLOT_WIDTH_IN, 0.36 * len(lanes) + 1.9), layout="constrained")
     for x in range(len(releases)):
         ax.axvline(x, color="#dddddd", lw=0.8, zorder=0)
     for c in changes:
         x, y = releases.index(str(c["release"])), lanes.index(f"{c.get('op')} {c.get('case')}")
         bad = "no" in (c.get("clarke_before"), c.get("clarke_after"))
         ax.plot([x], [y], "D", color="#b00020" if bad else "#245", ms=6)
-        ax.annotate(f"{c.get('rule_before')} \u2192 {c.get('rule_after')} ({c.get('cells')} cells"
+        ax.annotate(f"{c.get('rule_before')} \u2192 {c.get('rule_after')}\n({c.get('cells')} cells"
                     + (f"; Clarke {c.get('clarke_before')} \u2192 {c.get('clarke_after')}" if bad else "") + ")",
-                    (x, y), xytext=(6, 3), textcoords="offset points", fontsize=5.5)
-    ax.set_xticks(range(len(releases)), releases, fontsize=6, rotation=45)
-    ax.set_yticks(range(len(lanes)), [_short(lane, 34) for lane in lanes], fontsize=6)
-    ax.set_xlim(-0.5, len(releases) + 1.5)
+                    (x, y), xytext=(6, 3), textcoords="offset points", fontsize=FONT_PT)
+    ax.set_xticks(range(len(releases)), releases, fontsize=FONT_PT, rotation=45)
+    ax.set_yticks(range(len(lanes)), [_short(lane, 34) for lane in lanes], fontsize=FONT_PT)
+    ax.set_xlim(-0.5, len(releases) + 3.5)
     ax.set_ylim(-0.7, len(lanes) - 0.3)
     ax.invert_yaxis()
-    ax.set_title(f"Rule changes across torch releases ({releases[0]} .. {releases[-1]}, CPU; "
-                 "red: a side outside the Clarke set)", fontsize=7)
-    return figure_png(fig)
+    ax.set_title(f"torch {releases[0]} .. {releases[-1]}, CPU; red: a side outside the Clarke set",
+                 fontsize=FONT_PT)
+    return figure_png(fig, tight=False)
 
 
 def zone_series(section: dict) -> dict[str, dict[str, tuple]]:
@@ -194,22 +230,23 @@ def zone_series(section: dict) -> dict[str, dict[str, tuple]]:
 
 
 def zones_png(section: dict) -> str | None:
+    from nsverify.report.claims_table import metric_label
+
     series = zone_series(section)
     if not series:
         return None
     plt = _plt()
     dts = [d for d in DTYPES if any(d in s for s in series.values())]
-    fig, ax = plt.subplots(figsize=(6.4, 3.0))
+    fig, ax = plt.subplots(figsize=(PLOT_WIDTH_IN, 3.4 + 0.2 * len(series)), layout="constrained")
     n = len(series)
     for i, (setting, pts) in enumerate(series.items()):
         xs = [dts.index(d) + (i - (n - 1) / 2) * 0.6 / max(n, 1) for d in dts if d in pts]
         vs = [pts[d] for d in dts if d in pts]
         ax.errorbar(xs, [v for v, _, _ in vs], yerr=[[v - lo for v, lo, _ in vs], [hi - v for v, _, hi in vs]],
-                    fmt="o", ms=3, capsize=2, label=_short(setting, 40))
-    ax.set_xticks(range(len(dts)), dts, fontsize=7)
+                    fmt="o", ms=4, capsize=2, label=_short(metric_label(setting), 60))
+    ax.set_xticks(range(len(dts)), dts, fontsize=FONT_PT)
     ax.set_ylim(-0.05, 1.05)
-    ax.set_ylabel("share (95% interval)", fontsize=7)
-    ax.tick_params(axis="y", labelsize=6)
-    ax.set_title("Zone volumes per precision: share of impacted pairs/draws", fontsize=7)
-    ax.legend(fontsize=5, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
-    return figure_png(fig)
+    ax.set_ylabel("share of impacted pairs/draws (95% interval)", fontsize=FONT_PT)
+    ax.tick_params(axis="y", labelsize=FONT_PT)
+    fig.legend(fontsize=FONT_PT, loc="outside lower center", frameon=False, ncol=1)
+    return figure_png(fig, tight=False)

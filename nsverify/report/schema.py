@@ -179,14 +179,20 @@ def load_report(path: Path | str) -> dict:
     if size > MAX_BYTES:
         raise ReportFormatError(f"{src}: {size} bytes is larger than any nsverify report "
                                 f"({MAX_BYTES} bytes max); refusing to read it.")
+    not_a_run = ReportFormatError(f"{src} is not a report run (not JSON): pass a run directory written by "
+                                  "`nsverify nightly` (e.g. reports/latest), its report.json, or a reports root.")
     try:
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
+        if p.name != "report.json":  # another file (README.md, a PNG): not a run, nothing to delete
+            raise not_a_run from exc
         raise ReportFormatError(f"{src}: corrupted report (not UTF-8 text: {exc}). Delete this run "
                                 f"directory or pass another baseline.") from exc
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
+        if p.name != "report.json":
+            raise not_a_run from exc
         raise ReportFormatError(f"{src}: corrupted report (invalid JSON at line {exc.lineno}, column "
                                 f"{exc.colno}: {exc.msg}). Delete this run directory or pass another "
                                 f"baseline.") from exc

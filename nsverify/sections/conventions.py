@@ -17,20 +17,37 @@ def _rule_summary(rs) -> str:
     return rules[0] if len(rules) == 1 else "/".join(rules) + " *"
 
 
+def _run_cells(ctx, dtypes, compile_dtypes, repro_dir) -> list:
+    """Every cell in child processes (eager, func, jvp; then compile), a heartbeat line on stderr every 10 s of
+    silence (a compile step is a silent minute: :class:`nsverify.devices.Heartbeat`)."""
+    from nsverify.conventions.isolation import run_matrix_isolated
+    from nsverify.devices import Heartbeat
+
+    with Heartbeat("evaluating the eager/func/jvp cells in a child process", prefix=f"[{ctx.section}] ") as hb:
+
+        def progress(message, done=None, total=None):
+            ctx.progress(message, done, total)
+            hb.beat()
+
+        results = run_matrix_isolated(None, dtypes, ["cpu"], ["eager", "func", "jvp"], progress=progress,
+                                      repro_dir=repro_dir)
+        hb.beat(f"compiling with torch.compile ({', '.join(compile_dtypes)}) in a child process")
+        results += run_matrix_isolated(None, compile_dtypes, ["cpu"], ["compile"], progress=progress,
+                                       repro_dir=repro_dir)
+    return results
+
+
 @section("conventions", "Conventions matrix: PyTorch's derivative at kinks and ties", order=10,
          description="every registry primitive x 4 dtypes x eager/func/jvp on CPU (+ compile)")
 def conventions_section(ctx) -> dict:
     from nsverify import conventions as cv
-    from nsverify.conventions.isolation import run_matrix_isolated
+    from nsverify.conventions.matrix import rules_text
 
     # in child processes: a crash inside torch is a crashed cell with a reproduction script, not a dead nightly
     repro_dir = ctx.scratch_file("crashed")
-    results = run_matrix_isolated(None, DTYPES, ["cpu"], ["eager", "func", "jvp"], progress=ctx.progress,
-                                  repro_dir=repro_dir)
     # torch.compile costs about a minute per dtype on a small CPU: quick mode compiles float32 only
     compile_dtypes = ("float32",) if ctx.quick else DTYPES
-    results += run_matrix_isolated(None, compile_dtypes, ["cpu"], ["compile"], progress=ctx.progress,
-                                   repro_dir=repro_dir)
+    results = _run_cells(ctx, DTYPES, compile_dtypes, repro_dir)
     crashed = cv.crashed(results)
 
     by_case: dict = {}
@@ -52,9 +69,8 @@ def conventions_section(ctx) -> dict:
                      "in Clarke set"] + list(cv.MODES) + ["as expected", "evaluations"], rows)]
     if diffs:
         tables.append(table("Cases whose rule differs across dtypes/modes/devices",
-                            ["op", "case", "rules"],
-                            [[d["op"], d["case"], "; ".join(f"{k}: {v}" for k, v in d["rules"].items())]
-                             for d in diffs]))
+                            ["op", "case", "rules (the columns that follow each)"],
+                            [[d["op"], d["case"], rules_text(d["rules"])] for d in diffs]))
     if crashed:
         tables.append(_crash_table(crashed))
     claims = matrix_claims(results, unexpected, compile_vs_eager, compile_dtypes)
