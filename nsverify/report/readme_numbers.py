@@ -13,7 +13,6 @@ search took) is not quoted in the docs: the nightly report measures it.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
