@@ -21,10 +21,13 @@ results), ``conventions --json`` and the resumable experiments (:mod:`nsverify.p
 from __future__ import annotations
 
 import os
+import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Sequence
 
-from nsverify.errors import InputFileError, OutputDirError
+from nsverify.errors import InputFileError, NsverifyError, OutputDirError
 
 
 def _umask() -> int:
@@ -188,3 +191,69 @@ def json_default(obj):
     if isinstance(obj, (set, frozenset, tuple)):
         return list(obj)
     raise TypeError(f"report sections must return JSON-able data; got {type(obj).__name__}")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Generated blocks of the docs: the one writer and checker (the registry's op lists, the README's numbers)
+# --------------------------------------------------------------------------------------------------------------
+def repo_root() -> Path:
+    """The repository root of this checkout (the directory above the package)."""
+    return Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class DocBlock:
+    """One generated block: ``name`` in ``path`` (relative to the repository root), between the markers
+    ``<!-- PREFIX:NAME begin -->`` and ``<!-- PREFIX:NAME end -->``, rendered by ``render``; ``inline``: the block
+    sits inside a line (no line breaks around it)."""
+
+    path: str
+    name: str
+    render: Callable[[], str]
+    inline: bool = False
+    prefix: str = "registry"
+
+    @property
+    def begin(self) -> str:
+        return f"<!-- {self.prefix}:{self.name} begin -->"
+
+    @property
+    def end(self) -> str:
+        return f"<!-- {self.prefix}:{self.name} end -->"
+
+    def text(self) -> str:
+        """The block as it belongs between its markers."""
+        body = self.render()
+        return body if self.inline else f"\n{body}\n"
+
+    def pattern(self) -> re.Pattern:
+        return re.compile(re.escape(self.begin) + "(.*?)" + re.escape(self.end), re.S)
+
+
+def regenerate_docs(blocks: Sequence[DocBlock], command: str, root: Path | None = None, *,
+                    write: bool = False) -> list[str]:
+    """The docs (paths relative to ``root``, default this checkout) whose generated blocks are stale; with
+    ``write``, rewrite them (the docs that changed). A doc that is missing, or holds a block's markers other than
+    once, raises naming ``command``, the command that regenerates the blocks."""
+    root = root or repo_root()
+    out: list[str] = []
+    for rel in dict.fromkeys(b.path for b in blocks):
+        path = root / rel
+        if not path.is_file():
+            raise NsverifyError(f"{path} does not exist: run {command} from a clone of nsverify (the docs are not "
+                                "installed with the package), or pass --root DIR of the clone.")
+        text = path.read_text(encoding="utf-8")
+        new = text
+        for b in (b for b in blocks if b.path == rel):
+            found = b.pattern().findall(new)
+            if len(found) != 1:
+                raise NsverifyError(f"{rel}: expected one block between {b.begin} and {b.end}, found {len(found)}: "
+                                    f"put the two markers where the block belongs (once), then run {command}.")
+            body = b.text()
+            new = b.pattern().sub(lambda m, body=body, b=b: b.begin + body + b.end, new)
+        if new != text:
+            if write:
+                path.write_text(new, encoding="utf-8")
+            out.append(rel)
+    return out
+

@@ -13,45 +13,16 @@ The renderers show what does not depend on the installed torch release: a capabi
 from __future__ import annotations
 
 import dataclasses
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from nsverify.errors import NsverifyError
+from nsverify.files import DocBlock, regenerate_docs
 from nsverify.registry.lookup import ARGUMENT_OPS
 from nsverify.registry.table import get, names, select
 from nsverify.registry.types import Primitive, release_key
 
 #: the command that regenerates the blocks (the check's failure message names it)
 COMMAND = "python -m nsverify.registry docs --write"
-
-
-@dataclass(frozen=True)
-class DocBlock:
-    """One generated block: ``name`` in ``path`` (relative to the repository root), rendered by ``render``;
-    ``inline``: the block sits inside a line (no line breaks around it)."""
-
-    path: str
-    name: str
-    render: Callable[[], str]
-    inline: bool = False
-
-    @property
-    def begin(self) -> str:
-        return f"<!-- registry:{self.name} begin -->"
-
-    @property
-    def end(self) -> str:
-        return f"<!-- registry:{self.name} end -->"
-
-    def text(self) -> str:
-        """The block as it belongs between its markers."""
-        body = self.render()
-        return body if self.inline else f"\n{body}\n"
-
-    def pattern(self) -> re.Pattern:
-        return re.compile(re.escape(self.begin) + "(.*?)" + re.escape(self.end), re.S)
 
 
 def _names(xs) -> str:
@@ -142,54 +113,14 @@ BLOCKS: tuple[DocBlock, ...] = (
 )
 
 
-def default_root() -> Path:
-    """The repository root of this checkout (the directory above the package)."""
-    return Path(__file__).resolve().parents[2]
-
-
-def _read(root: Path, rel: str) -> str:
-    path = root / rel
-    if not path.is_file():
-        raise NsverifyError(f"{path} does not exist: run the docs command from a clone of nsverify (the docs are "
-                            f"not installed with the package), or pass --root DIR of the clone.")
-    return path.read_text(encoding="utf-8")
-
-
-def _updated(text: str, block: DocBlock, rel: str) -> str:
-    found = block.pattern().findall(text)
-    if len(found) != 1:
-        raise NsverifyError(f"{rel}: expected one block between {block.begin} and {block.end}, found "
-                            f"{len(found)}: put the two markers where the block belongs (once), then run {COMMAND}.")
-    return block.pattern().sub(lambda m: block.begin + block.text() + block.end, text)
-
-
 def stale(root: Path | None = None) -> list[str]:
     """The docs (paths relative to ``root``) whose generated blocks are not the registry's."""
-    root = root or default_root()
-    out: list[str] = []
-    for rel in dict.fromkeys(b.path for b in BLOCKS):
-        text = _read(root, rel)
-        new = text
-        for b in (b for b in BLOCKS if b.path == rel):
-            new = _updated(new, b, rel)
-        if new != text:
-            out.append(rel)
-    return out
+    return regenerate_docs(BLOCKS, COMMAND, root)
 
 
 def write(root: Path | None = None) -> list[str]:
     """Regenerate every block; returns the docs that changed."""
-    root = root or default_root()
-    changed = []
-    for rel in dict.fromkeys(b.path for b in BLOCKS):
-        text = _read(root, rel)
-        new = text
-        for b in (b for b in BLOCKS if b.path == rel):
-            new = _updated(new, b, rel)
-        if new != text:
-            (root / rel).write_text(new, encoding="utf-8")
-            changed.append(rel)
-    return changed
+    return regenerate_docs(BLOCKS, COMMAND, root, write=True)
 
 
 def check_message(files: list[str]) -> str:

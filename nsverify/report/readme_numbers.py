@@ -2,7 +2,7 @@
 
 Each number sits in a doc between two markers, ``<!-- numbers:NAME begin -->`` and ``<!-- numbers:NAME end -->``
 (inside its sentence), as the registry's op lists do (:mod:`nsverify.registry.docs`, whose
-:class:`~nsverify.registry.docs.DocBlock` this module reuses). :data:`BLOCKS` lists every block with its file and
+:class:`~nsverify.files.DocBlock` and writer this module shares). :data:`BLOCKS` lists every block with its file and
 renderer; ``python -m nsverify.report.readme_numbers --write`` rewrites them and ``--check`` fails naming the
 stale file and that command (``tests/test_readme_numbers.py`` runs the check). The renderers read only what ships
 with the package (``nsverify/data/conventions/``: the recorded conventions of each torch and JAX release;
@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from nsverify.errors import NsverifyError
-from nsverify.registry.docs import DocBlock, default_root
+from nsverify.files import DocBlock, regenerate_docs
 
 #: the command that regenerates the blocks (the check's failure message names it)
 COMMAND = "python -m nsverify.report.readme_numbers --write"
@@ -26,19 +25,9 @@ COMMAND = "python -m nsverify.report.readme_numbers --write"
 TORCH_RELEASE = "2.13.0"
 
 
-@dataclass(frozen=True)
-class NumberBlock(DocBlock):
-    """A generated number inside a sentence: the registry's block, with the ``numbers:`` markers."""
-
-    inline: bool = True
-
-    @property
-    def begin(self) -> str:
-        return f"<!-- numbers:{self.name} begin -->"
-
-    @property
-    def end(self) -> str:
-        return f"<!-- numbers:{self.name} end -->"
+def NumberBlock(path: str, name: str, render) -> DocBlock:
+    """A generated number inside a sentence: a doc block with the ``numbers:`` markers."""
+    return DocBlock(path, name, render, inline=True, prefix="numbers")
 
 
 def _torch_run():
@@ -133,7 +122,7 @@ def monitor_overhead() -> str:
 
 
 #: every generated number of the docs
-BLOCKS: tuple[NumberBlock, ...] = (
+BLOCKS: tuple[DocBlock, ...] = (
     NumberBlock("README.md", "monitor", monitor_overhead),
     NumberBlock("README.md", "torch-matrix", torch_matrix),
     NumberBlock("README.md", "jax-matrix", jax_matrix),
@@ -145,40 +134,14 @@ BLOCKS: tuple[NumberBlock, ...] = (
 )
 
 
-def _filled(root: Path, rel: str) -> tuple[str, str]:
-    """The doc ``rel`` as it is and with every block of it regenerated."""
-    path = root / rel
-    if not path.is_file():
-        raise NsverifyError(f"{path} does not exist: run {COMMAND} from a clone of nsverify (the docs are not "
-                            "installed with the package).")
-    text = path.read_text(encoding="utf-8")
-    new = text
-    for b in (b for b in BLOCKS if b.path == rel):
-        found = b.pattern().findall(new)
-        if len(found) != 1:
-            raise NsverifyError(f"{rel}: expected one block between {b.begin} and {b.end}, found {len(found)}: put "
-                                f"the two markers where the number belongs (once), then run {COMMAND}.")
-        body = b.text()
-        new = b.pattern().sub(lambda m, body=body, b=b: b.begin + body + b.end, new)
-    return text, new
-
-
 def stale(root: Path | None = None) -> list[str]:
     """The docs (paths relative to ``root``) whose generated numbers are not the shipped data's."""
-    root = root or default_root()
-    return [rel for rel in dict.fromkeys(b.path for b in BLOCKS) if len(set(_filled(root, rel))) == 2]
+    return regenerate_docs(BLOCKS, COMMAND, root)
 
 
 def write(root: Path | None = None) -> list[str]:
     """Regenerate every number; returns the docs that changed."""
-    root = root or default_root()
-    changed = []
-    for rel in dict.fromkeys(b.path for b in BLOCKS):
-        text, new = _filled(root, rel)
-        if new != text:
-            (root / rel).write_text(new, encoding="utf-8")
-            changed.append(rel)
-    return changed
+    return regenerate_docs(BLOCKS, COMMAND, root, write=True)
 
 
 def check_message(files: list[str]) -> str:
