@@ -1,8 +1,7 @@
-"""The one table of exact ops (nsverify.oracle.ops): what derives from it, what it holds, and the op layer's
-imports (no cycle, function-level imports included)."""
+"""The one table of exact ops (nsverify.oracle.ops): what derives from it and what it holds. (That the op layer
+has no import cycle is part of tests/test_layers.py's check of the whole package.)"""
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
@@ -118,88 +117,3 @@ def test_a_name_given_twice_is_refused():
 def test_a_malformed_record_says_what_to_fix(kw, match):
     with pytest.raises((TypeError, ValueError), match=match):
         ExactOp(**kw)
-
-
-# ------------------------------------------------------------------------------------------------ import cycles
-OP_LAYER = ("nsverify.oracle.ops", "nsverify.oracle.tensor", "nsverify.oracle.numbers", "nsverify.oracle.fastexact",
-            "nsverify.oracle.prepass", "nsverify.oracle.context", "nsverify.oracle.callenv",
-            "nsverify.oracle.interp", "nsverify.oracle.separable")
-
-
-def _oracle_imports() -> dict[str, set[str]]:
-    """Module -> the oracle modules it imports anywhere (module level, inside functions, under TYPE_CHECKING)."""
-    mods = {}
-    for p in (ROOT / "nsverify" / "oracle").rglob("*.py"):
-        rel = p.relative_to(ROOT).with_suffix("")
-        mods[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = p
-    edges = {m: set() for m in mods}
-    for m, p in mods.items():
-        pkg = m if p.name == "__init__.py" else m.rsplit(".", 1)[0]
-        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    parts = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
-                    base = ".".join(parts + ([base] if base else []))
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
-            else:
-                continue
-            for t in targets:
-                while t and t not in mods:
-                    t = t.rsplit(".", 1)[0] if "." in t else ""
-                if t and t != m:
-                    edges[m].add(t)
-    return edges
-
-
-def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan, iterative)."""
-    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
-    for root in edges:
-        if root in index:
-            continue
-        work = [(root, iter(sorted(edges[root])))]
-        index[root] = low[root] = counter[0]
-        counter[0] += 1
-        stack.append(root)
-        on.add(root)
-        while work:
-            v, it = work[-1]
-            w = next(it, None)
-            if w is not None:
-                if w not in index:
-                    index[w] = low[w] = counter[0]
-                    counter[0] += 1
-                    stack.append(w)
-                    on.add(w)
-                    work.append((w, iter(sorted(edges[w]))))
-                elif w in on:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    u = stack.pop()
-                    on.discard(u)
-                    comp.append(u)
-                    if u == v:
-                        break
-                if len(comp) > 1:
-                    out.append(sorted(comp))
-    return out
-
-
-def test_the_op_layer_has_no_import_cycle():
-    edges = _oracle_imports()
-    assert "nsverify.oracle.ops.conv" in edges["nsverify.oracle.ops.table"]  # the reader sees the table's imports
-    bad = [c for c in _cycles(edges) if any(m == p or m.startswith(p + ".") for m in c for p in OP_LAYER)]
-    assert not bad, f"import cycles in the oracle's op layer (function-level imports count): {bad}"
-
-
-def test_the_cycle_finder_finds_a_cycle():
-    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
