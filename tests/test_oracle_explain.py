@@ -19,6 +19,7 @@ from torch import nn
 
 import nsverify
 from nsverify.oracle.verdict import EXPLAIN_LINES, EXPLAIN_WIDTH
+from tests.test_oracle_known import _ReluRight  # Park et al.'s h: h'(0) = 1 (a custom backward)
 
 D = torch.float64
 INTERNAL = ("Ival[", "outer bracket", "inner bracket", "nan", "n/a", "candidate gradients")
@@ -119,18 +120,6 @@ def test_an_overflowed_float_gradient_is_said_in_words():
 # ---------------------------------------------------------------------------------------------------------
 # warnings point at the caller; no_grad inside fn; random draws
 # ---------------------------------------------------------------------------------------------------------
-class _ReluRight(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return torch.relu(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * (x >= 0)
-
-
 def test_a_warning_points_at_the_callers_line():
     z = torch.zeros(1, dtype=D)
     with warnings.catch_warnings(record=True) as got:
