@@ -87,12 +87,19 @@ def ad_ops_cases(dtype, device, small) -> Iterator[RatioCase]:
                    info={"minimal/hybrid backward": backend})
 
 
-def monitor_cases(dtype, device, small) -> Iterator[RatioCase]:
-    """Park's monitor: monitored / plain training step, reduced-width VGG11 / ResNet18 on natural crops."""
-    from nsverify.papers.park.overhead import tj_path_totals
+#: the monitor's target, at both widths (Park et al. report 1.77x on a GPU; on CPU it stays within 1.15x)
+MONITOR_TARGET = 1.15
 
-    for name in ("vgg11",) if small else common.MONITOR_MODELS:
-        run = common.monitor_steps(name, dtype, device, small, steps=4 if small else 12)
+
+def monitor_cases(dtype, device, small) -> Iterator[RatioCase]:
+    """Park's monitor: monitored / plain training step, VGG11 / ResNet18 on natural crops, at the reduced width
+    and at full width (width 1), so that both are tracked."""
+    from nsverify.papers.park.overhead import OVERHEAD_MODELS, tj_path_totals
+
+    cases = [("vgg11", None)] if small else [(n, w) for n in common.MONITOR_MODELS
+                                             for w in (OVERHEAD_MODELS[n][0], 1.0)]
+    for name, width in cases:
+        run = common.monitor_steps(name, dtype, device, small, steps=4 if small else 12, width=width)
         run.plain()
         run.monitored()
         run.rewind()
@@ -102,19 +109,14 @@ def monitor_cases(dtype, device, small) -> Iterator[RatioCase]:
             per = [sum(c.tied_positive for c in r.layers) for r in records]
             return f"{min(per)}-{max(per)}" if per else "-"
 
-        yield RatioCase(f"{name} (width {_width(name, small)}), batch "
+        yield RatioCase(f"{name} (width {'1/16' if small else f'{width:g}'}), batch "
                    f"{len(run.batches[0][0])}, natural crops: training step",
-                   {"plain": run.plain, "monitored": run.monitored}, [Pair("monitored", "plain", ("<=", 1.2))],
+                   {"plain": run.plain, "monitored": run.monitored},
+                   [Pair("monitored", "plain", ("<=", MONITOR_TARGET))],
                    info={"tied windows per step": tied_per_step,
                          "T_j pairs decided by (flat/patch/field/exact)": lambda records=ties: "/".join(
                              str(v) for v in tj_path_totals(records).values())}, warmup=0)
         run.close()
-
-
-def _width(name: str, small: bool) -> str:
-    from nsverify.papers.park.overhead import OVERHEAD_MODELS
-
-    return "1/16" if small else f"{OVERHEAD_MODELS[name][0]:g}"
 
 
 def optim_cases(dtype, device, small) -> Iterator[RatioCase]:

@@ -145,14 +145,16 @@ def pool_backend(device) -> str:
 MONITOR_MODELS = ("vgg11", "resnet18")
 
 
-def monitor_steps(model_name: str, dtype=torch.float32, device="cpu", small: bool = False, steps: int = 4):
+def monitor_steps(model_name: str, dtype=torch.float32, device="cpu", small: bool = False, steps: int = 4,
+                  width: float | None = None):
     """A :class:`nsverify.papers.park.overhead.TrainingSteps` (``.plain()``, ``.monitored()``, ``.records``):
-    batch 64 at the model's default reduced width; ``small``: batch 8, width 1/16 (checks that the case runs)."""
+    batch 64 at ``width`` (default: the model's reduced width); ``small``: batch 8, width 1/16 (checks that the
+    case runs)."""
     from nsverify.papers.park.overhead import TrainingSteps
 
     if small:
         return TrainingSteps(model_name, steps, width=1 / 16, batch=8, device=device, dtype=dtype)
-    return TrainingSteps(model_name, steps, device=device, dtype=dtype)
+    return TrainingSteps(model_name, steps, width=width, device=device, dtype=dtype)
 
 
 # ---------------------------------------------------------------------------------------------------------------
