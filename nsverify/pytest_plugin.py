@@ -147,8 +147,9 @@ def shadowing_problem() -> str | None:
     dirs = [str(d) for d in getattr(pkg, "__path__", ())]
     where = dirs[0] if dirs else "a directory named nsverify"
     clone = bool(dirs) and (Path(where) / "nsverify" / "__init__.py").is_file()
-    fix = (f"run pytest from another directory (for example from the clone itself: cd {where})" if clone else
-           f"run pytest from another directory, or rename {where}")
+    elsewhere = f"from another directory (e.g. cd {where})" if clone else f"from another directory, or rename {where}"
+    fix = (f"run `python -P -m pytest ...` (-P: Python leaves the current directory off sys.path; Python >= 3.11) "
+           f"or the `pytest` command, which work from any directory, or run {elsewhere}")
     return (f"`import nsverify` found {where}, a directory without __init__.py{' (a clone of nsverify)' * clone} "
             "that Python imported as an empty namespace package instead of the installed nsverify, because it "
             f"lies on sys.path (python -m pytest puts the current directory there first); {fix}.")

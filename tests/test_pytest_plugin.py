@@ -315,3 +315,20 @@ def test_beside_a_clone_the_suite_reached_by_another_name_stops_at_collection(tm
     line = next(x for x in out.splitlines() if "import nsverify" in x)
     assert line.startswith("ERROR: nsverify: `import nsverify` found ") and f"cd {home / 'nsverify'}" in line, line
     assert "Traceback" not in out and "collected" not in out, out[-3000:]
+
+
+def test_python_dash_P_keeps_a_clone_beside_from_shadowing_the_install(tmp_path):
+    """The README's command, ``python -P -m pytest --pyargs nsverify.properties``, works from the directory that
+    holds a clone: -P (Python >= 3.11) leaves the current directory off sys.path, so ``import nsverify`` finds the
+    installed package; without -P the directory named nsverify (no __init__.py) is an empty namespace package."""
+    import subprocess
+    import sys
+
+    (tmp_path / "nsverify").mkdir()
+    (tmp_path / "nsverify" / "README.md").write_text("a clone's top level has no __init__.py\n")
+    code = "import nsverify; print(hasattr(nsverify, 'check_gradient'), getattr(nsverify, '__file__', None))"
+    plain = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    safe = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert plain.stdout.split()[0] == "False", plain.stdout + plain.stderr  # shadowed
+    assert safe.stdout.split()[0] == "True" and "__init__.py" in safe.stdout, safe.stdout + safe.stderr
