@@ -274,12 +274,18 @@ def _decide(ev, model, loss_fn, targets, tracker) -> Layered:
         sites.clear()
     checks = []
     earlier = False
-    for L in layers:
+    for k, L in enumerate(layers):
+        if tracker is not None:  # how far the decision got, should the time limit run out in this layer
+            tracker.layers(k, len(layers), found=len(sites), left=0)
         chk = _algorithm1(L, ev, offsets, earlier, sites)
+        if tracker is not None:
+            tracker.layers(k, len(layers), found=len(sites), left=chk.kink_touches + chk.tied_windows)
         _decide_cone(chk, stats)
         checks.append(chk)
         if any(id(p) in offsets for p in L.parameters()):
             earlier = True
+    if tracker is not None:
+        tracker.layers(len(layers), len(layers), found=len(sites), left=0)
     return Layered("park_theorem8", checks, sites, tuple(exact_ad), value, stats)
 
 

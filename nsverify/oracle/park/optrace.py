@@ -558,7 +558,10 @@ def _analyse(watch: _Watch, out, x, offsets: list, tracker):
     if total > MAX_KINK_ENTRIES:
         raise Declined(f"{total} kink entries (more than {MAX_KINK_ENTRIES} exact backward passes)")
     owns = [_walk(a.pre.grad_fn, stop, x_node, split_nodes) for a in layers]
-    for a, own_all in zip(layers, owns):
+    left = total
+    for k, (a, own_all) in enumerate(zip(layers, owns)):
+        if tracker is not None:  # how far the decision got, should the time limit run out in this layer
+            tracker.layers(k, len(layers), found=total, left=left)
         # w_l: the parameters reaching this pre-activation, and no other layer's, without an activation between
         # (a shared one -- a residual stream past an activation, tied weights -- is held fixed: see the module
         # docstring)
@@ -590,6 +593,9 @@ def _analyse(watch: _Watch, out, x, offsets: list, tracker):
         if chk.p is None or chk.p.status != "nonempty":
             raise Declined(f"{a.where}: {why}")
         checks.append(chk)
+        left -= len(a.kinks)
+    if tracker is not None:
+        tracker.layers(len(layers), len(layers), found=total, left=0)
     if not checks:
         raise Declined("no activation of the loss's graph sits at its kink (nothing for the layered decision)")
     return checks, sites, stats
