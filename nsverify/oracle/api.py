@@ -135,18 +135,18 @@ def _hard_limit_message(ev: Evaluation | None, tracker: Tracker, max_pieces: int
     kink/tie sites left when the layered decision was running), the pieces enumerated so far and the kink/tie sites
     of the AD trace (when that trace had finished).  ``ev`` is None when w's conversion itself ran out."""
     if ev is None:
-        what = (f"the time limit of {time_limit:g} s ran out during stage {tracker.stage!r} after 0 pieces: w has "
+        what = (f'the time limit of {time_limit:g} s ran out during stage "{tracker.stage}" after 0 pieces: w has '
                 "too many coordinates to be read as exact rationals in that time")
         return limit_message(what, 0, max_pieces, time_limit)
     first = not ev.ran("forward") and tracker.stage.startswith("exact AD")
-    where = "the first exact trace (the AD trace)" if first else f"stage {tracker.stage!r}"
+    where = "the first exact trace (the AD trace)" if first else f'stage "{tracker.stage}"'
     what = f"the time limit of {time_limit:g} s ran out during {where} after {tracker.pieces} pieces"
     if tracker.ops:
         what += f" ({tracker.ops} ATen ops into its exact trace)"
     far = tracker.how_far()
     if far:
         what += f"; {far}"
-    if not ev.ran("forward"):
+    if first:
         what += "; the AD trace had not finished, so its kink/tie sites are not counted yet"
     return limit_message(what, ad_sites(ev), max_pieces, time_limit)
 

@@ -268,7 +268,8 @@ def chunked_sum(a: np.ndarray, dims: tuple, keepdims: bool = False) -> np.ndarra
         acc = np.add.reduce(flat[1 + sl.start:1 + sl.stop], initial=acc)
     out = np.empty((), dtype=object)
     out[()] = acc
-    return out.reshape(tuple(1 if d in dims else n for d, n in enumerate(a.shape))) if keepdims else out
+    return out.reshape(tuple(1 if d in dims else n for d, n in enumerate(a.shape)) if keepdims else
+                       tuple(n for d, n in enumerate(a.shape) if d not in dims))
 
 
 class TimeLimitExceeded(TooManyPieces):

@@ -70,8 +70,11 @@ def point_to_fractions(w: torch.Tensor) -> list[Fraction]:
         raise NonFiniteError("w contains NaN or inf: the exact oracle needs a finite point; check the values")
     vals = x.tolist()
     out: list = []
-    for sl in context.chunks(len(vals), 16 * context.POLL_EVERY):  # millions of parameters: poll the time limit
-        out += [F(v) for v in vals[sl]]
+    step = context.POLL_EVERY_PLAIN
+    for start in range(0, len(vals), step):  # millions of parameters take seconds: poll between the chunks
+        if start:
+            context.poll_deadline()
+        out += [F(v) for v in vals[start:start + step]]
     return out
 
 

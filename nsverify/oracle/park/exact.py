@@ -275,6 +275,7 @@ def _decide(ev, model, loss_fn, targets, tracker) -> Layered:
     checks = []
     earlier = False
     for k, L in enumerate(layers):
+        poll_deadline()  # a layer without touches or ties polls nowhere else
         if tracker is not None:  # how far the decision got, should the time limit run out in this layer
             tracker.layers(k, len(layers), found=len(sites), left=0)
         chk = _algorithm1(L, ev, offsets, earlier, sites)
