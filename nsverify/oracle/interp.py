@@ -81,9 +81,11 @@ def point_to_fractions(w: torch.Tensor) -> list[Fraction]:
 def exact_input(values: list, shape, dtype) -> ExactTensor:
     """The input of a forward-mode trace: entry i is the affine form w_i (value, derivative e_i)."""
     arr = np.empty(len(values), dtype=object)
-    one = F(1)
-    for i in context.polled_range(len(values), 8 * context.POLL_EVERY):
-        arr[i] = Aff(F(values[i]), {i: one})
+    one, step = F(1), 8 * context.POLL_EVERY
+    for i, v in enumerate(values):
+        if i and not i % step:  # between chunks only: a small w reaches fn's first op, which polls
+            context.poll_deadline()
+        arr[i] = Aff(F(v), {i: one})
     return ExactTensor(arr.reshape(tuple(shape)), dtype=dtype)
 
 

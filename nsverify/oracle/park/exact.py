@@ -41,7 +41,7 @@ import torch
 
 from nsverify.errors import UnsupportedOpError
 from nsverify.oracle.cones import ConeStats, primitive
-from nsverify.oracle.context import Site, poll_deadline
+from nsverify.oracle.context import Site, poll_deadline, polled
 from nsverify.oracle.park.algorithm1 import pool_index_windows
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
 from nsverify.oracle.park.graph import module_layers
@@ -116,9 +116,11 @@ def _tied_windows(L: Layer):
     nsp = _pool_dims(m)
     batched = a.ndim == nsp + 2
     ab = a if batched else a[None]
-    values = sorted(set(ab.reshape(-1).tolist()))
-    rank = {v: r + 1 for r, v in enumerate(values)}
-    codes = torch.tensor([rank[v] for v in ab.reshape(-1).tolist()], dtype=torch.float64).reshape(ab.shape)
+    flat = ab.reshape(-1).tolist()
+    values = sorted(set(polled(flat)))  # one sort of a full-width pool's input: seconds, and no poll inside
+    poll_deadline()
+    rank = {v: r + 1 for r, v in enumerate(polled(values))}
+    codes = torch.tensor([rank[v] for v in polled(flat)], dtype=torch.float64).reshape(ab.shape)
     wins = _channel_windows(tuple(ab.shape[1:]), m)  # (windows, K), -1 = padding
     valid = wins >= 0
     oshape = L.seen["pool_out"].shape[1:] if batched else L.seen["pool_out"].shape

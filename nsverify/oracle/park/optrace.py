@@ -53,7 +53,7 @@ from torch.utils._pytree import tree_leaves
 
 from nsverify import registry
 from nsverify.oracle.cones import ConeStats
-from nsverify.oracle.context import Site, poll_deadline
+from nsverify.oracle.context import Site, poll_deadline, polled
 from nsverify.oracle.ops.table import ANALYTIC_NODES
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
 from nsverify.oracle.park.layers import Declined, Layered
@@ -452,7 +452,7 @@ def _rows(a: _Act, slots: list, chunks: tuple, offsets: list, tracker) -> list |
         for s, g in zip(slots, grads):
             if g is None:
                 continue
-            for j, v in enumerate(g.arr.reshape(-1).tolist()):
+            for j, v in enumerate(polled(g.arr.reshape(-1).tolist())):  # a full-width layer: millions
                 if isinstance(v, Fraction):
                     if v != 0:
                         row[offsets[s] + j] = sgn * v
