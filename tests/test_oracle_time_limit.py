@@ -84,6 +84,9 @@ def _slowed(monkeypatch, owner, name: str, seconds: float):
 
 
 def _timed(fn, w, limit, **kw):
+    """(verdict, wall seconds) of a check_gradient call, after one plain float run of ``fn`` (torch's lazy imports
+    on a first call are fn's own time, which no poll can interrupt)."""
+    fn(w.detach().clone().requires_grad_()).backward()
     t0 = time.perf_counter()
     v = nsverify.check_gradient(fn, w, time_limit=limit, on_limit="unknown", progress=False, **kw)
     return v, time.perf_counter() - t0
@@ -202,3 +205,48 @@ def test_a_highs_solve_gets_the_seconds_left_and_its_stop_ends_the_call():
         lp.run(h)
     first, last = h.options["time_limit"]
     assert 0 <= first <= 0.1 and last == float("inf")  # restored for the next solve
+
+
+class _SlowNumpy:
+    """numpy, except the functions named in ``slow``, which sleep ``seconds`` first (generators: per item)."""
+
+    def __init__(self, seconds: float, *slow: str):
+        self.seconds, self.slow = seconds, slow
+
+    def __getattr__(self, name):
+        inner = getattr(np, name)
+        if name not in self.slow:
+            return inner
+        if name == "ndindex":
+            def items(*a, **k):
+                for pos in inner(*a, **k):
+                    time.sleep(self.seconds)
+                    yield pos
+            return items
+
+        def slow(*a, **k):
+            time.sleep(self.seconds)
+            return inner(*a, **k)
+        return slow
+
+
+def test_a_convolution_polls_at_every_output_position(monkeypatch):
+    from nsverify.oracle.ops import conv
+
+    monkeypatch.setattr(conv, "np", _SlowNumpy(1e-3, "ndindex"))  # 3,844 output positions: about 4 s
+    x = torch.randn(1, 1, 64, 64, dtype=D, generator=torch.Generator().manual_seed(0))
+    v, wall = _timed(lambda w: F.conv2d(x, w.reshape(1, 1, 3, 3)).relu().sum(), torch.ones(9, dtype=D), 0.3,
+                     ad=[0.0] * 9)
+    assert v.status == "unknown" and "ran out" in v.reason, v.reason
+    assert wall <= _bound(0.3), wall
+
+
+def test_a_normalisation_polls_between_its_chunks(monkeypatch):
+    from nsverify.oracle.ops import norm
+
+    monkeypatch.setattr(norm, "np", _SlowNumpy(0.05, "subtract", "multiply", "add"))  # per chunk of 256 entries
+    A = torch.linspace(-1, 1, 4096, dtype=D)
+    v, wall = _timed(lambda w: F.layer_norm(w[0] * A + w[1], (4096,)).relu().sum(), torch.ones(2, dtype=D), 0.3,
+                     ad=[0.0, 0.0])
+    assert v.status == "unknown" and "ran out" in v.reason, v.reason
+    assert wall <= _bound(0.3), wall
