@@ -131,24 +131,23 @@ def _check(fn, w, ad, *, rules, max_pieces, on_limit, time_limit, progress, shor
 
 
 def _hard_limit_message(ev: Evaluation | None, tracker: Tracker, max_pieces: int, time_limit: float) -> str:
-    """The message of a stop at the hard time limit: where it stopped (the stage, the layers decided and the
-    kink/tie sites left when the layered decision was running), the pieces enumerated so far and the kink/tie sites
-    of the AD trace (when that trace had finished).  ``ev`` is None when w's conversion itself ran out."""
+    """The message of a stop at the hard time limit: where it stopped (the stage), the pieces enumerated so far,
+    the kink/tie sites of the AD trace (when that trace had finished), and how far the decision got (the ATen ops
+    into the trace; the layers decided and the kink/tie sites left when the layered decision was running).  ``ev``
+    is None when reading w itself ran out."""
+    far = [f"{tracker.ops} ATen ops into its exact trace"] if tracker.ops else []
+    if tracker.how_far():
+        far.append(tracker.how_far())
     if ev is None:
-        what = (f'the time limit of {time_limit:g} s ran out during stage "{tracker.stage}" after 0 pieces: w has '
-                "too many coordinates to be read as exact rationals in that time")
-        return limit_message(what, 0, max_pieces, time_limit)
+        far.append("w has too many coordinates to be read as exact rationals in that time")
+        what = f"the time limit of {time_limit:g} s ran out during {tracker.stage} after 0 pieces"
+        return limit_message(what, 0, max_pieces, time_limit, "; ".join(far))
     first = not ev.ran("forward") and tracker.stage.startswith("exact AD")
-    where = "the first exact trace (the AD trace)" if first else f'stage "{tracker.stage}"'
+    where = "the first exact trace (the AD trace)" if first else tracker.stage
     what = f"the time limit of {time_limit:g} s ran out during {where} after {tracker.pieces} pieces"
-    if tracker.ops:
-        what += f" ({tracker.ops} ATen ops into its exact trace)"
-    far = tracker.how_far()
-    if far:
-        what += f"; {far}"
     if first:
         what += "; the AD trace had not finished, so its kink/tie sites are not counted yet"
-    return limit_message(what, ad_sites(ev), max_pieces, time_limit)
+    return limit_message(what, ad_sites(ev), max_pieces, time_limit, "; ".join(far))
 
 
 def check_module(
