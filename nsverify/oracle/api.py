@@ -108,8 +108,10 @@ def _check(fn, w, ad, *, rules, max_pieces, on_limit, time_limit, progress, shor
         # in chunks), so a call ends within one chunk of work after it; the graceful stops (enumeration, blocks)
         # come first
         with user_environment(), deadline(time_limit), tracking(tracker):
-            ev = Evaluation(fn, w, rules, shadow=True)
+            tracker.update(stage="reading w as exact rationals")
+            ev = None
             try:
+                ev = Evaluation(fn, w, rules, shadow=True)  # millions of parameters take seconds: it polls too
                 with boundary.translated(ev):
                     v = _decide(ev, ad, max_pieces=max_pieces, on_limit=on_limit, time_limit=time_limit,
                                 tracker=tracker, shortcuts=shortcuts, network=network)
@@ -118,8 +120,9 @@ def _check(fn, w, ad, *, rules, max_pieces, on_limit, time_limit, progress, shor
                     e = TooManyPieces(_hard_limit_message(ev, tracker, max_pieces, time_limit))
                 if on_limit != "unknown":
                     raise e from None
-                v = _undecided(str(e), ev.float_ad() if ev.ran("float_ad") else None, ad)  # fn is not rerun
-        if ev.notes:
+                ran = ev is not None and ev.ran("float_ad")
+                v = _undecided(str(e), ev.float_ad() if ran else None, ad)  # fn is not rerun
+        if ev is not None and ev.notes:
             v.stats["notes"] = list(ev.notes)
         tracker.update(stage="done")
     finally:
@@ -127,14 +130,24 @@ def _check(fn, w, ad, *, rules, max_pieces, on_limit, time_limit, progress, shor
     return v
 
 
-def _hard_limit_message(ev: Evaluation, tracker: Tracker, max_pieces: int, time_limit: float) -> str:
-    """The message of a stop at the hard time limit: where it stopped, the pieces enumerated so far and the
-    kink/tie sites of the AD trace (when that trace had finished)."""
-    where = tracker.stage if ev.ran("forward") else "the first exact trace (the AD trace)"
+def _hard_limit_message(ev: Evaluation | None, tracker: Tracker, max_pieces: int, time_limit: float) -> str:
+    """The message of a stop at the hard time limit: where it stopped (the stage), the pieces enumerated so far,
+    the kink/tie sites of the AD trace (when that trace had finished), and how far the decision got (the ATen ops
+    into the trace; the layers decided and the kink/tie sites left when the layered decision was running).  ``ev``
+    is None when reading w itself ran out."""
+    far = [f"{tracker.ops} ATen ops into its exact trace"] if tracker.ops else []
+    if tracker.how_far():
+        far.append(tracker.how_far())
+    if ev is None:
+        far.append("w has too many coordinates to be read as exact rationals in that time")
+        what = f"the time limit of {time_limit:g} s ran out during {tracker.stage} after 0 pieces"
+        return limit_message(what, 0, max_pieces, time_limit, "; ".join(far))
+    first = not ev.ran("forward") and tracker.stage.startswith("exact AD")
+    where = "the first exact trace (the AD trace)" if first else tracker.stage
     what = f"the time limit of {time_limit:g} s ran out during {where} after {tracker.pieces} pieces"
-    if not ev.ran("forward"):
+    if first:
         what += "; the AD trace had not finished, so its kink/tie sites are not counted yet"
-    return limit_message(what, ad_sites(ev), max_pieces, time_limit)
+    return limit_message(what, ad_sites(ev), max_pieces, time_limit, "; ".join(far))
 
 
 def check_module(
@@ -186,6 +199,7 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
         if isinstance(got, layered.Layered):
             return _layered_verdict(ev, got, float_ad)
         layers_declined = got
+        tracker.no_layers()
     tracker.update(stage="exact AD: forward mode")
     try:
         fw = ev.forward()

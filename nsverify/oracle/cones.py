@@ -152,7 +152,8 @@ def _exact_decision(rows, cols, stats):
 
 
 def _highs():
-    """The process's one silent highspy.Highs (see :func:`nsverify.oracle.lp.highs`), or None."""
+    """The process's one silent highspy.Highs (see :func:`nsverify.oracle.lp.highs`; solves go through
+    :func:`nsverify.oracle.lp.run`, within the call's time limit), or None."""
     from nsverify.oracle.lp import highs
 
     return highs()
@@ -165,6 +166,8 @@ def _solve_margin_lp(c, A_ub, n):
     Only a floating answer: the caller re-verifies everything exactly.
     """
     import numpy as np
+
+    from nsverify.oracle.lp import run
 
     m = A_ub.shape[0]
     hs = _highs()
@@ -183,7 +186,7 @@ def _solve_margin_lp(c, A_ub, n):
         lp.a_matrix_.index_ = np.tile(np.arange(n + 1), m)
         lp.a_matrix_.value_ = np.ascontiguousarray(A_ub, dtype=float).reshape(-1)
         h.passModel(lp)
-        h.run()
+        run(h)
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None
         sol = h.getSolution()

@@ -202,6 +202,16 @@ def poll_deadline() -> None:
             raise TimeLimitExceeded()
 
 
+def remaining() -> float:
+    """Seconds left before the innermost hard time limit (inf outside one): for a solver that takes its own
+    limit (HiGHS's ``time_limit``), since one C-level solve cannot be polled from Python."""
+    if not _DEADLINE:
+        return float("inf")
+    import time
+
+    return max(0.0, min(_DEADLINE) - time.perf_counter())
+
+
 #: entries of one large op evaluated between two polls of the deadline (an entry can be a dense first-order
 #: expansion in every coordinate of w, so a few hundred entries already take milliseconds)
 POLL_EVERY = 256
@@ -220,6 +230,46 @@ def polled_range(n: int, every: int = POLL_EVERY):
     """``range(n)``, polling the deadline every ``every`` items (:func:`chunks`)."""
     for sl in chunks(n, every):
         yield from range(sl.start, sl.stop)
+
+
+#: plain items (one Fraction each, no expansion in w) handled between two polls by :func:`polled`
+POLL_EVERY_PLAIN = 16 * POLL_EVERY
+
+
+def polled(items, every: int = POLL_EVERY_PLAIN):
+    """The items of the sequence ``items``, polling the deadline every ``every`` of them: a Python loop over every
+    entry of a large array (w's millions of parameters, an exact matmul's integer forms) stops at the time limit
+    too."""
+    for sl in chunks(len(items), every):
+        yield from items[sl]
+
+
+#: entries of one object-array reduction between two polls of the deadline
+REDUCE_CHUNK = 1 << 16
+
+
+def chunked_sum(a: np.ndarray, dims: tuple, keepdims: bool = False) -> np.ndarray:
+    """``np.sum(a, axis=dims, keepdims=keepdims)`` for an object array, in pieces of about :data:`REDUCE_CHUNK`
+    entries with deadline polls between them (one numpy reduction over millions of exact numbers is a single C
+    call that no poll could interrupt).  Every output entry adds the same terms in the same order as the single
+    call, so the result is identical (interval roundings included)."""
+    if a.size <= 2 * REDUCE_CHUNK:
+        return np.sum(a, axis=dims, keepdims=keepdims)
+    keep = [d for d in range(a.ndim) if d not in dims and a.shape[d] > 1]
+    if keep:  # split along a kept axis: each output entry is summed whole, within one piece
+        ax = keep[0]
+        step = max(1, REDUCE_CHUNK * a.shape[ax] // a.size)
+        parts = [np.sum(a[(slice(None),) * ax + (sl,)], axis=dims, keepdims=True) for sl in chunks(a.shape[ax], step)]
+        out = np.concatenate(parts, axis=ax)
+        return out if keepdims else out.reshape(tuple(n for d, n in enumerate(a.shape) if d not in dims))
+    flat = a.reshape(-1)  # a full reduction (up to axes of length 1): left to right, as np.sum adds object entries
+    acc = flat[0]
+    for sl in chunks(flat.size - 1, REDUCE_CHUNK):
+        acc = np.add.reduce(flat[1 + sl.start:1 + sl.stop], initial=acc)
+    out = np.empty((), dtype=object)
+    out[()] = acc
+    return out.reshape(tuple(1 if d in dims else n for d, n in enumerate(a.shape)) if keepdims else
+                       tuple(n for d, n in enumerate(a.shape) if d not in dims))
 
 
 class TimeLimitExceeded(TooManyPieces):

@@ -20,6 +20,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from nsverify.oracle.context import polled
+
 #: give up (None) when an operand's common denominator needs more bits than this
 MAX_DEN_BITS = 4096
 _INT64_SAFE = 2**62
@@ -36,7 +38,7 @@ def _over_common_denominator(a: np.ndarray):
     common denominator would be too large)."""
     flat = a.reshape(-1).tolist()
     dens = set()
-    for x in flat:
+    for x in polled(flat):
         if isinstance(x, Fraction):  # KinkZero (relu's tagged 0) is a Fraction too
             dens.add(x.denominator)
         elif type(x) is bool or not isinstance(x, (int, np.integer)):
@@ -47,9 +49,10 @@ def _over_common_denominator(a: np.ndarray):
         if d.bit_length() > MAX_DEN_BITS:
             return None
     if d == 1:
-        nums = [x.numerator if isinstance(x, Fraction) else int(x) for x in flat]
+        nums = [x.numerator if isinstance(x, Fraction) else int(x) for x in polled(flat)]
     else:
-        nums = [x.numerator * (d // x.denominator) if isinstance(x, Fraction) else int(x) * d for x in flat]
+        nums = [x.numerator * (d // x.denominator) if isinstance(x, Fraction) else int(x) * d
+                for x in polled(flat)]
     out = np.empty(len(nums), dtype=object)
     out[:] = nums
     return out.reshape(a.shape), d
@@ -68,8 +71,8 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         return None
     (A, da), (B, db) = ca, cb
     inner = a.shape[-1]
-    amax = max((abs(x) for x in A.reshape(-1).tolist()), default=0)
-    bmax = max((abs(x) for x in B.reshape(-1).tolist()), default=0)
+    amax = max((abs(x) for x in polled(A.reshape(-1).tolist())), default=0)
+    bmax = max((abs(x) for x in polled(B.reshape(-1).tolist())), default=0)
     if amax < _INT64_SAFE and bmax < _INT64_SAFE and amax * bmax * inner < _INT64_SAFE:  # zeros on one side too
         R = np.matmul(A.astype(np.int64), B.astype(np.int64)).astype(object)
     else:
@@ -78,7 +81,7 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     R = np.asarray(R, dtype=object)
     out = np.empty(R.shape, dtype=object)
     of = out.reshape(-1)
-    for i, r in enumerate(R.reshape(-1).tolist()):
+    for i, r in enumerate(polled(R.reshape(-1).tolist())):
         of[i] = Fraction(int(r), den)
     return out
 
@@ -106,7 +109,7 @@ def interval_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         if not any(isinstance(v, Ival) for v in flat):
             return None
         ends = np.empty(2 * len(flat), dtype=object)
-        for i, v in enumerate(flat):
+        for i, v in enumerate(polled(flat)):
             if isinstance(v, Ival):
                 ends[2 * i], ends[2 * i + 1] = mpf_fraction(v.t[0]), mpf_fraction(v.t[1])
             elif isinstance(v, Fraction) or (isinstance(v, (int, np.integer)) and type(v) is not bool):
@@ -126,8 +129,8 @@ def interval_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         ints, d = c
         flat = ints.reshape(-1).tolist()
         pos, neg = np.empty(len(flat), dtype=object), np.empty(len(flat), dtype=object)
-        pos[:] = [v if v > 0 else 0 for v in flat]
-        neg[:] = [v if v < 0 else 0 for v in flat]
+        pos[:] = [v if v > 0 else 0 for v in polled(flat)]
+        neg[:] = [v if v < 0 else 0 for v in polled(flat)]
         return pos.reshape(r.shape), neg.reshape(r.shape), d
 
     ia, rb = bounds(a), signed(b)
@@ -146,7 +149,7 @@ def interval_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     lo, hi = np.asarray(lo, dtype=object), np.asarray(hi, dtype=object)
     out = np.empty(lo.shape, dtype=object)
     of = out.reshape(-1)
-    for i, (u, v) in enumerate(zip(lo.reshape(-1).tolist(), hi.reshape(-1).tolist())):
+    for i, (u, v) in enumerate(polled(list(zip(lo.reshape(-1).tolist(), hi.reshape(-1).tolist())))):
         u, v = int(u), int(v)
         of[i] = Fraction(u, den) if u == v else simplify(Ival((from_rational(u, den, PREC, round_floor),
                                                                from_rational(v, den, PREC, round_ceiling))))
@@ -165,7 +168,7 @@ def add(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         return None
     xs, ys = x.reshape(-1).tolist(), y.reshape(-1).tolist()
     out = np.empty(len(xs), dtype=object)
-    for i, (p, q) in enumerate(zip(xs, ys)):
+    for i, (p, q) in enumerate(polled(list(zip(xs, ys)))):
         tp, tq = type(p), type(q)
         if tp is not Fraction and tp is not int and not isinstance(p, Fraction):
             return None

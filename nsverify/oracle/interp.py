@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from nsverify.errors import InexactError, NonFiniteError, NsverifyError, UnsupportedDtypeError, UnsupportedOpError
-from nsverify.oracle import callenv
+from nsverify.oracle import callenv, context
 from nsverify.oracle.context import Ctx
 from nsverify.oracle.numbers import JET_ORDER, Aff, Jet, grad, is_lin, val
 from nsverify.oracle.ops.common import arr, plain_values
@@ -68,14 +68,24 @@ def point_to_fractions(w: torch.Tensor) -> list[Fraction]:
     x = w.detach().cpu().double().reshape(-1)
     if not torch.isfinite(x).all():
         raise NonFiniteError("w contains NaN or inf: the exact oracle needs a finite point; check the values")
-    return [F(v) for v in x.tolist()]
+    vals = x.tolist()
+    out: list = []
+    step = context.POLL_EVERY_PLAIN
+    for start in range(0, len(vals), step):  # millions of parameters take seconds: poll between the chunks
+        if start:
+            context.poll_deadline()
+        out += [F(v) for v in vals[start:start + step]]
+    return out
 
 
 def exact_input(values: list, shape, dtype) -> ExactTensor:
     """The input of a forward-mode trace: entry i is the affine form w_i (value, derivative e_i)."""
     arr = np.empty(len(values), dtype=object)
+    one, step = F(1), 8 * context.POLL_EVERY
     for i, v in enumerate(values):
-        arr[i] = Aff(F(v), {i: F(1)})
+        if i and not i % step:  # between chunks only: a small w reaches fn's first op, which polls
+            context.poll_deadline()
+        arr[i] = Aff(F(v), {i: one})
     return ExactTensor(arr.reshape(tuple(shape)), dtype=dtype)
 
 
@@ -184,7 +194,8 @@ class Evaluation:
             out = self._call(x, mode)
         y = _scalar_output(out)
         g = grad(y)
-        dense = tuple(g.get(i, F(0)) for i in range(self.n))
+        zero = F(0)
+        dense = tuple(g.get(i, zero) for i in context.polled_range(self.n, 16 * context.POLL_EVERY))
         return RunResult(val(y), dense, ctx.sites, ctx.nonaffine, is_lin(y), ctx.call + 1)
 
     def float_ad(self) -> tuple:
@@ -208,7 +219,7 @@ class Evaluation:
         if self._reverse is None or watch is not None:
             a = np.empty(self.n, dtype=object)
             a[:] = self.values
-            zero = tuple(F(0) for _ in self.values)
+            zero = (F(0),) * self.n
             with self.context("ad", n=0, shadow=self.shadow):
                 x = ExactTensor(a.reshape(tuple(self.w.shape)), dtype=self.w.dtype, requires_grad=True)
                 if self.shadow:  # selections read the indices PyTorch returns in w's dtype (ops.select)

@@ -47,6 +47,22 @@ def highs():
     return _SOLVER[0]
 
 
+def run(h) -> None:
+    """``h.run()`` within the oracle call's hard time limit: HiGHS gets the seconds left as its own
+    ``time_limit`` (one solve is a single C call no Python poll can interrupt), and a solve stopped by it ends the
+    call like every other poll (:class:`~nsverify.oracle.context.TimeLimitExceeded`)."""
+    from nsverify.oracle.context import poll_deadline, remaining
+
+    poll_deadline()
+    left = remaining()
+    h.setOptionValue("time_limit", left)
+    try:
+        h.run()
+    finally:
+        h.setOptionValue("time_limit", float("inf"))
+    poll_deadline()
+
+
 def linprog(c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=None, method: str = "highs") -> LPResult:
     """min c.x  s.t.  A_ub x <= b_ub,  A_eq x = b_eq,  bounds[i] = (lo, hi) (None: unbounded); scipy's signature
     (``method`` is accepted for it and ignored: this is HiGHS)."""
@@ -85,7 +101,7 @@ def linprog(c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds=None, method: 
         lp.a_matrix_.index_ = np.tile(np.arange(n), len(rows))
         lp.a_matrix_.value_ = np.ascontiguousarray(M).reshape(-1)
     h.passModel(lp)
-    h.run()
+    run(h)
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return LPResult(2)
     return LPResult(0, np.asarray(h.getSolution().col_value), h.getInfo().objective_function_value)

@@ -225,13 +225,15 @@ def ad_sites(ev: Evaluation) -> int:
     return sum(1 for s in ev.forward().sites if not s.extra.get("float_only"))
 
 
-def limit_message(what: str, nsites: int, limit: int, time_limit: float | None) -> str:
-    """The TooManyPieces / "unknown" message: what stopped, why it is hard, and how to raise each limit."""
+def limit_message(what: str, nsites: int, limit: int, time_limit: float | None, how_far: str = "") -> str:
+    """The TooManyPieces / "unknown" message: what stopped, why it is hard, how far the decision got (``how_far``,
+    a sentence: the ATen ops into the trace, the layers decided, the sites left), and how to raise each limit."""
     wait = "time_limit=None (no limit)" if time_limit is None else (
         f"time_limit={max(600, 10 * int(time_limit))} (seconds; now {time_limit:g}) or time_limit=None")
+    far = f" How far it got: {how_far}." if how_far else ""
     return (
         f"{what} ({nsites} kink/tie sites branch on the first trace; the worst case is exponential, "
-        f"NP-hard in general). Check fewer coordinates (a single layer's parameters) or a smaller batch; "
+        f"NP-hard in general).{far} Check fewer coordinates (a single layer's parameters) or a smaller batch; "
         f"to wait longer pass {wait}, or max_pieces={max(10 * limit, 100_000)} (now {limit}); "
         f"on_limit='unknown' returns 'unknown' instead of raising"
     )

@@ -38,7 +38,8 @@ TICK = 1.0
 class Progress:
     """A snapshot of an oracle call in progress."""
 
-    # "exact AD" (the start), "PyTorch's float autograd", "exact AD: forward mode", "exact AD: reverse mode",
+    # "exact AD" (the start), "reading w as exact rationals",
+    # "PyTorch's float autograd", "exact AD: forward mode", "exact AD: reverse mode",
     # "layers: ..." (the layered decision), "separable blocks", "pieces", "rays", "exact evaluation" (a tick inside
     # one trace), "done"
     stage: str
@@ -157,6 +158,12 @@ class Tracker:
         self.lps = 0
         self.stage = "exact AD"
         self.ops = 0  # ATen ops into the current exact trace (last op_tick)
+        # the layered decision's progress (None until it reads its layers): layers decided, layers in all, and the
+        # kink/tie sites found so far in layers not yet decided
+        self.layers_done: int | None = None
+        self.layers_total: int | None = None
+        self.sites_found = 0
+        self.sites_left = 0
         self._tick = 0.0
         self._ticker: Ticker | None = None
 
@@ -191,6 +198,28 @@ class Tracker:
         if self.report is not None:
             self.report(Progress(self.stage, self.pieces, self.lps, self.seconds(), self.time_limit,
                                  self.max_pieces, ops))
+
+    def layers(self, done: int, total: int, *, found: int | None = None, left: int | None = None) -> None:
+        """The layered decision has decided ``done`` of its ``total`` layers; ``found`` kink/tie sites met so far,
+        ``left`` of them in layers not yet decided."""
+        self.layers_done, self.layers_total = done, total
+        if found is not None:
+            self.sites_found = found
+        if left is not None:
+            self.sites_left = left
+
+    def no_layers(self) -> None:
+        """The layered decision declined: the plain path that follows has no layers to count."""
+        self.layers_done = self.layers_total = None
+        self.sites_found = self.sites_left = 0
+
+    def how_far(self) -> str:
+        """How far the decision got, for a stop at the time limit: the layers decided (k of n) and the kink/tie
+        sites left, when the layered decision had read its layers ("" otherwise)."""
+        if self.layers_total is None:
+            return ""
+        return (f"layers decided: {self.layers_done} of {self.layers_total}; kink/tie sites found: "
+                f"{self.sites_found}, left to decide: {self.sites_left}")
 
     def op_tick(self, ops: int) -> None:
         """Called from inside an exact trace every few hundred ops: reports at most every 0.2 s."""

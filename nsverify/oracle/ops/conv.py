@@ -17,8 +17,9 @@ from fractions import Fraction
 import numpy as np
 
 from nsverify.errors import UnsupportedOpError
+from nsverify.oracle import context
 from nsverify.oracle.ops.common import arr, filled
-from nsverify.oracle.ops.linalg import matmul
+from nsverify.oracle.ops.linalg import broadcast_chunked, matmul
 from nsverify.oracle.ops.record import ExactOp
 
 F = Fraction
@@ -50,6 +51,7 @@ def _convolution(x, weight, bias, stride, padding, dilation, transposed, output_
         # im2col
         cols = []
         for pos in np.ndindex(*out_sp):
+            context.poll_deadline()  # one output position per step: a full-width layer has thousands
             sl = [slice(None), slice(None)] + [
                 slice(pos[i] * stride[i], pos[i] * stride[i] + dilation[i] * (k[i] - 1) + 1, dilation[i])
                 for i in range(nsp)
@@ -59,7 +61,7 @@ def _convolution(x, weight, bias, stride, padding, dilation, transposed, output_
         res = matmul(ws[None], colmat)  # (N, og, P)
         out[:, g * og : (g + 1) * og] = res.reshape(N, og, *out_sp)
     if bias is not None:
-        out = out + arr(bias).reshape((1, O) + (1,) * nsp)
+        out = broadcast_chunked(np.add, out, arr(bias).reshape((1, O) + (1,) * nsp))
     return out if batched else out[0]
 
 
@@ -90,17 +92,19 @@ def _conv_backward(
         chans = slice(gr * Cg, (gr + 1) * Cg)
         gg = g[:, gr * og : (gr + 1) * og].reshape(N, og, -1)  # (N, og, P)
         if output_mask[1]:  # weight gradient: sum_n g_n @ cols_n^T, one matmul over the im2col matrix
-            cols = np.stack([xp[(slice(None), chans) + sl].reshape(N, -1) for sl in slices], axis=1)  # (N, P, CgK)
+            cols = np.stack([xp[(slice(None), chans) + sl].reshape(N, -1) for sl in context.polled(slices)],
+                            axis=1)  # (N, P, CgK)
             gws = matmul(gg.transpose(1, 0, 2).reshape(og, -1), cols.reshape(-1, cols.shape[-1]))
             gw[gr * og : (gr + 1) * og] = gws.reshape((og, Cg) + tuple(k))
         if output_mask[0]:  # input gradient: ws^T @ g gives each position's patch gradient, added back in place
             gcols = matmul(ws.T[None], gg)  # (N, CgK, P)
             for j, sl in enumerate(slices):
+                context.poll_deadline()  # one exact patch addition per output position
                 idx = (slice(None), chans) + sl
                 gx[idx] = gx[idx] + gcols[:, :, j].reshape((N, Cg) + tuple(k))
     if any(padding):
         gx = gx[(slice(None), slice(None)) + tuple(slice(p, p + s) for p, s in zip(padding, x.shape[2:]))]
-    gb = np.asarray(np.sum(g, axis=tuple(d for d in range(g.ndim) if d != 1)), dtype=object)
+    gb = np.asarray(context.chunked_sum(g, tuple(d for d in range(g.ndim) if d != 1)), dtype=object)
     gx = (gx if batched else gx[0]) if output_mask[0] else None
     return gx, gw if output_mask[1] else None, gb if output_mask[2] else None
 
@@ -177,7 +181,7 @@ def conv_transpose_backward(grad, x, weight, stride, padding, dilation, output_p
                 flat_x = xg.transpose(1, 0, 2).reshape(cin_g, -1)
                 flat_g = gs.transpose(1, 0, 2).reshape(cout_g, -1)
                 gw[(ci, slice(None)) + t] = matmul(flat_x, flat_g.T)
-    gb = np.asarray(np.sum(g, axis=tuple(d for d in range(g.ndim) if d != 1)), dtype=object)
+    gb = np.asarray(context.chunked_sum(g, tuple(d for d in range(g.ndim) if d != 1)), dtype=object)
     gx = (gx if batched else gx[0]) if output_mask[0] else None
     return gx, gw if output_mask[1] else None, gb if output_mask[2] else None
 

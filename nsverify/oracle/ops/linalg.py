@@ -97,7 +97,7 @@ def _sum(a, dim=None, keepdim=False, dtype=None):
     if a.ndim == 0:
         return a.copy()
     dims = _norm_dims(dim if dim not in ([], ()) else None, a.ndim)
-    return np.asarray(np.sum(a, axis=dims, keepdims=keepdim), dtype=object)
+    return np.asarray(context.chunked_sum(a, dims, keepdim), dtype=object)
 
 
 def _mean(a, dim=None, keepdim=False, dtype=None):

@@ -22,11 +22,35 @@ from fractions import Fraction
 
 import numpy as np
 
+from nsverify.oracle.context import chunked_sum
 from nsverify.oracle.ops.common import arr, objmap, scalar
+from nsverify.oracle.ops.linalg import broadcast_chunked
 from nsverify.oracle.ops.record import ExactOp
 from nsverify.oracle.ops.smooth import rsqrt, sqrt
 
 F = Fraction
+
+
+def _sub(a, b):
+    """``a - b`` (broadcast) in chunks with deadline polls between them: a full-width normalisation's millions of
+    entries are no single uninterruptible numpy call (every entry is the same exact operation)."""
+    return broadcast_chunked(np.subtract, np.asarray(a, dtype=object), np.asarray(b, dtype=object))
+
+
+def _mul(a, b):
+    """``a * b`` (broadcast), in polled chunks like :func:`_sub`."""
+    return broadcast_chunked(np.multiply, np.asarray(a, dtype=object), np.asarray(b, dtype=object))
+
+
+def _add(a, b):
+    """``a + b`` (broadcast), in polled chunks like :func:`_sub`."""
+    return broadcast_chunked(np.add, np.asarray(a, dtype=object), np.asarray(b, dtype=object))
+
+
+def _sum(a, axis, keepdims=False) -> np.ndarray:
+    """An object-array sum in polled pieces (:func:`nsverify.oracle.context.chunked_sum`), as an object array."""
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    return np.asarray(chunked_sum(a, tuple(d % a.ndim for d in axes), keepdims), dtype=object)
 
 
 def _empty() -> np.ndarray:
@@ -36,16 +60,16 @@ def _empty() -> np.ndarray:
 def group_stats(xg: np.ndarray, eps):
     """Mean and 1/sqrt(var + eps) of each row of ``xg`` (G, M) (biased variance): two object arrays (G,)."""
     m = xg.shape[1]
-    mean = np.asarray(np.sum(xg, axis=1), dtype=object) * F(1, m)
-    d = xg - mean[:, None]
-    var = np.asarray(np.sum(d * d, axis=1), dtype=object) * F(1, m)
+    mean = _sum(xg, 1) * F(1, m)
+    d = _sub(xg, mean[:, None])
+    var = _sum(_mul(d, d), 1) * F(1, m)
     e = scalar(eps)
     return mean, objmap(lambda v: rsqrt(v + e), var)
 
 
 def _normalise_rows(xg, mean, rstd):
     """(x - mean) * rstd row by row: the difference first, so an entry equal to its mean gives an exact 0."""
-    return (xg - mean[:, None]) * rstd[:, None]
+    return _mul(_sub(xg, mean[:, None]), rstd[:, None])
 
 
 def _grad_rows(gy, xg, mean, rstd):
@@ -53,22 +77,22 @@ def _grad_rows(gy, xg, mean, rstd):
     gradient with respect to xhat."""
     m = xg.shape[1]
     xhat = _normalise_rows(xg, mean, rstd)
-    mg = np.asarray(np.sum(gy, axis=1), dtype=object) * F(1, m)
-    mgx = np.asarray(np.sum(gy * xhat, axis=1), dtype=object) * F(1, m)
-    return rstd[:, None] * (gy - mg[:, None] - xhat * mgx[:, None])
+    mg = _sum(gy, 1) * F(1, m)
+    mgx = _sum(_mul(gy, xhat), 1) * F(1, m)
+    return _mul(rstd[:, None], _sub(_sub(gy, mg[:, None]), _mul(xhat, mgx[:, None])))
 
 
 def _affine(y, weight, bias, shape):
     """y * weight + bias, the parameters reshaped to broadcast as ``shape``."""
     if weight is not None:
-        y = y * arr(weight).reshape(shape)
+        y = _mul(y, arr(weight).reshape(shape))
     if bias is not None:
-        y = y + arr(bias).reshape(shape)
+        y = _add(y, arr(bias).reshape(shape))
     return y
 
 
 def _sum_except(a: np.ndarray, keep: tuple) -> np.ndarray:
-    return np.asarray(np.sum(a, axis=tuple(d for d in range(a.ndim) if d not in keep)), dtype=object)
+    return _sum(a, tuple(d for d in range(a.ndim) if d not in keep))
 
 
 # ------------------------------------------------------------------------------------------------ batch norm
@@ -97,7 +121,7 @@ def batch_norm(x, weight, bias, running_mean, running_var, training, eps):
     rm, rv = arr(running_mean), arr(running_var)
     e = scalar(eps)
     rstd = objmap(lambda v: rsqrt(v + e), rv)
-    y = (x - rm.reshape(_cshape(x))) * rstd.reshape(_cshape(x))
+    y = _mul(_sub(x, rm.reshape(_cshape(x))), rstd.reshape(_cshape(x)))
     return _affine(y, weight, bias, _cshape(x)), _empty(), _empty()
 
 
@@ -122,16 +146,16 @@ def _native_batch_norm_backward(grad, x, weight, running_mean, running_var, save
     else:
         mean, e = arr(running_mean), scalar(eps)
         rstd = objmap(lambda v: rsqrt(v + e), arr(running_var))
-    xhat = (x - mean.reshape(cs)) * rstd.reshape(cs)
-    gw = _sum_except(g * xhat, (1,)) if output_mask[1] else None
+    xhat = _mul(_sub(x, mean.reshape(cs)), rstd.reshape(cs))
+    gw = _sum_except(_mul(g, xhat), (1,)) if output_mask[1] else None
     gb = _sum_except(g, (1,)) if output_mask[2] else None
     gx = None
     if output_mask[0]:
-        gy = g if weight is None else g * arr(weight).reshape(cs)
+        gy = g if weight is None else _mul(g, arr(weight).reshape(cs))
         if train:
             gx = _from_channels(_grad_rows(_channels_first(gy), _channels_first(x), mean, rstd), x.shape)
         else:
-            gx = gy * rstd.reshape(cs)
+            gx = _mul(gy, rstd.reshape(cs))
     return gx, gw, gb
 
 
@@ -155,13 +179,12 @@ def _native_layer_norm_backward(grad, x, normalized_shape, mean, rstd, weight, b
     xg, gg = x.reshape(rows, -1), g.reshape(rows, -1)
     gx = gw = gb = None
     if output_mask[0]:
-        gy = gg if weight is None else gg * arr(weight).reshape(1, -1)
+        gy = gg if weight is None else _mul(gg, arr(weight).reshape(1, -1))
         gx = _grad_rows(gy, xg, mean, rstd).reshape(x.shape)
     if output_mask[1] and weight is not None:
-        gw = np.asarray(np.sum(gg * _normalise_rows(xg, mean, rstd), axis=0), dtype=object).reshape(
-            tuple(normalized_shape))
+        gw = _sum(_mul(gg, _normalise_rows(xg, mean, rstd)), 0).reshape(tuple(normalized_shape))
     if output_mask[2] and bias is not None:
-        gb = np.asarray(np.sum(gg, axis=0), dtype=object).reshape(tuple(normalized_shape))
+        gb = _sum(gg, 0).reshape(tuple(normalized_shape))
     return gx, gw, gb
 
 
@@ -181,10 +204,10 @@ def _native_group_norm_backward(grad, x, mean, rstd, weight, n, c, hxw, group, o
     xg = x.reshape(n * group, -1)
     gx = gw = gb = None
     if output_mask[0]:
-        gy = g if weight is None else g * arr(weight).reshape(cs)
+        gy = g if weight is None else _mul(g, arr(weight).reshape(cs))
         gx = _grad_rows(gy.reshape(n * group, -1), xg, mean, rstd).reshape(x.shape)
     if output_mask[1] and weight is not None:
-        gw = _sum_except(g * _normalise_rows(xg, mean, rstd).reshape(x.shape), (1,))
+        gw = _sum_except(_mul(g, _normalise_rows(xg, mean, rstd).reshape(x.shape)), (1,))
     if output_mask[2]:
         gb = _sum_except(g, (1,))
     return gx, gw, gb
@@ -202,9 +225,9 @@ def _moments(x, dim, correction, keepdim):
         dims = tuple(sorted({d % x.ndim for d in ([dim] if isinstance(dim, int) else dim)}))
     count = int(np.prod([x.shape[d] for d in dims]))
     c = F(1) if correction is None else scalar(correction)
-    mean = np.asarray(np.sum(x, axis=dims, keepdims=True), dtype=object) * F(1, count)
-    d = x - mean
-    var = np.asarray(np.sum(d * d, axis=dims, keepdims=keepdim), dtype=object) * (1 / max(F(0), count - c))
+    mean = _sum(x, dims, keepdims=True) * F(1, count)
+    d = _sub(x, mean)
+    var = _sum(_mul(d, d), dims, keepdims=keepdim) * (1 / max(F(0), count - c))
     var = np.asarray(var, dtype=object)  # a full reduction: numpy hands back the scalar
     return var, (mean if keepdim else mean.reshape(var.shape))
 

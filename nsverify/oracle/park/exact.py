@@ -41,7 +41,7 @@ import torch
 
 from nsverify.errors import UnsupportedOpError
 from nsverify.oracle.cones import ConeStats, primitive
-from nsverify.oracle.context import Site, poll_deadline
+from nsverify.oracle.context import Site, poll_deadline, polled
 from nsverify.oracle.park.algorithm1 import pool_index_windows
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
 from nsverify.oracle.park.graph import module_layers
@@ -116,9 +116,11 @@ def _tied_windows(L: Layer):
     nsp = _pool_dims(m)
     batched = a.ndim == nsp + 2
     ab = a if batched else a[None]
-    values = sorted(set(ab.reshape(-1).tolist()))
-    rank = {v: r + 1 for r, v in enumerate(values)}
-    codes = torch.tensor([rank[v] for v in ab.reshape(-1).tolist()], dtype=torch.float64).reshape(ab.shape)
+    flat = ab.reshape(-1).tolist()
+    values = sorted(set(polled(flat)))  # one sort of a full-width pool's input: seconds, and no poll inside
+    poll_deadline()
+    rank = {v: r + 1 for r, v in enumerate(polled(values))}
+    codes = torch.tensor([rank[v] for v in polled(flat)], dtype=torch.float64).reshape(ab.shape)
     wins = _channel_windows(tuple(ab.shape[1:]), m)  # (windows, K), -1 = padding
     valid = wins >= 0
     oshape = L.seen["pool_out"].shape[1:] if batched else L.seen["pool_out"].shape
@@ -274,12 +276,19 @@ def _decide(ev, model, loss_fn, targets, tracker) -> Layered:
         sites.clear()
     checks = []
     earlier = False
-    for L in layers:
+    for k, L in enumerate(layers):
+        poll_deadline()  # a layer without touches or ties polls nowhere else
+        if tracker is not None:  # how far the decision got, should the time limit run out in this layer
+            tracker.layers(k, len(layers), found=len(sites), left=0)
         chk = _algorithm1(L, ev, offsets, earlier, sites)
+        if tracker is not None:
+            tracker.layers(k, len(layers), found=len(sites), left=chk.kink_touches + chk.tied_windows)
         _decide_cone(chk, stats)
         checks.append(chk)
         if any(id(p) in offsets for p in L.parameters()):
             earlier = True
+    if tracker is not None:
+        tracker.layers(len(layers), len(layers), found=len(sites), left=0)
     return Layered("park_theorem8", checks, sites, tuple(exact_ad), value, stats)
 
 

@@ -96,8 +96,10 @@ def kink_touches(inst, values) -> list[tuple[int, int]]:
     kinks = {b: i for i, b in enumerate(inst.breakpoints) if b in inst.kinks}
     if not kinks:
         return []
+    from nsverify.oracle.context import polled
+
     out = []
-    for pos, v in enumerate(values):
+    for pos, v in enumerate(polled(values)):  # a full-width layer's millions of pre-activations: poll the limit
         if isinstance(v, (Fraction, int)):
             i = kinks.get(v)
             if i is not None:

@@ -53,7 +53,7 @@ from torch.utils._pytree import tree_leaves
 
 from nsverify import registry
 from nsverify.oracle.cones import ConeStats
-from nsverify.oracle.context import Site, poll_deadline
+from nsverify.oracle.context import Site, poll_deadline, polled
 from nsverify.oracle.ops.table import ANALYTIC_NODES
 from nsverify.oracle.park.cone import LayerCheck, p_nonempty
 from nsverify.oracle.park.layers import Declined, Layered
@@ -452,7 +452,7 @@ def _rows(a: _Act, slots: list, chunks: tuple, offsets: list, tracker) -> list |
         for s, g in zip(slots, grads):
             if g is None:
                 continue
-            for j, v in enumerate(g.arr.reshape(-1).tolist()):
+            for j, v in enumerate(polled(g.arr.reshape(-1).tolist())):  # a full-width layer: millions
                 if isinstance(v, Fraction):
                     if v != 0:
                         row[offsets[s] + j] = sgn * v
@@ -558,7 +558,10 @@ def _analyse(watch: _Watch, out, x, offsets: list, tracker):
     if total > MAX_KINK_ENTRIES:
         raise Declined(f"{total} kink entries (more than {MAX_KINK_ENTRIES} exact backward passes)")
     owns = [_walk(a.pre.grad_fn, stop, x_node, split_nodes) for a in layers]
-    for a, own_all in zip(layers, owns):
+    left = total
+    for k, (a, own_all) in enumerate(zip(layers, owns)):
+        if tracker is not None:  # how far the decision got, should the time limit run out in this layer
+            tracker.layers(k, len(layers), found=total, left=left)
         # w_l: the parameters reaching this pre-activation, and no other layer's, without an activation between
         # (a shared one -- a residual stream past an activation, tied weights -- is held fixed: see the module
         # docstring)
@@ -590,6 +593,9 @@ def _analyse(watch: _Watch, out, x, offsets: list, tracker):
         if chk.p is None or chk.p.status != "nonempty":
             raise Declined(f"{a.where}: {why}")
         checks.append(chk)
+        left -= len(a.kinks)
+    if tracker is not None:
+        tracker.layers(len(layers), len(layers), found=total, left=0)
     if not checks:
         raise Declined("no activation of the loss's graph sits at its kink (nothing for the layered decision)")
     return checks, sites, stats
