@@ -11,6 +11,7 @@ into the same one-line :class:`UsageError`. The dispatch (``nsverify COMMAND``) 
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 from typing import Callable, Iterable
 
@@ -140,6 +141,17 @@ class Choice(ArgType):
         if text not in known:
             raise BadArgumentError(f"unknown {self.what} {text!r}; choose from {', '.join(known)}.")
         return self._convert(text) if self._convert else text
+
+
+def deferred(module: str, name: str) -> Callable:
+    """``module.name``, imported at its first call: an option's checker that lives in a heavy module (torch's
+    dtypes and devices) costs nothing until an option is parsed, so a command's ``--help`` stays fast."""
+
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
 
 
 class Checked(ArgType):

@@ -119,7 +119,8 @@ def test_a_command_word_builds_that_commands_real_parser():
         assert sub.choices[word].format_help() == full[word], word
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["compare", "--help"], ["nightly", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["compare", "--help"], ["nightly", "--help"], ["costs", "--help"],
+                                  ["costs", "ratio", "--help"]])
 def test_help_imports_no_torch(argv):
     """``nsverify --help`` (and the help of a command whose module does not need it) stays fast: no torch,
     numpy, mpmath or cvxpy import (they took 1.4 s of CPU, 2.6-4.4 s on a loaded machine, before)."""

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 
-from nsverify.argtypes import Checked, Number
-from nsverify.devices import parse_device, parse_dtype
+from nsverify.argtypes import Checked, Number, deferred
+
+#: torch's dtype and device parsers, imported when an option is parsed (``--help`` imports no torch)
+parse_dtype = deferred("nsverify.devices", "parse_dtype")
+parse_device = deferred("nsverify.devices", "parse_device")
 
 #: the brute-force SAT check tries 2^vars assignments: 2^20 (about a million) is seconds, 2^30 would be hours
 MAX_SAT_VARS = 20

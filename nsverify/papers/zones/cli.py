@@ -13,11 +13,15 @@ from nsverify.argtypes import (
     KeyValue,
     Number,
     OutputFile,
+    deferred,
     inf_or_number,
     resume_hint,
 )
-from nsverify.devices import parse_device, parse_dtype
 from nsverify.errors import BadArgumentError
+
+#: torch's dtype and device parsers, imported when an option is parsed (``--help`` imports no torch)
+parse_dtype = deferred("nsverify.devices", "parse_dtype")
+parse_device = deferred("nsverify.devices", "parse_device")
 
 
 def _program(text: str) -> str:
