@@ -18,8 +18,8 @@ def _rule_summary(rs) -> str:
 
 
 def _run_cells(ctx, dtypes, compile_dtypes, repro_dir) -> list:
-    """Every cell in child processes (eager, func, jvp; then compile), a heartbeat line on stderr every 10 s of
-    silence (a compile step is a silent minute: :class:`nsverify.devices.Heartbeat`)."""
+    """Every cell in child processes (eager, func, jvp; then compile), with a heartbeat line on stderr while a
+    step is silent (a compile step can be: :class:`nsverify.devices.Heartbeat`)."""
     from nsverify.conventions.isolation import run_matrix_isolated
     from nsverify.devices import Heartbeat
 
