@@ -378,7 +378,8 @@ def test_the_limit_message_counts_the_sites_the_ad_trace_met():
     g = torch.Generator().manual_seed(0)
     A = torch.randint(-3, 4, (30, 6), generator=g).double()
     nsverify.check_gradient(lambda w: torch.relu(w).sum(), torch.zeros(2, dtype=D), progress=False)  # warm
-    with pytest.raises(NsverifyError, match=r"ran out during \w+ after [1-9]\d* pieces \(30 kink/tie sites"):
+    # (how many pieces were done in the 1 s depends on the machine's load: 0 is possible; the sites are counted)
+    with pytest.raises(NsverifyError, match=r"ran out during \w+ after \d+ pieces \(30 kink/tie sites"):
         nsverify.check_gradient(lambda w: torch.relu(A @ w).sum(), torch.zeros(6, dtype=D), time_limit=1,
                                 shortcuts=False, progress=False)
     # stopped before the AD trace finished: no count is claimed

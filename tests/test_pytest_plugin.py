@@ -321,14 +321,21 @@ def test_python_dash_P_keeps_a_clone_beside_from_shadowing_the_install(tmp_path)
     """The README's command, ``python -P -m pytest --pyargs nsverify.properties``, works from the directory that
     holds a clone: -P (Python >= 3.11) leaves the current directory off sys.path, so ``import nsverify`` finds the
     installed package; without -P the directory named nsverify (no __init__.py) is an empty namespace package."""
+    import os
     import subprocess
     import sys
 
+    import pytest
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # a repository on PYTHONPATH never shadows
     (tmp_path / "nsverify").mkdir()
     (tmp_path / "nsverify" / "README.md").write_text("a clone's top level has no __init__.py\n")
     code = "import nsverify; print(hasattr(nsverify, 'check_gradient'), getattr(nsverify, '__file__', None))"
-    plain = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    plain = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                           env=env)
     safe = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
-    assert plain.stdout.split()[0] == "False", plain.stdout + plain.stderr  # shadowed
+                          timeout=120, env=env)
+    if plain.stdout.split()[:1] != ["False"]:
+        pytest.skip("this environment's nsverify is not shadowed by a directory named nsverify (a regular install "
+                    "in site-packages wins over a namespace directory); the case needs an editable install")
     assert safe.stdout.split()[0] == "True" and "__init__.py" in safe.stdout, safe.stdout + safe.stderr
