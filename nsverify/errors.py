@@ -30,7 +30,22 @@ class DeviceUnavailableError(NsverifyError, RuntimeError):
 
 
 class NonFiniteError(NsverifyError, ValueError):
-    """NaN or infinite values where exact analysis needs finite numbers."""
+    """NaN or infinite values where exact analysis needs finite numbers. ``diagnosis`` (a
+    :class:`nsverify.oracle.diagnosis.NonFiniteDiagnosis`, or None) says which op and why, when known."""
+
+    def __init__(self, *args, diagnosis=None):
+        super().__init__(*args)
+        self.diagnosis = diagnosis
+
+
+class NotLipschitzError(NsverifyError, ValueError):
+    """The function is not locally Lipschitz at the point (an infinite one-sided slope, a jump, a value undefined
+    nearby): it has no Clarke set there, so no gradient can be judged, and PyTorch's documented rule allows NaN or
+    inf. ``diagnosis`` names the op."""
+
+    def __init__(self, *args, diagnosis=None):
+        super().__init__(*args)
+        self.diagnosis = diagnosis
 
 
 class InexactError(NsverifyError, ValueError):

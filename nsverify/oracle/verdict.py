@@ -35,6 +35,8 @@ class Verdict:
     point: tuple | None = None  # w's exact values (flattened), for re-checking with the program
     shape: tuple | None = None
     dtype: str | None = None
+    #: why the returned gradient holds NaN/inf, when it does (nsverify.oracle.diagnosis.NonFiniteDiagnosis)
+    diagnosis: object = None
 
     @property
     def clarke(self):
@@ -75,6 +77,7 @@ class Verdict:
             "kinks": [k.to_json() for k in self.kinks],
             "value": enc(self.value),
             "stats": self.stats,
+            **({"diagnosis": self.diagnosis.to_json()} if self.diagnosis is not None else {}),
             **({"point": enc(self.point), "shape": list(self.shape), "dtype": self.dtype}
                if self.point is not None else {}),
         }
