@@ -10,12 +10,13 @@ import math
 import pytest
 import torch
 
-from nsverify.claims.decide import POWER
+from nsverify.claims.decide import MIN_N, POWER
 
 
 def _held(claims, start):
     (c,) = [c for c in claims if c["claim"].startswith(start)]
-    assert c["held"] is None or c["witness"] or (c["power"] >= POWER and c["n"] >= (c["n_required"] or 0))
+    assert c["held"] is None or c["witness"] or (c["significant"] and c["n"] >= MIN_N) or \
+        (c["power"] >= POWER and c["n"] >= (c["n_required"] or 0))
     return c["held"]
 
 
@@ -163,15 +164,28 @@ def test_fig33_heavy_tail_needs_about_130_pairs():
     s = fig_3_3_summary(_rows(tail, same=[0.0] * 255 + [1e-9]))["claims"]
     assert _held(s, "sanity check on deterministic kernels") is False
     assert _held(fig_3_3_summary(_rows([0.0] + tail[1:]))["claims"], "D(P, Q) > 0 for all") is False
-    assert _held(fig_3_3_summary(_rows(tail))["claims"], "most variations are minor") is True
+    # the bulk is judged against 98.78% over draws (issue 38: it was "share > 50%" over pairs): 252 of 256 pairs
+    # (98.4%) with the 4 tail pairs in one draw count as 64 draws at design effect 4 (every pair of a draw alike):
+    # about 62 effective cases, power 0.53 to tell 93.78% from 98.78% -- undecided; the same 4 tail pairs in 4
+    # draws (no intra-draw correlation) hold 98.78% with power 0.99
+    key = "most variations are minor"
+    assert _held(fig_3_3_summary(_rows(tail))["claims"], key) is None
+    spread = [1e-3 if i % 64 == 0 else v for i, v in enumerate(bulk)]
+    assert _held(fig_3_3_summary(_rows(spread))["claims"], key) is True
     half = [1e-6] * 128 + [1e-2] * 128
-    assert _held(fig_3_3_summary(_rows(half))["claims"], "most variations are minor") is False
+    assert _held(fig_3_3_summary(_rows(half))["claims"], key) is False  # 50% excludes 98.78%
+    # 90% bulk spread over the draws: the interval [85.4%, 93.3%] (about 246 effective cases) excludes 98.78%
+    tenth = [1e-3 if i % 10 == 0 else v for i, v in enumerate(bulk)]
+    assert _held(fig_3_3_summary(_rows(tenth))["claims"], key) is False
+    assert _held(fig_3_3_summary(_rows(bulk[:16]))["claims"], key) is None  # 4 draws < MIN_N
 
 
-def _summary(per_dtype: dict, n: int) -> dict:
-    """A setting_summary-like dict: dtype -> (impacted count, tau1)."""
+def _summary(per_dtype: dict, n: int, batches: int = 1) -> dict:
+    """A setting_summary-like dict: dtype -> (impacted count, tau1); ``batches`` pairs per draw (1: every pair is
+    its own draw, so the pairs are independent)."""
     return {d: {"n": n, "impacted": k, "tau1": 1e-6, "D": [1.0] * k + [0.0] * (n - k), "kernel_path": "test",
-                "relu_zeros": 0.0, "tau2": 1e-6, "impacted_tau2": k} for d, k in per_dtype.items()}
+                "relu_zeros": 0.0, "tau2": 1e-6, "impacted_tau2": k, "batches": batches}
+            for d, k in per_dtype.items()}
 
 
 def test_table32_precision_claims_flip():
@@ -185,7 +199,9 @@ def test_table32_precision_claims_flip():
     assert verdicts(30, 2, 3, 40) == [False, False, False]  # 2/40 = 5% [0.6, 17]% excludes 46.67%
     assert verdicts(40, 15, 0, 40)[1] is True  # 37.5% [23, 54]% holds 46.67%
     assert verdicts(3, 3, 0, 3) == [None, None, None]
-    assert verdicts(34, 2, 0, 34)[1] is None  # power 0.79 < 0.8 at n = 34 (n_required 35)
+    # power 0.77 < 0.8 at n = 34 (n_required 35): the exclusion of 46.67% by 2/34 still decides (issue 38), a
+    # share that holds it does not
+    assert verdicts(34, 2, 0, 34)[1] is False and verdicts(34, 16, 0, 34)[1] is None
 
 
 def test_table32_16bit_uses_tau2():
@@ -193,9 +209,10 @@ def test_table32_16bit_uses_tau2():
     from nsverify.papers.zones.repro import table_3_2_claims
 
     s = _summary({"bfloat16": 10}, 40)
-    s["bfloat16"]["impacted_tau2"] = 40
+    s["bfloat16"]["tau2"], s["bfloat16"]["impacted_tau2"] = 1e-8, 40
+    s["bfloat16"]["D"] = [1e-6] * 10 + [1e-7] * 30  # 10 above tau1 = 1e-6, all 40 above tau2
     assert _held(table_3_2_claims(s, "test"), "16 bits") is True
-    s["bfloat16"]["impacted_tau2"] = 30
+    s["bfloat16"]["tau2"], s["bfloat16"]["impacted_tau2"] = 1e-7, 10  # 30 pairs at tau2: not impacted
     assert _held(table_3_2_claims(s, "test"), "16 bits") is False
     s["bfloat16"]["tau2"] = s["bfloat16"]["impacted_tau2"] = None
     assert _held(table_3_2_claims(s, "test"), "16 bits") is None
@@ -350,7 +367,8 @@ def test_gpu_results_judged_from_raw_numbers(tmp_path):
     prov = {"device": "GPU", "torch": "2.11", "date": "2026-01-01", "command": "scripts/gpu/zones.py"}
 
     def doc(d32, d64, tau32, tau64):
-        vol = {"config": {"width": 1.0, "dataset": "plateaus", "batch_size": 128},
+        # one batch per draw: the 40 pairs are 40 independent draws (the clustered count is tested apart)
+        vol = {"config": {"width": 1.0, "dataset": "plateaus", "batch_size": 128, "batches": 1},
                "dtypes": {"float32": {"D": d32, "max_D": max(d32)}, "float64": {"D": d64, "max_D": max(d64)}}}
         return {"provenance": prov, "volumes": {"noBN": vol},
                 "taus": {"float32|noBN": {"tau1": tau32}, "float64|noBN": {"tau1": tau64}}}

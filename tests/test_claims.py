@@ -120,7 +120,11 @@ def test_share_is_judges_the_papers_share_with_its_interval():
     p = 0.4667
     assert decide.share_is(2, 40, p, 0.25).held is False  # 5% [0.6, 17]% excludes 46.67%
     assert decide.share_is(18, 40, p, 0.25).held is True
-    assert decide.share_is(2, 34, p, 0.25).held is None  # power < 0.8 just below n_required = 35
+    # power < 0.8 just below n_required = 35: an interval that excludes 46.67% still decides (issue 38: an
+    # exclusion is a refutation); an interval that holds it does not
+    excl = decide.share_is(2, 34, p, 0.25)
+    assert excl.power < 0.8 and excl.held is False and excl.significant and not excl.witness
+    assert decide.share_is(16, 34, p, 0.25).held is None  # 47% [30%, 65%] holds 46.67%, but power 0.77
     assert decide.share_is(2, 35, p, 0.25).held is False
     assert decide.share_is(2, 35, p, 0.25).n_required == 35
     assert decide.share_is(0, 4, p, 0.25).held is None

@@ -17,13 +17,16 @@ JSON form (``Claim.to_json()``; the report's ``sections.<name>.claims[i]``, docu
      "paper_value": "46.67%",                  # the paper's figure as printed ("" when it gives none)
      "measured": "12/64 = 18.8% [CP 95% 0.10, 0.30]",   # this run's measurement, in words
      "value": 0.1875, "lo": 0.10, "hi": 0.30, "interval": "Clopper-Pearson 95%",
-     "n": 64, "n_required": 4, "power": 0.99,  # sample size, the least n the rule needs, power at n
+     "n": 16, "unit": "draw",                  # sample size in its independent unit (pairs of one draw are
+                                               #   not independent: n counts draws)
+     "n_required": 4, "power": 0.99,           # the least n (same unit) the rule needs, power at n
      "threshold": {"value": 1.2e-7, "origin": "measured", "note": "tau1 = max D(P, P~)"} | null,
      "held": true | false | null,              # reproduced / not reproduced / undecided
      "verdict": "reproduced" | "not reproduced" | "undecided",
      "rule": "between",                        # the decision rule (nsverify.claims.decide)
      "reason": "...",                          # why this verdict (always given; required for null)
      "witness": false,                         # the verdict rests on a counterexample / an occurrence
+     "significant": false,                     # the verdict rests on a significant test (decides at any power)
      "erratum": null | "...",                  # set when the claim tests a printed formula that is a paper
                                                # erratum (listed apart from non-reproductions)
      "notes": "kernel path: ...",              # how it was measured (optional)
@@ -32,8 +35,8 @@ JSON form (``Claim.to_json()``; the report's ``sections.<name>.claims[i]``, docu
                  "nsverify_kernels": null}}    #   {"stored_run", "device"} instead (on_stored_run)
 
 Invariants (checked when a claim is built): ``held`` is True/False/None; an undecided claim has a reason; a
-decided claim (held not None) either rests on a witness or has power >= :data:`nsverify.claims.decide.POWER`
-and n >= n_required.
+decided claim (held not None) rests on a witness, or on a significant test over n >= MIN_N units, or has power
+>= :data:`nsverify.claims.decide.POWER` and n >= n_required.
 """
 
 from __future__ import annotations
@@ -113,7 +116,13 @@ class Claim:
             raise ClaimError(f"Claim.decision must be a nsverify.claims.decide.Decision, got {type(d).__name__}")
         if d.held is None and not d.reason:
             raise ClaimError(f"undecided claim {self.source.statement!r} has no reason")
-        if d.held is not None and not d.witness:
+        if d.held is not None and not d.witness and d.significant:
+            from nsverify.claims.decide import MIN_N
+
+            if d.n < MIN_N:
+                raise ClaimError(f"claim {self.source.statement!r} is decided by a significant test on n = {d.n} "
+                                 f"< {MIN_N} {d.unit or 'unit'}s")
+        elif d.held is not None and not d.witness:
             if d.power is None or d.power < POWER:
                 raise ClaimError(f"claim {self.source.statement!r} is decided ({d.held}) with power {d.power} < "
                                  f"{POWER}: its rule must return None")
@@ -140,6 +149,7 @@ class Claim:
             "hi": d.hi,
             "interval": d.interval,
             "n": d.n,
+            "unit": d.unit or None,
             "n_required": d.n_required,
             "power": d.power,
             "threshold": None if self.threshold is None else {"value": self.threshold.value,
@@ -150,6 +160,7 @@ class Claim:
             "rule": d.rule,
             "reason": d.reason,
             "witness": d.witness,
+            "significant": d.significant,
             "erratum": self.erratum or None,
             "notes": self.notes,
             "runtime": runtime(),
@@ -224,6 +235,14 @@ def undecided_if_short(d: Decision) -> Decision:
     claim undecided, never a failed section (:class:`Claim` still refuses such a decision built directly)."""
     if d.held is None or d.witness:
         return d
+    from nsverify.claims.decide import MIN_N
+
+    if d.significant:  # a significant result decides at any power, on MIN_N units
+        if d.n >= MIN_N:
+            return d
+        return replace(d, held=None, significant=False, reason=f"sample too short to decide (n = {d.n} < {MIN_N} "
+                                                               f"{d.unit or 'unit'}s); the rule said "
+                                                               f"{VERDICTS[d.held]}: {d.reason}")
     short = []
     if d.power is None or d.power < POWER:
         short.append(f"power {d.power if d.power is None else round(d.power, 2)} < {POWER}")
@@ -275,6 +294,10 @@ def underpowered(claims: list[dict]) -> list[str]:
                 c.get("rule") in ("exact", "robust"):
             continue
         p, n, need = c.get("power"), c.get("n") or 0, c.get("n_required")
+        if c.get("significant"):  # a significant result needs MIN_N units, not power
+            if n < MIN_N:
+                out.append(f"{c.get('id') or c.get('claim')}: significant on n = {n} < {MIN_N}")
+            continue
         if p is None or p < POWER or n < MIN_N or (need is not None and n < need):
             out.append(f"{c.get('id') or c.get('claim')}: n = {n}, n_required = {need}, power = {p}")
     return out

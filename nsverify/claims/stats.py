@@ -104,3 +104,69 @@ def mean_ci(xs: Sequence[float], level: float = 0.95) -> dict:
     sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1))
     half = t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
     return {**out, "mean": mean, "lo": mean - half, "hi": mean + half, "spread": max(vals) - min(vals)}
+
+
+def _clusters(clusters) -> list[tuple[int, int]]:
+    out = []
+    for c in clusters:
+        try:
+            k, n = c
+        except (TypeError, ValueError):
+            raise ValueError(f"cluster {c!r}: pass (k, n) per independent unit (k of its n cases)") from None
+        for name, v in (("k", k), ("n", n)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"cluster {c!r}: {name} must be an integer >= 0")
+        if k > n:
+            raise ValueError(f"cluster {c!r}: k exceeds n")
+        if n:
+            out.append((k, n))
+    return out
+
+
+def design_effect(clusters) -> float:
+    """Kish's design effect 1 + (n0 - 1) rho of a share over clusters ``[(k_i, n_i)]`` (the cases of one cluster
+    share it: the (draw, batch) pairs of one parameter draw), rho the ANOVA estimate of the intra-cluster
+    correlation and n0 the ANOVA mean cluster size. Clipped to [1, n0]: 1 when the cases look independent, n0
+    (every cluster counts as one case) when the correlation is total -- and n0 too when every case agrees (share
+    0 or 1: rho cannot be estimated, so the cautious value is taken)."""
+    cs = _clusters(clusters)
+    m = len(cs)
+    n = sum(c[1] for c in cs)
+    if m < 2 or n == m:
+        return 1.0
+    n0 = (n - sum(c[1] ** 2 for c in cs) / n) / (m - 1)
+    p = sum(c[0] for c in cs) / n
+    if p in (0.0, 1.0):
+        return max(1.0, n0)
+    msb = sum(ni * (ki / ni - p) ** 2 for ki, ni in cs) / (m - 1)
+    msw = sum(ki * (1 - ki / ni) for ki, ni in cs) / (n - m)
+    den = msb + (n0 - 1) * msw
+    rho = (msb - msw) / den if den > 0 else 1.0
+    return min(max(1.0, 1.0 + (n0 - 1) * rho), max(1.0, n0))
+
+
+def effective_counts(clusters, deff: float | None = None, alpha: float = 0.05) -> tuple[float, float]:
+    """(k_eff, n_eff): the Korn-Graubard (1998) effective sample of a clustered share, n / deff shrunk by
+    (z / t_{m-1})^2 for m clusters (the degrees of freedom are the clusters, not the cases), k_eff = share x n_eff.
+    The Clopper-Pearson interval of (k_eff, n_eff) is the cluster-robust interval of the share."""
+    from scipy.stats import norm, t
+
+    cs = _clusters(clusters)
+    m, n = len(cs), sum(c[1] for c in cs)
+    if n == 0:
+        return 0.0, 0.0
+    d = design_effect(cs) if deff is None else deff
+    shrink = (norm.ppf(1 - alpha / 2) / t.ppf(1 - alpha / 2, m - 1)) ** 2 if m >= 2 else 1.0
+    n_eff = max(min(n / d * shrink, n), min(1.0, n))
+    return sum(c[0] for c in cs) / n * n_eff, n_eff
+
+
+def clopper_pearson_real(k: float, n: float, alpha: float = 0.05) -> tuple[float, float]:
+    """:func:`clopper_pearson` for a real-valued (effective) count k of n (beta quantiles take real parameters)."""
+    from scipy.stats import beta
+
+    if n <= 0:
+        return 0.0, 1.0
+    lo = 0.0 if k <= 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
+    hi = 1.0 if k >= n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return lo, hi

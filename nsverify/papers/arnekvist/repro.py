@@ -153,8 +153,7 @@ def _network_claims(net: list[dict], datasets, nsteps: int) -> list[dict]:
     def premise(dec):
         if anything:
             return dec
-        return decide.Decision(dec.rule, None, dec.n, dec.power, dec.n_required,
-                               reason=f"premise not exercised: no unit died in any setting in {nsteps} steps")
+        return decide.undecided(dec, f"premise not exercised: no unit died in any setting in {nsteps} steps")
 
     small_more = premise(decide.greater(pooled("Adam", 1e-4), pooled("Adam", 1.0), NETWORK_EFFECT))
     momentum = premise(decide.all_of({
