@@ -233,13 +233,29 @@ def test_bn_judged_by_fp32_shift_against_fp64_shift():
 
 
 def test_batch_trend_by_rank_test():
+    """Fig. 3.6's batch size: tau1 measured per B from that B's reruns, the unit a (B, draw) cell and its impacted
+    share (issue 38: it judged raw D, sum-reduced, which grows with B by construction)."""
     from nsverify.papers.zones.repro import batch_trend_claim
 
-    rising = {b: [b * 1e-8 * (1 + 0.3 * ((i * 7) % 5)) for i in range(16)] for b in (8, 32, 128, 512)}
-    flat = {b: [1e-6 * (1 + 0.3 * ((i * 7 + b) % 5)) for i in range(16)] for b in (8, 32, 128, 512)}
-    assert batch_trend_claim(rising, "test")[0]["held"] is True
-    assert batch_trend_claim(flat, "test")[0]["held"] is False
-    assert batch_trend_claim({4: [1e-7, 2e-7], 32: [3e-7, 1e-7]}, "test")[0]["held"] is None
+    def rows(b, shares, batches=4):  # one rerun per pair at 1e-7; a pair is impacted at D = 1e-6, else 1e-8
+        out = []
+        for share in shares:
+            k = round(share * batches)
+            out += [{"D": (1e-6 if i < k else 1e-8) * b, "D_order": 1e-7 * b} for i in range(batches)]
+        return out
+
+    # D scaled by B (the sum reduction's growth) but the impacted share rising with B: held
+    rising = {b: rows(b, [min(1.0, 0.25 * (j + (m % 2))) for m in range(6)]) for j, b in enumerate((8, 32, 128, 512))}
+    assert batch_trend_claim(rising, "test", 4)[0]["held"] is True
+    # D grows with B, the impacted share does not: the claim is not reproduced (the raw-D test said it held)
+    flat = {b: rows(b, [0.25 * ((m + j) % 3) for m in range(8)]) for j, b in enumerate((8, 32, 128, 512))}
+    c = batch_trend_claim(flat, "test", 4)[0]
+    assert c["held"] is False and c["unit"] == "draw" and c["n"] == 32
+    falling = {b: rows(b, [max(0.0, 1.0 - 0.25 * j)] * 2) for j, b in enumerate((8, 32, 128, 512))}
+    assert batch_trend_claim(falling, "test", 4)[0]["held"] is False
+    few = {4: rows(4, [0.5]), 32: rows(32, [0.25])}
+    c = batch_trend_claim(few, "test", 4)[0]
+    assert c["held"] is None and c["n"] == 2
 
 
 def test_bertoin_dichotomy_flips():

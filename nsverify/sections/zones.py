@@ -221,10 +221,13 @@ def _batch_trend(ctx, size: dict, p: Parts, data: dict) -> None:
     ctx.progress("Fig 3.6 batch-size trend (fp32, Kendall)")
     f36 = p.collect_claims(repro.fig_3_6_batch(memo=ctx.checkpoint, progress=ctx.progress, **size["trend"]))
     data["trend"] = f36
-    p.tables.append(table("Fig 3.6 batch-size trend: D(P,Q) per pair against B (VGG11, fp32, natural crops)",
-                          ["B", "pairs", "median D (sum)", "median D (mean)"],
-                          [[b, len(v), _g(sorted(v)[len(v) // 2]), _g(sorted(v)[len(v) // 2] / int(b))]
-                           for b, v in f36["by_batch"].items()]))
+    imp = f36.get("impacted", {})
+    p.tables.append(table("Fig 3.6 batch-size trend: impacted pairs at tau1 measured per B, and D(P,Q) per pair "
+                          "(VGG11, fp32, natural crops)",
+                          ["B", "pairs", "tau1(B)", "impacted", "median D (sum)", "median D (mean)"],
+                          [[b, len(v), _g(imp[b][2]) if b in imp else "-",
+                            f"{imp[b][0]}/{imp[b][1]}" if b in imp else "-", _g(sorted(v)[len(v) // 2]),
+                            _g(sorted(v)[len(v) // 2] / int(b))] for b, v in f36["by_batch"].items()]))
     p.metrics.append({"key": "fig3.6|batch|kendall_tau", "kind": "info", "value": f36["kendall"]["value"]})
 
 
