@@ -26,6 +26,13 @@ PAPER = "Park, Chun, Lee (ICLR 2024)"
 PAPER_OVERHEAD = round(419 / 237, 2)
 #: Park et al., Table 2: VGG11's first pooling layer had non-trivial ties at 1435.8 of 7820 training steps.
 PAPER_NONTRIVIAL_RATE = 1435.8 / 7820
+#: the departure from Table 2's 18.4% the rate test must be able to detect (ours: a rate of 8.4% or 28.4% of steps
+#: is no longer the paper's)
+NONTRIVIAL_DELTA = 0.1
+#: consecutive training steps share the parameters they follow from: the rate is judged over blocks of this many
+#: consecutive steps (the unit; the design effect across blocks is estimated, Korn-Graubard), never over steps
+#: counted as independent (ours)
+STEP_BLOCK = 5
 #: how far from Park's 1.77x a true overhead must be for the timing test to need power 0.8 (ours)
 OVERHEAD_MARGIN = 1.25
 
@@ -59,8 +66,9 @@ CLAIMS = (
     ClaimSpec("park/table2-nontrivial-ties", PAPER, "Table 2",
               "non-trivial ties (S_j \\ T_j non-empty) occur during training: VGG11's first pooling layer at 1435.8 "
               "of 7820 steps",
-              "mini-VGG steps whose first pooling layer has a non-trivial tie", "occurs",
-              "s2_steps: mini-VGG training steps", paper_value=f"{PAPER_NONTRIVIAL_RATE:.1%} of steps"),
+              "share of mini-VGG steps whose first pooling layer has a non-trivial tie, against Table 2's 18.4%",
+              "share_is", f"s2_steps: mini-VGG training steps, in blocks of {STEP_BLOCK} consecutive steps (the unit)",
+              paper_value=f"{PAPER_NONTRIVIAL_RATE:.1%} of steps"),
 )
 SPEC = spec_table(CLAIMS)
 
@@ -157,6 +165,15 @@ def overhead_claims(overhead: dict, data: str) -> list[dict]:
     )]
 
 
+def _nontrivial_rate(flags: list) -> decide.Decision:
+    """Table 2's rate of steps with a non-trivial first-layer tie, judged against 18.4% over blocks of
+    :data:`STEP_BLOCK` consecutive steps (a trailing partial block is left out)."""
+    flags = [bool(f) for f in flags]
+    whole = flags[: len(flags) - len(flags) % STEP_BLOCK]
+    return decide.share_is(sum(whole), len(whole), PAPER_NONTRIVIAL_RATE, NONTRIVIAL_DELTA, what="step",
+                           clusters=decide.by_unit(whole, STEP_BLOCK), unit=f"{STEP_BLOCK}-step block")
+
+
 def table2(s1_steps: int, s2_steps: int, batch: int, timing_steps: int, progress=None, data: str = "natural",
            overhead_fn=None) -> dict:
     """Scenario 1 (fully connected nets, Theorem 5's rank test at kink touches) and Scenario 2 (Table 2's
@@ -198,8 +215,8 @@ def table2(s1_steps: int, s2_steps: int, batch: int, timing_steps: int, progress
         ),
         SPEC["park/table2-nontrivial-ties"].judge(
             _rate_text(first_nt, len(first), PAPER_NONTRIVIAL_RATE),
-            decide.occurs(first_nt, len(first), PAPER_NONTRIVIAL_RATE, what="step"),
-            notes=f"mini-VGG on {s2['data']} inputs",
+            _nontrivial_rate([st["first_pool_nontrivial"] for st in first]),
+            notes=f"mini-VGG on {s2['data']} inputs; the paper's rate is VGG11's on CIFAR-10 (a scaled analogue)",
         ),
     ] + overhead_claims(s2["overhead"], s2["data"])
     return {"scenario1": s1, "scenario2": s2, "tie_shares": shares, "claims": claims}
