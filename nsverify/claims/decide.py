@@ -54,7 +54,7 @@ SIM_RUNS, SIM_SEED = 400, 20240613
 #: the names of the rules below (``Decision.rule``; a :class:`nsverify.claims.record.ClaimSpec` declares one)
 RULES = ("exact", "illustration", "never", "occurs", "occurs_in_time", "never_in_time", "between", "share_above",
          "share_is",
-         "trend", "ratio_vs", "greater", "no_increase", "diff_in_diff", "robust", "all_of")
+         "trend", "ratio_vs", "greater", "no_increase", "diff_in_diff", "robust", "all_of", "not_run")
 
 
 class DecisionInputError(NsverifyError, ValueError):
@@ -269,6 +269,15 @@ def exact(ok: bool, reason: str = "") -> Decision:
 def illustration(reason: str) -> Decision:
     """A claim the run can only illustrate (the measured number is fixed by construction): never decided."""
     return Decision("illustration", None, 0, None, None, reason=reason)
+
+
+def not_run(experiment: str, why: str) -> Decision:
+    """A paper result this machine does not measure (a GPU-scale experiment, a dataset that cannot be obtained):
+    undecided, the reason naming the ``experiment`` (and the run) that would settle it and ``why`` it did not run
+    here. Never a verdict: a claim the run cannot reach stays listed, not dropped or guessed."""
+    if not experiment.strip() or not why.strip():
+        raise DecisionInputError("not_run() needs the experiment that would settle the claim and why it did not run")
+    return Decision("not_run", None, 0, None, None, reason=f"not run here ({why}); settled by: {experiment}")
 
 
 def _rate_rule(rule: str, k: int, n: int, p: float, witness_held: bool, what: str, rate_text: str,

@@ -153,6 +153,7 @@ def precision_study(problem_name: str = "hinge_svm", *, seeds=(0, 1, 2), steps: 
                 "max_dev_from_float64": mean_ci([_maxdev(r, ref[s]) for s, r in runs.items()]),
                 "max_dev_samples": [_maxdev(r, ref[s]) for s, r in runs.items()],
                 "late_progress": mean_ci([r["gap"][k] - r["gap"][-1] for k, r in zip(q, runs.values())]),
+                "late_progress_samples": [r["gap"][k] - r["gap"][-1] for k, r in zip(q, runs.values())],
             }
             if progress:
                 progress(f"precision {o} {dt}")
