@@ -208,7 +208,7 @@ def test_table32_precision_claims_flip():
 
     def verdicts(k16, k32, k64, n):
         cl = table_3_2_claims(_summary({"bfloat16": k16, "float32": k32, "float64": k64}, n), "test")
-        return [_held(cl, "64 bits"), _held(cl, "32 bits"), _held(cl, "16 bits")]
+        return [_held(cl, "64 bits"), _held(cl, "32 bits"), _held(cl, "ours (bf16)")]
 
     assert verdicts(40, 18, 0, 40) == [True, True, True]
     assert verdicts(30, 2, 3, 40) == [False, False, False]  # 2/40 = 5% [0.6, 17]% excludes 46.67%
@@ -220,17 +220,22 @@ def test_table32_precision_claims_flip():
 
 
 def test_table32_16bit_uses_tau2():
-    """Sec. 3.3.2 thresholds 16 bits with tau2: the impacted count at tau2 decides, the tau1 count does not."""
+    """Sec. 3.3.2 thresholds 16 bits with tau2: the impacted count at tau2 decides, the tau1 count does not.
+    bfloat16 on CPU is ours (the paper's 16 bits is float16 on a V100), float16 keeps the paper's claim."""
     from nsverify.papers.zones.repro import table_3_2_claims
+
+    f16 = _summary({"float16": 40}, 40)
+    (c,) = [c for c in table_3_2_claims(f16, "test") if c["id"].startswith("zones/table3.2-16bit")]
+    assert c["by"] == "paper" and c["claim"].startswith("16 bits (float16)") and c["held"] is True
 
     s = _summary({"bfloat16": 10}, 40)
     s["bfloat16"]["tau2"], s["bfloat16"]["impacted_tau2"] = 1e-8, 40
     s["bfloat16"]["D"] = [1e-6] * 10 + [1e-7] * 30  # 10 above tau1 = 1e-6, all 40 above tau2
-    assert _held(table_3_2_claims(s, "test"), "16 bits") is True
+    assert _held(table_3_2_claims(s, "test"), "ours (bf16)") is True
     s["bfloat16"]["tau2"], s["bfloat16"]["impacted_tau2"] = 1e-7, 10  # 30 pairs at tau2: not impacted
-    assert _held(table_3_2_claims(s, "test"), "16 bits") is False
+    assert _held(table_3_2_claims(s, "test"), "ours (bf16)") is False
     s["bfloat16"]["tau2"] = s["bfloat16"]["impacted_tau2"] = None
-    assert _held(table_3_2_claims(s, "test"), "16 bits") is None
+    assert _held(table_3_2_claims(s, "test"), "ours (bf16)") is None
 
 
 def test_bn_judged_by_fp32_shift_against_fp64_shift():

@@ -85,8 +85,8 @@ CLAIMS = (
               "the table's fixed t values", paper_value="+1.5 / ~1e-7"),
     ClaimSpec("zones/sec3.5.3-example", BOUSTANY, "Sec. 3.5.3",
               "backprop[P](W) = E11 (native), backprop[Q](W) = (E11+E13)/2 (minimal); W is in the bifurcation zone "
-              "(X rebuilt by us to fit the printed result)",
-              "the two programs' gradients in W (first row)", "exact", "one exact example",
+              "(an illustration: X is lost in the text and was rebuilt by us to fit the printed result)",
+              "the two programs' gradients in W (first row)", "illustration", "one exact example",
               paper_value="E11 vs (E11+E13)/2"),
     ClaimSpec("zones/fig3.3-rerun-zero", BOUSTANY, _FIG33,
               "sanity check on deterministic kernels: the same program run twice gives D(P, P~) = 0",
@@ -110,6 +110,10 @@ CLAIMS = (
     ClaimSpec("zones/table3.2-16bit", BOUSTANY, "Table 3.2, Sec. 3.3.2",
               "16 bits ({name}): 100% of minibatches impacted (at tau2, as Sec. 3.3.2 thresholds 16 bits)",
               "pairs with D(P, Q) <= tau2, {name}, {label}", "never", _DRAWS, paper_value="100%"),
+    ClaimSpec("zones/table3.2-bf16", BOUSTANY, "Table 3.2, Sec. 3.3.2 (ours: bfloat16 in place of the paper's float16)",
+              "ours (bf16): bfloat16 impacts 100% of minibatches at tau2 (the paper's 16 bits is float16 on a V100; "
+              "bfloat16 has float32's exponent range and does not overflow)",
+              "pairs with D(P, Q) <= tau2, {name}, {label}", "never", _DRAWS, paper_value="100% (float16)", by="ours"),
     ClaimSpec("zones/fig3.6-batch-norm", BOUSTANY, "Fig. 3.6",
               "batch normalization markedly increases the share of impacted minibatches at 32 bits",
               "(fp32 share with BN - without) - (fp64 share with BN - without), {label}", "diff_in_diff",
@@ -149,6 +153,17 @@ CLAIMS = (
     ClaimSpec("zones/sec3.4.2-unstable", BOUSTANY, "{where}", "{bits} bits: beta > 1e3 {verb} training (no BN)",
               "unstable runs among beta > 1e3 x seeds, {name}", "occurs",
               "seeds x betas: runs (judged once beta = 0 learns in steps)", paper_value="unstable"),
+    ClaimSpec("zones/sec3.4.2-stable-bf16", BOUSTANY, "{where} (ours: bfloat16 in place of float16)",
+              "ours (bf16): bfloat16 training stays stable for beta <= {stable_max:g} (the paper's 16 bits is float16)",
+              "unstable runs (non-finite, or final loss >= initial) among beta <= {stable_max:g} x seeds, {name}",
+              "never", "seeds x betas: runs (judged once beta = 0 learns in steps)", paper_value="stable (float16)",
+              by="ours"),
+    ClaimSpec("zones/sec3.4.2-unstable-bf16", BOUSTANY, "{where} (ours: bfloat16 in place of float16)",
+              "ours (bf16): beta > 1e3 destabilizes bfloat16 training (no BN; the paper's 16 bits is float16, whose "
+              "overflow bfloat16 does not share)",
+              "unstable runs among beta > 1e3 x seeds, {name}", "occurs",
+              "seeds x betas: runs (judged once beta = 0 learns in steps)", paper_value="unstable (float16)",
+              by="ours"),
 )
 SPEC = spec_table(CLAIMS)
 
@@ -233,9 +248,12 @@ def example_353(k: float = 1.0, dtype=torch.float32) -> dict:
     expect_p = [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
     expect_q = [[0.5, 0.0, 0.5], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
     d = sum(abs(a - b) for ra, rb in zip(grads["native"], grads["minimal"]) for a, b in zip(ra, rb))
+    same = grads["native"] == expect_p and grads["minimal"] == expect_q
     claim = SPEC["zones/sec3.5.3-example"].judge(
         f"native {grads['native'][0]}, minimal {grads['minimal'][0]}, D = {d}",
-        decide.exact(grads["native"] == expect_p and grads["minimal"] == expect_q))
+        decide.illustration(f"the printed gradients {'are' if same else 'are NOT'} recomputed, but X was rebuilt to "
+                            "fit them (the text lost it), so the check cannot fail on the paper's own terms: an "
+                            "illustration, not a claim"))
     return {"native": grads["native"], "minimal": grads["minimal"], "D_L1": d, "claims": [claim]}
 
 
@@ -383,7 +401,7 @@ def _table32_16bit(d: dict, name: str, label: str) -> dict:
     else:
         dec = decide.never(d["n"] - k, d["n"], what="pair", clusters=draw_units(d, [v <= tau2 for v in d["D"]]))
         k_text = f"{k} of {d['n']} pairs impacted at tau2"
-    return SPEC["zones/table3.2-16bit"].judge(
+    return SPEC["zones/table3.2-bf16" if name == "bfloat16" else "zones/table3.2-16bit"].judge(
         k_text, dec, key=name, fields={"name": name, "label": label},
         threshold=Threshold(tau2, "measured", "tau2 = least nonzero D(ReLU'(0) = 0, ReLU'(0) = 1) over the pairs"),
         notes=d.get("kernel_path") or "")
@@ -707,13 +725,14 @@ def sweep_claims(sweep: dict) -> list[dict]:
                                           f"learns")
         fields = {"where": "Sec. 3.4.2" if sixteen else "Sec. 3.4.2, Fig. 3.8", "bits": "16" if sixteen else "32",
                   "stable_max": stable_max, "name": name, "verb": "destabilizes" if sixteen else "may destabilize"}
-        out.append(SPEC["zones/sec3.4.2-stable"].judge(
+        bf = "-bf16" if name == "bfloat16" else ""
+        out.append(SPEC["zones/sec3.4.2-stable" + bf].judge(
             f"{k_small} of {len(small)} runs unstable; {gate}",
             premise(decide.never(k_small, len(small), SWEEP_P_ALT, what="run")), key=name, fields=fields,
             notes=(small[0].get("kernel_path", "") if small else ""),
             threshold=Threshold(SWEEP_P_ALT, "ours", "the instability rate the test must detect")))
         p_unst = SWEEP_P_UNSTABLE_16 if sixteen else SWEEP_P_UNSTABLE_32
-        out.append(SPEC["zones/sec3.4.2-unstable"].judge(
+        out.append(SPEC["zones/sec3.4.2-unstable" + bf].judge(
             f"{k_big} of {len(big)} runs unstable (final losses "
             f"{', '.join(format(r['final_loss'], '.3g') for r in big)}); {gate}",
             premise(decide.occurs(k_big, len(big), p_unst, what="run", whose="our")), key=name, fields=fields,
