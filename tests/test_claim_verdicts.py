@@ -493,3 +493,17 @@ def test_momentum_precision_judges_the_loss_stall():
     assert held(jitter([1e-2] * 5), jitter([1e-5] * 5), dev_m=jitter([1e-4] * 5)) is False
     # float64 made no late progress: the stall cannot be told from the schedule's end
     assert held([0.0] * 5, jitter([1e-5] * 5), dev_m=dev_m) is None
+
+
+def test_despres_central_result_is_a_claim_that_can_fail():
+    """Després Sec. 5: AD equals an associated gradient in every tested case -- a universal claim over generated
+    networks at exact ties (issue 38: the headline result had no claim)."""
+    from nsverify.papers.despres.repro import associated_cases, associated_claim
+
+    c = lambda differ, compared: associated_claim({"drawn": compared, "compared": compared, "unsupported": 0,  # noqa
+                                                   "differ": differ})
+    assert c(0, 40)["held"] is True and c(1, 40)["held"] is False and c(0, 20)["held"] is None
+    assert c(0, 40)["unit"] == "network"
+    # the real comparison on a few drawn networks: every one compared, none differs
+    counts = associated_cases(6)
+    assert counts["drawn"] == 6 and counts["compared"] + counts["unsupported"] == 6 and counts["differ"] == 0
