@@ -507,3 +507,30 @@ def test_despres_central_result_is_a_claim_that_can_fail():
     # the real comparison on a few drawn networks: every one compared, none differs
     counts = associated_cases(6)
     assert counts["drawn"] == 6 and counts["compared"] + counts["unsupported"] == 6 and counts["differ"] == 0
+
+
+def test_gpu_monitor_overhead_is_judged_on_the_newest_run(tmp_path):
+    """Issue 38: the GPU monitor claim read the run from before the monitor's rewrite (4.67x) while a newer perf
+    run had measured it again. The newest run judges it, with its commit; an older perf run does not."""
+    from nsverify.papers.gpu_claims import newest_monitor_run
+
+    def perf(date, ratios):
+        steps = [{"plain_s": 0.01, "monitored_s": 0.01 * r, "tied_windows": 5, "tied_windows_all": 50} for r in ratios]
+        doc = {"provenance": {"date_utc": date, "git_commit": "abcdef0123", "gpu": "GPU", "torch": "2.11",
+                              "command": "perf.py"},
+               "monitor": [{"model": "resnet18", "width": 1.0, "ratio": 1.2, "per_step": steps},
+                           {"model": "vgg11", "width": 1.0, "ratio": 3.9, "per_step": steps}]}
+        p = tmp_path / f"perf-{date[:10]}.json"
+        p.write_text(json.dumps(doc))
+        return p
+
+    claims_run = {"provenance": {"date": "2026-11-26T21:40:34+00:00"}}
+    newer = newest_monitor_run(claims_run, perf("2026-11-27T04:56:41+00:00", [1.2, 1.25, 1.18, 1.22, 1.21]))
+    assert newer is not None and newer["commit"] == "abcdef0" and list(newer["overhead"]) == ["ResNet18"]
+    assert "vgg11 width 1: x3.90" in newer["others"]
+    assert newest_monitor_run(claims_run, perf("2026-11-25T00:00:00+00:00", [1.2] * 5)) is None  # older: not it
+    assert newest_monitor_run(claims_run, tmp_path / "missing.json") is None
+    from nsverify.papers.park.repro import overhead_claims
+
+    (c,) = overhead_claims(newer["overhead"], "natural")
+    assert c["held"] is True  # 1.2x [1.18, 1.23] below 1.77x
