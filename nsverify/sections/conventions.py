@@ -162,15 +162,23 @@ def _gpu_part(cv, cpu_results) -> dict | None:
     except (ProvenanceError, KeyError, TypeError) as exc:
         return {"table": table("GPU data", ["problem"], [[f"unreadable {GPU_DATA.name}: {exc}"]]),
                 "claim": gpu_unreadable_claim(str(exc))}
-    cpu = {(r.op, r.case, r.dtype, r.mode): r.rule for r in cpu_results}
-    rows, differ = [], 0
-    for r in gpu:
+    # the stored run's own CPU rows (same torch, same machine) are the comparison; this run's CPU rows (another
+    # torch release, perhaps) only when the stored run has none
+    own = [r for r in gpu if r.device == "cpu"]
+    cuda = [r for r in gpu if r.device != "cpu"]
+    ref_rows, ref = (own, "the stored run's own CPU rows") if own else (cpu_results, "this run's CPU rows")
+    cpu = {(r.op, r.case, r.dtype, r.mode): r.rule for r in ref_rows}
+    rows, differ, compared = [], 0, 0
+    for r in cuda:
         c = cpu.get((r.op, r.case, r.dtype, r.mode))
-        if c is not None and c != r.rule:
+        if c is None:
+            continue
+        compared += 1
+        if c != r.rule:
             differ += 1
             rows.append([r.op, r.case, r.dtype, r.mode, c, r.rule])
     meta = data.get("meta", {})
-    title = (f"CUDA vs CPU ({meta.get('device_name', 'GPU')}, torch {data.get('torch')}): "
-             f"{differ} differing evaluations")
+    title = (f"CUDA vs CPU ({meta.get('device_name', 'GPU')}, torch {data.get('torch')}, against {ref}): "
+             f"{differ} of {compared} matched evaluations differ")
     return {"results": gpu, "table": table(title, ["op", "case", "dtype", "mode", "cpu", "cuda"], rows),
-            "claim": cuda_claim(differ, len(gpu), meta.get("device_name", "GPU"), data.get("torch"))}
+            "claim": cuda_claim(differ, compared, meta.get("device_name", "GPU"), data.get("torch"))}
