@@ -534,3 +534,31 @@ def test_gpu_monitor_overhead_is_judged_on_the_newest_run(tmp_path):
 
     (c,) = overhead_claims(newer["overhead"], "natural")
     assert c["held"] is True  # 1.2x [1.18, 1.23] below 1.77x
+
+
+def test_arnekvist_momentum_is_an_interaction_test():
+    """Fig. 1 'only with momentum' compared gamma's effect at one gamma only (issue 38): the claim is now the
+    interaction -- gamma's effect with momentum minus without, per (data set, seed)."""
+    from nsverify.papers.arnekvist.repro import _network_claims
+
+    def rows(cells):
+        return [{"dataset": "d", "gamma": g, "optimizer": o, "per_seed": [v * (1 + 0.05 * i) for i in range(3)],
+                 "mse_per_seed": [m * (1 + 0.02 * i) for i in range(3)]} for (g, o), (v, m) in cells.items()]
+
+    def held(cells):
+        (c,) = [c for c in _network_claims(rows(cells), ("d",), 100) if c["id"] == "arnekvist/fig1-needs-momentum"]
+        return c["held"]
+
+    base = {(1.0, "Adam"): (0.1, 1.0), (1.0, "Adam(beta1=0)"): (0.1, 1.0), (1.0, "heavy-ball"): (0.1, 1.0),
+            (1.0, "SGD"): (0.1, 1.0)}
+    # momentum: gamma raises the dead share by 0.5; without: by 0.05 -> interaction 0.45
+    inter = {**base, (1e-4, "Adam"): (0.6, 3.0), (1e-4, "Adam(beta1=0)"): (0.15, 1.0),
+             (1e-4, "heavy-ball"): (0.6, 3.0), (1e-4, "SGD"): (0.15, 1.0)}
+    assert held(inter) is True
+    # at gamma = 1e-4 momentum kills more, but it kills as much more at gamma = 1: no interaction
+    shifted = {(1.0, "Adam"): (0.5, 1.0), (1.0, "Adam(beta1=0)"): (0.1, 1.0), (1.0, "heavy-ball"): (0.5, 1.0),
+               (1.0, "SGD"): (0.1, 1.0), (1e-4, "Adam"): (0.6, 3.0), (1e-4, "Adam(beta1=0)"): (0.2, 1.0),
+               (1e-4, "heavy-ball"): (0.6, 3.0), (1e-4, "SGD"): (0.2, 1.0)}
+    assert held(shifted) is False
+    (mse,) = [c for c in _network_claims(rows(inter), ("d",), 100) if c["id"] == "arnekvist/fig1-mse-degrades"]
+    assert mse["held"] is True  # MSE / gamma^2 about 3 against 1

@@ -381,5 +381,6 @@ def network_experiment(datasets=("diabetes", "friedman"), gammas=(1.0, 1e-2, 1e-
         rows.append({"dataset": d, "gamma": g, "optimizer": o,
                      "dead_share": mean_ci([r["dead_share"] for r in runs]),
                      "mse_over_gamma2": mean_ci([r["mse_over_gamma2"] for r in runs]),
-                     "per_seed": [r["dead_share"] for r in runs]})
+                     "per_seed": [r["dead_share"] for r in runs],
+                     "mse_per_seed": [r["mse_over_gamma2"] for r in runs]})
     return rows

@@ -22,6 +22,10 @@ LIKE_BETA0_SPREAD = 0.05
 #: Arnekvist et al.'s Fig. 1 shows differences of tens of percent; no number is printed)
 NETWORK_EFFECT = 0.2
 
+#: the rise of the normalised MSE (a share of its gamma = 1 value) the MSE test must detect (ours: Fig. 1 shows the
+#: normalised error growing by multiples away from gamma = 1)
+MSE_EFFECT = 0.5
+
 #: Arnekvist et al.'s claims, declared once (id, source, metric, rule, budget); the studies below judge them
 CLAIMS = (
     ClaimSpec("arnekvist/fig4-majority-converges", PAPER, "Fig. 4",
@@ -48,9 +52,14 @@ CLAIMS = (
               "dead share (worst layer) per seed, Adam, gamma = 1e-4 vs 1", "greater",
               "seeds x data sets (pooled) per cell; steps per run"),
     ClaimSpec("arnekvist/fig1-needs-momentum", PAPER, "Fig. 1",
-              "the small-gamma dying needs momentum ('only with momentum')",
-              "dead share per seed at gamma = 1e-4: Adam vs Adam(beta1=0), heavy-ball vs SGD", "all_of",
-              "seeds x data sets (pooled) per cell; steps per run"),
+              "the small-gamma dying needs momentum ('only with momentum'): gamma's effect is larger with momentum",
+              "interaction per seed: (dead share at gamma = 1e-4 - at gamma = 1) with momentum minus without; Adam vs "
+              "Adam(beta1=0), heavy-ball vs SGD", "all_of",
+              "seeds x data sets (pooled) per cell, the unit a (data set, seed); steps per run"),
+    ClaimSpec("arnekvist/fig1-mse-degrades", PAPER, "Fig. 1",
+              "the normalised training MSE degrades as gamma moves away from 1 (Adam)",
+              "MSE / gamma^2 per seed, Adam, gamma = 1e-4 vs 1", "greater",
+              "seeds x data sets (pooled) per cell; steps per run", paper_value="worse away from gamma = 1"),
     ClaimSpec("arnekvist/sec6-sgd-flat", PAPER, "Fig. 1 caption", "SGD does not produce more dead ReLUs at small gamma",
               "dead share per seed, SGD, gamma = 1e-4 vs 1", "no_increase",
               "seeds x data sets (pooled) per cell; steps per run"),
@@ -156,9 +165,18 @@ def _network_claims(net: list[dict], datasets, nsteps: int) -> list[dict]:
         return decide.undecided(dec, f"premise not exercised: no unit died in any setting in {nsteps} steps")
 
     small_more = premise(decide.greater(pooled("Adam", 1e-4), pooled("Adam", 1.0), NETWORK_EFFECT))
+    def effect_of_gamma(o):  # per (data set, seed): dead share at gamma = 1e-4 minus at gamma = 1
+        return [a - b for a, b in zip(pooled(o, 1e-4), pooled(o, 1.0))]
+
     momentum = premise(decide.all_of({
-        "Adam vs Adam(beta1=0)": decide.greater(pooled("Adam", 1e-4), pooled("Adam(beta1=0)", 1e-4), NETWORK_EFFECT),
-        "heavy-ball vs SGD": decide.greater(pooled("heavy-ball", 1e-4), pooled("SGD", 1e-4), NETWORK_EFFECT)}))
+        "Adam vs Adam(beta1=0)": decide.greater(effect_of_gamma("Adam"), effect_of_gamma("Adam(beta1=0)"),
+                                                NETWORK_EFFECT),
+        "heavy-ball vs SGD": decide.greater(effect_of_gamma("heavy-ball"), effect_of_gamma("SGD"),
+                                            NETWORK_EFFECT)}))
+    mse = {(r["dataset"], r["gamma"], r["optimizer"]): r.get("mse_per_seed") or [] for r in net}
+    mse_pooled = lambda o, g: [x for d in datasets for x in mse.get((d, g, o), [])]  # noqa: E731
+    mse_small, mse_big = mse_pooled("Adam", 1e-4), mse_pooled("Adam", 1.0)
+    mse_effect = MSE_EFFECT * (sum(mse_big) / len(mse_big)) if mse_big else 1.0
     sgd_flat = premise(decide.no_increase(pooled("SGD", 1e-4), pooled("SGD", 1.0), NETWORK_EFFECT))
     th = Threshold(NETWORK_EFFECT, "ours", "difference in dead share the test must detect")
     note = f"{nsteps} steps (Arnekvist et al. trained 250000); seeds pooled over {', '.join(datasets)}"
@@ -167,16 +185,23 @@ def _network_claims(net: list[dict], datasets, nsteps: int) -> list[dict]:
                f"gamma=1e-4: {fmt('Adam', 1e-4)}; gamma=1: {fmt('Adam', 1.0)}", small_more, threshold=th,
                notes=note),
         SPEC["arnekvist/fig1-needs-momentum"].judge(
-               f"Adam(beta1=0) {fmt('Adam(beta1=0)', 1e-4)} vs Adam {fmt('Adam', 1e-4)}; heavy-ball "
-               f"{fmt('heavy-ball', 1e-4)} vs SGD {fmt('SGD', 1e-4)}", momentum, threshold=th, notes=note),
+               f"gamma = 1e-4 / 1: Adam {fmt('Adam', 1e-4)} / {fmt('Adam', 1.0)}; Adam(beta1=0) "
+               f"{fmt('Adam(beta1=0)', 1e-4)} / {fmt('Adam(beta1=0)', 1.0)}; heavy-ball {fmt('heavy-ball', 1e-4)} / "
+               f"{fmt('heavy-ball', 1.0)}; SGD {fmt('SGD', 1e-4)} / {fmt('SGD', 1.0)}", momentum, threshold=th,
+               notes=note),
+        SPEC["arnekvist/fig1-mse-degrades"].judge(
+               f"MSE / gamma^2 per seed: gamma=1e-4 {', '.join(f'{v:.3g}' for v in mse_small)}; gamma=1 "
+               f"{', '.join(f'{v:.3g}' for v in mse_big)}", decide.greater(mse_small, mse_big, mse_effect),
+               threshold=Threshold(MSE_EFFECT, "ours", "the relative rise of MSE / gamma^2 the test must detect"),
+               notes=note),
         SPEC["arnekvist/sec6-sgd-flat"].judge(
                f"gamma=1e-4: {fmt('SGD', 1e-4)}; gamma=1: {fmt('SGD', 1.0)}", sgd_flat, threshold=th, notes=note),
     ]
 
 
 #: the (gamma, optimizer) cells the claims read
-NETWORK_CELLS = ((1.0, "Adam"), (1e-4, "Adam"), (1e-4, "Adam(beta1=0)"), (1e-4, "heavy-ball"), (1e-4, "SGD"),
-                 (1.0, "SGD"))
+NETWORK_CELLS = ((1.0, "Adam"), (1e-4, "Adam"), (1e-4, "Adam(beta1=0)"), (1.0, "Adam(beta1=0)"), (1e-4, "heavy-ball"),
+                 (1.0, "heavy-ball"), (1e-4, "SGD"), (1.0, "SGD"))
 
 
 def network_study(datasets, seeds, steps: int, progress=None, cache=None, cells=NETWORK_CELLS,
