@@ -562,3 +562,21 @@ def test_arnekvist_momentum_is_an_interaction_test():
     assert held(shifted) is False
     (mse,) = [c for c in _network_claims(rows(inter), ("d",), 100) if c["id"] == "arnekvist/fig1-mse-degrades"]
     assert mse["held"] is True  # MSE / gamma^2 about 3 against 1
+
+
+def test_table32_first_line_is_judged_over_draws():
+    """Table 3.2's first line (share of theta in S): 100% of draws at 32 bits, 0% at 64 bits -- universal over
+    parameter draws (issue 38: a headline result without a claim)."""
+    from nsverify.papers.zones.repro import table32_draw_claims
+
+    def held(name, flags, batches=4):
+        d = {"D": [1.0 if f else 0.0 for f in flags], "tau1": 0.5, "tau2": 0.5, "batches": batches, "n": len(flags)}
+        (c,) = table32_draw_claims({name: d}, "t")
+        assert c["unit"] == "draw"
+        return c["held"]
+
+    one_per_draw = [i % 4 == 0 for i in range(4 * 40)]  # every draw has one impacted batch of 4
+    assert held("float32", one_per_draw) is True  # 40 draws, none without: power 1 - 0.95^40 = 0.87
+    assert held("float32", [False] * 4 + one_per_draw[4:]) is False  # one draw without
+    assert held("float32", one_per_draw[:4 * 20]) is None  # 20 draws: power 0.64
+    assert held("float64", [False] * 160) is True and held("float64", one_per_draw) is False

@@ -143,6 +143,9 @@ def _zones(ctx) -> dict:
     _points(ctx, p, data)
     sgd = _sgd(ctx, size, p, data)
     sweep = _sweep(ctx, size, p, data)
+    from nsverify.papers.zones.repro import headline_claims
+
+    p.claims += headline_claims()  # the papers' headline results this machine does not measure (undecided)
     natural = t32["settings"].get("natural", next(iter(t32["settings"].values())))
     p.figures.append({"title": "log10 D per dtype (VGG11 native vs minimal on natural crops; LeNet-5 fp32 Fig 3.3)",
                       "png": _fig_hist({**{f"{n} {bn}": d["D"] for bn, s in natural.items() for n, d in s.items()},

@@ -165,7 +165,93 @@ CLAIMS = (
               "seeds x betas: runs (judged once beta = 0 learns in steps)", paper_value="unstable (float16)",
               by="ours"),
 )
+#: the headline results this machine does not measure (issue 38): each an undecided not_run claim naming the
+#: experiment (and the run) that would settle it
+_NOT_RUN = "a GPU run (none stored)"
+HEADLINES = (
+    ClaimSpec("zones/table3.2-draws", BOUSTANY, "Table 3.2 (first line)",
+              "share of theta in S, {bits} bits: {paper} of parameter draws have an impacted minibatch",
+              "parameter draws with {what}, {name}, {label}", "never", "draws (the unit: eq. 3.17's share)",
+              paper_value="{paper}"),
+    ClaimSpec("zones/fig3.6-depth", BOUSTANY, "Fig. 3.6",
+              "the impacted share is alike across VGG11, VGG13, VGG16 and VGG19", "impacted share per VGG depth, fp32",
+              "not_run", _NOT_RUN, paper_value="alike"),
+    ClaimSpec("zones/fig3.5-programs", BOUSTANY, "Fig. 3.5",
+              "the ReLU-derived max and NormPool programs also produce impacted minibatches (Fig. 3.5)",
+              "impacted share per program, fp32", "not_run", _NOT_RUN, paper_value="impacted"),
+    ClaimSpec("zones/sec3.4.2-bn-adam", BOUSTANY, "Sec. 3.4.2, Fig. 3.8",
+              "at large beta, batch normalization stabilises 32-bit training and Adam mitigates the instability",
+              "unstable runs at beta > 1e3 with BN / with Adam, fp32", "not_run", _NOT_RUN, paper_value="stabilises"),
+    ClaimSpec("bertoin/figs7-12-bn-volume", BERTOIN, "Figs. 7 and 12",
+              "batch normalization raises the 32-bit bifurcation volume and lowers the 16-bit one",
+              "share of minibatches with backprop_0 != backprop_1, with and without BN, 16 and 32 bits", "not_run",
+              _NOT_RUN, paper_value="32 bits up, 16 bits down"),
+    ClaimSpec("bertoin/sec4-training-sensitivity", BERTOIN, "Sec. 4 (Figs. 2-5)", "{statement}",
+              "test accuracy over ReLU'(0) in [0, 1], CIFAR-10 training", "not_run", _NOT_RUN,
+              paper_value="{paper}"),
+)
+CLAIMS = CLAIMS + HEADLINES
 SPEC = spec_table(CLAIMS)
+#: Bertoin et al.'s training-sensitivity results (Sec. 4): key -> (statement, the paper's figure)
+BERTOIN_TRAINING = {
+    "bell": ("test accuracy is bell-shaped in ReLU'(0) (best at 0, degrading as |ReLU'(0)| grows)", "bell-shaped"),
+    "adam": ("Adam is less sensitive to ReLU'(0) than SGD", "less sensitive"),
+    "bn": ("batch normalization removes the accuracy oscillations over ReLU'(0)", "no oscillations with BN"),
+    "resnet18": ("ResNet18 without BN fails to train for ReLU'(0) above 0.2", "fails above 0.2"),
+}
+
+
+def headline_claims() -> list[dict]:
+    """The headline results this machine does not measure, each undecided, naming the experiment that would
+    settle it (:func:`nsverify.claims.decide.not_run`); the Table 3.2 first line is judged in
+    :func:`table_3_2_claims`."""
+    cifar = "CIFAR-10 is not on this machine (no download)"
+    out = [
+        SPEC["zones/fig3.6-depth"].judge("not measured", decide.not_run(
+            "table_3_2 on vgg13/vgg16/vgg19 (nsverify.workloads.models builds them) at Table 3.2's width on "
+            "CIFAR-10, e.g. scripts/gpu/claims.py with those models", "a depth sweep at full width needs GPU hours; "
+            + cifar)),
+        SPEC["zones/fig3.5-programs"].judge("not measured", decide.not_run(
+            "measure_pairs with the ReLU-derived max (Fig. 3.9) and NormPool programs against the native max pool, "
+            "VGG11 on CIFAR-10", "the programs are not wired into the pair experiment; " + cifar)),
+        SPEC["zones/sec3.4.2-bn-adam"].judge("not measured", decide.not_run(
+            "training_sweep at beta in {1e3, 1e4} with BN and with Adam, >= 5 seeds, VGG11 on CIFAR-10 in float32",
+            "the sweep runs LeNet-5 with SGD only, no BN or Adam arm; " + cifar)),
+        SPEC["bertoin/figs7-12-bn-volume"].judge("not measured", decide.not_run(
+            "bertoin_dichotomy on VGG11 with and without BN in float16 and float32 on a GPU (Figs. 7, 12: CIFAR-10)",
+            "the dichotomy runs the MLP, which has no BN variant; float16 needs a GPU")),
+    ]
+    for key, (statement, paper) in BERTOIN_TRAINING.items():
+        out.append(SPEC["bertoin/sec4-training-sensitivity"].judge(
+            "not measured", decide.not_run(
+                "VGG11 and ResNet18 trained on CIFAR-10 over ReLU'(0) in [0, 1] with SGD and Adam, with and "
+                "without BN, several seeds, 16 and 32 bits (GPU-days)", "training at that scale needs a GPU; "
+                + cifar), key=key, fields={"statement": statement, "paper": paper}))
+    return out
+
+
+def table32_draw_claims(s: dict, label: str) -> list[dict]:
+    """Table 3.2's first line, the share of parameter draws with an impacted minibatch (eq. 3.17: draws are iid):
+    100% at 16 and 32 bits, 0% at 64 bits, each a universal claim over draws (a draw against it refutes)."""
+    out = []
+    for name, bits, paper in (("float16", 16, "100%"), ("bfloat16", 16, "100%"), ("float32", 32, "100%"),
+                              ("float64", 64, "0%")):
+        d = s.get(name)
+        if d is None:
+            continue
+        tau = d.get("tau2") if bits == 16 else d.get("tau1")
+        if tau is None:
+            continue
+        units = draw_units(d, [v > tau for v in d["D"]])
+        hit = [k > 0 for k, _ in units]
+        bad = sum(hit) if bits == 64 else sum(not h for h in hit)
+        what = "an impacted minibatch" if bits == 64 else "no impacted minibatch"
+        out.append(SPEC["zones/table3.2-draws"].judge(
+            f"{sum(hit)} of {len(hit)} draws with an impacted minibatch (at {'tau2' if bits == 16 else 'tau1'})",
+            decide.never(bad, len(hit), what="draw"), key=name,
+            fields={"bits": "16 (ours: bfloat16 in place of float16)" if name == "bfloat16" else bits,
+                    "paper": paper, "what": what, "name": name, "label": label}))
+    return out
 
 
 def _dzero(fn, t: float, x, dtype):
@@ -378,7 +464,7 @@ def table_3_2_claims(s: dict, label: str) -> list[dict]:
     for name in ("float16", "bfloat16"):
         if name in s:
             out.append(_table32_16bit(s[name], name, label))
-    return out
+    return out + table32_draw_claims(s, label)
 
 
 def _with_tau(d: dict, rule):
