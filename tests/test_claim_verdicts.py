@@ -580,3 +580,25 @@ def test_table32_first_line_is_judged_over_draws():
     assert held("float32", [False] * 4 + one_per_draw[4:]) is False  # one draw without
     assert held("float32", one_per_draw[:4 * 20]) is None  # 20 draws: power 0.64
     assert held("float64", [False] * 160) is True and held("float64", one_per_draw) is False
+
+
+def test_headline_results_not_run_here_are_undecided_and_name_their_run():
+    """Issue 38's headline results that this machine cannot measure: each an undecided claim (never a verdict)
+    whose reason names the experiment that would settle it; the eigenvalue claim is decided exactly."""
+    from nsverify.papers.arnekvist.repro import depth_claim, eigen_claim
+    from nsverify.papers.park.repro import headline_claims as park_headlines
+    from nsverify.papers.zones.repro import headline_claims as zones_headlines
+
+    claims = zones_headlines() + park_headlines() + [depth_claim()]
+    assert len(claims) == 4 + 4 + 3 + 1
+    for c in claims:
+        assert c["rule"] == "not_run" and c["held"] is None and "settled by:" in c["reason"], c["id"]
+    # Arnekvist Sec. 5: the exact boundary ((1 - 1/10) / (1 + 1/10))^2 = 81/121 = 0.669 (hand computation) rounds
+    # to the paper's 0.67; on a coarse grid (step 1/10) the first complex beta is 0.7, which does not
+    assert (9 / 11) ** 2 == pytest.approx(81 / 121) and round(81 / 121, 2) == 0.67
+    assert eigen_claim()["held"] is True and eigen_claim(grid=10)["held"] is False
+    assert eigen_claim(eta=0.5)["held"] is False  # boundary (1/3)^2 = 0.11: not the paper's 0.67
+    with pytest.raises(Exception, match="experiment"):
+        from nsverify.claims import decide
+
+        decide.not_run("", "why")

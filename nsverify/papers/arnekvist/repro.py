@@ -64,7 +64,46 @@ CLAIMS = (
               "dead share per seed, SGD, gamma = 1e-4 vs 1", "no_increase",
               "seeds x data sets (pooled) per cell; steps per run"),
 )
+CLAIMS = CLAIMS + (
+    ClaimSpec("arnekvist/sec5-complex-eigenvalues", PAPER, "Sec. 5 (eqs. 19-20)",
+              "at eta = 0.1 the heavy-ball linear system has complex eigenvalues for beta > 0.67",
+              "sign of the discriminant of A(eta, beta) in exact rationals, beta on a 1/1000 grid", "exact",
+              "one exact computation over the grid", paper_value="complex for beta > 0.67"),
+    ClaimSpec("arnekvist/fig6-depth-residual", PAPER, "Fig. 6",
+              "deeper networks, and residual networks with BN, get more dead units and faster",
+              "dead share over training per depth, plain vs residual + BN", "not_run",
+              "a depth sweep (none run here)", paper_value="more and faster"),
+)
 SPEC = spec_table(CLAIMS)
+
+
+def eigen_claim(eta=None, grid: int = 1000) -> dict:
+    """Sec. 5's linear system A = [[beta, 1 - beta], [-eta beta, 1 - eta (1 - beta)]] (eq. 20) in exact rationals:
+    trace t = 1 + beta - eta (1 - beta), determinant beta, complex eigenvalues iff t^2 < 4 beta. The claim holds
+    when, on the grid beta = k / grid, the complex ones are exactly those above 0.67 up to the grid's resolution
+    (the exact boundary ((1 - eta) / (1 + eta))^2 = 81/121 = 0.6694 at eta = 1/10 rounds to 0.67)."""
+    from fractions import Fraction as Fr
+
+    eta = Fr(1, 10) if eta is None else Fr(eta)
+    cplx = []
+    for k in range(grid):
+        b = Fr(k, grid)
+        t = 1 + b - eta * (1 - b)
+        cplx.append((t * t < 4 * b, b))
+    first = next((b for c, b in cplx if c), None)
+    contiguous = first is not None and all(c == (b >= first) for c, b in cplx)
+    held = contiguous and round(float(first), 2) == 0.67
+    return SPEC["arnekvist/sec5-complex-eigenvalues"].judge(
+        f"complex for beta >= {first} = {float(first):.4f} on the 1/{grid} grid (exact boundary "
+        f"{((1 - eta) / (1 + eta)) ** 2})" if first is not None else "never complex on the grid",
+        decide.exact(bool(held)))
+
+
+def depth_claim() -> dict:
+    return SPEC["arnekvist/fig6-depth-residual"].judge("not measured", decide.not_run(
+        "network_experiment over depths (e.g. 2-10 hidden layers) and a residual + BN variant, dead share tracked "
+        "over 250000 steps, >= 5 seeds", "the nightly trains the one 200-unit depth of Fig. 1; the depth sweep "
+                                         "needs hours of CPU per depth"))
 
 
 def _tolerances(tol: float = 1e-6, eta: float = 0.1) -> dict:
@@ -210,4 +249,4 @@ def network_study(datasets, seeds, steps: int, progress=None, cache=None, cells=
     finished runs; ``workers`` processes run them."""
     rows = network_experiment(datasets=datasets, seeds=seeds, steps=steps, progress=progress, cache=cache,
                               combos=[(d, g, o) for d in datasets for g, o in cells], workers=workers)
-    return {"rows": rows, "claims": _network_claims(rows, datasets, steps)}
+    return {"rows": rows, "claims": _network_claims(rows, datasets, steps) + [eigen_claim(), depth_claim()]}

@@ -69,6 +69,13 @@ CLAIMS = (
               "INNAprop(0.1,0.9) reaches AdamW's GPT-2 validation loss in 1.2x-1.96x fewer steps (GPT-2 small to "
               "large, OpenWebText)", "steps to AdamW's best validation loss, GPT-2 on OpenWebText", "not_run",
               "a GPU run (none here)", paper_value="1.2x-1.96x"),
+    ClaimSpec("innaprop/table4.2-cifar10", PAPER, "Table 4.2",
+              "INNAprop matches or outperforms AdamW on CIFAR-10 (e.g. ResNet18 91.58% vs 91.14% test accuracy)",
+              "test accuracy, INNAprop vs AdamW, CIFAR-10 (VGG11, ResNet18, DenseNet121)", "not_run",
+              "a GPU run (none stored)", paper_value="matches or outperforms AdamW"),
+    ClaimSpec("innaprop/table4.3-imagenet", PAPER, "Table 4.3",
+              "INNAprop matches or outperforms AdamW on ImageNet", "top-1 accuracy, INNAprop vs AdamW, ImageNet",
+              "not_run", "a GPU run (none stored)", paper_value="matches or outperforms AdamW"),
     ClaimSpec("innaprop/sec4.6.2-momentum-precision", PAPER, "Ch.4, Sec. 4.6.2, Fig. 4.10",
               "the momentum variant (4.21)-(4.23) is poorly scaled (gamma^2) at 32 bits or less: its training loss "
               "stalls late in the cosine schedule",
@@ -178,7 +185,14 @@ def convergence(problems, optimizers, seeds, steps: int, progress=None) -> dict:
                                        "Table 4.4's settings, steps to AdamW's best validation loss, on GPU "
                                        "(several GPU-days per size)",
                                        "no GPU run of GPT-2 is stored, and it cannot run on 2 CPU cores"))
-    return {"results": results, "claims": [c, gpt2]}
+    tables = [SPEC["innaprop/table4.2-cifar10"].judge("not measured", decide.not_run(
+                  "INNAprop(0.1,0.9) and AdamW trained on CIFAR-10 (VGG11, ResNet18, DenseNet121) at Table 4.2's "
+                  "settings over several seeds, on GPU", "CIFAR-10 is not on this machine and the training needs a "
+                                                         "GPU")),
+              SPEC["innaprop/table4.3-imagenet"].judge("not measured", decide.not_run(
+                  "INNAprop and AdamW trained on ImageNet at Table 4.3's settings, on GPUs (GPU-days)",
+                  "ImageNet is not on this machine and the training needs GPUs"))]
+    return {"results": results, "claims": [c, gpt2] + tables}
 
 
 def precision(seeds, steps: int) -> dict:
