@@ -70,7 +70,7 @@ def load(path: Path | str = CLAIMS_JSON) -> dict | None:
     bertoin = {k: setting_summary(v) for k, v in raw.get("bertoin", {}).items()}
     for key, s in bertoin.items():
         claims += bertoin_claims(s, f"MLP width {sizes.get('mlp_width')} x 2048, {key} kernels, {prov['device']}",
-                                 setting=key)
+                                 setting=key, path=f"{key} CUDA")
     park = overhead_claims(raw["park_overhead"], "natural") if raw.get("park_overhead") else []
     newer, park_fresh = newest_monitor_run(raw), []
     if newer is not None:  # the monitor was rewritten since: this run's overhead is stale, the newest one judges

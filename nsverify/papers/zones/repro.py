@@ -124,8 +124,9 @@ CLAIMS = (
               "batch size, fp32", "trend",
               "batch_sizes x draws: (B, draw) cells, each B with its own draws", paper_value="increasing"),
     ClaimSpec("bertoin/appD-16bit-often", BERTOIN, "App. D (Fig. 12: said of ResNet18, applied here to the MLP)",
-              "16 bits ({name}): the bifurcation zone is met very often (backprop_0 != backprop_1 on most "
-              "minibatches)", "minibatches with D(R0, R1) > 0, {name}, {label}", "share_above", _DRAWS,
+              "16 bits ({name}, {path} kernel path): the bifurcation zone is met very often (backprop_0 != "
+              "backprop_1 on most minibatches)", "minibatches with D(R0, R1) > 0, {name}, {label}", "share_above",
+              _DRAWS + "; judged on every kernel path (native fused kernels and the emulated split bias)",
               paper_value="very often", by="ours"),
     ClaimSpec("bertoin/fig1-32bit-some", BERTOIN, "Fig. 1 (a training rate, read by us at initialisation)",
               "32 bits: backprop_0 and backprop_1 differ on some minibatches, not all (once in 100 iterations)",
@@ -170,7 +171,7 @@ CLAIMS = (
 _NOT_RUN = "a GPU run (none stored)"
 HEADLINES = (
     ClaimSpec("zones/table3.2-draws", BOUSTANY, "Table 3.2 (first line)",
-              "share of theta in S, {bits} bits: {paper} of parameter draws have an impacted minibatch",
+              "share of theta in S, {bits}: {paper} of parameter draws have an impacted minibatch",
               "parameter draws with {what}, {name}, {label}", "never", "draws (the unit: eq. 3.17's share)",
               paper_value="{paper}"),
     ClaimSpec("zones/fig3.6-depth", BOUSTANY, "Fig. 3.6",
@@ -249,7 +250,7 @@ def table32_draw_claims(s: dict, label: str) -> list[dict]:
         out.append(SPEC["zones/table3.2-draws"].judge(
             f"{sum(hit)} of {len(hit)} draws with an impacted minibatch (at {'tau2' if bits == 16 else 'tau1'})",
             decide.never(bad, len(hit), what="draw"), key=name,
-            fields={"bits": "16 (ours: bfloat16 in place of float16)" if name == "bfloat16" else bits,
+            fields={"bits": "16 bits (ours: bfloat16 in place of float16)" if name == "bfloat16" else f"{bits} bits",
                     "paper": paper, "what": what, "name": name, "label": label}))
     return out
 
@@ -575,11 +576,12 @@ def fig_3_6_batch(batch_sizes, width: float, draws: int, batches: int, dataset: 
 # ---------------------------------------------------------------------------------------------------------
 # Bertoin et al.: the precision dichotomy at initialization and the SGD trajectories
 # ---------------------------------------------------------------------------------------------------------
-def bertoin_claims(s: dict, label: str, setting: str = "") -> list[dict]:
+def bertoin_claims(s: dict, label: str, setting: str = "", path: str = "") -> list[dict]:
     """Bertoin's dichotomy from a :func:`setting_summary` of ReLU'(0) = 0 vs 1 pairs (``D`` = D(R0, R1)): a pair
     differs when D > 0 (Bertoin's S_01 criterion). ``setting`` tells several runs of one report apart (it joins
     the claims' keys)."""
     out = []
+    path = path or setting or "emulated split-bias"
     key = lambda *parts: "|".join(p for p in (setting, *parts) if p)  # noqa: E731
     for name in ("float16", "bfloat16"):
         if name in s:
@@ -590,7 +592,7 @@ def bertoin_claims(s: dict, label: str, setting: str = "") -> list[dict]:
                 f"{d['relu_zeros']:.1f} per batch",
                 decide.share_above(k, d["n"], 0.5, BERTOIN_16_SHARE, what="pair",
                                    clusters=draw_units(d, [v > 0 for v in d["D"]])),
-                key=key(name), fields={"name": name, "label": label},
+                key=key(name), fields={"name": name, "label": label, "path": path},
                 threshold=Threshold(0.5, "ours", "'very often' read as a majority"),
                 notes=d.get("kernel_path") or ""))
     k32 = sum(v > 0 for v in s["float32"]["D"]) if "float32" in s else 0
@@ -634,12 +636,13 @@ def bertoin_dichotomy(draws: int = 4, batches: int = 4, batch_size: int = 128, w
                      programs=("native", "relu1"), reruns=(), seed=seed)
     s = setting_summary(measure_pairs(cfg, memo, progress))
     label = f"MLP width {width:g} x 2048, digits28, batch {batch_size}"
-    out = {"result": s, "claims": bertoin_claims(s, label)}
+    out = {"result": s, "claims": bertoin_claims(s, label, path="emulated split-bias")}
     sixteen = tuple(d for d in dtypes if d in ("bfloat16", "float16"))
-    if fused_too and sixteen:
+    if fused_too and sixteen:  # the 16-bit claim judged on PyTorch's own fused kernels too (App. D: per path)
         fcfg = PairConfig("mlp", width, False, "digits28", batch_size, min(draws, fused_draws), batches, sixteen,
                           programs=("native", "relu1"), reruns=(), seed=seed, emulate16=False)
         out["fused"] = setting_summary(measure_pairs(fcfg, memo, progress))
+        out["claims"] += bertoin_claims(out["fused"], label, setting="fused", path="fused CPU")
     return out
 
 
