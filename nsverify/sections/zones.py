@@ -14,14 +14,14 @@ QUICK = dict(fig33=(3, 2),
              table=dict(width=0.0625, batch_size=16, datasets={"natural": (2, 2)}),
              trend=dict(batch_sizes=(8, 32), width=0.0625, draws=2, batches=1),
              dich=dict(draws=2, batches=2, batch_size=128, width=0.125, fused_too=False),
-             sgd=dict(dtypes=("float64", "float32", "bfloat16"), steps=30, width=0.125),
+             sgd=dict(dtypes=("float64", "float32", "bfloat16"), steps=30, width=0.125, pairs32=2),
              sweep=dict(seeds=(0,), steps=15, betas=(0.0, 1e2, 1e4)))
 FULL = dict(fig33=(64, 4),
             table=dict(width=0.125, batch_size=64, datasets={"natural": (10, 4), "plateaus": (4, 2)}),
             trend=dict(batch_sizes=(8, 32, 128, 512), width=0.125, draws=8, batches=2),
             dich=dict(draws=42, batches=4, batch_size=128, width=1.0, fused_too=True),
-            sgd=dict(dtypes=("float64", "float32", "bfloat16"), steps=200, width=1.0),
-            sweep=dict(seeds=(0, 1, 2), steps=400, betas=(0.0, 1e2, 1e3, 1e4)))
+            sgd=dict(dtypes=("float64", "float32", "bfloat16"), steps=200, width=1.0, pairs32=6),
+            sweep=dict(seeds=(0, 1, 2, 3, 4), steps=400, betas=(0.0, 1e2, 1e3, 1e4)))
 
 
 def _hist(ax, values, label):
@@ -276,7 +276,7 @@ def _sgd(ctx, size: dict, p: Parts, data: dict) -> dict:
     sg = size["sgd"]
     ctx.progress(f"SGD trajectories ReLU'(0)=0 vs 1, {sg['steps']} steps")
     sgd = p.collect_claims(repro.sgd_trajectories(sg["dtypes"], sg["steps"], width=sg["width"],
-                                                  memo=ctx.checkpoint))["runs"]
+                                                  memo=ctx.checkpoint, pairs32=sg.get("pairs32", 1)))["runs"]
     data["sgd"] = sgd
     p.tables.append(table(f"SGD trajectories, ReLU'(0) = 0 vs 1 (MLP width {sg['width']} x 2048, digits28)",
                           ["dtype", "kernel path", "steps", "first bitwise difference", "final L1 distance"],
@@ -297,9 +297,10 @@ def _sweep(ctx, size: dict, p: Parts, data: dict) -> dict:
     data["sweep"] = sweep
     p.tables.append(table(
         "Training sweep (LeNet-5 width 0.5, digits28, SGD lr 0.1, batch 32): final training loss",
-        ["dtype", "ReLU'(0)", "beta", "seed", "initial loss", "final loss", "learned", "unstable", "kernel path"],
+        ["dtype", "ReLU'(0)", "beta", "seed", "initial loss", "final loss", "learned",
+         "non-finite or final >= initial", "late-loss std (oscillation)", "kernel path"],
         [[r["dtype"], r["relu_s"], r["beta"], r["seed"], _g(r["initial_loss"]), _g(r["final_loss"]),
-          r["learned"], r["diverged"], r["kernel_path"]] for r in sweep["results"]]))
+          r["learned"], r["diverged"], _g(r.get("late_std")), r["kernel_path"]] for r in sweep["results"]]))
     return sweep
 
 
