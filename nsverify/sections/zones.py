@@ -16,8 +16,10 @@ QUICK = dict(fig33=(3, 2),
              dich=dict(draws=2, batches=2, batch_size=128, width=0.125, fused_too=False),
              sgd=dict(dtypes=("float64", "float32", "bfloat16"), steps=30, width=0.125, pairs32=2),
              sweep=dict(seeds=(0,), steps=15, betas=(0.0, 1e2, 1e4)))
-FULL = dict(fig33=(64, 4),
-            table=dict(width=0.125, batch_size=64, datasets={"natural": (10, 4), "plateaus": (4, 2)}),
+#: full mode: every design-determined n_required is reached (tests/test_claims_budgets.py): Fig. 3.3's tail needs
+#: 132 draws and its bulk 110 at total intra-draw correlation; Table 3.2's 64-bit claim 32 draws, its 32-bit one 38
+FULL = dict(fig33=(136, 4),
+            table=dict(width=0.125, batch_size=64, datasets={"natural": (40, 4), "plateaus": (4, 2)}),
             trend=dict(batch_sizes=(8, 32, 128, 512), width=0.125, draws=8, batches=2),
             dich=dict(draws=42, batches=4, batch_size=128, width=1.0, fused_too=True),
             sgd=dict(dtypes=("float64", "float32", "bfloat16"), steps=200, width=1.0, pairs32=6),

@@ -50,19 +50,23 @@ CLAIMS = (
     ClaimSpec("arnekvist/fig1-adam-small-gamma", PAPER, "Fig. 1",
               "smaller target variance gamma gives more dead ReLUs with Adam",
               "dead share (worst layer) per seed, Adam, gamma = 1e-4 vs 1", "greater",
-              "seeds x data sets (pooled) per cell; steps per run"),
+              "seeds x data sets (pooled) per cell; steps per run; n_required depends on the measured spread across "
+              "seeds"),
     ClaimSpec("arnekvist/fig1-needs-momentum", PAPER, "Fig. 1",
               "the small-gamma dying needs momentum ('only with momentum'): gamma's effect is larger with momentum",
               "interaction per seed: (dead share at gamma = 1e-4 - at gamma = 1) with momentum minus without; Adam vs "
               "Adam(beta1=0), heavy-ball vs SGD", "all_of",
-              "seeds x data sets (pooled) per cell, the unit a (data set, seed); steps per run"),
+              "seeds x data sets (pooled) per cell, the unit a (data set, seed); steps per run; n_required depends "
+              "on the measured spread across seeds"),
     ClaimSpec("arnekvist/fig1-mse-degrades", PAPER, "Fig. 1",
               "the normalised training MSE degrades as gamma moves away from 1 (Adam)",
               "MSE / gamma^2 per seed, Adam, gamma = 1e-4 vs 1", "greater",
-              "seeds x data sets (pooled) per cell; steps per run", paper_value="worse away from gamma = 1"),
+              "seeds x data sets (pooled) per cell; steps per run; n_required depends on the measured spread "
+              "across seeds", paper_value="worse away from gamma = 1"),
     ClaimSpec("arnekvist/sec6-sgd-flat", PAPER, "Fig. 1 caption", "SGD does not produce more dead ReLUs at small gamma",
               "dead share per seed, SGD, gamma = 1e-4 vs 1", "no_increase",
-              "seeds x data sets (pooled) per cell; steps per run"),
+              "seeds x data sets (pooled) per cell; steps per run; n_required depends on the measured spread across "
+              "seeds"),
 )
 CLAIMS = CLAIMS + (
     ClaimSpec("arnekvist/sec5-complex-eigenvalues", PAPER, "Sec. 5 (eqs. 19-20)",
