@@ -118,7 +118,8 @@ def claim_row(c: dict) -> list:
         statement += f" (threshold {_num(th.get('value'))}, {th.get('origin')}{note})"
     n = c.get("n")
     need = c.get("n_required")
-    n_text = DASH if n is None else (f"{n} ({need})" if need is not None else str(n))
+    unit = f" {c['unit']}s" if c.get("unit") else ""
+    n_text = DASH if n is None else (f"{n}{unit} ({need})" if need is not None else f"{n}{unit}")
     power = c.get("power")
     return [VERDICTS.get(c.get("held"), "undecided"), source, statement, c.get("paper_value") or DASH,
             _measured(c), n_text, DASH if power is None else f"{power:.2f}", c.get("rule") or DASH,
@@ -220,7 +221,8 @@ def _n_text(c: dict) -> str:
     n, need = c.get("n"), c.get("n_required")
     if n is None:
         return DASH
-    return f"{n} / {need}" if need is not None else str(n)
+    unit = f" {c['unit']}s" if c.get("unit") else ""  # the independent unit n and n_required count
+    return f"{n} / {need}{unit}" if need is not None else f"{n}{unit}"
 
 
 def _cell(text: str, cls: str = "") -> str:
