@@ -167,6 +167,18 @@ def test_trend_both_sides_and_n_required():
     assert decide.simulated_trend_power([levels[i % 4] for i in range(need - 1)]) < 0.8
 
 
+def test_ratio_vs_effect_claim_needs_the_effect_itself_significant():
+    """An effect claim (Table 4.4's "at least 1.2x") is not confirmed by an interval that clears 1 but not 1.2:
+    [1.04, 1.51] around 1.26 at low power is undecided (the quick report had called it reproduced)."""
+    xs = [math.log(v) for v in (1.0, 1.6, 1.15, 1.55, 1.05, 1.5)]  # geometric mean 1.28, one-sided [1.08, 1.53]
+    d = decide.ratio_vs(xs, 1.0, below=False, margin=1.2, effect=True)
+    assert d.lo > 1.0 and d.lo < 1.2 and d.power < 0.8
+    assert d.held is None
+    tight = [math.log(1.5) + 0.01 * (i % 3) for i in range(6)]
+    d = decide.ratio_vs(tight, 1.0, below=False, margin=1.2, effect=True)
+    assert d.lo > 1.2 and d.held is True and d.significant
+
+
 def test_ratio_vs_significant_at_low_power():
     g = random.Random(3)
     far = [math.log(3.0) + g.gauss(0, 0.3) for _ in range(5)]

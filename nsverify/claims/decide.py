@@ -649,22 +649,27 @@ def ratio_vs(log_ratios: Sequence[float], threshold: float, below: bool = True, 
     opposite = lo > lt if below else hi < lt
     measured = f"ratio {math.exp(mean):.3g} [{math.exp(lo):.3g}, {math.exp(hi):.3g}]"
     short = ""  # why an effect claim failed although the interval is on the claimed side of the threshold
+    effect_sig = True  # without an effect size, clearing the threshold is the claim itself
     if effect:  # the claimed side must also reach the effect's size, and an interval short of it rules it out
         lm = lt - math.log(margin) if below else lt + math.log(margin)
         size = f"the claimed effect {math.exp(lm):.3g} ({margin:g}x {side} {threshold:g})"
         reached = mean <= lm if below else mean >= lm
         ruled_out = lo > lm if below else hi < lm
+        effect_sig = hi < lm if below else lo > lm  # the effect's size itself cleared at 5%
         if claimed and not reached:
             short = f"{measured} {side} {threshold:g} but short of {size}"
         if not opposite and ruled_out:
             short = f"{measured}: the interval stays short of {size}"
         claimed = claimed and reached
         opposite = opposite or ruled_out
-    if claimed:
+    if claimed and effect_sig:
         return Decision(held=True, reason=_sig(f"{measured} {side} {threshold:g}"), significant=True, **base)
     if opposite:
         return Decision(held=False, reason=_sig(short or f"{measured} {other} {threshold:g}"), significant=True,
                         **base)
+    if claimed and power >= POWER:  # the effect reached on average, the power to resolve it at hand
+        return Decision(held=True, reason=f"{measured} {side} {threshold:g}, reaching {size} on average (power "
+                                          f"{power:.2f})", **base)
     if power < POWER:
         return Decision(held=None, reason=_underpowered(power, n, need, f"a ratio {margin:g}x from "
                                                                         f"{threshold:g}") + f": {measured}", **base)
@@ -844,6 +849,7 @@ def all_of(parts: dict[str, Decision]) -> Decision:
     reason = "; ".join(bad) if bad else "every part holds: " + "; ".join(f"{k}: {d.reason}" for k, d in parts.items())
     # n and n_required come from one part (the weakest), never the least n of one part against the largest
     # n_required of another: every deciding part met its own n_required
+    significant = significant and weakest.n >= MIN_N  # the record's n is the weakest part's
     units = sorted({d.unit for d in vals if d.unit})
     return Decision("all_of", held, weakest.n, min(powers) if powers else None, weakest.n_required,
                     reason=reason, witness=witness, unit=weakest.unit or "/".join(units), significant=significant)
