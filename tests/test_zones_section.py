@@ -34,7 +34,8 @@ def test_section_quick_mode(tmp_path, monkeypatch):
     for c in out["claims"]:
         assert c["verdict"] in ("reproduced", "not reproduced", "undecided") and "power" in c and "n" in c
         if c["rule"] in ("never", "share_above", "trend", "diff_in_diff") and c["n"] < (c["n_required"] or 0):
-            assert c["held"] is None or c["witness"]
+            # short of n_required: only a witness or a significant result (on >= MIN_N units) decides
+            assert c["held"] is None or c["witness"] or (c["significant"] and c["n"] >= 5), c
     assert out["tables"][0]["title"].startswith("Claims") and out["summary"].startswith("Claims: reproduced ")
     metrics = out["data"]["metrics"]
     keys = [m["key"] for m in metrics]
