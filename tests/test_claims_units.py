@@ -213,3 +213,12 @@ def test_claim_accepts_a_significant_verdict_on_min_n_units_only():
     # without significance the power is still required
     with pytest.raises(ClaimError, match="power"):
         Claim(SRC, "m", "x", decide.Decision("share_is", True, 5, 0.3, 40, reason="r", unit="draw"))
+
+
+def test_the_claims_tables_show_the_unit_n_counts():
+    from nsverify.report.claims_table import _n_text, claim_row
+
+    c = {"n": 8, "n_required": 32, "unit": "draw", "held": None, "claim": "s", "power": 0.3}
+    assert _n_text(c) == "8 / 32 draws"
+    assert "8 draws (32)" in claim_row(c)
+    assert _n_text({"n": 1, "n_required": None}) == "1"  # a record without a unit (older reports) reads as before
