@@ -12,9 +12,13 @@
    step (``monitor_agreement``).
 
 Usage:
-    PYTHONPATH=. python3 scripts/gpu/perf.py --out DIR              # DIR/perf.json; a few minutes on an H100
+    PYTHONPATH=. python3 scripts/gpu/perf.py --out DIR              # DIR/perf.json; about 2.5 min on an H200
+    PYTHONPATH=. python3 scripts/gpu/perf.py --out DIR --parts monitor,pool   # issue 39's measurements only
     PYTHONPATH=. python3 scripts/gpu/perf.py --out DIR --dry-run    # CPU, tiny sizes: checks that every part runs
-The JSON keeps its provenance: device, torch / CUDA / triton versions, git commit, UTC date and the command line.
+The JSON keeps its provenance (device, GPU, torch / CUDA / triton versions, git commit, UTC date, command line) and
+is rewritten after every part, so a run stopped by its time limit keeps the parts it finished. A part that would
+start after ``--budget-s`` seconds (default 270: the whole run stays under 5 minutes of device time) is skipped
+and recorded as skipped. ``pool`` is short for ``pool_ratios``.
 """
 from __future__ import annotations
 
@@ -52,7 +56,8 @@ def _same(a, b) -> bool:
 
 
 def kernel_equality(device, small: bool) -> list[dict]:
-    """The device's fused kernel (Triton on CUDA) against the reference, per dtype, geometry and Jacobian."""
+    """The device's fused kernel (Triton on CUDA) against the reference computed on the CPU (bitwise, NaN where it
+    has NaN), and against a second run of itself (``deterministic``), per dtype, geometry and Jacobian."""
     rows = []
     gen = torch.Generator().manual_seed(0)
     shape = (2, 3, 9, 11) if small else (16, 32, 33, 31)
@@ -67,10 +72,15 @@ def kernel_equality(device, small: bool) -> list[dict]:
             for jac, beta in (("minimal", None), ("hybrid", 0.5), ("hybrid", 0.1)):
                 with torch.no_grad(), kernels.use("fused"):
                     got = kernels.maxpool2d_tie_backward(g, x, out, idx, geom, jac, beta)
-                want = _maxpool_vjp_reference(g, x, out, idx, geom, jac, beta)
+                    again = kernels.maxpool2d_tie_backward(g, x, out, idx, geom, jac, beta)
+                # the reference on the CPU: its scatter_add adds in increasing window order, the order the kernels
+                # fix; on CUDA the reference's scatter_add uses atomics (no fixed order where windows overlap)
+                want = _maxpool_vjp_reference(g.cpu(), x.cpu(), out.cpu(), idx.cpu(), geom, jac, beta)
+                got = got.cpu()
                 overlap = s[0] < (k[0] - 1) * d[0] + 1 or s[1] < (k[1] - 1) * d[1] + 1
                 rows.append({"dtype": str(dtype).removeprefix("torch."), "geom": str(geom), "jacobian": jac,
-                             "beta": beta, "equal": _same(got, want), "overlapping": overlap,
+                             "beta": beta, "equal": _same(got, want), "deterministic": _same(got, again.cpu()),
+                             "overlapping": overlap,
                              "max_abs_diff": float((got.double() - want.double()).abs().nan_to_num(0).max())})
     return rows
 
@@ -167,6 +177,10 @@ def monitor_agreement(device, small: bool, steps: int = 4) -> list[dict]:
 
 #: the parts of a run, in order (``--parts`` picks some)
 PARTS = ("cuda_tests", "kernel_equality", "monitor", "monitor_agreement", "pool_ratios")
+#: short names ``--parts`` accepts
+ALIASES = {"pool": "pool_ratios"}
+#: seconds of the run after which no further part starts (the whole run stays under 5 minutes of device time)
+BUDGET_S = 270
 
 #: seconds the CUDA tests may take before they are stopped (their output so far is kept)
 TESTS_LIMIT_S = 150
@@ -194,7 +208,9 @@ def provenance(device, argv) -> dict:
         triton_version = triton.__version__
     except ImportError:
         triton_version = None
-    return {"date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    # date and commit as nsverify.claims.provenance spells them (date_utc, git_commit: the older runs' names)
+    return {"date": date, "date_utc": date, "commit": commit,
             "command": " ".join([Path(sys.argv[0]).name, *argv]), "git_commit": commit,
             "device": str(device), "gpu": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
             "torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton_version,
@@ -206,7 +222,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="directory for perf.json")
     ap.add_argument("--dry-run", action="store_true", help="CPU and tiny sizes: checks that every part runs")
-    ap.add_argument("--steps", type=int, default=12, help="monitor: timed steps per model (default 12)")
+    ap.add_argument("--steps", type=int, default=15,
+                    help="monitor: timed interleaved steps per model and width (default 15: a median with its IQR)")
+    ap.add_argument("--budget-s", type=float, default=BUDGET_S,
+                    help=f"no part starts after this many seconds (default {BUDGET_S})")
     ap.add_argument("--repeat", type=int, default=15, help="max-pool ratios: timed rounds (default 15)")
     ap.add_argument("--skip-tests", action="store_true", help="do not run pytest -m cuda")
     ap.add_argument("--parts", default=None,
@@ -214,6 +233,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.steps < 1 or args.repeat < 1:
         ap.error(f"--steps {args.steps} / --repeat {args.repeat}: both must be >= 1")
+    if not args.budget_s > 0:
+        ap.error(f"--budget-s {args.budget_s}: give a positive number of seconds")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         ap.error(f"--out {out}: a file, not a directory")
@@ -233,15 +254,20 @@ def main(argv=None) -> int:
               ("monitor_agreement", lambda: monitor_agreement(device, args.dry_run)),
               ("pool_ratios", lambda: pool_ratios(device, args.dry_run, repeat))]
     if args.parts is not None:
-        wanted = [w.strip() for w in args.parts.split(",") if w.strip()]
+        wanted = [ALIASES.get(w.strip(), w.strip()) for w in args.parts.split(",") if w.strip()]
         unknown = sorted(set(wanted) - set(PARTS))
         if unknown:
-            ap.error(f"--parts: unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+            ap.error(f"--parts: unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)} "
+                     f"({', '.join(f'{a} = {p}' for a, p in ALIASES.items())})")
         parts = [(n, f) for n, f in parts if n in wanted]
     for name, part in parts:
         print(f"[perf {time.time() - t0:.0f}s] {name} ...", flush=True)
         try:
-            report[name] = part()
+            if time.time() - t0 > args.budget_s:
+                report[name] = {"skipped": f"not started: the run had spent {time.time() - t0:.0f} s of its "
+                                           f"--budget-s {args.budget_s:g}"}
+            else:
+                report[name] = part()
         except Exception as exc:  # noqa: BLE001 - keep the other parts' results
             report[name] = {"error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(report[name], default=str)[:600], flush=True)
