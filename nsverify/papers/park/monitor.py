@@ -19,7 +19,10 @@ from the modules (``nn.MaxPool1d/2d``, ``nn.ReLU`` and the other activations, an
 Cheap when nothing ties. Detection runs in the forward hooks, on tensors just written: kink touches
 (``y == b`` for each kink b, :func:`nsverify.kernels.count_equal`) in the activation's hook, and the tied windows of
 the pool (:func:`nsverify.kernels.tie_scan_windows`: one pass against the pool's own output, no re-run, the
-counted windows as (sample, window) pairs) in the pool's. ``tied_windows`` counts every window with |S_j| >= 2;
+counted windows as (sample, window) pairs) in the pool's. Each is one kernel per layer (C++ on the CPU, Triton on
+CUDA), and nothing in the forward waits for the device: on CUDA the pool's hook keeps the mask of the counted
+windows, and :meth:`Monitor.check` reads their (sample, window) pairs only for the layers whose counts, read in
+the step's one transfer, show counted ties. ``tied_windows`` counts every window with |S_j| >= 2;
 ``tied_positive`` counts them as Park et al.'s Algorithm 2 does (App. F, line 7): a tie whose maximum is a
 *saturated* value of the activation -- ``max <= 0`` after a ReLU with D^AD ReLU(0) = 0, and likewise the flat ends
 of ReLU6, HardTanh and clamp-like activations -- is left out, because every entry of such a window has AD
@@ -46,7 +49,7 @@ from torch import nn
 
 from nsverify.ad import Activation
 from nsverify.errors import UnsupportedOpError
-from nsverify.kernels import count_equal, tie_scan_windows
+from nsverify.kernels import count_equal, tie_scan, tie_scan_windows
 from nsverify.oracle.park.algorithm1 import AffineRows, algorithm1_layer
 from nsverify.oracle.park.cone import LayerCheck
 from nsverify.oracle.park.rank import full_column_rank
@@ -158,6 +161,12 @@ def _same_field(x: torch.Tensor, y: torch.Tensor, fov, single_layer: bool = Fals
 
     same.vectorised = True
     return same
+
+
+def _deferred(t: torch.Tensor) -> bool:
+    """Does the pool's hook keep the mask of counted windows (their pairs read in :meth:`Monitor.check`) rather
+    than the pairs? Off the CPU: ``nonzero`` there waits for the device."""
+    return t.device.type != "cpu"
 
 
 def saturated_values(act: Activation) -> tuple[float, ...]:
@@ -405,6 +414,8 @@ class Monitor:
                 recs.append(LayerCheck(L.name, windows=windows, tied_windows=tied, tied_positive=positive))
                 continue
             cand = dt[1] if positive else None
+            if cand is not None and cand.dtype == torch.bool:  # a mask (off the CPU): its (sample, window) pairs
+                cand = cand.reshape(cand.shape[0], -1).nonzero()
             if L.first_conv and "x" in d:
                 same = self._same_patch(L, d)
             elif L.field_of_view and "x" in self._store.get("", {}):
@@ -452,7 +463,10 @@ class Monitor:
     def _scan_pool(L: _Layer, a: torch.Tensor, out: torch.Tensor):
         """``(counts, windows)`` of the pool's tied windows (:func:`nsverify.kernels.tie_scan_windows`: windows with
         |S_j| >= 2, and those Algorithm 2 counts, whose maximum is not a saturated value; windows: the latter as
-        (sample, window) pairs), on the model's device."""
+        (sample, window) pairs), on the model's device. Off the CPU, windows is the mask of
+        :func:`nsverify.kernels.tie_scan` instead (a Triton kernel on CUDA): its (sample, window) pairs are read in
+        :meth:`check` after the step's one transfer, and only for a layer with counted ties, so that the forward
+        never waits for the device."""
         a, out = a.detach(), out.detach()
         k, s, p, dl = L.pool_geom
         if isinstance(L.pool_module, nn.MaxPool1d) or out.dim() <= 3:  # 1-d pools: a (B, C, L) or (B, L)
@@ -465,6 +479,8 @@ class Monitor:
             a2, o2 = a, out
         if a2.dim() == 3:  # (B, 1, L) from a (B, L) activation
             a2, o2 = a2.unsqueeze(1), o2.unsqueeze(1)
+        if _deferred(a2):  # the mask only: its windows (nonzero waits for the device) in check()
+            return tie_scan(a2, o2, *geom, saturated=L.saturated)
         return tie_scan_windows(a2, o2, *geom, saturated=L.saturated)
 
     @staticmethod

@@ -1,0 +1,140 @@
+"""The monitor's CUDA path, tested on CPU: the pool's hook keeps the mask of counted windows and ``check()`` reads
+their pairs after the step's one transfer (``_deferred``), and the Triton detection kernels
+(``nsverify/kernels/triton_monitor.py``) in Triton's CPU interpreter (``TRITON_INTERPRET=1``; marker ``triton``,
+skipped without triton). Verdicts and rows must equal the per-window exact test's and the CPU path's."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from nsverify.papers.park import monitor as monitor_mod
+from nsverify.papers.park.monitor import Monitor
+from tests.test_monitor import _plateau_images, _vgg_like
+from tests.test_monitor_fastpath import _assert_same, _rows
+
+
+def _record(model, x, tie_test="auto"):
+    with Monitor(model, tie_test=tie_test) as mon:
+        out = model(x)
+        rec = mon.check()
+        del out
+    return rec
+
+
+def _same_records(a, b):
+    assert a.correct == b.correct
+    for p, q in zip(a.layers, b.layers, strict=True):
+        assert (p.status, p.windows, p.tied_windows, p.tied_positive, p.kink_touches, p.nontrivial_windows,
+                p.unchecked) == (q.status, q.windows, q.tied_windows, q.tied_positive, q.kink_touches,
+                                 q.nontrivial_windows, q.unchecked), p.name
+        assert _rows(p) == _rows(q), p.name
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_deferred_windows_give_the_cpu_paths_records(monkeypatch, seed):
+    """Plateau images with a dead channel (ties of identical and of different patches): the deferred path's
+    records equal the CPU path's and the per-window exact test's."""
+    torch.manual_seed(seed)
+    m = _vgg_like()
+    with torch.no_grad():
+        m[0].bias[0] = -10.0
+    x = _plateau_images(seed=seed)
+    x[:, :, 12:, :4] = (torch.arange(16).float().view(4, 4) % 2) / 255
+    cpu = _record(m, x)
+    seen = []
+    real = monitor_mod._deferred
+    monkeypatch.setattr(monitor_mod, "_deferred", lambda t: seen.append(real(t)) or True)
+    deferred, exact = _record(m, x), _record(m, x, tie_test="exact")
+    assert seen and not any(seen)  # the CPU path would have collected the pairs in its pass
+    assert sum(c.tied_positive for c in cpu.layers) > 0
+    _same_records(cpu, deferred)
+    _assert_same(exact, deferred)
+
+
+def test_deferred_windows_on_a_1d_pool_and_a_natural_crops_network(monkeypatch):
+    from nsverify.papers.park.overhead import TrainingSteps
+
+    run = TrainingSteps("vgg11", 2, width=1 / 8, batch=8)
+    run.close()
+    run.plain()
+    conv = torch.nn.Conv1d(1, 2, 2)
+    with torch.no_grad():
+        conv.weight[:] = torch.tensor([[[1.0, 1.0]], [[1.0, -1.0]]])
+        conv.bias.zero_()
+    m1 = torch.nn.Sequential(conv, torch.nn.ReLU(), torch.nn.MaxPool1d(2), torch.nn.Flatten())
+    x1 = torch.tensor([[[1.0, 2.0, 1.0, 0.0, 1.0, 1.0, 3.0]]])  # windows of two equal sums: ties
+    cases = [(run.model, xb) for xb, _ in run.batches] + [(m1, x1)]
+    cpu = [_record(m, x) for m, x in cases]
+    monkeypatch.setattr(monitor_mod, "_deferred", lambda t: True)
+    for (m, x), want in zip(cases, cpu):
+        got = _record(m, x)
+        _same_records(want, got)
+        _assert_same(_record(m, x, tie_test="exact"), got)
+    assert any(c.tied_positive for r in cpu for c in r.layers)
+
+
+_TRITON_CHECK = textwrap.dedent("""
+    import torch, torch.nn.functional as F
+    from nsverify import kernels
+    from nsverify.kernels import triton_monitor as tmo
+    gen = torch.Generator().manual_seed(0)
+    bad = []
+    for dt in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        for geom in [((2, 2), (2, 2), (0, 0), (1, 1)), ((3, 3), (2, 2), (1, 1), (1, 1)),
+                     ((3, 3), (1, 1), (0, 0), (2, 2)), ((2, 3), (1, 2), (1, 1), (1, 1))]:
+            x = torch.randint(-1, 3, (2, 3, 9, 11), generator=gen).to(dt)
+            x.view(-1)[::23] = float("nan"); x[0, 0, :2, :2] = float("-inf")
+            k, s, p, d = geom
+            out = F.max_pool2d(x, k, s, p, d)
+            for sat in ((), (0.0,), (0.0, 2.0)):
+                with kernels.use("reference"):  # tie_counts and elementwise tests
+                    want = kernels.tie_scan(x, out, k, s, p, d, sat)
+                got = tmo.tie_scan(x, out, k, s, p, d, sat)
+                if not all(torch.equal(a, b) for a, b in zip(want, got)):
+                    bad.append(("scan", str(dt), geom, sat))
+            for vals in ((0.0,), (0.0, 2.0), (1.0, -1.0)):
+                with kernels.use("reference"):
+                    want = kernels.count_equal(x, vals)
+                if not torch.equal(want, tmo.count_equal(x, vals)):
+                    bad.append(("kinks", str(dt), vals))
+    # the monitor with the Triton kernels on CPU tensors (as on CUDA), against its CPU path
+    from nsverify.papers.park import monitor as mm
+    from tests.test_monitor import _plateau_images, _vgg_like
+    torch.manual_seed(0)
+    m = _vgg_like()
+    x = _plateau_images(seed=0)
+    def rec():
+        with mm.Monitor(m) as mon:
+            out = m(x)
+            r = mon.check()
+        return [(c.status, c.windows, c.tied_windows, c.tied_positive, c.kink_touches, c.nontrivial_windows,
+                 sorted(tuple(sorted(w.items())) for w in c.rows)) for c in r.layers], r.correct
+    want = rec()
+    used = []
+    kernels._triton_monitor = lambda *ts: used.append(1) or tmo
+    kernels.cpu_kernels_ok = lambda *ts: False
+    mm._deferred = lambda t: True
+    got = rec()
+    if not used or got != want or not any(layer[3] for layer in want[0]):
+        bad.append(("monitor", len(used), want, got))
+    print("mismatches", bad)
+    raise SystemExit(1 if bad else 0)
+""")
+
+
+@pytest.mark.triton
+def test_triton_detection_kernels_in_the_interpreter():
+    """The Triton tie scan and kink count against the reference path (tie_counts and elementwise tests), every
+    float dtype, overlapping, padded and dilated windows, NaN and -inf; then the monitor run with them."""
+    pytest.importorskip("triton", reason="triton is not installed (CUDA builds of torch bring it)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore",
+           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, "-c", _TRITON_CHECK], env=env, capture_output=True, text=True, timeout=600,
+                         cwd=root)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
