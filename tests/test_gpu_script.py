@@ -168,3 +168,69 @@ def test_bad_budget_and_part_names_are_refused(tmp_path, capsys, argv, message):
     with pytest.raises(SystemExit) as exc:
         _perf_script().main(["--out", str(tmp_path), "--dry-run", *argv])
     assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# CPU and GPU side by side: the stored CPU run, the README's numbers, the nightly's table
+# ------------------------------------------------------------------------------------------------------------------
+def _quantile(xs, p):  # linear interpolation between order statistics, as numpy's default percentile
+    xs = sorted(xs)
+    k = (len(xs) - 1) * p
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def test_the_stored_cpu_run_is_its_samples_median_and_iqr():
+    """The stored CPU run (asv_bench/ratios.py --area monitor), recomputed from its per-round samples: the median
+    monitored step over the median plain step, the IQR of the per-round ratios, >= 15 rounds, both networks at
+    both widths."""
+    import statistics
+
+    from nsverify.papers.park.overhead import CPU_RUN, cpu_overhead_run
+
+    raw = json.loads(CPU_RUN.read_text())
+    run = cpu_overhead_run()
+    assert run["date"] == raw["provenance"]["date"] and run["commit"] == raw["provenance"]["commit"]
+    assert set(run["networks"]) == {(n, w) for n in ("VGG11", "ResNet18") for w in (0.25, 1.0)}
+    for c in raw["cases"]:
+        plain, mon = c["samples_s"]["plain"], c["samples_s"]["monitored"]
+        assert len(plain) == len(mon) >= 15
+        got = run["networks"][({"vgg11": "VGG11", "resnet18": "ResNet18"}[c["model"]], c["width"])]
+        assert got["ratio"] == pytest.approx(statistics.median(mon) / statistics.median(plain), rel=1e-12)
+        per_round = [m / p for m, p in zip(mon, plain)]
+        assert got["iqr"] == pytest.approx((_quantile(per_round, 0.25), _quantile(per_round, 0.75)), rel=1e-12)
+
+
+def test_side_by_side_rows_and_the_comparison_at_full_width(tmp_path):
+    from nsverify.papers.park.overhead import side_by_side
+
+    _write(tmp_path, "perf", _perf_run("2026-11-27T04:56:41+00:00", ratio_vgg=1.5))
+    gpu = newest_gpu_run(tmp_path)
+    cpu = {"date": "2026-11-28T12:00:00+00:00", "commit": "d" * 40, "device": "cpu",
+           "networks": {("VGG11", 1.0): {"ratio": 1.1, "iqr": (1.0, 1.2), "rounds": 15}}}
+    t = side_by_side(cpu, gpu)
+    rows = {(r[0], r[1]): r for r in t["rows"]}
+    assert set(rows) == {("VGG11", "1"), ("ResNet18", "0.25")}
+    vgg = rows[("VGG11", "1")]
+    assert "1.10x" in vgg[2] and "2026-11-28, ddddddd" in vgg[2] and "15 rounds" in vgg[2]
+    assert "1.50x" in vgg[3] and "GPU-P" in vgg[3] and "2026-11-27, aaaaaaa" in vgg[3] and vgg[4] == "within 1.77x"
+    assert rows[("ResNet18", "0.25")][2] == "not measured" and rows[("ResNet18", "0.25")][4].startswith("n/a")
+    _write(tmp_path, "perf", _perf_run("2026-11-27T04:56:41+00:00", ratio_vgg=1.8))
+    assert side_by_side(None, newest_gpu_run(tmp_path))["rows"][-1][4] == "above 1.77x"  # Park: 419/237 = 1.77
+    assert side_by_side(cpu, None)["rows"][0][3:] == ["not measured", "pending (no GPU run)"]
+
+
+def test_the_nightly_adds_the_side_by_side_table_to_the_park_section():
+    from nsverify.report.nightly import build_report
+
+    rep = build_report({"park": {"summary": "s", "tables": []}, "zones": {"summary": "z", "tables": []}}, True,
+                       machine={"id": "m"})
+    (tab,) = rep["sections"]["park"]["tables"]
+    assert "side by side" in tab["title"] and rep["sections"]["zones"]["tables"] == []
+    perf = json.loads((DATA_DIR / "perf.json").read_text())
+    vgg1 = next(m for m in perf["monitor"] if m["model"] == "vgg11" and m["width"] == 1.0)
+    row = next(r for r in tab["rows"] if r[:2] == ["VGG11", "1"])
+    assert f"{vgg1['ratio']:.2f}x" in row[3] and perf["provenance"]["gpu"] in row[3]
+    assert build_report({"park": {"error": "boom"}}, True, machine={"id": "m"})["sections"]["park"] == {
+        "error": "boom"}

@@ -279,3 +279,51 @@ def newest_gpu_run(data_dir: Path | str | None = None) -> GpuOverheadRun | None:
     GPU overhead claim and the report read this one; the older runs are stale."""
     runs = gpu_overhead_runs(data_dir)
     return runs[0] if runs else None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# CPU and GPU side by side
+
+#: the stored CPU run of the monitor's overhead (``asv_bench/ratios.py --area monitor``: median of interleaved
+#: rounds with the per-round IQR, both networks at both widths), with its provenance
+CPU_RUN = Path(__file__).resolve().parents[2] / "data" / "monitor_cpu.json"
+
+
+def cpu_overhead_run(path: Path | str = CPU_RUN) -> dict | None:
+    """The stored CPU run: ``{"date", "commit", "device", "networks": {(network, width): {"ratio", "iqr",
+    "rounds"}}}``, or None without the file. The ratio is the median monitored step over the median plain step of
+    the interleaved rounds, the IQR that of the per-round ratios (:class:`nsverify.devices.SideBySide`)."""
+    from nsverify.claims.provenance import load_measurement
+
+    raw = load_measurement(path)
+    if raw is None:
+        return None
+    prov = raw["provenance"]
+    nets = {(NETWORK_NAMES.get(c["model"], c["model"]), float(c["width"])):
+            {"ratio": c["ratio_median"], "iqr": tuple(c["round_ratio_iqr"]), "rounds": c["rounds"]}
+            for c in raw["cases"]}
+    return {"date": prov["date"], "commit": prov.get("commit"), "device": prov["device"], "networks": nets}
+
+
+def side_by_side(cpu: dict | None, gpu: GpuOverheadRun | None) -> dict:
+    """The monitor's overhead on the CPU and on the GPU next to each other, per network and width, each with the
+    date (and commit) of its run, against Park et al.'s 1.77x (App. J.2: a GPU, full width): ``{"columns",
+    "rows"}``. A GPU row at width 1 says whether the ratio is within 1.77x on its device class; the CPU ratio is
+    never compared with a GPU figure."""
+    keys = sorted(set(cpu["networks"] if cpu else ()) | set(gpu.networks if gpu else ()), key=lambda k: (k[0], -k[1]))
+    when = lambda date, commit: f"{date[:10]}" + (f", {commit[:7]}" if commit else "")  # noqa: E731
+    rows = []
+    for net, width in keys:
+        c = (cpu or {}).get("networks", {}).get((net, width))
+        g = gpu.networks.get((net, width)) if gpu else None
+        cpu_txt = (f"{c['ratio']:.2f}x (IQR {c['iqr'][0]:.2f}-{c['iqr'][1]:.2f}, {c['rounds']} rounds; "
+                   f"{when(cpu['date'], cpu['commit'])})" if c else "not measured")
+        if g:
+            gpu_txt = f"{g['ratio']:.2f}x ({gpu.gpu}; {when(gpu.date, gpu.commit)}{'; stale' if gpu.stale else ''})"
+            vs = ("within" if g["ratio"] <= round(PAPER_OVERHEAD, 2) else "above") + f" {PAPER_OVERHEAD:.2f}x" \
+                if width == 1.0 else "n/a (Park et al. ran full width)"
+        else:
+            gpu_txt, vs = "not measured", "pending (no GPU run)" if width == 1.0 else "n/a (Park et al. ran full width)"
+        rows.append([net, f"{width:g}", cpu_txt, gpu_txt, vs])
+    return {"columns": ["network", "width", "CPU: monitored / plain step", "GPU: monitored / plain step",
+                        f"GPU vs Park et al.'s {PAPER_OVERHEAD:.2f}x"], "rows": rows}
