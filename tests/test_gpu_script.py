@@ -234,3 +234,23 @@ def test_the_nightly_adds_the_side_by_side_table_to_the_park_section():
     assert f"{vgg1['ratio']:.2f}x" in row[3] and perf["provenance"]["gpu"] in row[3]
     assert build_report({"park": {"error": "boom"}}, True, machine={"id": "m"})["sections"]["park"] == {
         "error": "boom"}
+
+
+def test_the_monitor_part_times_its_steps_without_the_profiler(monkeypatch):
+    """cProfile slows the Python it watches: the timed steps run with the plain Monitor.check, and the profile
+    comes from further, untimed steps."""
+    from nsverify.papers.park.monitor import Monitor
+
+    mod = _perf_script()
+    plain_check, timed_with = Monitor.check, []
+
+    def fake_overhead(name, **kw):
+        timed_with.append(Monitor.check is plain_check)
+        return {"model": name, "width": kw["width"]}
+
+    monkeypatch.setattr(mod, "monitor_overhead", fake_overhead)
+    out = mod.monitor("cpu", True, 2)
+    assert timed_with == [True, True] and Monitor.check is plain_check
+    for m in out:
+        calls = {r["function"].rsplit("(", 1)[-1]: r["calls"] for r in m["check_profile"]}
+        assert m["check_profile"] and max(calls.values()) >= mod.PROFILE_STEPS

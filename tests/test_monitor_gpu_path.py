@@ -102,6 +102,28 @@ _TRITON_CHECK = textwrap.dedent("""
                     want = kernels.count_equal(x, vals)
                 if not torch.equal(want, tmo.count_equal(x, vals)):
                     bad.append(("kinks", str(dt), vals))
+    # the Triton max-pool backward where windows overlap and share their receivers (NaN argmaxes, hybrid's first
+    # entries): a fixed accumulation order, so bitwise the CPU reference's (increasing window order) and its own
+    from nsverify.ad import _maxpool_vjp_reference
+    from nsverify.kernels import triton_maxpool as tpm
+    for dt in (torch.float32, torch.bfloat16):
+        for geom in [((3, 3), (1, 1), (0, 0), (1, 1), False), ((3, 3), (2, 2), (1, 1), (1, 1), False)]:
+            x = torch.randint(0, 2, (2, 2, 8, 8), generator=gen).to(dt)
+            x.view(-1)[::5] = float("nan")
+            k, s, p, d, cm = geom
+            out, idx = F.max_pool2d(x, k, s, p, d, ceil_mode=cm, return_indices=True)
+            shared = torch.bincount(idx[out.isnan()].flatten()).max()
+            if shared < 2:
+                bad.append(("no NaN argmax shared by overlapping windows", geom))
+            g = torch.randn(out.shape, generator=gen).to(dt) * 1e3
+            for hyb, beta in ((False, 1.0), (True, 0.3)):
+                ref = _maxpool_vjp_reference(g, x, out, idx, geom, "hybrid" if hyb else "minimal",
+                                             beta if hyb else None)
+                a = tpm.maxpool2d_tie_backward(g, x, out, idx, geom, hyb, beta)
+                b = tpm.maxpool2d_tie_backward(g, x, out, idx, geom, hyb, beta)
+                if not (torch.equal(a.nan_to_num(7), ref.nan_to_num(7)) and torch.equal(a.nan_to_num(7),
+                                                                                         b.nan_to_num(7))):
+                    bad.append(("backward", str(dt), geom, hyb))
     # the monitor with the Triton kernels on CPU tensors (as on CUDA), against its CPU path
     from nsverify.papers.park import monitor as mm
     from tests.test_monitor import _plateau_images, _vgg_like
@@ -130,7 +152,9 @@ _TRITON_CHECK = textwrap.dedent("""
 @pytest.mark.triton
 def test_triton_detection_kernels_in_the_interpreter():
     """The Triton tie scan and kink count against the reference path (tie_counts and elementwise tests), every
-    float dtype, overlapping, padded and dilated windows, NaN and -inf; then the monitor run with them."""
+    float dtype, overlapping, padded and dilated windows, NaN and -inf; the Triton max-pool backward where
+    overlapping windows send to one entry (deterministic: the CPU reference's order, twice the same); then the
+    monitor run with the detection kernels."""
     pytest.importorskip("triton", reason="triton is not installed (CUDA builds of torch bring it)")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONWARNINGS": "ignore",

@@ -155,10 +155,12 @@ def maxpool2d_tie_backward(g, x, out, idx, geom, jacobian: str, beta: float | No
 
 def status() -> dict:
     """What the kernels are: the mode, the CPU extension's state (None until first requested) and its cache
-    directory, and the Triton state (None until a CUDA backward asked for it)."""
+    directory, the Triton state (None until a CUDA backward asked for it) and whether the monitor's detection
+    runs its Triton kernels (``cuda_monitor``; None until a CUDA detection asked for them)."""
     cpu = loader.state()
     return {"mode": mode(), "cpu": None if cpu is None else asdict(cpu), "cpu_cache": str(loader.cache_root()),
-            "cuda": None if not _TRITON else {"triton": _TRITON["module"] is not None, "error": _TRITON["error"]}}
+            "cuda": None if not _TRITON else {"triton": _TRITON["module"] is not None, "error": _TRITON["error"]},
+            "cuda_monitor": None if not _TRITON_MONITOR else {"triton": _TRITON_MONITOR["module"] is not None}}
 
 
 def tie_counts(x: torch.Tensor, out: torch.Tensor, kernel, stride, padding=(0, 0), dilation=(1, 1)) -> torch.Tensor:

@@ -102,15 +102,30 @@ def pool_ratios(device, small: bool, repeat: int) -> list[dict]:
     return rows
 
 
+#: monitored steps profiled after the timing (the timed steps run without the profiler)
+PROFILE_STEPS = 3
+
+
 def monitor(device, small: bool, steps: int) -> list[dict]:
-    """Monitored / plain step per model at full width and at the CPU measurement's width (0.25), each with where
-    ``Monitor.check`` spent its time (cProfile of the timed steps, top functions by own time)."""
+    """Monitored / plain step per model at full width (Park et al.'s comparison) and at the CPU measurement's
+    width (0.25), median of ``steps`` interleaved rounds with the per-round IQR; then, untimed, where
+    ``Monitor.check`` spends its time (cProfile of :data:`PROFILE_STEPS` further monitored steps, top functions by
+    own time: the profiler would inflate the timed steps)."""
+    from nsverify.papers.park.overhead import TrainingSteps
+
     out = []
     for name in ("vgg11", "resnet18"):
         for width in ((1 / 16,) if small else (1.0, 0.25)):
             batch = 8 if small else 64
-            with _profiled_check() as prof:
-                res = monitor_overhead(name, steps=steps, width=width, batch=batch, device=device)
+            res = monitor_overhead(name, steps=steps, width=width, batch=batch, device=device)
+            run = TrainingSteps(name, PROFILE_STEPS, width, batch, device=device)
+            try:
+                run.monitored()  # warm-up
+                with _profiled_check() as prof:
+                    for _ in range(PROFILE_STEPS):
+                        run.monitored()
+            finally:
+                run.close()
             res["check_profile"] = prof
             out.append(res)
     return out
