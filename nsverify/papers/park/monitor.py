@@ -401,19 +401,22 @@ class Monitor:
     def _check(self) -> StepRecord:
         found = [(L, self._store.get(L.name)) for L in self.layers]
         det = [self._detect(L, d) if d and "y" in d else None for L, d in found]
-        flat = [c for dt in det if dt is not None for c in dt[0]]
-        host = torch.stack(flat).tolist() if flat else []  # the step's one device-to-host transfer
+        flat = [t.reshape(-1) for dt in det if dt is not None for t in (dt[0], dt[2]) if t is not None]
+        host = torch.cat(flat).tolist() if flat else []  # the step's one device-to-host transfer
         recs, rank = [], {}
         for (L, d), dt in zip(found, det):
             if dt is None:
                 recs.append(LayerCheck(L.name))
                 continue
-            kinks, windows, tied, positive = (int(v) for v in host[:4])
-            host = host[4:]
+            kinks, windows, tied, positive = 0, dt[1], 0, 0
+            if dt[0] is not None:
+                kinks, host = int(host[0]), host[1:]
+            if dt[2] is not None:
+                tied, positive, host = int(host[0]), int(host[1]), host[2:]
             if kinks == 0 and positive == 0:
                 recs.append(LayerCheck(L.name, windows=windows, tied_windows=tied, tied_positive=positive))
                 continue
-            cand = dt[1] if positive else None
+            cand = dt[3] if positive else None
             if cand is not None and cand.dtype == torch.bool:  # a mask (off the CPU): its (sample, window) pairs
                 cand = cand.reshape(cand.shape[0], -1).nonzero()
             if L.first_conv and "x" in d:
@@ -485,18 +488,16 @@ class Monitor:
 
     @staticmethod
     def _detect(L: _Layer, d: dict):
-        """``([kink touches, windows, tied windows, Algorithm-2-counted tied windows], windows)`` of one layer: 0-d
-        tensors and the (sample, window) pairs of the Algorithm-2 ties (None without a pool), all on the model's
-        device (nothing reaches the host here). The forward hooks computed them as the tensors were made."""
-        y = d["y"]
-        zero = torch.zeros((), dtype=torch.int64, device=y.device)
+        """``(kink touches, windows, [tied windows, Algorithm-2-counted tied windows], windows)`` of one layer: the
+        counts as device tensors (None where the layer has no kinks or no pool), the number of pool windows as an
+        int (known on the host), and the (sample, window) pairs of the Algorithm-2 ties, or their mask off the CPU
+        (None without a pool). Nothing reaches the host here: the forward hooks computed them as the tensors were
+        made, and :meth:`check` reads every layer's counts in one transfer."""
         kinks = d.get("kinks")
-        if kinks is None:
-            kinks = zero
         if L.pool_module is None or "pool_out" not in d:
-            return [kinks, zero, zero, zero], None
+            return kinks, 0, None, None
         counts, positive = d["scan"]
-        return [kinks, zero + d["pool_out"].numel(), counts[0], counts[1]], positive
+        return kinks, d["pool_out"].numel(), counts, positive
 
     def _same_patch(self, L: _Layer, d):
         """Identical receptive fields of a first-layer convolution: equal zero-padded input patches (same sample,
