@@ -124,6 +124,11 @@ _TRITON_CHECK = textwrap.dedent("""
                 if not (torch.equal(a.nan_to_num(7), ref.nan_to_num(7)) and torch.equal(a.nan_to_num(7),
                                                                                          b.nan_to_num(7))):
                     bad.append(("backward", str(dt), geom, hyb))
+    # the kernels' scalars are made once (a blocking host-to-device copy per call synchronises the CUDA stream)
+    if tmo._values((0.0, 6.0), x) is not tmo._values((0.0, 6.0), x):
+        bad.append("tie-scan values copied per call")
+    if tpm._scalars(0.3, torch.float32, x.device) is not tpm._scalars(0.3, torch.float32, x.device):
+        bad.append("hybrid scalars copied per call")
     # the monitor with the Triton kernels on CPU tensors (as on CUDA), against its CPU path
     from nsverify.papers.park import monitor as mm
     from tests.test_monitor import _plateau_images, _vgg_like

@@ -198,7 +198,9 @@ def _gather_kernel(x_ptr, out_ptr, r_ptr, nat_ptr, first_ptr, gx_ptr, n_in, H, W
 @functools.lru_cache(maxsize=64)
 def _scalars(beta: float, op_dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """``[beta, 1 - beta]`` in the compute type on the device, made once per (beta, dtype, device): a fresh tensor
-    per backward would copy from the host every call. Read-only for the kernels."""
+    per backward would copy from the host every call, and a blocking host-to-device copy (``.to(device)``)
+    synchronises the CUDA stream, so the backward could not be queued while the
+    forward runs. Read-only for the kernels."""
     return torch.tensor([beta, 1.0 - beta], dtype=torch.float64).to(op_dtype).to(device)
 
 

@@ -16,6 +16,8 @@ dependency of the CPU install); ``TRITON_INTERPRET=1`` runs the kernels on CPU t
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -72,9 +74,15 @@ def _count_equal_kernel(y_ptr, val_ptr, count_ptr, n, NVAL: tl.constexpr, F64: t
 
 def _values(values, like: torch.Tensor) -> torch.Tensor:
     """The values rounded to the tensor's dtype (as a tensor-scalar comparison rounds them), on its device; one
-    dummy entry when there are none (the kernels never read it)."""
-    vals = [float(v) for v in values] or [0.0]
-    return torch.tensor(vals, dtype=torch.float64).to(like.dtype).to(like.device)
+    dummy entry when there are none (the kernels never read it). Made once per (values, dtype, device): a
+    blocking host-to-device copy (``.to(device)``) synchronises the CUDA stream, so a fresh tensor per call would make every
+    layer's detection wait for the forward."""
+    return _device_values(tuple(float(v) for v in values) or (0.0,), like.dtype, like.device)
+
+
+@functools.lru_cache(maxsize=256)
+def _device_values(values: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.float64).to(dtype).to(device)
 
 
 def tie_scan(x: torch.Tensor, out: torch.Tensor, kernel, stride, padding, dilation,
