@@ -75,8 +75,8 @@ def _count_equal_kernel(y_ptr, val_ptr, count_ptr, n, NVAL: tl.constexpr, F64: t
 def _values(values, like: torch.Tensor) -> torch.Tensor:
     """The values rounded to the tensor's dtype (as a tensor-scalar comparison rounds them), on its device; one
     dummy entry when there are none (the kernels never read it). Made once per (values, dtype, device): a
-    blocking host-to-device copy (``.to(device)``) synchronises the CUDA stream, so a fresh tensor per call would make every
-    layer's detection wait for the forward."""
+    blocking host-to-device copy (``.to(device)``) synchronises the CUDA stream, so a fresh tensor per call
+    would make every layer's detection wait for the forward."""
     return _device_values(tuple(float(v) for v in values) or (0.0,), like.dtype, like.device)
 
 
