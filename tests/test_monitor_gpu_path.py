@@ -167,3 +167,39 @@ def test_triton_detection_kernels_in_the_interpreter():
     res = subprocess.run([sys.executable, "-c", _TRITON_CHECK], env=env, capture_output=True, text=True, timeout=600,
                          cwd=root)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_cuda_the_forward_never_waits_and_check_waits_once():
+    """CUDA's sync debug mode warns at every synchronising operation: none in the monitored forward (the
+    detection kernels keep their counts on the device), one in ``check()`` for a step whose counts show no kink
+    touch and no counted tie (randn inputs: the pools' ties are the ReLU's zeros, which Algorithm 2 leaves out);
+    the record equals the CPU's."""
+    import warnings
+
+    torch.manual_seed(0)
+    m = _vgg_like()
+    x = torch.randn(8, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+    want = _record(m, x)
+    assert sum(c.tied_positive + c.kink_touches for c in want.layers) == 0 and want.correct == "yes"
+    mc, xc = m.cuda(), x.cuda()
+    with Monitor(mc) as mon:
+        mc(xc)
+        mon.check()  # warm-up: kernels compiled, scalars copied once
+        torch.cuda.synchronize()
+        previous = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with warnings.catch_warnings(record=True) as fwd:
+                warnings.simplefilter("always")
+                out = mc(xc)
+            with warnings.catch_warnings(record=True) as chk:
+                warnings.simplefilter("always")
+                rec = mon.check()
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+        del out
+    syncs = lambda ws: [str(w.message) for w in ws if "synchroniz" in str(w.message)]  # noqa: E731
+    assert syncs(fwd) == [] and len(syncs(chk)) == 1, (syncs(fwd), syncs(chk))
+    _same_records(want, rec)
