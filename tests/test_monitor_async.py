@@ -84,14 +84,24 @@ def test_flush_without_steps_and_the_synchronous_mode_unchanged(model):
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_on_cuda_the_counts_travel_without_waiting_and_the_records_equal_the_cpus(model):
-    """Pinned host memory and an event carry the counts on CUDA; the records equal the CPU's synchronous ones
-    (and the tied step after quiet ones is unknown there too)."""
+def test_on_cuda_the_counts_travel_without_waiting_and_the_records_equal_the_synchronous_ones(model):
+    """Pinned host memory and an event carry the counts on CUDA; the records equal the synchronous mode's on the
+    same device (deterministic cuDNN, no TF32: both modes see the same numbers), the tied step after quiet ones
+    unknown."""
     plateau = _plateau_images(seed=0)
-    xs = [_quiet(0), _quiet(1), plateau, plateau, _quiet(2)]
-    sync, _none, _ = _run(model, xs, False)
+    xs = [x.cuda() for x in (_quiet(0), _quiet(1), plateau, plateau, _quiet(2))]
     mc = model.cuda()
-    got, last, _ = _run(mc, [x.cuda() for x in xs], True)
+    flags = (torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32,
+             torch.backends.cuda.matmul.allow_tf32)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32 = True, False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        sync, _none, _ = _run(mc, xs, False)
+        got, last, _ = _run(mc, xs, True)
+    finally:
+        (torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32,
+         torch.backends.cuda.matmul.allow_tf32) = flags
+    assert sum(c.tied_positive for c in sync[2].layers) > 0
     recs = got[1:] + [last]
     for i in (0, 1, 3, 4):
         _same_records(sync[i], recs[i])

@@ -175,7 +175,7 @@ def test_on_cuda_the_forward_never_waits_and_check_waits_once():
     """CUDA's sync debug mode warns at every synchronising operation: none in the monitored forward (the
     detection kernels keep their counts on the device), one in ``check()`` for a step whose counts show no kink
     touch and no counted tie (randn inputs: the pools' ties are the ReLU's zeros, which Algorithm 2 leaves out);
-    the record equals the CPU's."""
+    the record certifies the step, as the CPU's does."""
     import warnings
 
     torch.manual_seed(0)
@@ -202,4 +202,5 @@ def test_on_cuda_the_forward_never_waits_and_check_waits_once():
         del out
     syncs = lambda ws: [str(w.message) for w in ws if "synchroniz" in str(w.message)]  # noqa: E731
     assert syncs(fwd) == [] and len(syncs(chk)) == 1, (syncs(fwd), syncs(chk))
-    _same_records(want, rec)
+    # (TF32 convolutions may move a pre-activation near 0 across it: the counts of ReLU-zero ties can differ)
+    assert rec.correct == "yes" and sum(c.tied_positive + c.kink_touches for c in rec.layers) == 0
