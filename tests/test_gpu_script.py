@@ -254,3 +254,22 @@ def test_the_monitor_part_times_its_steps_without_the_profiler(monkeypatch):
     for m in out:
         calls = {r["function"].rsplit("(", 1)[-1]: r["calls"] for r in m["check_profile"]}
         assert m["check_profile"] and max(calls.values()) >= mod.PROFILE_STEPS
+
+
+def test_a_stored_run_stopped_mid_part_and_a_bad_file_in_the_nightly(tmp_path, monkeypatch):
+    """A perf run whose monitor part failed is no overhead run (the claims run is then the newest); a stored CPU
+    run without its provenance puts the error in the nightly's table instead of stopping the nightly."""
+    from nsverify.papers.park import overhead
+    from nsverify.report.nightly import build_report
+
+    failed = _perf_run("2026-11-28T00:00:00+00:00")
+    failed["monitor"] = {"error": "RuntimeError: CUDA out of memory"}
+    _write(tmp_path, "perf", failed)
+    _write(tmp_path, "claims", _claims_run("2026-11-26T21:40:34+00:00"))
+    assert [(r.name, r.stale) for r in gpu_overhead_runs(tmp_path)] == [("claims", False)]
+    (tmp_path / "cpu.json").write_text(json.dumps({"cases": []}))
+    monkeypatch.setattr(overhead, "CPU_RUN", tmp_path / "cpu.json")
+    monkeypatch.setattr(overhead.cpu_overhead_run, "__defaults__", (tmp_path / "cpu.json",))
+    (tab,) = build_report({"park": {"summary": "s", "tables": []}}, True, machine={"id": "m"})["sections"]["park"][
+        "tables"]
+    assert tab["rows"] and "cpu.json" in tab["rows"][0][0] and "provenance" in tab["rows"][0][0]

@@ -216,8 +216,9 @@ def _networks(name: str, raw: dict, part) -> dict:
         for m in part:
             if not isinstance(m, dict) or not m.get("per_step"):
                 continue
-            steps = [{"plain_s": r["plain_s"], "monitored_s": r["monitored_s"], "tied": r["tied_windows_all"],
-                      "tied_positive": r["tied_windows"]} for r in m["per_step"]]
+            steps = [{"plain_s": r["plain_s"], "monitored_s": r["monitored_s"],
+                      "tied": r.get("tied_windows_all", r["tied_windows"]), "tied_positive": r["tied_windows"]}
+                     for r in m["per_step"]]
             out[(NETWORK_NAMES.get(m["model"], m["model"]), float(m["width"]))] = {
                 "per_step": steps, "plain_s": m["plain_s"], "monitored_s": m["monitored_s"], "ratio": m["ratio"],
                 "batch": m.get("batch")}
