@@ -126,6 +126,9 @@ def test_dry_run_of_monitor_and_pool(tmp_path):
     assert not {"cuda_tests", "kernel_equality", "monitor_agreement"} & set(data)
     assert data["provenance"]["commit"] == data["provenance"]["git_commit"]
     for m in data["monitor"]:
+        b = m["breakdown"]
+        assert b["rounds"] == 2 and set(b["median_s"]) == {"forward", "forward_hooks", "forward_check"}
+        assert b["hooks_ratio"] == b["median_s"]["forward_hooks"] / b["median_s"]["forward"] > 0
         lo, hi = m["round_ratio_iqr"]
         ratios = sorted(p["monitored_s"] / p["plain_s"] for p in m["per_step"])
         assert ratios[0] <= lo <= hi <= ratios[-1]
@@ -249,6 +252,7 @@ def test_the_monitor_part_times_its_steps_without_the_profiler(monkeypatch):
         return {"model": name, "width": kw["width"]}
 
     monkeypatch.setattr(mod, "monitor_overhead", fake_overhead)
+    monkeypatch.setattr(mod, "forward_breakdown", lambda *a: {})
     out = mod.monitor("cpu", True, 2)
     assert timed_with == [True, True] and Monitor.check is plain_check
     for m in out:

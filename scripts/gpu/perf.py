@@ -110,7 +110,8 @@ def monitor(device, small: bool, steps: int) -> list[dict]:
     """Monitored / plain step per model at full width (Park et al.'s comparison) and at the CPU measurement's
     width (0.25), median of ``steps`` interleaved rounds with the per-round IQR; then, untimed, where
     ``Monitor.check`` spends its time (cProfile of :data:`PROFILE_STEPS` further monitored steps, top functions by
-    own time: the profiler would inflate the timed steps)."""
+    own time: the profiler would inflate the timed steps), and the forward-only breakdown
+    (:func:`forward_breakdown`: detection hooks and ``check()`` against the plain forward)."""
     from nsverify.papers.park.overhead import TrainingSteps
 
     out = []
@@ -127,8 +128,41 @@ def monitor(device, small: bool, steps: int) -> list[dict]:
             finally:
                 run.close()
             res["check_profile"] = prof
+            res["breakdown"] = forward_breakdown(name, width, batch, device, steps)
             out.append(res)
     return out
+
+
+def forward_breakdown(name: str, width: float, batch: int, device, repeat: int) -> dict:
+    """Where a monitored step's extra time goes, forward only (no backward, no optimizer step), interleaved on one
+    batch: the plain forward, the forward with the monitor's hooks (the detection kernels), and that forward
+    followed by ``Monitor.check()``. Medians in seconds, and each over the plain forward."""
+    from nsverify.papers.park.overhead import TrainingSteps
+
+    run = TrainingSteps(name, 1, width, batch, device=device)
+    model, mon, (xb, _yb) = run.model, run.monitor, run.batches[0]
+
+    def plain():
+        with mon.paused():
+            model(xb)
+
+    def hooks():
+        model(xb)
+        mon._store.clear()  # the captured tensors of a step that is not checked
+
+    def hooks_check():
+        out = model(xb)
+        mon.check()
+        del out
+
+    try:
+        t = devices.time_side_by_side({"forward": plain, "forward_hooks": hooks, "forward_check": hooks_check},
+                                      repeat=repeat, warmup=2, device=device)
+    finally:
+        run.close()
+    return {"median_s": {k: t.stat(k, "median") for k in ("forward", "forward_hooks", "forward_check")},
+            "hooks_ratio": t.ratio("forward_hooks", "forward", "median"),
+            "check_ratio": t.ratio("forward_check", "forward", "median"), "rounds": repeat}
 
 
 @contextlib.contextmanager
