@@ -39,7 +39,7 @@ _CHILD = textwrap.dedent("""
 
 
 #: modules that need an optional dependency (imported lazily by the library when it is present)
-OPTIONAL = {"nsverify.kernels.triton_maxpool": "triton"}
+OPTIONAL = {"nsverify.kernels.triton_maxpool": "triton", "nsverify.kernels.triton_monitor": "triton"}
 
 
 def _modules():

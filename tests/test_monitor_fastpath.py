@@ -210,7 +210,7 @@ def test_gpu_perf_script_dry_run_on_cpu(tmp_path):
     for part in ("cuda_tests", "kernel_equality", "monitor", "monitor_agreement", "pool_ratios"):
         assert "error" not in data[part], (part, data[part])
     assert data["cuda_tests"]["returncode"] in (0, 5)  # 5: pytest collected no test (no CUDA here)
-    assert data["kernel_equality"] and all(r["equal"] for r in data["kernel_equality"])
+    assert data["kernel_equality"] and all(r["equal"] and r["deterministic"] for r in data["kernel_equality"])
     assert [m["model"] for m in data["monitor"]] == ["vgg11", "resnet18"]
     for m in data["monitor"]:
         assert m["ratio"] > 0 and set(m["tj_paths"]) == set(TJ_PATHS) and len(m["per_step"]) == 2

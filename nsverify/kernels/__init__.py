@@ -4,7 +4,7 @@ Boustany Def. 10 in one pass over x, the pooled output and the incoming gradient
 * CPU: a C++ kernel (``cpu/maxpool_ties.cpp``, OpenMP over the (n, c) planes) built at first use by
   :mod:`.loader` (torch.utils.cpp_extension, cached; see there for the build time and the cache directory);
 * CUDA: Triton kernels (:mod:`.triton_maxpool`), used when ``triton`` is importable (CUDA builds of torch bring
-  it);
+  it); the training monitor's detection (:func:`tie_scan`, :func:`count_equal`) likewise (:mod:`.triton_monitor`);
 * everywhere else, and as the reference the kernels are tested against: the pure-PyTorch path of
   :func:`nsverify.ad.max_pool2d` (``_TieWindows``).
 
@@ -41,6 +41,7 @@ MODES = ("auto", "reference", "fused")
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _MODE: str | None = None
 _TRITON: dict = {}
+_TRITON_MONITOR: dict = {}
 
 
 class KernelUnavailableError(NsverifyError, RuntimeError):
@@ -154,10 +155,12 @@ def maxpool2d_tie_backward(g, x, out, idx, geom, jacobian: str, beta: float | No
 
 def status() -> dict:
     """What the kernels are: the mode, the CPU extension's state (None until first requested) and its cache
-    directory, and the Triton state (None until a CUDA backward asked for it)."""
+    directory, the Triton state (None until a CUDA backward asked for it) and whether the monitor's detection
+    runs its Triton kernels (``cuda_monitor``; None until a CUDA detection asked for them)."""
     cpu = loader.state()
     return {"mode": mode(), "cpu": None if cpu is None else asdict(cpu), "cpu_cache": str(loader.cache_root()),
-            "cuda": None if not _TRITON else {"triton": _TRITON["module"] is not None, "error": _TRITON["error"]}}
+            "cuda": None if not _TRITON else {"triton": _TRITON["module"] is not None, "error": _TRITON["error"]},
+            "cuda_monitor": None if not _TRITON_MONITOR else {"triton": _TRITON_MONITOR["module"] is not None}}
 
 
 def tie_counts(x: torch.Tensor, out: torch.Tensor, kernel, stride, padding=(0, 0), dilation=(1, 1)) -> torch.Tensor:
@@ -204,15 +207,35 @@ def cpu_kernels_ok(*ts) -> bool:
     return loader.cpu_extension().ok
 
 
+def _triton_monitor(*ts):
+    """The Triton monitor kernels (:mod:`.triton_monitor`) when they can read these tensors (CUDA, plain,
+    floating, contiguous; triton importable; not mode reference), else None."""
+    if mode() == "reference" or torch.compiler.is_compiling():
+        return None
+    if not all(t.device.type == "cuda" and t.dtype in _FLOATS and _plain(t) and t.is_contiguous() for t in ts):
+        return None
+    if "module" not in _TRITON_MONITOR:
+        try:
+            from nsverify.kernels import triton_monitor
+
+            _TRITON_MONITOR["module"] = triton_monitor
+        except ImportError:  # the reference path runs instead (equal counts); the max-pool backward's warning says why
+            _TRITON_MONITOR["module"] = None
+    return _TRITON_MONITOR["module"]
+
+
 def tie_scan(x: torch.Tensor, out: torch.Tensor, kernel, stride, padding=(0, 0), dilation=(1, 1),
              saturated=()) -> tuple[torch.Tensor, torch.Tensor]:
     """``(counts, mask)`` of a 2-d max pool for the training monitor: ``counts`` = int64 tensor ``[windows with
     |A_j| >= 2, those whose max is not in saturated]``, ``mask`` = bool (..., Ho, Wo), True at the latter. One read
-    of x and out (the C++ kernel on CPU; :func:`tie_counts` and a few elementwise ops elsewhere). Counts stay on
-    x's device."""
+    of x and out (the C++ kernel on CPU, one Triton kernel on CUDA; :func:`tie_counts` and a few elementwise ops
+    elsewhere). Counts stay on x's device; nothing waits for the device."""
     if cpu_kernels_ok(x, out) and x.dim() == 4 and x.is_contiguous() and out.is_contiguous():
         return torch.ops.nsverify_kernels.maxpool2d_tie_scan(x, out, list(kernel), list(stride), list(padding),
                                                               list(dilation), [float(v) for v in saturated])
+    tm = _triton_monitor(x, out) if x.dim() == 4 else None
+    if tm is not None:
+        return tm.tie_scan(x, out, kernel, stride, padding, dilation, saturated)
     many = tie_counts(x, out, kernel, stride, padding, dilation) >= 2
     mask = many.clone()
     for v in saturated:
@@ -233,10 +256,14 @@ def tie_scan_windows(x: torch.Tensor, out: torch.Tensor, kernel, stride, padding
 
 
 def count_equal(y: torch.Tensor, values) -> torch.Tensor:
-    """How many entries of y equal one of ``values`` (0-d int64 on y's device; kink touches), in one read of y."""
+    """How many entries of y equal one of ``values`` (0-d int64 on y's device; kink touches), in one read of y (the
+    C++ kernel on CPU, one Triton kernel on CUDA)."""
     values = [float(v) for v in values]
     if cpu_kernels_ok(y):
         return torch.ops.nsverify_kernels.count_equal(y, values)
+    tm = _triton_monitor(y)
+    if tm is not None:
+        return tm.count_equal(y, values)
     total = torch.zeros((), dtype=torch.int64, device=y.device)
     for v in values:
         total = total + (y == v).sum()

@@ -19,6 +19,8 @@ Imported lazily by :mod:`nsverify.kernels` (triton is not a dependency of the CP
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -193,6 +195,15 @@ def _gather_kernel(x_ptr, out_ptr, r_ptr, nat_ptr, first_ptr, gx_ptr, n_in, H, W
     tl.store(gx_ptr + i, _rnd(acc, KIND).to(gx_ptr.dtype.element_ty), mask=live)
 
 
+@functools.lru_cache(maxsize=64)
+def _scalars(beta: float, op_dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``[beta, 1 - beta]`` in the compute type on the device, made once per (beta, dtype, device): a fresh tensor
+    per backward would copy from the host every call, and a blocking host-to-device copy (``.to(device)``)
+    synchronises the CUDA stream, so the backward could not be queued while the
+    forward runs. Read-only for the kernels."""
+    return torch.tensor([beta, 1.0 - beta], dtype=torch.float64).to(op_dtype).to(device)
+
+
 def maxpool2d_tie_backward(g, x, out, idx, geom, hybrid: bool, beta: float) -> torch.Tensor:
     """The input gradient (see the module docstring); tensors contiguous, (N, C, H, W) / (N, C, Ho, Wo)."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), _ceil = geom
@@ -200,7 +211,7 @@ def maxpool2d_tie_backward(g, x, out, idx, geom, hybrid: bool, beta: float) -> t
     ho, wo = out.shape[-2:]
     kind = _KIND[x.dtype]
     op_dtype = torch.float64 if kind == 1 else torch.float32
-    scal = torch.tensor([beta, 1.0 - beta], dtype=torch.float64).to(op_dtype).to(x.device)
+    scal = _scalars(beta, op_dtype, x.device)
     scaled = hybrid and beta != 1.0
     n_win = n * c * ho * wo
     geo = dict(SH=sh, SW=sw, PH=ph, PW=pw, DH=dh, DW=dw, KH=kh, KW=kw)

@@ -123,7 +123,7 @@ def utc_stamp() -> str:
 
 
 def build_report(sections: dict, quick: bool, machine: dict | None = None) -> dict:
-    return {
+    report = {
         "schema": SCHEMA,
         "kind": "run",
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds"),
@@ -132,6 +132,26 @@ def build_report(sections: dict, quick: bool, machine: dict | None = None) -> di
         "sections": {n: {k: v for k, v in s.items() if k != "_scratch"} for n, s in sections.items()},
         "regressions": [],
     }
+    _monitor_overhead_side_by_side(report["sections"])
+    return report
+
+
+def _monitor_overhead_side_by_side(sections: dict) -> None:
+    """Hook: the park section (when it ran) gets the training monitor's overhead on the CPU and on the GPU side by
+    side, each with its run's date and commit, against Park et al.'s 1.77x on the GPU at full width
+    (:func:`nsverify.papers.park.overhead.side_by_side` of the stored CPU run and the newest stored GPU run)."""
+    sec = sections.get("park")
+    if not isinstance(sec, dict) or not isinstance(sec.get("tables"), list):
+        return
+    from nsverify.papers.park.overhead import cpu_overhead_run, newest_gpu_run, side_by_side
+    from nsverify.report import table
+
+    title = "Monitor overhead on CPU and GPU side by side (stored runs, with their dates; the GPU run is the newest)"
+    try:
+        t = side_by_side(cpu_overhead_run(), newest_gpu_run())
+    except NsverifyError as exc:  # a stored run without its provenance: the table says so, the nightly goes on
+        t = {"columns": ["stored runs"], "rows": [[str(exc)]]}
+    sec["tables"] = [*sec["tables"], table(title, t["columns"], t["rows"])]
 
 
 def attach_comparison(report: dict, out: Path, baseline: Path | str | None = None,

@@ -103,22 +103,26 @@ def jax_vs_torch() -> str:
 
 
 def monitor_overhead() -> str:
-    """README: the monitor's overhead per training step from the newest GPU perf run (``perf.json``: the monitor
-    at full width and at width 1/4, each the ratio of a monitored to a plain step), with its device, date and
-    commit, against Park et al.'s 1.77x. The claims run (``claims.json``) predates the monitor's rewrite."""
-    from nsverify.claims.provenance import gpu_file, load_measurement
-    from nsverify.papers.park.repro import PAPER_OVERHEAD
+    """README: the monitor's overhead per training step (the ratio of a monitored to a plain step, per network and
+    width) from the newest stored GPU run (:func:`nsverify.papers.park.overhead.newest_gpu_run`: older runs are
+    stale) and from the stored CPU run (``nsverify/data/monitor_cpu.json``), each with its device, date and
+    commit, against Park et al.'s 1.77x."""
+    from nsverify.papers.park.overhead import PAPER_OVERHEAD, cpu_overhead_run, newest_gpu_run
 
-    raw = load_measurement(gpu_file("perf"), require_provenance=False)  # perf.py writes date_utc
-    runs = [m for m in (raw or {}).get("monitor") or [] if m.get("ratio")]
-    if not runs:
-        return f"Park et al. report {PAPER_OVERHEAD}x"
-    prov = raw.get("provenance") or {}
-    names = {"vgg11": "VGG11", "resnet18": "ResNet18"}
-    parts = [f"{names.get(m['model'], m['model'])} {m['ratio']:.2f}x at width {m['width']:g}" for m in runs]
-    when = ", ".join(x for x in (str(prov.get("date_utc", ""))[:10], str(prov.get("git_commit", ""))[:7]) if x)
-    return (f"a monitored step costs {'; '.join(parts)} of a plain one on an {prov.get('gpu') or 'a GPU'} "
-            f"({when}); Park et al. report {PAPER_OVERHEAD}x")
+    def listing(nets: dict) -> str:
+        return "; ".join(f"{n} {m['ratio']:.2f}x at width {w:g}" for (n, w), m in nets.items())
+
+    parts = []
+    gpu = newest_gpu_run()
+    if gpu is not None:
+        when = ", ".join(x for x in (gpu.date[:10], (gpu.commit or "")[:7]) if x)
+        parts.append(f"a monitored step costs {listing(gpu.networks)} of a plain one on an {gpu.gpu} ({when})")
+    cpu = cpu_overhead_run()
+    if cpu is not None:
+        when = ", ".join(x for x in (cpu["date"][:10], (cpu["commit"] or "")[:7]) if x)
+        parts.append(f"{listing(cpu['networks'])} on 2 CPU cores shared with other jobs ({when}, median of "
+                     f"{min(m['rounds'] for m in cpu['networks'].values())} interleaved rounds)")
+    return "; ".join(parts + [f"Park et al. report {round(PAPER_OVERHEAD, 2)}x on a GPU"])
 
 
 #: every generated number of the docs

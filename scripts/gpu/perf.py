@@ -12,9 +12,13 @@
    step (``monitor_agreement``).
 
 Usage:
-    PYTHONPATH=. python3 scripts/gpu/perf.py --out DIR              # DIR/perf.json; a few minutes on an H100
+    PYTHONPATH=. python3 scripts/gpu/perf.py --out DIR              # DIR/perf.json; about 2.5 min on an H200
+    PYTHONPATH=. python3 scripts/gpu/perf.py --out DIR --parts monitor,pool   # issue 39's measurements only
     PYTHONPATH=. python3 scripts/gpu/perf.py --out DIR --dry-run    # CPU, tiny sizes: checks that every part runs
-The JSON keeps its provenance: device, torch / CUDA / triton versions, git commit, UTC date and the command line.
+The JSON keeps its provenance (device, GPU, torch / CUDA / triton versions, git commit, UTC date, command line) and
+is rewritten after every part, so a run stopped by its time limit keeps the parts it finished. A part that would
+start after ``--budget-s`` seconds (default 270: the whole run stays under 5 minutes of device time) is skipped
+and recorded as skipped. ``pool`` is short for ``pool_ratios``.
 """
 from __future__ import annotations
 
@@ -52,7 +56,8 @@ def _same(a, b) -> bool:
 
 
 def kernel_equality(device, small: bool) -> list[dict]:
-    """The device's fused kernel (Triton on CUDA) against the reference, per dtype, geometry and Jacobian."""
+    """The device's fused kernel (Triton on CUDA) against the reference computed on the CPU (bitwise, NaN where it
+    has NaN), and against a second run of itself (``deterministic``), per dtype, geometry and Jacobian."""
     rows = []
     gen = torch.Generator().manual_seed(0)
     shape = (2, 3, 9, 11) if small else (16, 32, 33, 31)
@@ -67,10 +72,15 @@ def kernel_equality(device, small: bool) -> list[dict]:
             for jac, beta in (("minimal", None), ("hybrid", 0.5), ("hybrid", 0.1)):
                 with torch.no_grad(), kernels.use("fused"):
                     got = kernels.maxpool2d_tie_backward(g, x, out, idx, geom, jac, beta)
-                want = _maxpool_vjp_reference(g, x, out, idx, geom, jac, beta)
+                    again = kernels.maxpool2d_tie_backward(g, x, out, idx, geom, jac, beta)
+                # the reference on the CPU: its scatter_add adds in increasing window order, the order the kernels
+                # fix; on CUDA the reference's scatter_add uses atomics (no fixed order where windows overlap)
+                want = _maxpool_vjp_reference(g.cpu(), x.cpu(), out.cpu(), idx.cpu(), geom, jac, beta)
+                got = got.cpu()
                 overlap = s[0] < (k[0] - 1) * d[0] + 1 or s[1] < (k[1] - 1) * d[1] + 1
                 rows.append({"dtype": str(dtype).removeprefix("torch."), "geom": str(geom), "jacobian": jac,
-                             "beta": beta, "equal": _same(got, want), "overlapping": overlap,
+                             "beta": beta, "equal": _same(got, want), "deterministic": _same(got, again.cpu()),
+                             "overlapping": overlap,
                              "max_abs_diff": float((got.double() - want.double()).abs().nan_to_num(0).max())})
     return rows
 
@@ -92,18 +102,67 @@ def pool_ratios(device, small: bool, repeat: int) -> list[dict]:
     return rows
 
 
+#: monitored steps profiled after the timing (the timed steps run without the profiler)
+PROFILE_STEPS = 3
+
+
 def monitor(device, small: bool, steps: int) -> list[dict]:
-    """Monitored / plain step per model at full width and at the CPU measurement's width (0.25), each with where
-    ``Monitor.check`` spent its time (cProfile of the timed steps, top functions by own time)."""
+    """Monitored / plain step per model at full width (Park et al.'s comparison) and at the CPU measurement's
+    width (0.25), median of ``steps`` interleaved rounds with the per-round IQR; then, untimed, where
+    ``Monitor.check`` spends its time (cProfile of :data:`PROFILE_STEPS` further monitored steps, top functions by
+    own time: the profiler would inflate the timed steps), and the forward-only breakdown
+    (:func:`forward_breakdown`: detection hooks and ``check()`` against the plain forward)."""
+    from nsverify.papers.park.overhead import TrainingSteps
+
     out = []
     for name in ("vgg11", "resnet18"):
         for width in ((1 / 16,) if small else (1.0, 0.25)):
             batch = 8 if small else 64
-            with _profiled_check() as prof:
-                res = monitor_overhead(name, steps=steps, width=width, batch=batch, device=device)
+            res = monitor_overhead(name, steps=steps, width=width, batch=batch, device=device)
+            run = TrainingSteps(name, PROFILE_STEPS, width, batch, device=device)
+            try:
+                run.monitored()  # warm-up
+                with _profiled_check() as prof:
+                    for _ in range(PROFILE_STEPS):
+                        run.monitored()
+            finally:
+                run.close()
             res["check_profile"] = prof
+            res["breakdown"] = forward_breakdown(name, width, batch, device, steps)
             out.append(res)
     return out
+
+
+def forward_breakdown(name: str, width: float, batch: int, device, repeat: int) -> dict:
+    """Where a monitored step's extra time goes, forward only (no backward, no optimizer step), interleaved on one
+    batch: the plain forward, the forward with the monitor's hooks (the detection kernels), and that forward
+    followed by ``Monitor.check()``. Medians in seconds, and each over the plain forward."""
+    from nsverify.papers.park.overhead import TrainingSteps
+
+    run = TrainingSteps(name, 1, width, batch, device=device)
+    model, mon, (xb, _yb) = run.model, run.monitor, run.batches[0]
+
+    def plain():
+        with mon.paused():
+            model(xb)
+
+    def hooks():
+        model(xb)
+        mon._store.clear()  # the captured tensors of a step that is not checked
+
+    def hooks_check():
+        out = model(xb)
+        mon.check()
+        del out
+
+    try:
+        t = devices.time_side_by_side({"forward": plain, "forward_hooks": hooks, "forward_check": hooks_check},
+                                      repeat=repeat, warmup=2, device=device)
+    finally:
+        run.close()
+    return {"median_s": {k: t.stat(k, "median") for k in ("forward", "forward_hooks", "forward_check")},
+            "hooks_ratio": t.ratio("forward_hooks", "forward", "median"),
+            "check_ratio": t.ratio("forward_check", "forward", "median"), "rounds": repeat}
 
 
 @contextlib.contextmanager
@@ -167,6 +226,10 @@ def monitor_agreement(device, small: bool, steps: int = 4) -> list[dict]:
 
 #: the parts of a run, in order (``--parts`` picks some)
 PARTS = ("cuda_tests", "kernel_equality", "monitor", "monitor_agreement", "pool_ratios")
+#: short names ``--parts`` accepts
+ALIASES = {"pool": "pool_ratios"}
+#: seconds of the run after which no further part starts (the whole run stays under 5 minutes of device time)
+BUDGET_S = 270
 
 #: seconds the CUDA tests may take before they are stopped (their output so far is kept)
 TESTS_LIMIT_S = 150
@@ -194,7 +257,9 @@ def provenance(device, argv) -> dict:
         triton_version = triton.__version__
     except ImportError:
         triton_version = None
-    return {"date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    # date and commit as nsverify.claims.provenance spells them (date_utc, git_commit: the older runs' names)
+    return {"date": date, "date_utc": date, "commit": commit,
             "command": " ".join([Path(sys.argv[0]).name, *argv]), "git_commit": commit,
             "device": str(device), "gpu": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
             "torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton_version,
@@ -206,7 +271,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="directory for perf.json")
     ap.add_argument("--dry-run", action="store_true", help="CPU and tiny sizes: checks that every part runs")
-    ap.add_argument("--steps", type=int, default=12, help="monitor: timed steps per model (default 12)")
+    ap.add_argument("--steps", type=int, default=15,
+                    help="monitor: timed interleaved steps per model and width (default 15: a median with its IQR)")
+    ap.add_argument("--budget-s", type=float, default=BUDGET_S,
+                    help=f"no part starts after this many seconds (default {BUDGET_S})")
     ap.add_argument("--repeat", type=int, default=15, help="max-pool ratios: timed rounds (default 15)")
     ap.add_argument("--skip-tests", action="store_true", help="do not run pytest -m cuda")
     ap.add_argument("--parts", default=None,
@@ -214,6 +282,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.steps < 1 or args.repeat < 1:
         ap.error(f"--steps {args.steps} / --repeat {args.repeat}: both must be >= 1")
+    if not args.budget_s > 0:
+        ap.error(f"--budget-s {args.budget_s}: give a positive number of seconds")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         ap.error(f"--out {out}: a file, not a directory")
@@ -233,15 +303,20 @@ def main(argv=None) -> int:
               ("monitor_agreement", lambda: monitor_agreement(device, args.dry_run)),
               ("pool_ratios", lambda: pool_ratios(device, args.dry_run, repeat))]
     if args.parts is not None:
-        wanted = [w.strip() for w in args.parts.split(",") if w.strip()]
+        wanted = [ALIASES.get(w.strip(), w.strip()) for w in args.parts.split(",") if w.strip()]
         unknown = sorted(set(wanted) - set(PARTS))
         if unknown:
-            ap.error(f"--parts: unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
+            ap.error(f"--parts: unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)} "
+                     f"({', '.join(f'{a} = {p}' for a, p in ALIASES.items())})")
         parts = [(n, f) for n, f in parts if n in wanted]
     for name, part in parts:
         print(f"[perf {time.time() - t0:.0f}s] {name} ...", flush=True)
         try:
-            report[name] = part()
+            if time.time() - t0 > args.budget_s:
+                report[name] = {"skipped": f"not started: the run had spent {time.time() - t0:.0f} s of its "
+                                           f"--budget-s {args.budget_s:g}"}
+            else:
+                report[name] = part()
         except Exception as exc:  # noqa: BLE001 - keep the other parts' results
             report[name] = {"error": f"{type(exc).__name__}: {exc}"}
         print(json.dumps(report[name], default=str)[:600], flush=True)

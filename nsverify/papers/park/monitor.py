@@ -9,6 +9,9 @@ Usage::
         loss.backward(); opt.step(); opt.zero_grad()
     print(mon.summary()); mon.close()
 
+``Monitor(model, asynchronous=True)``: ``check()`` returns the previous step's record and never waits for the
+device on a step without kink touches or counted ties; ``mon.flush()`` after the loop returns the last step's.
+
 Per step and per nonsmooth layer (an activation module, and the max pool that follows it) the monitor records
 kink touches (pre-activations exactly at a kink of the activation), max-pool windows with ties (|S_j| >= 2),
 non-trivial ties (S_j \\ T_j non-empty, Algorithm 1 line 14) and their size, Algorithm 1's P_l (decided
@@ -19,7 +22,10 @@ from the modules (``nn.MaxPool1d/2d``, ``nn.ReLU`` and the other activations, an
 Cheap when nothing ties. Detection runs in the forward hooks, on tensors just written: kink touches
 (``y == b`` for each kink b, :func:`nsverify.kernels.count_equal`) in the activation's hook, and the tied windows of
 the pool (:func:`nsverify.kernels.tie_scan_windows`: one pass against the pool's own output, no re-run, the
-counted windows as (sample, window) pairs) in the pool's. ``tied_windows`` counts every window with |S_j| >= 2;
+counted windows as (sample, window) pairs) in the pool's. Each is one kernel per layer (C++ on the CPU, Triton on
+CUDA), and nothing in the forward waits for the device: on CUDA the pool's hook keeps the mask of the counted
+windows, and :meth:`Monitor.check` reads their (sample, window) pairs only for the layers whose counts, read in
+the step's one transfer, show counted ties. ``tied_windows`` counts every window with |S_j| >= 2;
 ``tied_positive`` counts them as Park et al.'s Algorithm 2 does (App. F, line 7): a tie whose maximum is a
 *saturated* value of the activation -- ``max <= 0`` after a ReLU with D^AD ReLU(0) = 0, and likewise the flat ends
 of ReLU6, HardTanh and clamp-like activations -- is left out, because every entry of such a window has AD
@@ -46,7 +52,7 @@ from torch import nn
 
 from nsverify.ad import Activation
 from nsverify.errors import UnsupportedOpError
-from nsverify.kernels import count_equal, tie_scan_windows
+from nsverify.kernels import count_equal, tie_scan, tie_scan_windows
 from nsverify.oracle.park.algorithm1 import AffineRows, algorithm1_layer
 from nsverify.oracle.park.cone import LayerCheck
 from nsverify.oracle.park.rank import full_column_rank
@@ -160,6 +166,12 @@ def _same_field(x: torch.Tensor, y: torch.Tensor, fov, single_layer: bool = Fals
     return same
 
 
+def _deferred(t: torch.Tensor) -> bool:
+    """Does the pool's hook keep the mask of counted windows (their pairs read in :meth:`Monitor.check`) rather
+    than the pairs? Off the CPU: ``nonzero`` there waits for the device."""
+    return t.device.type != "cpu"
+
+
 def saturated_values(act: Activation) -> tuple[float, ...]:
     """The activation values whose every preimage has AD derivative 0 (Algorithm 2's "max not positive" for a
     ReLU with D^AD ReLU(0) = 0): the constants of the flat pieces of an activation made of identity and constant
@@ -190,6 +202,7 @@ class StepRecord:
     step: int
     layers: list  # LayerCheck per monitored layer
     rank_ok: dict = field(default_factory=dict)  # layer name -> Theorem 5 premise (only where kinks touched)
+    note: str = ""  # why layers are unchecked beyond the cap (the asynchronous mode's deferred steps)
 
     @property
     def tj_paths(self) -> dict:
@@ -212,8 +225,13 @@ class StepRecord:
 class Monitor:
     """Hooks on a model's activation, max-pool and affine modules; see the module docstring."""
 
-    def __init__(self, model: nn.Module, max_checks: int = 2048, lp: bool = True, tie_test: str = "auto"):
+    def __init__(self, model: nn.Module, max_checks: int = 2048, lp: bool = True, tie_test: str = "auto",
+                 asynchronous: bool = False):
         self.model = model
+        self.asynchronous = asynchronous
+        self._pending = None  # asynchronous mode: (layers, detection, host counts, event) of the step in flight
+        self._ready: StepRecord | None = None  # asynchronous mode: a record made, returned by the next check()
+        self._sync_next = True  # asynchronous mode: the next step waits for its counts (first step, after ties)
         self.tie_test = tie_test
         self.max_checks = max_checks
         self.lp = lp
@@ -374,7 +392,10 @@ class Monitor:
 
     # ------------------------------------------------------------------ per step
     def check(self) -> StepRecord:
-        """Run the checks on the tensors captured by the last forward (its autograd graph must be alive).
+        """Run the checks on the tensors captured by the last forward (its autograd graph must be alive) and return
+        the step's record; with ``Monitor(..., asynchronous=True)``, the previous step's record instead (None at
+        the first step; :meth:`flush` returns the last), so that a step without ties never waits for the device
+        (see :meth:`_check_async`).
 
         On the CPU the checks run on one intra-op thread (the setting is restored after): their tensor operations
         are small (the tied windows' entries and patches), too small to gain from threads, and under machine load
@@ -384,27 +405,109 @@ class Monitor:
         if threads > 1:
             torch.set_num_threads(1)
         try:
-            return self._check()
+            return self._check_async() if self.asynchronous else self._check()
         finally:
             if threads > 1:
                 torch.set_num_threads(threads)
 
-    def _check(self) -> StepRecord:
+    def _counts(self):
+        """The step's layers with their captured tensors, their detection (:meth:`_detect`) and every layer's
+        counts in one device tensor (None when no layer has any)."""
         found = [(L, self._store.get(L.name)) for L in self.layers]
         det = [self._detect(L, d) if d and "y" in d else None for L, d in found]
-        flat = [c for dt in det if dt is not None for c in dt[0]]
-        host = torch.stack(flat).tolist() if flat else []  # the step's one device-to-host transfer
+        flat = [t.reshape(-1) for dt in det if dt is not None for t in (dt[0], dt[2]) if t is not None]
+        return found, det, torch.cat(flat) if flat else None
+
+    def _check(self) -> StepRecord:
+        found, det, flat = self._counts()
+        host = flat.tolist() if flat is not None else []  # the step's one device-to-host transfer
+        return self._finish(found, det, host)
+
+    def _check_async(self) -> StepRecord | None:
+        """The asynchronous mode (see :meth:`flush`): this step's counts start their way to the host without
+        waiting, and the previous step's record is returned. A step whose counts show no kink touch and no counted
+        tie needs nothing else, so its record is exact when it arrives a step later; the exact checks need the
+        step's autograd graph and parameters, which ``backward()`` and the optimizer consume, so a step that
+        turns out to need them is recorded with those layers unchecked ("unknown", with the reason in
+        :attr:`StepRecord.note`), and the steps after it wait for their counts (checked exactly, as
+        :meth:`check` does synchronously) until a step without such ties."""
+        found, det, flat = self._counts()
+        self._store = {}  # the next forward's tensors go to a fresh store
+        out, self._ready = self._ready, None
+        if self._pending is not None:
+            out = self._resolve()
+        if self._sync_next:
+            self._ready = self._finish(found, det, flat.tolist() if flat is not None else [])
+            self._sync_next = any(c.kink_touches or c.tied_positive for c in self._ready.layers)
+        else:
+            layers = [(L, None) for L, _d in found]  # the tensors themselves are not kept: only the detection
+            if flat is not None and flat.device.type == "cuda":
+                host = torch.empty(flat.shape, dtype=flat.dtype, pin_memory=True)
+                host.copy_(flat, non_blocking=True)
+                event = torch.cuda.Event()
+                event.record()
+            else:
+                host, event = flat, None
+            self._pending = (layers, det, host, event)
+        return out
+
+    def _resolve(self) -> StepRecord:
+        """The record of the step whose counts were sent without waiting (asynchronous mode)."""
+        layers, det, host, event = self._pending
+        self._pending = None
+        if event is not None:
+            event.synchronize()
+        host = host.tolist() if host is not None else []
+        needs, at = [], 0
+        for dt in det:
+            if dt is None:
+                continue
+            kinks = int(host[at]) if dt[0] is not None else 0
+            at += dt[0] is not None
+            positive = int(host[at + 1]) if dt[2] is not None else 0
+            at += 2 if dt[2] is not None else 0
+            needs.append(kinks > 0 or positive > 0)
+        if not any(needs):
+            return self._finish(layers, det, host)
+        rec = self._finish(layers, det, host, checks=False)
+        self._sync_next = True
+        return rec
+
+    def flush(self) -> StepRecord | None:
+        """Asynchronous mode: the last step's record (waiting for its counts), or None when every step's record
+        was returned. Call it after the last step; :meth:`check` returns each other step's record one step
+        late. In the default (synchronous) mode there is nothing to flush."""
+        out, self._ready = self._ready, None
+        if self._pending is not None:
+            out = self._resolve()
+        self._sync_next = True
+        return out
+
+    def _finish(self, found, det, host: list, checks: bool = True) -> StepRecord:
+        """The step's record from its counts on the host; ``checks=False`` (a deferred step whose graph is gone):
+        layers with kink touches or counted ties are left unchecked instead of going to Algorithm 1."""
         recs, rank = [], {}
+        deferred = []
         for (L, d), dt in zip(found, det):
             if dt is None:
                 recs.append(LayerCheck(L.name))
                 continue
-            kinks, windows, tied, positive = (int(v) for v in host[:4])
-            host = host[4:]
+            kinks, windows, tied, positive = 0, dt[1], 0, 0
+            if dt[0] is not None:
+                kinks, host = int(host[0]), host[1:]
+            if dt[2] is not None:
+                tied, positive, host = int(host[0]), int(host[1]), host[2:]
             if kinks == 0 and positive == 0:
                 recs.append(LayerCheck(L.name, windows=windows, tied_windows=tied, tied_positive=positive))
                 continue
-            cand = dt[1] if positive else None
+            if not checks:
+                recs.append(LayerCheck(L.name, kink_touches=kinks, windows=windows, tied_windows=tied,
+                                       tied_positive=positive, unchecked=kinks + positive))
+                deferred.append(L.name)
+                continue
+            cand = dt[3] if positive else None
+            if cand is not None and cand.dtype == torch.bool:  # a mask (off the CPU): its (sample, window) pairs
+                cand = cand.reshape(cand.shape[0], -1).nonzero()
             if L.first_conv and "x" in d:
                 same = self._same_patch(L, d)
             elif L.field_of_view and "x" in self._store.get("", {}):
@@ -439,7 +542,9 @@ class Monitor:
                 zin = d["zin"].reshape(d["zin"].shape[0], -1)
                 rank[L.name] = full_column_rank(zin.t())
         self._store.clear()
-        rec = StepRecord(len(self.steps), recs, rank)
+        note = (f"asynchronous mode: {', '.join(deferred)} had kink touches or counted ties, found after the "
+                f"step's graph was released; the following steps are checked synchronously" if deferred else "")
+        rec = StepRecord(len(self.steps), recs, rank, note)
         self.steps.append(rec)
         return rec
 
@@ -452,7 +557,10 @@ class Monitor:
     def _scan_pool(L: _Layer, a: torch.Tensor, out: torch.Tensor):
         """``(counts, windows)`` of the pool's tied windows (:func:`nsverify.kernels.tie_scan_windows`: windows with
         |S_j| >= 2, and those Algorithm 2 counts, whose maximum is not a saturated value; windows: the latter as
-        (sample, window) pairs), on the model's device."""
+        (sample, window) pairs), on the model's device. Off the CPU, windows is the mask of
+        :func:`nsverify.kernels.tie_scan` instead (a Triton kernel on CUDA): its (sample, window) pairs are read in
+        :meth:`check` after the step's one transfer, and only for a layer with counted ties, so that the forward
+        never waits for the device."""
         a, out = a.detach(), out.detach()
         k, s, p, dl = L.pool_geom
         if isinstance(L.pool_module, nn.MaxPool1d) or out.dim() <= 3:  # 1-d pools: a (B, C, L) or (B, L)
@@ -465,22 +573,22 @@ class Monitor:
             a2, o2 = a, out
         if a2.dim() == 3:  # (B, 1, L) from a (B, L) activation
             a2, o2 = a2.unsqueeze(1), o2.unsqueeze(1)
+        if _deferred(a2):  # the mask only: its windows (nonzero waits for the device) in check()
+            return tie_scan(a2, o2, *geom, saturated=L.saturated)
         return tie_scan_windows(a2, o2, *geom, saturated=L.saturated)
 
     @staticmethod
     def _detect(L: _Layer, d: dict):
-        """``([kink touches, windows, tied windows, Algorithm-2-counted tied windows], windows)`` of one layer: 0-d
-        tensors and the (sample, window) pairs of the Algorithm-2 ties (None without a pool), all on the model's
-        device (nothing reaches the host here). The forward hooks computed them as the tensors were made."""
-        y = d["y"]
-        zero = torch.zeros((), dtype=torch.int64, device=y.device)
+        """``(kink touches, windows, [tied windows, Algorithm-2-counted tied windows], windows)`` of one layer: the
+        counts as device tensors (None where the layer has no kinks or no pool), the number of pool windows as an
+        int (known on the host), and the (sample, window) pairs of the Algorithm-2 ties, or their mask off the CPU
+        (None without a pool). Nothing reaches the host here: the forward hooks computed them as the tensors were
+        made, and :meth:`check` reads every layer's counts in one transfer."""
         kinks = d.get("kinks")
-        if kinks is None:
-            kinks = zero
         if L.pool_module is None or "pool_out" not in d:
-            return [kinks, zero, zero, zero], None
+            return kinks, 0, None, None
         counts, positive = d["scan"]
-        return [kinks, zero + d["pool_out"].numel(), counts[0], counts[1]], positive
+        return kinks, d["pool_out"].numel(), counts, positive
 
     def _same_patch(self, L: _Layer, d):
         """Identical receptive fields of a first-layer convolution: equal zero-padded input patches (same sample,
