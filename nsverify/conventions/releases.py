@@ -341,7 +341,7 @@ def write_change_scripts(rows: Sequence[dict], out: Path, framework: str = "torc
             safe = safe_name(f"{ch.since}_{ch.op}_{ch.case}_{ch.key[2]}_{ch.key[4]}")
             try:
                 text = change_script(ch, framework=framework)
-            except (ValueError, OSError, TypeError, StopIteration) as exc:
+            except (ValueError, OSError, TypeError, StopIteration, KeyError) as exc:  # KeyError: a singular cell
                 text = f"# no standalone script for {ch.text()}: {exc}\n"
             (out / safe).write_text(text, encoding="utf-8")
             written.append(out / safe)
