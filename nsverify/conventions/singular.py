@@ -450,9 +450,12 @@ def doc_table() -> str:
     checks the page holds exactly this)."""
     head = ("| program | point | class | exact Clarke set | PyTorch's documented rule | PyTorch 2.13 returns | "
             "the op | fix |\n|---|---|---|---|---|---|---|---|")
-    body = [f"| `{s.op}` | {s.case} | {s.kind} | {s.clarke_text} | {s.rule_text} | {s.torch}"
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")  # |x| inside a Markdown table cell
+
+    body = [f"| `{s.op}` | {cell(s.case)} | {s.kind} | {cell(s.clarke_text)} | {cell(s.rule_text)} | {s.torch}"
             + (f" ({', '.join(f'{m}: {c}' for m, c in s.mode_torch.items())})" if s.mode_torch else "")
-            + f" | {'`' + s.culprit + '`' if s.culprit else '-'} | {s.fix or '-'} |" for s in TABLE]
+            + f" | {'`' + s.culprit + '`' if s.culprit else '-'} | {cell(s.fix) if s.fix else '-'} |" for s in TABLE]
     return "\n".join([head, *body])
 
 
