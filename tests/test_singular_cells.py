@@ -215,6 +215,17 @@ def test_normalize_at_zero_is_one_over_eps_in_each_dtype(measured):
         assert r.derivative == [want] * 3 and r.rule == "rule", (dt, r.derivative, want)
 
 
+def test_normalize_in_float16_is_undefined_at_zero():
+    """float16 holds 1e-12 as 0: normalize's clamp does nothing, the value at 0 is 0/0."""
+    assert torch.tensor(1e-12, dtype=torch.float16).item() == 0
+    row = ROWS[("F.normalize", "x=0 (3 entries)")]
+    assert row.kind_for("float16") == "undefined" and row.kind_for("float32") == "lipschitz"
+    x = torch.zeros(3, dtype=torch.float16)
+    assert torch.isnan(torch.nn.functional.normalize(x, dim=0)).all()  # the value itself
+    rs = sg.run_singular(("float16",), ("eager",), ops=["F.normalize"])
+    assert [(r.rule, r.in_clarke, r.as_expected, r.extra["kind"]) for r in rs] == [("nan", "n/a", True, "undefined")]
+
+
 def test_value_classes():
     row = ROWS[("sqrt((x**2).sum())", "x=0 (3 entries)")]
     assert sg.value_class(row, [float("nan"), 0.0, 0.0], "float64") == "nan"

@@ -104,11 +104,16 @@ class Singular:
     family: str = ""  # "where": the NaN-branch program family
     #: "mode", "dtype" or "dtype/mode" -> the recorded class where it differs from ``torch``
     mode_torch: dict = field(default_factory=dict)
+    #: dtype -> the class of the point where that dtype's arithmetic changes the function (F.normalize's eps
+    #: underflows to 0 in float16, so the point is 0/0 there)
+    dtype_kind: dict = field(default_factory=dict)
     cotangent = None  # the matrix's interface (matrix._compiled_grads): the cell differentiates the plain sum
 
-    @property
-    def lipschitz(self) -> bool:
-        return self.kind in ("lipschitz", "overflow")
+    def kind_for(self, dtype: str) -> str:
+        return self.dtype_kind.get(dtype, self.kind)
+
+    def lipschitz_in(self, dtype: str) -> bool:
+        return self.kind_for(dtype) in ("lipschitz", "overflow")
 
     def torch_for(self, mode: str, dtype: str = "float64") -> str:
         for key in (f"{dtype}/{mode}", dtype, mode):
@@ -164,11 +169,15 @@ TABLE: tuple[Singular, ...] = (
              MIN_NORM_0, "rule", shape=(3,), clarke=_ball(), rule_value=_zeros(3)),
     Singular("cdist(x, c)", "x=c=(1,-2,3)", "lipschitz", C3,
              lambda t: torch.cdist(t.reshape(1, 3), _t(C3, t).reshape(1, 3)), UNIT_BALL, MIN_NORM_0, "rule",
-             shape=(3,), clarke=_ball(), rule_value=_zeros(3), mode_torch={"jvp": "error", "bfloat16": "error"}),
+             shape=(3,), clarke=_ball(), rule_value=_zeros(3),
+             mode_torch={"jvp": "error", "bfloat16": "error", "float16": "error"}),
     Singular("F.normalize", "x=0 (3 entries)", "lipschitz", Z3, lambda t: torch.nn.functional.normalize(t, dim=0),
              "{(1/eps) 1}: below |x| = eps the function is x/eps (eps = 1e-12 in the dtype), so it is "
-             "differentiable", "differentiable: the gradient, 1/eps per entry (about 1e12)", "rule", shape=(3,),
-             clarke=None, rule_value=lambda dt: (1 / _eps_in(dt),) * 3),
+             "differentiable; in float16 eps underflows to 0 and the value is 0/0",
+             "differentiable: the gradient, 1/eps per entry (about 1e12)", "rule", "div",
+             "in float16, normalize in float32 (or pass an eps float16 holds, e.g. 1e-4)", shape=(3,),
+             clarke=None, rule_value=lambda dt: (1 / _eps_in(dt),) * 3 if _eps_in(dt) else None,
+             mode_torch={"float16": "nan"}, dtype_kind={"float16": "undefined"}),
     Singular("F.normalize(eps=0)", "x=0 (3 entries)", "undefined", Z3,
              lambda t: torch.nn.functional.normalize(t, dim=0, eps=0.0),
              "none: the value 0/0 is undefined", "undefined: an arbitrary value, most often NaN", "nan", "div",
@@ -268,7 +277,7 @@ def _as_exact(vec: Sequence[float]) -> tuple:
 def in_clarke(row: Singular, vec: Sequence[float], dtype: str) -> str:
     """``yes`` (exactly in the Clarke set), ``rounding`` (the documented rule's value rounded to the dtype), ``no``,
     or ``n/a`` (no Clarke set: not locally Lipschitz, or undefined)."""
-    if not row.lipschitz:
+    if not row.lipschitz_in(dtype):
         return "n/a"
     ex = _as_exact(vec)
     if row.clarke is not None and row.clarke(ex):
@@ -283,11 +292,11 @@ def in_clarke(row: Singular, vec: Sequence[float], dtype: str) -> str:
 def follows_rule(row: Singular, vec: Sequence[float], dtype: str) -> bool:
     """Does ``vec`` equal the documented rule's value (exactly, or rounded to ``dtype``; an arbitrary rule
     accepts anything)? An overflowing exact value counts as followed when ``vec`` is its rounding (+-inf)."""
-    if row.kind == "overflow":
+    if row.kind_for(dtype) == "overflow":
         return all(v == INF for v in vec)  # 1000 e^1000 rounds to +inf in every float dtype
-    if row.rule_value is None:
+    want = row.rule_value(dtype) if row.rule_value is not None and row.kind_for(dtype) != "undefined" else None
+    if want is None:
         return True
-    want = row.rule_value(dtype)
     return len(want) == len(vec) and all(v == _rounded(w, dtype) for v, w in zip(vec, want))
 
 
@@ -299,7 +308,7 @@ def value_class(row: Singular, vec: Sequence[float], dtype: str) -> str:
     infs = {v for v in vec if math.isinf(v)}
     if infs:
         return "+inf" if infs == {INF} else "-inf" if infs == {-INF} else "±inf"
-    if row.rule_value is not None and follows_rule(row, vec, dtype):
+    if row.rule_value is not None and row.kind_for(dtype) != "undefined" and follows_rule(row, vec, dtype):
         return "rule"
     return "clarke" if in_clarke(row, vec, dtype) in ("yes", "rounding") else "finite"
 
@@ -309,14 +318,14 @@ def judged(row: Singular, vec: Sequence[float], dtype: str, device: str, mode: s
     cls = value_class(row, vec, dtype)
     return Result(row.op, row.case, dtype, device, mode, [float(v) for v in vec], cls, in_clarke(row, vec, dtype),
                   expected, cls == expected if framework == "torch" else follows_rule(row, vec, dtype),
-                  extra={"singular": True, "kind": row.kind, "follows_rule": follows_rule(row, vec, dtype),
+                  extra={"singular": True, "kind": row.kind_for(dtype), "follows_rule": follows_rule(row, vec, dtype),
                          "culprit": row.culprit, "framework": framework}, observed=cls)
 
 
 def _error(row: Singular, dtype: str, device: str, mode: str, expected: str, exc: BaseException) -> Result:
     return Result(row.op, row.case, dtype, device, mode, [], "error", "n/a", expected, expected == "error",
                   error=error_text(exc),
-                  extra={"singular": True, "kind": row.kind, "culprit": row.culprit})
+                  extra={"singular": True, "kind": row.kind_for(dtype), "culprit": row.culprit})
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -450,10 +459,13 @@ def doc_table() -> str:
     checks the page holds exactly this)."""
     head = ("| program | point | class | exact Clarke set | PyTorch's documented rule | PyTorch 2.13 returns | "
             "the op | fix |\n|---|---|---|---|---|---|---|---|")
+
     def cell(text: str) -> str:
         return text.replace("|", "\\|")  # |x| inside a Markdown table cell
 
-    body = [f"| `{s.op}` | {cell(s.case)} | {s.kind} | {cell(s.clarke_text)} | {cell(s.rule_text)} | {s.torch}"
+    body = [f"| `{s.op}` | {cell(s.case)} | {s.kind}"
+            + "".join(f" ({d}: {k})" for d, k in s.dtype_kind.items()) + " |"
+            + f" {cell(s.clarke_text)} | {cell(s.rule_text)} | {s.torch}"
             + (f" ({', '.join(f'{m}: {c}' for m, c in s.mode_torch.items())})" if s.mode_torch else "")
             + f" | {'`' + s.culprit + '`' if s.culprit else '-'} | {cell(s.fix) if s.fix else '-'} |" for s in TABLE]
     return "\n".join([head, *body])
