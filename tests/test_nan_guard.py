@@ -93,6 +93,7 @@ def test_the_guard_raises_at_step_k_and_names_the_op(k):
     (report,) = guard.reports
     assert report.step == k
     assert report.culprit == "SqrtBackward0" and report.op == "sqrt"
+    assert report.zero_incoming  # where sent 0 into the branch not taken: 0 * sqrt'(h < 0) = NaN
     # the first layer's gradients are NaN; the last layer's are not (its input, the activation, is finite)
     assert report.parameters == ["0.weight", "0.bias"]
     assert not report.upstream
@@ -107,6 +108,7 @@ def test_the_error_message_says_what_happened(k):
             train(model, catch=False)
     msg = str(info.value)
     assert f"step {k}" in msg and "0.weight" in msg and "'sqrt'" in msg and "SqrtBackward0" in msg
+    assert "incoming gradient was exactly 0" in msg and "double-where" in msg
     assert isinstance(info.value, NonFiniteError)  # callers catching NonFiniteError catch it
     r = info.value.report
     if r.diagnosis is None:  # the oracle gave no class: the report says so and why, never a guessed class
@@ -237,3 +239,18 @@ def test_copying_a_guarded_model_keeps_it_usable():
     with nan_guard(model):
         other = copy.deepcopy(model)
         assert torch.isfinite(other(X)).all()
+
+
+def test_an_infinite_derivative_with_a_nonzero_incoming_gradient_is_not_called_a_zero_times_inf():
+    """sqrt at exactly 0 on the path the loss uses: the backward is g * inf with g = 1, not 0 * NaN."""
+    model = torch.nn.Sequential(torch.nn.Linear(1, 1), WhereSqrt()).double()
+    with torch.no_grad():
+        model[0].weight.zero_()
+        model[0].bias.zero_()
+    model[1] = type("Sqrt", (torch.nn.Module,), {"forward": lambda self, h: torch.sqrt(h)})()
+    with nan_guard(model, diagnose=False):
+        with pytest.raises(NanGuardError) as info:
+            model(torch.ones(1, 1, dtype=torch.float64)).sum().backward()
+    r = info.value.report
+    assert r.op == "sqrt" and not r.zero_incoming and not r.upstream
+    assert "incoming gradient was exactly 0" not in str(info.value)

@@ -82,6 +82,9 @@ class GuardReport:
     status: str = "unknown"  # the oracle's verdict status, or "error" / "skipped"
     reason: str = ""  # why there is no diagnosis (when there is none)
     upstream: bool = False  # the gradient flowing into the model's output was already non-finite
+    #: the culprit node's incoming gradient was exactly 0: the non-finite value is 0 times an infinite or undefined
+    #: local derivative (the branch not taken of a where or a mask, or sqrt/pow at 0)
+    zero_incoming: bool = False
     extra: dict = field(default_factory=dict)
 
     @property
@@ -104,7 +107,11 @@ class GuardReport:
                          "(or whatever follows the model), not from the model; check the loss at this step.")
         if self.culprit:
             lines.append(f"The first non-finite value appeared in the backward of {self.op!r} "
-                         f"(autograd node {self.culprit}).")
+                         f"(autograd node {self.culprit})"
+                         + (": its incoming gradient was exactly 0, so this is 0 times an infinite or undefined "
+                            "derivative of that op (typically the branch not taken of a torch.where or a mask: "
+                            "make the op's input safe inside that branch, the double-where trick)."
+                            if self.zero_incoming else "."))
         d = self.diagnosis
         if d is not None:
             lines.append(f"Class: {d.kind}: {CLASS_WORDS.get(d.kind, d.kind)}.")
@@ -137,6 +144,19 @@ def _tensors(obj) -> list:
 
 def _finite(ts) -> bool:
     return all(t is None or bool(torch.isfinite(t).all()) for t in ts)
+
+
+def _zero_where_nonfinite(grad_inputs, grad_outputs) -> bool:
+    """Was the incoming gradient exactly 0 where the outgoing one is not finite? Elementwise (one incoming gradient
+    shaped like the outgoing one): at those entries; otherwise: everywhere."""
+    ins = [g for g in grad_outputs if g is not None]
+    for out in (g for g in grad_inputs if g is not None and not bool(torch.isfinite(g).all())):
+        if len(ins) == 1 and ins[0].shape == out.shape:
+            if bool(ins[0][~torch.isfinite(out)].any()):
+                return False
+        elif any(bool(g.any()) for g in ins):
+            return False
+    return True
 
 
 def _detach(obj):
@@ -172,6 +192,7 @@ class NanGuard:
         self._inputs = None
         self._cotangent = None
         self._culprit: str | None = None
+        self._zero_in = False
         self._bad: dict = {}
         self._queued = False
 
@@ -226,6 +247,7 @@ class NanGuard:
         # grad_outputs: the gradients flowing in; grad_inputs: the ones this node sends on
         if self._culprit is None and _finite(grad_outputs) and not _finite(grad_inputs):
             self._culprit = name
+            self._zero_in = _zero_where_nonfinite(grad_inputs, grad_outputs)
 
     def _check_parameter(self, name: str, p):
         g = p.grad
@@ -241,7 +263,8 @@ class NanGuard:
     def _finish(self):
         order = [n for n, _ in self.model.named_parameters()]
         names = sorted(self._bad, key=order.index)
-        report = GuardReport(self.step, names, {n: self._bad[n] for n in names}, culprit=self._culprit)
+        report = GuardReport(self.step, names, {n: self._bad[n] for n in names}, culprit=self._culprit,
+                             zero_incoming=self._culprit is not None and self._zero_in)
         report.upstream = any(c is not None and not bool(torch.isfinite(c).all()) for c in self._cotangent or [])
         if report.upstream:
             report.status, report.reason = "skipped", "the NaN/inf comes from outside the model"
@@ -264,17 +287,17 @@ class NanGuard:
         params = dict(self.model.named_parameters())
         if name not in params:
             raise BadArgumentError(f"the model has no parameter {name!r}: choose from {', '.join(params)}.")
-        if self._inputs is None or not self._cotangent or any(c is None for c in self._cotangent):
+        if self._inputs is None or not self._cotangent or all(c is None for c in self._cotangent):
             raise NsverifyError("no guarded forward and backward pass to diagnose yet: run a training step inside "
                                 "the guard first.")
         args, kwargs = self._inputs
-        cot = list(self._cotangent)
+        cot = list(self._cotangent)  # an output the loss did not use has no gradient: it contributes nothing
         model = self.model
 
         def fn(w):
             out = torch.func.functional_call(model, {name: w}, args, kwargs)
             outs = [t for t in _tensors(out) if t.is_floating_point()]
-            return sum((o * c).sum() for o, c in zip(outs, cot))
+            return sum((o * c).sum() for o, c in zip(outs, cot) if c is not None)
 
         return fn, params[name].detach().clone()
 
@@ -286,8 +309,9 @@ class NanGuard:
             fn, w = self.diagnosed_function(name)
             v = check_gradient(fn, w, time_limit=self.time_limit, max_pieces=self.max_pieces, on_limit="unknown",
                                progress=False)
-        except NsverifyError as exc:  # NotLipschitzError / NonFiniteError carry the diagnosis; others say why
-            report.diagnosis = getattr(exc, "diagnosis", None)
+        except Exception as exc:  # NotLipschitzError / NonFiniteError carry the diagnosis; others say why (the
+            # guard's own report must come out, whatever the oracle met)
+            report.diagnosis = getattr(exc, "diagnosis", None) if isinstance(exc, NsverifyError) else None
             report.status = type(exc).__name__
             report.reason = f"the oracle raised {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             return
