@@ -316,8 +316,11 @@ def test_jax_cells_or_the_install_hint():
         with pytest.raises(JaxMissingError, match="nsverify\\[jax\\]"):
             sg.run_singular_jax(("float64",), ("grad",))
         return
-    rs = sg.run_singular_jax(("float64",), ("grad", "jvp"))
+    rs = sg.run_singular_jax(("bfloat16", "float32", "float64"), ("grad", "jvp", "jit"))
     assert {(r.op, r.case) for r in rs} == {(s.op, s.case) for s in sg.TABLE if s.jax is not None}
+    if sg.JAX_RECORDED == __import__("jax").__version__:  # the recorded classes hold on the recorded release
+        assert all(r.as_expected for r in rs), [(r.op, r.dtype, r.mode, r.rule, r.expected) for r in rs
+                                                if not r.as_expected]
     for r in rs:
         if r.extra.get("kind") == "lipschitz" and r.derivative and all(map(math.isfinite, r.derivative)):
             assert r.in_clarke in ("yes", "rounding"), (r.op, r.mode, r.derivative)

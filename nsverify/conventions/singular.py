@@ -39,6 +39,8 @@ KINDS = ("lipschitz", "not_lipschitz", "undefined", "overflow")
 TORCH_MODES = ("eager", "func", "jvp", "compile")
 JAX_MODES = ("grad", "jvp", "jit")
 DTYPES = ("bfloat16", "float32", "float64")
+#: the jax release whose values ``Singular.jax_value`` records (the one constraints.txt pins)
+JAX_RECORDED = "0.10.2"
 INF = float("inf")
 
 # ----------------------------------------------------------------------------------------------------------
@@ -101,6 +103,9 @@ class Singular:
     #: dtype name -> the documented rule's value (exact Fractions, or +-inf by continuity); None: arbitrary
     rule_value: Callable | None = None
     jax: Callable | None = None  # jax.numpy -> the JAX program (None: no JAX counterpart)
+    #: the value class JAX's AD returned when recorded (JAX_RECORDED, every dtype and mode; "mode" -> exceptions)
+    jax_value: str = ""
+    jax_modes: dict = field(default_factory=dict)
     family: str = ""  # "where": the NaN-branch program family
     #: "mode", "dtype" or "dtype/mode" -> the recorded class where it differs from ``torch``
     mode_torch: dict = field(default_factory=dict)
@@ -108,6 +113,9 @@ class Singular:
     #: underflows to 0 in float16, so the point is 0/0 there)
     dtype_kind: dict = field(default_factory=dict)
     cotangent = None  # the matrix's interface (matrix._compiled_grads): the cell differentiates the plain sum
+
+    def jax_for(self, mode: str) -> str:
+        return self.jax_modes.get(mode, self.jax_value)
 
     def kind_for(self, dtype: str) -> str:
         return self.dtype_kind.get(dtype, self.kind)
@@ -120,6 +128,12 @@ class Singular:
             if key in self.mode_torch:
                 return self.mode_torch[key]
         return self.torch
+
+
+def _jax_special():
+    import jax.scipy.special
+
+    return jax.scipy.special
 
 
 def _const(*vals):
@@ -145,28 +159,36 @@ TABLE: tuple[Singular, ...] = (
     Singular("sqrt", "x=0", "not_lipschitz", (0,), torch.sqrt,
              "none: sqrt has the infinite right slope +inf at 0 (and is undefined left of 0)",
              "defined at 0: the gradient by continuity, +inf", "+inf", rule_value=_const(INF),
-             jax=lambda jnp: jnp.sqrt),
+             jax=lambda jnp: jnp.sqrt,
+             jax_value="+inf"),
     Singular("sqrt(x**2)", "x=0", "lipschitz", (0,), lambda t: torch.sqrt(t ** 2),
              "[-1, 1] (the function is |x|)", MIN_NORM_0, "nan", "sqrt",
              "torch.abs(x) (or x.norm()); sqrt's backward multiplies inf by 0",
-             clarke=_interval(-1, 1), rule_value=_zeros(1), jax=lambda jnp: lambda x: jnp.sqrt(x ** 2)),
+             clarke=_interval(-1, 1), rule_value=_zeros(1), jax=lambda jnp: lambda x: jnp.sqrt(x ** 2),
+             jax_value="nan"),
     Singular("sqrt((x**2).sum())", "x=0 (3 entries)", "lipschitz", Z3, lambda t: torch.sqrt((t ** 2).sum()),
              UNIT_BALL, MIN_NORM_0, "nan", "sqrt",
              "torch.linalg.vector_norm(x), whose backward gives 0 at 0", shape=(3,), clarke=_ball(),
-             rule_value=_zeros(3), jax=lambda jnp: lambda x: jnp.sqrt(jnp.sum(x ** 2))),
+             rule_value=_zeros(3), jax=lambda jnp: lambda x: jnp.sqrt(jnp.sum(x ** 2)),
+             jax_value="nan"),
     Singular("abs(x)**0.5", "x=0", "not_lipschitz", (0,), lambda t: t.abs() ** 0.5,
              "none: slopes +inf right of 0 and -inf left of it",
-             ARBITRARY, "nan", rule_value=None, jax=lambda jnp: lambda x: jnp.abs(x) ** 0.5),
+             ARBITRARY, "nan", rule_value=None, jax=lambda jnp: lambda x: jnp.abs(x) ** 0.5,
+             jax_value="+inf"),
     Singular("abs(x)**1.5", "x=0", "lipschitz", (0,), lambda t: t.abs() ** 1.5,
              "{0} (differentiable at 0: |x|^1.5 = o(|x|))", "differentiable: the gradient, 0", "rule",
-             clarke=_point((0,)), rule_value=_zeros(1), jax=lambda jnp: lambda x: jnp.abs(x) ** 1.5),
+             clarke=_point((0,)), rule_value=_zeros(1), jax=lambda jnp: lambda x: jnp.abs(x) ** 1.5,
+             jax_value="rule"),
     Singular("linalg.vector_norm", "x=0 (3 entries)", "lipschitz", Z3, torch.linalg.vector_norm, UNIT_BALL,
              MIN_NORM_0, "rule", shape=(3,), clarke=_ball(), rule_value=_zeros(3),
-             jax=lambda jnp: jnp.linalg.norm),
+             jax=lambda jnp: jnp.linalg.norm,
+             jax_value="nan"),
     Singular("torch.norm", "x=0 (3 entries)", "lipschitz", Z3, torch.norm, UNIT_BALL, MIN_NORM_0, "rule",
              shape=(3,), clarke=_ball(), rule_value=_zeros(3)),
     Singular("dist(x, c)", "x=c=(1,-2,3)", "lipschitz", C3, lambda t: torch.dist(t, _t(C3, t)), UNIT_BALL,
-             MIN_NORM_0, "rule", shape=(3,), clarke=_ball(), rule_value=_zeros(3)),
+             MIN_NORM_0, "rule", shape=(3,), clarke=_ball(), rule_value=_zeros(3),
+             jax=lambda jnp: lambda x: jnp.linalg.norm(x - jnp.asarray(C3, x.dtype)),
+             jax_value="nan"),
     Singular("cdist(x, c)", "x=c=(1,-2,3)", "lipschitz", C3,
              lambda t: torch.cdist(t.reshape(1, 3), _t(C3, t).reshape(1, 3)), UNIT_BALL, MIN_NORM_0, "rule",
              shape=(3,), clarke=_ball(), rule_value=_zeros(3),
@@ -185,56 +207,69 @@ TABLE: tuple[Singular, ...] = (
     Singular("std", "constant x=(1,1,1)", "lipschitz", ONES3, torch.std,
              "{g : sum(g) = 0, 2|g|^2 <= 1} (std = |x - mean| / sqrt(2) is convex)", MIN_NORM_0, "rule",
              shape=(3,), clarke=_centred_ball(3),
-             rule_value=_zeros(3), jax=lambda jnp: lambda x: jnp.std(x, ddof=1)),
+             rule_value=_zeros(3), jax=lambda jnp: lambda x: jnp.std(x, ddof=1),
+             jax_value="nan"),
     Singular("var", "constant x=(1,1,1)", "lipschitz", ONES3, torch.var,
              "{0} (var is smooth; its gradient 2(x - mean)/2 is 0)", "differentiable: the gradient, 0", "rule",
-             shape=(3,), clarke=_point(Z3), rule_value=_zeros(3), jax=lambda jnp: lambda x: jnp.var(x, ddof=1)),
+             shape=(3,), clarke=_point(Z3), rule_value=_zeros(3), jax=lambda jnp: lambda x: jnp.var(x, ddof=1),
+             jax_value="rule"),
     Singular("atan2(y, x)", "(y, x)=(0, 0)", "not_lipschitz", (0, 0), lambda t: torch.atan2(t[0], t[1]),
              "none: atan2 has no limit at the origin (every angle in (-pi, pi] is a limit value)", ARBITRARY,
-             "finite", shape=(2,), mode_torch={"jvp": "nan"}, jax=lambda jnp: lambda t: jnp.arctan2(t[0], t[1])),
+             "finite", shape=(2,), mode_torch={"jvp": "nan"}, jax=lambda jnp: lambda t: jnp.arctan2(t[0], t[1]),
+             jax_value="nan"),
     Singular("xlogy(x, x)", "x=0", "not_lipschitz", (0,), lambda t: torch.xlogy(t, t),
              "none: x log x has the right slope -inf at 0 and is undefined left of 0",
              "defined at 0: the gradient by continuity from the right, -inf", "nan", "xlogy",
-             rule_value=_const(-INF), jax=None),
+             rule_value=_const(-INF), jax=lambda jnp: lambda x: _jax_special().xlogy(x, x),
+             jax_value="nan"),
     Singular("acos", "x=1", "not_lipschitz", (1,), torch.acos, "none: the left slope at 1 is -inf",
              "defined at 1: the gradient by continuity, -inf", "-inf", rule_value=_const(-INF),
-             jax=lambda jnp: jnp.arccos),
+             jax=lambda jnp: jnp.arccos,
+             jax_value="-inf"),
     Singular("acos", "x=-1", "not_lipschitz", (-1,), torch.acos, "none: the right slope at -1 is -inf",
              "defined at -1: the gradient by continuity, -inf", "-inf", rule_value=_const(-INF),
-             jax=lambda jnp: jnp.arccos),
+             jax=lambda jnp: jnp.arccos,
+             jax_value="-inf"),
     Singular("asin", "x=1", "not_lipschitz", (1,), torch.asin, "none: the left slope at 1 is +inf",
              "defined at 1: the gradient by continuity, +inf", "+inf", rule_value=_const(INF),
-             jax=lambda jnp: jnp.arcsin),
+             jax=lambda jnp: jnp.arcsin,
+             jax_value="+inf"),
     Singular("asin", "x=-1", "not_lipschitz", (-1,), torch.asin, "none: the right slope at -1 is +inf",
              "defined at -1: the gradient by continuity, +inf", "+inf", rule_value=_const(INF),
-             jax=lambda jnp: jnp.arcsin),
+             jax=lambda jnp: jnp.arcsin,
+             jax_value="+inf"),
     # the NaN-branch family: the branch not taken is evaluated, and its derivative times 0 is NaN
     Singular("where(x > 0, sqrt(x), 0)", "x=-1", "lipschitz", (-1,),
              lambda t: torch.where(t > 0, torch.sqrt(t), 0.0), "{0} (the function is 0 near -1)",
              "differentiable: the gradient, 0", "nan", "sqrt",
              "sqrt(where(x > 0, x, 1)) inside the where (the double-where trick)", clarke=_point((0,)),
              rule_value=_zeros(1), family="where", mode_torch={"jvp": "rule"},
-             jax=lambda jnp: lambda x: jnp.where(x > 0, jnp.sqrt(x), 0.0)),
+             jax=lambda jnp: lambda x: jnp.where(x > 0, jnp.sqrt(x), 0.0),
+             jax_value="nan", jax_modes={"jvp": "rule"}),
     Singular("where(x > 0, sqrt(x), 0)", "x=0", "not_lipschitz", (0,),
              lambda t: torch.where(t > 0, torch.sqrt(t), 0.0),
              "none: the right slope at 0 is +inf", "slopes 0 on the left, +inf on the right: " + ARBITRARY,
              "nan", "sqrt", family="where", mode_torch={"jvp": "finite"},
-             jax=lambda jnp: lambda x: jnp.where(x > 0, jnp.sqrt(x), 0.0)),
+             jax=lambda jnp: lambda x: jnp.where(x > 0, jnp.sqrt(x), 0.0),
+             jax_value="nan", jax_modes={"jvp": "finite"}),
     Singular("where(x > 1, log(x), 0)", "x=0", "lipschitz", (0,),
              lambda t: torch.where(t > 1, torch.log(t), 0.0), "{0} (the function is 0 near 0)",
              "differentiable: the gradient, 0", "nan", "log", "log(where(x > 1, x, 1)) inside the where",
              clarke=_point((0,)), rule_value=_zeros(1), family="where", mode_torch={"jvp": "rule"},
-             jax=lambda jnp: lambda x: jnp.where(x > 1, jnp.log(x), 0.0)),
+             jax=lambda jnp: lambda x: jnp.where(x > 1, jnp.log(x), 0.0),
+             jax_value="nan", jax_modes={"jvp": "rule"}),
     Singular("where(x > 0, x**1.5, 0)", "x=-1", "lipschitz", (-1,),
              lambda t: torch.where(t > 0, t ** 1.5, 0.0), "{0} (the function is 0 near -1)",
              "differentiable: the gradient, 0", "nan", "pow", "where(x > 0, x, 0)**1.5 inside the where",
              clarke=_point((0,)), rule_value=_zeros(1), family="where", mode_torch={"jvp": "rule"},
-             jax=lambda jnp: lambda x: jnp.where(x > 0, x ** 1.5, 0.0)),
+             jax=lambda jnp: lambda x: jnp.where(x > 0, x ** 1.5, 0.0),
+             jax_value="nan", jax_modes={"jvp": "rule"}),
     Singular("where(x > 1, 1/x, 0)", "x=0", "lipschitz", (0,),
              lambda t: torch.where(t > 1, 1 / t, 0.0), "{0} (the function is 0 near 0)",
              "differentiable: the gradient, 0", "nan", "reciprocal", "1/where(x > 1, x, 1) inside the where",
              clarke=_point((0,)), rule_value=_zeros(1), family="where", mode_torch={"jvp": "rule"},
-             jax=lambda jnp: lambda x: jnp.where(x > 1, 1 / x, 0.0)),
+             jax=lambda jnp: lambda x: jnp.where(x > 1, 1 / x, 0.0),
+             jax_value="nan", jax_modes={"jvp": "rule"}),
     Singular("softmax, fully masked row", "logits=(0,0,0), all masked", "undefined", Z3,
              lambda t: torch.softmax(t.masked_fill(torch.ones(3, dtype=torch.bool, device=t.device), -INF), 0)
              * _t((1, 2, 3), t),
@@ -246,7 +281,8 @@ TABLE: tuple[Singular, ...] = (
              "{1000 e^1000} (about 1.97e437: finite, above every float dtype's range)",
              "differentiable: the gradient, 1000 e^1000 (it overflows to +inf in every float dtype)", "+inf",
              "exp", "compute in log space (logsumexp, log_softmax)", clarke=_nowhere,
-             jax=lambda jnp: lambda x: jnp.exp(1000 * x)),
+             jax=lambda jnp: lambda x: jnp.exp(1000 * x),
+             jax_value="+inf"),
 )
 
 
@@ -317,7 +353,7 @@ def judged(row: Singular, vec: Sequence[float], dtype: str, device: str, mode: s
            framework: str = "torch") -> Result:
     cls = value_class(row, vec, dtype)
     return Result(row.op, row.case, dtype, device, mode, [float(v) for v in vec], cls, in_clarke(row, vec, dtype),
-                  expected, cls == expected if framework == "torch" else follows_rule(row, vec, dtype),
+                  expected, cls == expected,
                   extra={"singular": True, "kind": row.kind_for(dtype), "follows_rule": follows_rule(row, vec, dtype),
                          "culprit": row.culprit, "framework": framework}, observed=cls)
 
@@ -404,7 +440,8 @@ def run_singular(dtypes: Sequence = DTYPES, modes: Sequence[str] = ("eager", "fu
 def run_singular_jax(dtypes: Sequence = DTYPES, modes: Sequence[str] = JAX_MODES,
                      ops: Sequence[str] | None = None) -> list[Result]:
     """JAX's derivative at every singular cell that has a JAX program; JaxMissingError (naming the fix) when
-    JAX is not installed. A JAX cell's ``expected`` is the documented rule (``as_expected``: JAX follows it)."""
+    JAX is not installed. A JAX cell's ``expected`` is the class recorded for JAX (``jax_value``), as a torch
+    cell's is the one recorded for PyTorch."""
     from nsverify.conventions import jax_matrix as jm
 
     jm.require_jax()
@@ -423,11 +460,11 @@ def run_singular_jax(dtypes: Sequence = DTYPES, modes: Sequence[str] = JAX_MODES
                     x = jm.exact_array(row.values, dt, row.shape)
                     g = jm.derivative(None, x, lambda a, p=prog: jnp.sum(p(a)), mode)
                     vec = [float(v) for v in np.asarray(g.astype(jnp.float64)).reshape(-1).tolist()]
-                    out.append(judged(row, vec, dt, "cpu", mode, "rule", framework="jax"))
+                    out.append(judged(row, vec, dt, "cpu", mode, row.jax_for(mode), framework="jax"))
                 except NsverifyError:
                     raise
                 except Exception as exc:  # a mode this JAX release refuses: recorded
-                    out.append(_error(row, dt, "cpu", mode, "rule", exc))
+                    out.append(_error(row, dt, "cpu", mode, row.jax_for(mode), exc))
     return out
 
 
@@ -458,7 +495,7 @@ def doc_table() -> str:
     """docs/nan.md's table of the common culprits, generated from :data:`TABLE` (``tests/test_singular_cells.py``
     checks the page holds exactly this)."""
     head = ("| program | point | class | exact Clarke set | PyTorch's documented rule | PyTorch 2.13 returns | "
-            "the op | fix |\n|---|---|---|---|---|---|---|---|")
+            "JAX 0.10.2 returns | the op | fix |\n|---|---|---|---|---|---|---|---|---|")
 
     def cell(text: str) -> str:
         return text.replace("|", "\\|")  # |x| inside a Markdown table cell
@@ -467,6 +504,8 @@ def doc_table() -> str:
             + "".join(f" ({d}: {k})" for d, k in s.dtype_kind.items()) + " |"
             + f" {cell(s.clarke_text)} | {cell(s.rule_text)} | {s.torch}"
             + (f" ({', '.join(f'{m}: {c}' for m, c in s.mode_torch.items())})" if s.mode_torch else "")
+            + f" | {s.jax_value or '-'}"
+            + (f" ({', '.join(f'{m}: {c}' for m, c in s.jax_modes.items())})" if s.jax_modes else "")
             + f" | {'`' + s.culprit + '`' if s.culprit else '-'} | {cell(s.fix) if s.fix else '-'} |" for s in TABLE]
     return "\n".join([head, *body])
 
@@ -483,10 +522,11 @@ def summary_line(results: Sequence[Result]) -> str:
     bad = lipschitz_nonfinite(results)
     unexpected = [r for r in results if not r.as_expected]
     broken = sorted({f"{r.op} at {r.case}" for r in bad})
-    return (f"Singular-point cells: {len(results)} evaluations of {len(programs)} programs at their singular points; "
-            f"{len(bad)} return NaN/inf where the function is locally Lipschitz (a bug by PyTorch's documented "
-            f"rule{': ' + '; '.join(broken) if broken else ''}); {len(unexpected)} differ from the recorded value "
-            "(docs/nan.md).")
+    jax = any(r.extra.get("framework") == "jax" for r in results)
+    return (f"Singular-point cells{' (JAX)' if jax else ''}: {len(results)} evaluations of {len(programs)} programs "
+            f"at their singular points; {len(bad)} return NaN/inf where the function is locally Lipschitz (a bug by "
+            f"PyTorch's documented rule{': ' + '; '.join(broken) if broken else ''}); {len(unexpected)} differ "
+            "from the recorded value (docs/nan.md).")
 
 
 # ----------------------------------------------------------------------------------------------------------
