@@ -324,3 +324,25 @@ def test_jax_cells_or_the_install_hint():
     for r in rs:
         if r.extra.get("kind") == "lipschitz" and r.derivative and all(map(math.isfinite, r.derivative)):
             assert r.in_clarke in ("yes", "rounding"), (r.op, r.mode, r.derivative)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the nightly's NaN section
+# ----------------------------------------------------------------------------------------------------------
+def test_the_nan_section_runs_and_reports_the_bugs():
+    from nsverify.report import RunContext
+    from nsverify.report.schema import validate_metrics
+    from nsverify.sections import load_sections
+
+    sec = {s.name: s for s in load_sections()}["nan"]
+    out = sec.fn(RunContext(quick=True, section="nan"))
+    json.dumps(out)
+    validate_metrics(out["data"]["metrics"])
+    keys = {m["key"]: m for m in out["data"]["metrics"]}
+    assert keys["singular_unexpected"]["value"] == 0
+    assert keys["where(x > 0, sqrt(x), 0)|x=-1|float64|cpu|eager"]["value"] == "nan"
+    assert keys["linalg.vector_norm|x=0 (3 entries)|float64|cpu|eager"]["value"] == "rule"
+    assert [c["held"] for c in out["claims"]] == [True, True]
+    bugs = next(t for t in out["tables"] if t["title"].startswith("NaN/inf where"))
+    assert {(r[0], r[1]) for r in bugs["rows"]} == {
+        (s.op, s.case) for s in sg.TABLE if s.kind == "lipschitz" and s.torch == "nan"}

@@ -50,8 +50,38 @@ def nan_section(ctx) -> dict:
                             [[r.op, r.case, r.dtype, r.mode, ", ".join(f"{v:.4g}" for v in r.derivative),
                               r.extra.get("culprit") or "-"] for r in bugs]))
     unexpected = [r for r in results if not r.as_expected]
-    return {"summary": summary_line(results), "tables": tables, "claims": singular_claims(results),
+    jax_results, jax_note = _jax_cells()
+    if jax_results:
+        tables.append(table("JAX at the same points (float32/float64; value class per mode)",
+                            ["program", "point", "class", *JAX_MODES, "as recorded", "evaluations"],
+                            _jax_rows(jax_results)))
+        unexpected += [r for r in jax_results if not r.as_expected]
+    return {"summary": summary_line(results) + " " + (summary_line(jax_results) if jax_results else jax_note),
+            "tables": tables, "claims": singular_claims(results),
             "data": {"metrics": metrics(results) + [
                 {"key": "singular_lipschitz_nonfinite", "kind": "info", "value": len(bugs)},
                 {"key": "singular_unexpected", "kind": "counterexample", "value": len(unexpected)}],
                 "unexpected": [vars(r) for r in unexpected]}}
+
+
+JAX_MODES = ("grad", "jvp", "jit")
+
+
+def _jax_cells() -> tuple[list, str]:
+    """JAX's singular cells when JAX is installed (the optional extra nsverify[jax]), else why not."""
+    from nsverify.conventions.jax_matrix import JaxMissingError
+    from nsverify.conventions.singular import run_singular_jax
+
+    try:
+        return run_singular_jax(("float32", "float64"), JAX_MODES), ""
+    except JaxMissingError:
+        return [], "JAX is not installed here (pip install 'nsverify[jax]'): no JAX column."
+
+
+def _jax_rows(results) -> list[list]:
+    rows: dict = {}
+    for r in results:
+        rows.setdefault((r.op, r.case), []).append(r)
+    return [[op, case, cells[0].extra.get("kind"),
+             *("/".join(sorted({r.rule for r in cells if r.mode == m})) or "-" for m in JAX_MODES),
+             sum(r.as_expected for r in cells), len(cells)] for (op, case), cells in rows.items()]
