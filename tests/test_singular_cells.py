@@ -346,3 +346,20 @@ def test_the_nan_section_runs_and_reports_the_bugs():
     bugs = next(t for t in out["tables"] if t["title"].startswith("NaN/inf where"))
     assert {(r[0], r[1]) for r in bugs["rows"]} == {
         (s.op, s.case) for s in sg.TABLE if s.kind == "lipschitz" and s.torch == "nan"}
+
+
+def test_a_release_change_of_a_singular_cell_gets_a_standalone_script(measured, tmp_path):
+    """The release sweep writes one script per change: for a singular cell, the table's program at its point."""
+    import subprocess
+    import sys
+
+    from nsverify.conventions.releases import change_script
+
+    now = [r for r in measured if r.dtype == "float64" and r.mode == "eager" and r.op.startswith("where(x > 0, sqrt")
+           and r.case == "x=-1"]
+    before = [Result(**{**vars(r), "derivative": [0.0], "rule": "rule"}) for r in now]
+    (ch,) = compare_with_baseline(now, _run(before, "2.12.0"), "2.13.0", tmp_path)[0]
+    script = change_script(ch)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("derivative: [nan]")

@@ -92,7 +92,7 @@ class Singular:
     case: str  # the point
     kind: str  # one of KINDS
     values: tuple  # the point, exact
-    fn: Callable  # torch tensor (shape ``shape``) -> tensor; the cell differentiates its sum
+    expr: str  # the torch program, an expression in the tensor ``t`` (shape ``shape``); the cell differentiates its sum
     clarke_text: str  # the exact Clarke set, or why there is none
     rule_text: str  # PyTorch's documented rule here, in words
     torch: str  # the value class PyTorch's AD returned when recorded (float64, eager, torch 2.13)
@@ -114,6 +114,13 @@ class Singular:
     dtype_kind: dict = field(default_factory=dict)
     cotangent = None  # the matrix's interface (matrix._compiled_grads): the cell differentiates the plain sum
 
+    #: the program as a function of one tensor (``expr`` compiled once, with ``torch`` and ``F`` in scope; a plain
+    #: attribute, so torch.compile traces the program itself)
+    fn: Callable = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "fn", _compiled(self.expr))
+
     def jax_for(self, mode: str) -> str:
         return self.jax_modes.get(mode, self.jax_value)
 
@@ -130,6 +137,11 @@ class Singular:
         return self.torch
 
 
+def _compiled(expr: str) -> Callable:
+    return eval(compile(f"lambda t: {expr}", f"<singular cell: {expr}>", "eval"),  # noqa: S307 (the table's text)
+                {"torch": torch, "F": torch.nn.functional})
+
+
 def _jax_special():
     import jax.scipy.special
 
@@ -144,10 +156,6 @@ def _zeros(n):
     return lambda dtype: (Fraction(0),) * n
 
 
-def _t(values, like):
-    return torch.tensor(values, dtype=like.dtype, device=like.device)
-
-
 Z3 = (0, 0, 0)
 C3 = (1, -2, 3)  # a point away from 0, exact in every dtype
 ONES3 = (1, 1, 1)
@@ -156,44 +164,47 @@ MIN_NORM_0 = "min-norm element of the Clarke set: 0"
 ARBITRARY = "no limit of the gradient exists: any value (NaN or inf included) is allowed"
 
 TABLE: tuple[Singular, ...] = (
-    Singular("sqrt", "x=0", "not_lipschitz", (0,), torch.sqrt,
+    Singular("sqrt", "x=0", "not_lipschitz", (0,), "torch.sqrt(t)",
              "none: sqrt has the infinite right slope +inf at 0 (and is undefined left of 0)",
              "defined at 0: the gradient by continuity, +inf", "+inf", rule_value=_const(INF),
              jax=lambda jnp: jnp.sqrt,
              jax_value="+inf"),
-    Singular("sqrt(x**2)", "x=0", "lipschitz", (0,), lambda t: torch.sqrt(t ** 2),
+    Singular("sqrt(x**2)", "x=0", "lipschitz", (0,), "torch.sqrt(t ** 2)",
              "[-1, 1] (the function is |x|)", MIN_NORM_0, "nan", "sqrt",
              "torch.abs(x) (or x.norm()); sqrt's backward multiplies inf by 0",
              clarke=_interval(-1, 1), rule_value=_zeros(1), jax=lambda jnp: lambda x: jnp.sqrt(x ** 2),
              jax_value="nan"),
-    Singular("sqrt((x**2).sum())", "x=0 (3 entries)", "lipschitz", Z3, lambda t: torch.sqrt((t ** 2).sum()),
+    Singular("sqrt((x**2).sum())", "x=0 (3 entries)", "lipschitz", Z3, "torch.sqrt((t ** 2).sum())",
              UNIT_BALL, MIN_NORM_0, "nan", "sqrt",
              "torch.linalg.vector_norm(x), whose backward gives 0 at 0", shape=(3,), clarke=_ball(),
              rule_value=_zeros(3), jax=lambda jnp: lambda x: jnp.sqrt(jnp.sum(x ** 2)),
              jax_value="nan"),
-    Singular("abs(x)**0.5", "x=0", "not_lipschitz", (0,), lambda t: t.abs() ** 0.5,
+    Singular("abs(x)**0.5", "x=0", "not_lipschitz", (0,), "t.abs() ** 0.5",
              "none: slopes +inf right of 0 and -inf left of it",
              ARBITRARY, "nan", rule_value=None, jax=lambda jnp: lambda x: jnp.abs(x) ** 0.5,
              jax_value="+inf"),
-    Singular("abs(x)**1.5", "x=0", "lipschitz", (0,), lambda t: t.abs() ** 1.5,
+    Singular("abs(x)**1.5", "x=0", "lipschitz", (0,), "t.abs() ** 1.5",
              "{0} (differentiable at 0: |x|^1.5 = o(|x|))", "differentiable: the gradient, 0", "rule",
              clarke=_point((0,)), rule_value=_zeros(1), jax=lambda jnp: lambda x: jnp.abs(x) ** 1.5,
              jax_value="rule"),
-    Singular("linalg.vector_norm", "x=0 (3 entries)", "lipschitz", Z3, torch.linalg.vector_norm, UNIT_BALL,
+    Singular("linalg.vector_norm", "x=0 (3 entries)", "lipschitz", Z3, "torch.linalg.vector_norm(t)", UNIT_BALL,
              MIN_NORM_0, "rule", shape=(3,), clarke=_ball(), rule_value=_zeros(3),
              jax=lambda jnp: jnp.linalg.norm,
              jax_value="nan"),
-    Singular("torch.norm", "x=0 (3 entries)", "lipschitz", Z3, torch.norm, UNIT_BALL, MIN_NORM_0, "rule",
+    Singular("torch.norm", "x=0 (3 entries)", "lipschitz", Z3, "torch.norm(t)", UNIT_BALL, MIN_NORM_0,
+             "rule",
              shape=(3,), clarke=_ball(), rule_value=_zeros(3)),
-    Singular("dist(x, c)", "x=c=(1,-2,3)", "lipschitz", C3, lambda t: torch.dist(t, _t(C3, t)), UNIT_BALL,
+    Singular("dist(x, c)", "x=c=(1,-2,3)", "lipschitz", C3, "torch.dist(t, t.new_tensor([1.0, -2.0, 3.0]))",
+             UNIT_BALL,
              MIN_NORM_0, "rule", shape=(3,), clarke=_ball(), rule_value=_zeros(3),
              jax=lambda jnp: lambda x: jnp.linalg.norm(x - jnp.asarray(C3, x.dtype)),
              jax_value="nan"),
     Singular("cdist(x, c)", "x=c=(1,-2,3)", "lipschitz", C3,
-             lambda t: torch.cdist(t.reshape(1, 3), _t(C3, t).reshape(1, 3)), UNIT_BALL, MIN_NORM_0, "rule",
+             "torch.cdist(t.reshape(1, 3), t.new_tensor([1.0, -2.0, 3.0]).reshape(1, 3))", UNIT_BALL,
+             MIN_NORM_0, "rule",
              shape=(3,), clarke=_ball(), rule_value=_zeros(3),
              mode_torch={"jvp": "error", "bfloat16": "error", "float16": "error"}),
-    Singular("F.normalize", "x=0 (3 entries)", "lipschitz", Z3, lambda t: torch.nn.functional.normalize(t, dim=0),
+    Singular("F.normalize", "x=0 (3 entries)", "lipschitz", Z3, "F.normalize(t, dim=0)",
              "{(1/eps) 1}: below |x| = eps the function is x/eps (eps = 1e-12 in the dtype), so it is "
              "differentiable; in float16 eps underflows to 0 and the value is 0/0",
              "differentiable: the gradient, 1/eps per entry (about 1e12)", "rule", "div",
@@ -201,83 +212,83 @@ TABLE: tuple[Singular, ...] = (
              clarke=None, rule_value=lambda dt: (1 / _eps_in(dt),) * 3 if _eps_in(dt) else None,
              mode_torch={"float16": "nan"}, dtype_kind={"float16": "undefined"}),
     Singular("F.normalize(eps=0)", "x=0 (3 entries)", "undefined", Z3,
-             lambda t: torch.nn.functional.normalize(t, dim=0, eps=0.0),
+             "F.normalize(t, dim=0, eps=0.0)",
              "none: the value 0/0 is undefined", "undefined: an arbitrary value, most often NaN", "nan", "div",
              "keep eps > 0 (the default 1e-12)", shape=(3,)),
-    Singular("std", "constant x=(1,1,1)", "lipschitz", ONES3, torch.std,
+    Singular("std", "constant x=(1,1,1)", "lipschitz", ONES3, "torch.std(t)",
              "{g : sum(g) = 0, 2|g|^2 <= 1} (std = |x - mean| / sqrt(2) is convex)", MIN_NORM_0, "rule",
              shape=(3,), clarke=_centred_ball(3),
              rule_value=_zeros(3), jax=lambda jnp: lambda x: jnp.std(x, ddof=1),
              jax_value="nan"),
-    Singular("var", "constant x=(1,1,1)", "lipschitz", ONES3, torch.var,
+    Singular("var", "constant x=(1,1,1)", "lipschitz", ONES3, "torch.var(t)",
              "{0} (var is smooth; its gradient 2(x - mean)/2 is 0)", "differentiable: the gradient, 0", "rule",
              shape=(3,), clarke=_point(Z3), rule_value=_zeros(3), jax=lambda jnp: lambda x: jnp.var(x, ddof=1),
              jax_value="rule"),
-    Singular("atan2(y, x)", "(y, x)=(0, 0)", "not_lipschitz", (0, 0), lambda t: torch.atan2(t[0], t[1]),
+    Singular("atan2(y, x)", "(y, x)=(0, 0)", "not_lipschitz", (0, 0), "torch.atan2(t[0], t[1])",
              "none: atan2 has no limit at the origin (every angle in (-pi, pi] is a limit value)", ARBITRARY,
              "finite", shape=(2,), mode_torch={"jvp": "nan"}, jax=lambda jnp: lambda t: jnp.arctan2(t[0], t[1]),
              jax_value="nan"),
-    Singular("xlogy(x, x)", "x=0", "not_lipschitz", (0,), lambda t: torch.xlogy(t, t),
+    Singular("xlogy(x, x)", "x=0", "not_lipschitz", (0,), "torch.xlogy(t, t)",
              "none: x log x has the right slope -inf at 0 and is undefined left of 0",
              "defined at 0: the gradient by continuity from the right, -inf", "nan", "xlogy",
              rule_value=_const(-INF), jax=lambda jnp: lambda x: _jax_special().xlogy(x, x),
              jax_value="nan"),
-    Singular("acos", "x=1", "not_lipschitz", (1,), torch.acos, "none: the left slope at 1 is -inf",
+    Singular("acos", "x=1", "not_lipschitz", (1,), "torch.acos(t)", "none: the left slope at 1 is -inf",
              "defined at 1: the gradient by continuity, -inf", "-inf", rule_value=_const(-INF),
              jax=lambda jnp: jnp.arccos,
              jax_value="-inf"),
-    Singular("acos", "x=-1", "not_lipschitz", (-1,), torch.acos, "none: the right slope at -1 is -inf",
+    Singular("acos", "x=-1", "not_lipschitz", (-1,), "torch.acos(t)", "none: the right slope at -1 is -inf",
              "defined at -1: the gradient by continuity, -inf", "-inf", rule_value=_const(-INF),
              jax=lambda jnp: jnp.arccos,
              jax_value="-inf"),
-    Singular("asin", "x=1", "not_lipschitz", (1,), torch.asin, "none: the left slope at 1 is +inf",
+    Singular("asin", "x=1", "not_lipschitz", (1,), "torch.asin(t)", "none: the left slope at 1 is +inf",
              "defined at 1: the gradient by continuity, +inf", "+inf", rule_value=_const(INF),
              jax=lambda jnp: jnp.arcsin,
              jax_value="+inf"),
-    Singular("asin", "x=-1", "not_lipschitz", (-1,), torch.asin, "none: the right slope at -1 is +inf",
+    Singular("asin", "x=-1", "not_lipschitz", (-1,), "torch.asin(t)", "none: the right slope at -1 is +inf",
              "defined at -1: the gradient by continuity, +inf", "+inf", rule_value=_const(INF),
              jax=lambda jnp: jnp.arcsin,
              jax_value="+inf"),
     # the NaN-branch family: the branch not taken is evaluated, and its derivative times 0 is NaN
     Singular("where(x > 0, sqrt(x), 0)", "x=-1", "lipschitz", (-1,),
-             lambda t: torch.where(t > 0, torch.sqrt(t), 0.0), "{0} (the function is 0 near -1)",
+             "torch.where(t > 0, torch.sqrt(t), 0.0)", "{0} (the function is 0 near -1)",
              "differentiable: the gradient, 0", "nan", "sqrt",
              "sqrt(where(x > 0, x, 1)) inside the where (the double-where trick)", clarke=_point((0,)),
              rule_value=_zeros(1), family="where", mode_torch={"jvp": "rule"},
              jax=lambda jnp: lambda x: jnp.where(x > 0, jnp.sqrt(x), 0.0),
              jax_value="nan", jax_modes={"jvp": "rule"}),
     Singular("where(x > 0, sqrt(x), 0)", "x=0", "not_lipschitz", (0,),
-             lambda t: torch.where(t > 0, torch.sqrt(t), 0.0),
+             "torch.where(t > 0, torch.sqrt(t), 0.0)",
              "none: the right slope at 0 is +inf", "slopes 0 on the left, +inf on the right: " + ARBITRARY,
              "nan", "sqrt", family="where", mode_torch={"jvp": "finite"},
              jax=lambda jnp: lambda x: jnp.where(x > 0, jnp.sqrt(x), 0.0),
              jax_value="nan", jax_modes={"jvp": "finite"}),
     Singular("where(x > 1, log(x), 0)", "x=0", "lipschitz", (0,),
-             lambda t: torch.where(t > 1, torch.log(t), 0.0), "{0} (the function is 0 near 0)",
+             "torch.where(t > 1, torch.log(t), 0.0)", "{0} (the function is 0 near 0)",
              "differentiable: the gradient, 0", "nan", "log", "log(where(x > 1, x, 1)) inside the where",
              clarke=_point((0,)), rule_value=_zeros(1), family="where", mode_torch={"jvp": "rule"},
              jax=lambda jnp: lambda x: jnp.where(x > 1, jnp.log(x), 0.0),
              jax_value="nan", jax_modes={"jvp": "rule"}),
     Singular("where(x > 0, x**1.5, 0)", "x=-1", "lipschitz", (-1,),
-             lambda t: torch.where(t > 0, t ** 1.5, 0.0), "{0} (the function is 0 near -1)",
+             "torch.where(t > 0, t ** 1.5, 0.0)", "{0} (the function is 0 near -1)",
              "differentiable: the gradient, 0", "nan", "pow", "where(x > 0, x, 0)**1.5 inside the where",
              clarke=_point((0,)), rule_value=_zeros(1), family="where", mode_torch={"jvp": "rule"},
              jax=lambda jnp: lambda x: jnp.where(x > 0, x ** 1.5, 0.0),
              jax_value="nan", jax_modes={"jvp": "rule"}),
     Singular("where(x > 1, 1/x, 0)", "x=0", "lipschitz", (0,),
-             lambda t: torch.where(t > 1, 1 / t, 0.0), "{0} (the function is 0 near 0)",
+             "torch.where(t > 1, 1 / t, 0.0)", "{0} (the function is 0 near 0)",
              "differentiable: the gradient, 0", "nan", "reciprocal", "1/where(x > 1, x, 1) inside the where",
              clarke=_point((0,)), rule_value=_zeros(1), family="where", mode_torch={"jvp": "rule"},
              jax=lambda jnp: lambda x: jnp.where(x > 1, 1 / x, 0.0),
              jax_value="nan", jax_modes={"jvp": "rule"}),
     Singular("softmax, fully masked row", "logits=(0,0,0), all masked", "undefined", Z3,
-             lambda t: torch.softmax(t.masked_fill(torch.ones(3, dtype=torch.bool, device=t.device), -INF), 0)
-             * _t((1, 2, 3), t),
+             "torch.softmax(t.masked_fill(t.new_ones(3, dtype=torch.bool), float('-inf')), 0)"
+             " * t.new_tensor([1.0, 2.0, 3.0])",
              "none: every logit is -inf, the value exp(-inf)/0 is undefined",
              "undefined: an arbitrary value, most often NaN", "finite", "softmax",
              "leave one position unmasked, or zero the fully masked rows after the softmax", shape=(3,),
              mode_torch={"jvp": "nan"}),
-    Singular("exp(1000 x)", "x=1", "overflow", (1,), lambda t: torch.exp(1000 * t),
+    Singular("exp(1000 x)", "x=1", "overflow", (1,), "torch.exp(1000 * t)",
              "{1000 e^1000} (about 1.97e437: finite, above every float dtype's range)",
              "differentiable: the gradient, 1000 e^1000 (it overflows to +inf in every float dtype)", "+inf",
              "exp", "compute in log space (logsumexp, log_softmax)", clarke=_nowhere,
@@ -559,3 +570,24 @@ def singular_claims(results: Sequence[Result]) -> list[dict]:
         SPEC["conventions/singular-lipschitz-nan"].judge(
             f"{len(bad)} of {len(lip)} locally Lipschitz eager cells are NaN/inf", decide.exact(bool(bad))),
     ]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# standalone scripts (a release change of a singular cell, as nsverify releases writes one per change)
+# ----------------------------------------------------------------------------------------------------------
+def find(op: str, case: str) -> Singular | None:
+    """The row of a singular cell's (op, case), or None (a registry cell)."""
+    return next((s for s in TABLE if (s.op, s.case) == (op, case)), None)
+
+
+def cell_script(row: Singular, dtype: str, mode: str, head: str) -> str:
+    """A standalone torch script evaluating one singular cell (the program's expression, its point, the mode),
+    after the comment block ``head``, printing the derivative."""
+    from nsverify.conventions.scripts import _MODE_CODE
+
+    vals = ", ".join(str(float(v)) for v in row.values)
+    return "\n".join([
+        head, "import torch", "import torch.nn.functional as F", "", "",
+        f"def f(t):  # {row.op} at {row.case}", f"    return ({row.expr}).sum()", "", "",
+        f"x = torch.tensor([{vals}], dtype=torch.{dtype}).reshape({tuple(row.shape)!r})",
+        _MODE_CODE[mode], 'print("torch", torch.__version__, "derivative:", g.flatten().tolist())', ""])
