@@ -254,3 +254,23 @@ def test_an_infinite_derivative_with_a_nonzero_incoming_gradient_is_not_called_a
     r = info.value.report
     assert r.op == "sqrt" and not r.zero_incoming and not r.upstream
     assert "incoming gradient was exactly 0" not in str(info.value)
+
+
+def test_an_oracle_error_is_the_reason_and_the_report_still_comes_out():
+    """1/h at h = 0 exactly: the value itself is inf, the oracle refuses the exact division by zero; the guard
+    reports the error as the reason (and the class unknown unless the error carries a diagnosis)."""
+    class Recip(torch.nn.Module):
+        def forward(self, h):
+            return 1 / h
+
+    model = torch.nn.Sequential(torch.nn.Linear(1, 1), Recip()).double()
+    with torch.no_grad():
+        model[0].weight.fill_(1.0)
+        model[0].bias.fill_(-1.0)
+    with nan_guard(model, time_limit=5):
+        with pytest.raises(NanGuardError) as info:
+            model(torch.ones(1, 1, dtype=torch.float64)).sum().backward()
+    r = info.value.report
+    assert r.op in ("reciprocal", "div") and r.status != "unknown" and r.reason.startswith("the oracle raised")
+    if r.diagnosis is None:
+        assert "Class: unknown (the oracle raised" in str(info.value)
