@@ -6,14 +6,18 @@ expected value.
 
 How it works, per training step (one forward of ``model`` and its backward):
 
-- a forward hook keeps the model's inputs, hooks every node of the output's autograd graph and the output itself:
-  during backward, the first node whose incoming gradients are finite and whose outgoing ones are not is the
-  culprit (``SqrtBackward0`` -> op ``sqrt``), and the gradient the loss sends into the output is kept;
-- a hook on each parameter sees its accumulated gradient; when one holds NaN or inf, at the end of that backward
-  the guard diagnoses the first such parameter block: :func:`nsverify.check_gradient` of
-  ``w -> sum(g * model(inputs; w))`` (``g``: the loss's gradient at the model's output, held fixed: the function
-  whose gradient the backward pass computed for this block; where the model is locally Lipschitz in w and the loss
-  continuously differentiable in its output, its Clarke set is the loss's), with a time limit;
+- a forward hook keeps the model's inputs and the CPU random state, and a hook on the output keeps the gradient the
+  loss sends into it; a hook on each parameter checks its accumulated gradient (one sum per block: a NaN or an inf
+  makes it non-finite). A healthy step pays only for these;
+- when a block's gradient holds NaN or inf, at the end of that backward the guard (1) replays the step's forward
+  and backward (same inputs, same random state, the kept output gradient; buffers restored after) with a hook on
+  every node of the graph: the first node whose incoming gradients are finite and whose outgoing ones are not is
+  the culprit (``SqrtBackward0`` -> op ``sqrt``), and it notes whether its incoming gradient was 0 there (0 times
+  an infinite derivative: the branch not taken of a ``where``); (2) diagnoses the first such parameter block:
+  :func:`nsverify.check_gradient` of ``w -> sum(g * model(inputs; w))`` (``g``: the loss's gradient at the model's
+  output, held fixed: the function whose gradient the backward pass computed for this block; where the model is
+  locally Lipschitz in w and the loss continuously differentiable in its output, its Clarke set is the loss's),
+  with a time limit;
 - then it raises :class:`NanGuardError` (``on_nan="raise"``, the default), warns (``"warn"``: a
   :class:`NanGuardWarning`; the gradients stay as they are) or calls ``on_nan(report)``. It never continues
   silently: the error comes out of ``loss.backward()``, before the optimizer step applies the NaN.
@@ -191,8 +195,8 @@ class NanGuard:
         self._handles: list = []
         self._inputs = None
         self._cotangent = None
-        self._culprit: str | None = None
-        self._zero_in = False
+        self._rng = None
+        self._replaying = False
         self._bad: dict = {}
         self._queued = False
 
@@ -215,43 +219,70 @@ class NanGuard:
         self._handles.clear()
 
     def _pre_forward(self, module, args, kwargs):
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() and not self._replaying:
             self.step += 1
             self._inputs = (_detach(args), _detach(kwargs))
-            self._cotangent, self._culprit, self._bad, self._queued = None, None, {}, False
+            self._rng = torch.get_rng_state()
+            self._cotangent, self._bad, self._queued = None, {}, False
 
     def _post_forward(self, module, args, output):
-        if not torch.is_grad_enabled():
+        if not torch.is_grad_enabled() or self._replaying:
             return
         outs = [t for t in _tensors(output) if t.requires_grad]
         self._cotangent = [None] * len(outs)
         for i, t in enumerate(outs):
             t.register_hook(lambda g, i=i: self._keep_cotangent(i, g))
-        seen: set = set()
-        todo = [t.grad_fn for t in outs if t.grad_fn is not None]
-        while todo:
-            node = todo.pop()
-            if node is None or id(node) in seen or type(node).__name__ == "AccumulateGrad":
-                continue
-            seen.add(id(node))
-            node.register_hook(self._node_hook_for(node.name()))
-            todo += [n for n, _ in node.next_functions]
 
     def _keep_cotangent(self, i: int, g):
         self._cotangent[i] = g.detach().clone()
 
-    def _node_hook_for(self, name: str):
-        return lambda grad_inputs, grad_outputs: self._node_hook(name, grad_inputs, grad_outputs)
+    def _replay(self) -> tuple[str | None, bool]:
+        """The culprit node of the failed step and whether its incoming gradient was 0 there: the step's forward
+        replayed (same inputs, same CPU random state, buffers restored after) and its backward with the kept output
+        gradient, with a hook on every node of the graph -- only after a failure, so a healthy step pays nothing
+        for it."""
+        found: dict = {}
 
-    def _node_hook(self, name: str, grad_inputs, grad_outputs):
-        # grad_outputs: the gradients flowing in; grad_inputs: the ones this node sends on
-        if self._culprit is None and _finite(grad_outputs) and not _finite(grad_inputs):
-            self._culprit = name
-            self._zero_in = _zero_where_nonfinite(grad_inputs, grad_outputs)
+        def hook_for(name):
+            def hook(grad_inputs, grad_outputs):  # grad_outputs flow in, grad_inputs flow on
+                if "culprit" not in found and _finite(grad_outputs) and not _finite(grad_inputs):
+                    found["culprit"] = name
+                    found["zero"] = _zero_where_nonfinite(grad_inputs, grad_outputs)
+            return hook
+
+        args, kwargs = self._inputs
+        buffers = [(b, b.detach().clone()) for b in self.model.buffers()]
+        self._replaying = True
+        try:
+            with torch.random.fork_rng(devices=[]), torch.enable_grad():
+                torch.set_rng_state(self._rng)
+                out = self.model(*args, **kwargs)
+            outs = [t for t in _tensors(out) if t.requires_grad]
+            pairs = [(o, c) for o, c in zip(outs, self._cotangent) if c is not None]
+            seen: set = set()
+            todo = [o.grad_fn for o, _ in pairs]
+            while todo:
+                node = todo.pop()
+                if node is None or id(node) in seen or type(node).__name__ == "AccumulateGrad":
+                    continue
+                seen.add(id(node))
+                node.register_hook(hook_for(node.name()))
+                todo += [n for n, _ in node.next_functions]
+            params = [p for p in self.model.parameters() if p.requires_grad]
+            if pairs and params:
+                torch.autograd.grad([o for o, _ in pairs], params, [c for _, c in pairs], allow_unused=True)
+        finally:
+            self._replaying = False
+            with torch.no_grad():
+                for b, saved in buffers:
+                    b.copy_(saved)
+        return found.get("culprit"), found.get("zero", False)
 
     def _check_parameter(self, name: str, p):
         g = p.grad
-        if g is None or bool(torch.isfinite(g).all()):
+        # the sum is finite when every entry is (a NaN or an inf makes it NaN or inf): one pass, no mask; an
+        # overflowing sum of finite entries falls through to the exact test
+        if g is None or bool(torch.isfinite(g.sum())) or bool(torch.isfinite(g).all()):
             return
         bad = (~torch.isfinite(g)).flatten().nonzero().flatten()[:8].tolist()
         self._bad[name] = bad
@@ -263,9 +294,13 @@ class NanGuard:
     def _finish(self):
         order = [n for n, _ in self.model.named_parameters()]
         names = sorted(self._bad, key=order.index)
-        report = GuardReport(self.step, names, {n: self._bad[n] for n in names}, culprit=self._culprit,
-                             zero_incoming=self._culprit is not None and self._zero_in)
+        report = GuardReport(self.step, names, {n: self._bad[n] for n in names})
         report.upstream = any(c is not None and not bool(torch.isfinite(c).all()) for c in self._cotangent or [])
+        if not report.upstream and self._inputs is not None and self._cotangent:
+            try:
+                report.culprit, report.zero_incoming = self._replay()
+            except Exception as exc:  # the replay is a convenience: its failure is reported, never raised
+                report.extra["replay_error"] = f"{type(exc).__name__}: {exc}"
         if report.upstream:
             report.status, report.reason = "skipped", "the NaN/inf comes from outside the model"
         elif not self.diagnose:
