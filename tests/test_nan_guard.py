@@ -274,3 +274,20 @@ def test_an_oracle_error_is_the_reason_and_the_report_still_comes_out():
     assert r.op in ("reciprocal", "div") and r.status != "unknown" and r.reason.startswith("the oracle raised")
     if r.diagnosis is None:
         assert "Class: unknown (the oracle raised" in str(info.value)
+
+
+def test_the_replay_leaves_the_buffers_and_the_random_stream_as_they_were():
+    """The culprit is found by replaying the step: BatchNorm's running statistics and the caller's random stream
+    come out of it untouched, and dropout replays the same mask (the culprit is found)."""
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.BatchNorm1d(4), torch.nn.Dropout(0.5), WhereSqrt(),
+                                torch.nn.Linear(4, 1)).double().train()
+    with nan_guard(model, diagnose=False):
+        out = model(X)  # batch norm centres the batch: some entries are negative, the where's sqrt is NaN there
+        stats = [b.clone() for b in model.buffers()]
+        state = torch.get_rng_state()
+        with pytest.raises(NanGuardError) as info:
+            loss_fn(out).backward()
+        assert all(torch.equal(a, b) for a, b in zip(stats, model.buffers()))
+        assert torch.equal(state, torch.get_rng_state())
+    assert info.value.report.culprit == "SqrtBackward0" and info.value.report.zero_incoming
