@@ -30,7 +30,7 @@ def _rows(results) -> list[list]:
     return out
 
 
-@section("nan", "NaN and inf at singular points: which are bugs, and what the value should be", order=12,
+@section("nan-inf", "NaN and inf at singular points: which are bugs, and what the value should be", order=12,
          description="sqrt, norms, normalize, std, atan2, xlogy, acos/asin, the where NaN branch, a masked "
                      "softmax row, an overflowing exp: bf16/fp32/fp64 x eager/func/jvp on CPU")
 def nan_section(ctx) -> dict:
