@@ -292,9 +292,10 @@ class NanGuard:
 
     # --- the report ----------------------------------------------------------------------------------------
     def _finish(self):
+        bad, self._bad, self._queued = self._bad, {}, False  # a second backward of the step is checked afresh
         order = [n for n, _ in self.model.named_parameters()]
-        names = sorted(self._bad, key=order.index)
-        report = GuardReport(self.step, names, {n: self._bad[n] for n in names})
+        names = sorted(bad, key=order.index)
+        report = GuardReport(self.step, names, {n: bad[n] for n in names})
         report.upstream = any(c is not None and not bool(torch.isfinite(c).all()) for c in self._cotangent or [])
         if not report.upstream and self._inputs is not None and self._cotangent:
             try:
