@@ -38,6 +38,8 @@ _PUBLIC = {
     "backward_rules": ("nsverify.ad", "backward_rules"),
     # a layer's activation: a registry op with PyTorch's rules, or an AD variant of one
     "Activation": ("nsverify.ad", "Activation"),
+    # the training-time NaN guard: which op made a NaN/inf gradient, whether it is a bug, what it should be
+    "nan_guard": ("nsverify.guard", "nan_guard"),
 }
 __all__ = ["__version__", "NsverifyError", "UnknownOpError", "UnsupportedOpError", "NonFiniteError", "TooManyPieces",
            *_PUBLIC]

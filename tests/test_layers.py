@@ -50,9 +50,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("strategies", "workloads", "optim", "conventions"),
     # 4 the exact Clarke oracle
     ("oracle",),
-    # 5 the paper reproductions (with the papers' worked examples, papers/cases.py) and the independent
-    #   reference the oracle is compared with (it uses the oracle's public API only)
-    ("papers", "reference"),
+    # 5 the paper reproductions (with the papers' worked examples, papers/cases.py), the independent
+    #   reference the oracle is compared with (it uses the oracle's public API only), and the training-time NaN
+    #   guard (it hands the offending parameter block to the oracle)
+    ("papers", "reference", "guard"),
     # 6 the report: section registry, nightly runner, schema, comparison, HTML
     ("report",),
     # 7 the report's sections

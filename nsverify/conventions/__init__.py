@@ -7,7 +7,9 @@ for every framework (:mod:`~nsverify.conventions.judge`); JAX's matrix is :mod:`
 (jax imported only when it runs). ``nsverify conventions`` and ``nsverify releases`` are in
 :mod:`~nsverify.conventions.cli` (which this package does not import: the command line sits above the matrix).
 The conventions' own claims are one table, judged in :mod:`~nsverify.conventions.claims`; standalone scripts of one
-cell (a crashed cell's, a release change's) come from :mod:`~nsverify.conventions.scripts`."""
+cell (a crashed cell's, a release change's) come from :mod:`~nsverify.conventions.scripts`. The singular-point
+cells (NaN and inf at sqrt, norms, normalize, std, atan2, ...: their class, exact Clarke set and PyTorch's documented
+rule) are one table in :mod:`~nsverify.conventions.singular` (``nsverify conventions --singular``, docs/nan.md)."""
 from __future__ import annotations
 
 from nsverify.conventions.judge import KINK_CANDIDATES, classify

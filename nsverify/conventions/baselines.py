@@ -130,8 +130,9 @@ def cell_key(r: Result) -> tuple:
 
 
 def cell_value(r: Result):
-    """What is compared: the derivative (exact float values), or "error" when PyTorch refused the mode."""
-    return "error" if r.error else tuple(r.derivative)
+    """What is compared: the derivative (exact float values; NaN, which equals nothing, as the text "nan"), or
+    "error" when PyTorch refused the mode."""
+    return "error" if r.error else tuple("nan" if v != v else v for v in r.derivative)
 
 
 def fmt_value(r: Result) -> str:

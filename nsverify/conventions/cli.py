@@ -69,6 +69,10 @@ def _add_conventions_args(p) -> None:
                         "release (the newest one older than the installed torch) and the differences from the "
                         "installed release's own recorded baseline when there is one; or one recorded release "
                         "(e.g. 2.13.0), a conventions JSON file, or 'none'")
+    p.add_argument("--singular", action="store_true",
+                   help="also measure the singular-point cells (sqrt, norms, normalize, std at a constant, atan2, "
+                        "xlogy, acos/asin at their singular points, the where NaN-branch family, a fully masked "
+                        "softmax row; docs/nan.md): PyTorch's value, the Clarke set, the documented rule")
     p.add_argument("--in-process", action="store_true",
                    help="evaluate in this process, not in child processes (default: child processes, so that a "
                         "crash inside torch becomes a 'crashed' cell with a reproduction script)")
@@ -218,6 +222,8 @@ def _cli_jax(args, modes: list[str]) -> int:
             heartbeat.beat(labels[min(i, len(labels) - 1)])
 
         results = jm.run_matrix(args.ops, dtypes, modes, progress=progress)
+    singular = _singular_cells(args, dtypes, modes, None, None, "jax")
+    results += singular
     meta = {"devices": ["cpu"], "provenance": jm.provenance(getattr(args, "command_line", None)
                                                             or ["nsverify", *sys.argv[1:]])}
     compared = _compare(results, against, installed, meta, "jax")
@@ -233,6 +239,7 @@ def _cli_jax(args, modes: list[str]) -> int:
             print(f"error: {r[0]} in mode {r[1]} (some dtypes or all): {r[2]}")
         for m in data["missing"]:
             print(f"no JAX counterpart: {m['op']} ({m['reason']})")
+        _print_singular(singular)
         _print_compared(compared, against, args.baseline, f"JAX conventions at or below jax {installed}")
     return 0
 
@@ -272,10 +279,11 @@ def _cli(args) -> int:
         kw = {"compile_dtypes": compile_dtypes, "compile_backend": args.compile_backend, "progress": progress}
         results = (run_matrix(ops, dtypes, devices, list(args.modes), **kw) if args.in_process else
                    run_matrix_isolated(ops, dtypes, devices, list(args.modes), **kw, repro_dir=_crash_dir(args.json)))
+    singular = _singular_cells(args, dtypes, list(args.modes), devices, compile_dtypes, "torch")
     meta = {"devices": [str(d) for d in devices], "provenance": provenance(devices, getattr(args, "command_line", None)
                                                                     or ["nsverify", *sys.argv[1:]])}
-    compared = _compare(results, against, installed, meta, "torch")
-    _write_json(args.json, to_json(results, meta))
+    compared = _compare(results + singular, against, installed, meta, "torch")
+    _write_json(args.json, to_json(results + singular, meta))
     if args.json != "-":
         from nsverify.conventions.matrix import batch_crashes, differences
 
@@ -292,8 +300,33 @@ def _cli(args) -> int:
         errors = {(r.op, r.mode, r.error): r for r in results if r.rule == "error"}
         for (op, mode, err), r in sorted(errors.items()):  # the 'error' cells of the table: say why
             print(f"error: {op} in mode {mode} ({r.dtype}, {r.device}, and possibly others): {err}")
+        _print_singular(singular)
         _print_compared(compared, against, args.baseline, f"conventions at or below torch {installed}")
     return 0
+
+
+def _singular_cells(args, dtypes, modes, devices, compile_dtypes, framework: str) -> list:
+    """``--singular``: the singular-point cells (:mod:`nsverify.conventions.singular`) in the run's dtypes and
+    modes (compile: the compiled dtypes only), or none."""
+    if not getattr(args, "singular", False):
+        return []
+    from nsverify.conventions import singular as sg
+
+    if framework == "jax":
+        return sg.run_singular_jax(dtypes, [m for m in modes if m in sg.JAX_MODES])
+    out = sg.run_singular(dtypes, [m for m in modes if m != "compile"], devices,
+                          compile_backend=args.compile_backend)
+    if "compile" in modes:
+        out += sg.run_singular(dtypes if compile_dtypes is None else compile_dtypes, ["compile"], devices,
+                               compile_backend=args.compile_backend)
+    return out
+
+
+def _print_singular(singular: list) -> None:
+    if singular:
+        from nsverify.conventions.singular import format_singular, summary_line
+
+        print(f"\n{format_singular(singular)}\n\n{summary_line(singular)}")
 
 
 def _crash_dir(json_out: str | None) -> str | None:

@@ -166,7 +166,7 @@ def run_matrix_in(env_dir: Path, src: Path, out_json: Path, modes: str, dtypes: 
     """Run ``python -m nsverify.conventions [--framework jax]`` in the environment; returns the JSON it wrote."""
     env = dict(os.environ, PYTHONPATH=str(src))
     cmd = [str(env_dir / "bin" / "python"), "-m", "nsverify.conventions", "--framework", framework, "--modes", modes,
-           "--dtype", dtypes, "--baseline", "none", "--json", str(out_json)]
+           "--dtype", dtypes, "--baseline", "none", "--json", str(out_json), "--singular"]
     if compile_dtypes and "compile" in modes.split(","):
         cmd += ["--compile-dtype", compile_dtypes]
     run_logged(cmd, log, env=env, timeout=timeout, what="running the conventions matrix")

@@ -327,6 +327,11 @@ def change_script(change: Change, history: Sequence[tuple[str, str]] = (), frame
             f"# Clarke status: {change.before.in_clarke} -> {change.after.in_clarke} (rule {change.before.rule} -> "
             f"{change.after.rule}; nsverify's conventions matrix, registry case {op!r} / {label!r})\n"
             f"# derivative of sum(c * op(x)) measured on CPU:\n{seen}")
+    from nsverify.conventions import singular
+
+    row = singular.find(op, label) if framework == "torch" else None
+    if row is not None:  # a singular-point cell (docs/nan.md): its program is the table's expression
+        return singular.cell_script(row, dtype, mode, head)
     return cell_script(op, label, dtype, mode, head, framework)
 
 
@@ -341,7 +346,7 @@ def write_change_scripts(rows: Sequence[dict], out: Path, framework: str = "torc
             safe = safe_name(f"{ch.since}_{ch.op}_{ch.case}_{ch.key[2]}_{ch.key[4]}")
             try:
                 text = change_script(ch, framework=framework)
-            except (ValueError, OSError, TypeError, StopIteration) as exc:
+            except (ValueError, OSError, TypeError, StopIteration, KeyError) as exc:  # KeyError: an unknown op
                 text = f"# no standalone script for {ch.text()}: {exc}\n"
             (out / safe).write_text(text, encoding="utf-8")
             written.append(out / safe)
