@@ -282,3 +282,28 @@ def test_export_findings_rejects_a_file(tmp_path, capsys):
     f.write_text("x")
     assert main(["conventions", "--ops", "relu", "--export-findings", str(f)]) == 2
     assert "--export-findings" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the report: the section and the first screen
+# ----------------------------------------------------------------------------------------------------------
+def test_promised_section_and_first_screen(tmp_path):
+    from nsverify.report.nightly import run_nightly
+    from nsverify.sections import load_sections
+
+    secs = [s for s in load_sections() if s.name == "promised"]
+    run = run_nightly(tmp_path, quick=True, sections=secs, stream=open("/dev/null", "w"))
+    report = json.loads((run / "report.json").read_text())
+    sec = report["sections"]["promised"]
+    assert sec["status"] == "ok", sec.get("error")
+    found = {f["id"]: f for f in sec["data"]["findings"]}
+    assert found["promise_torch_clamp_x_0"]["first_release"] == "2.4.1"
+    assert "follows it from 2.14.0" in found["promise_torch_clamp_x_0"]["title"]
+    assert "formulations_relu_x_0_relu_vs_maximum_x__0_" in found
+    assert set(sec["data"]["repro"]) == set(found)
+    metrics = {m["key"]: m["value"] for m in sec["data"]["metrics"]}
+    assert metrics["promised|torch|clamp|x=0"] == "follows" and metrics["promised|jax|abs|x=0"] == "breaks"
+    html = (run / "index.html").read_text()
+    summary = html[html.index('<div id="summary">'):html.index('<div id="plots">') if '<div id="plots">' in html
+                   else len(html)]
+    assert 'id="findings-title"' in summary and "clamp at x=0: promised 0, got 1" in summary
