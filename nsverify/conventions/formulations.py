@@ -37,12 +37,15 @@ DTYPES = ("float32", "float64", "bfloat16")
 @dataclass(frozen=True)
 class Formulation:
     """One way to write the group's function: ``code`` is an expression in ``x`` (the input tensor) over
-    ``torch`` and ``F`` (torch.nn.functional); ``cell`` the registry cell it literally is, as ``(op, case label per
-    point)`` (None: not a registry cell, no recorded history)."""
+    ``torch`` and ``F`` (torch.nn.functional); ``cell`` the registry cell it literally is, as ``(op, {point label:
+    case label})`` (None: not a registry cell, no recorded history)."""
 
     name: str
     code: str
     cell: tuple[str, dict] | None = None
+    #: why PyTorch's derivative of this formulation is known to leave the Clarke set at the group's points ("":
+    #: it is not); the property suite expects a failure there and reports it
+    outside: str = ""
 
     @functools.cached_property
     def fn(self) -> Callable:
@@ -164,7 +167,9 @@ TABLE: tuple[Group, ...] = (
         Formulation("x * sign(x)", "x * torch.sign(x)"),
         Formulation("maximum(x, -x)", "torch.maximum(x, -x)"),
         Formulation("relu(x) + relu(-x)", "torch.relu(x) + torch.relu(-x)"),
-        Formulation("sqrt(x * x)", "torch.sqrt(x * x)"),
+        Formulation("sqrt(x * x)", "torch.sqrt(x * x)",
+                    outside="d sqrt(u)/du is infinite at u = 0, and the chain rule gives inf * 0 = NaN: outside the "
+                            "Clarke set [-1, 1] of |x| (the documented rule promises 0)"),
     ), note="abs'(0) against sign(0) = 0: x * sign(x) differentiates to sign(x) + x * 0"),
     Group("amax(x, dim)", "max over each row", "x (2 rows of 3)", (
         Point("ties in rows", (F(1), F(1), F(0), F(2), F(0), F(2)), (2, 3), (F(1), F(2)), windows=_ROWS),), (
