@@ -307,3 +307,23 @@ def test_promised_section_and_first_screen(tmp_path):
     summary = html[html.index('<div id="summary">'):html.index('<div id="plots">') if '<div id="plots">' in html
                    else len(html)]
     assert 'id="findings-title"' in summary and "clamp at x=0: promised 0, got 1" in summary
+
+
+def test_jax_cli_prints_the_promise_and_exports(tmp_path, capsys, monkeypatch):
+    """The JAX path of the command without jax installed: the recorded JAX 0.10.2 cells stand in for a run."""
+    from nsverify.conventions import jax_matrix as jm
+
+    run = bl.load_cached("0.10.2", bl.DATA_DIRS["jax"])
+    cells = [r for r in run.results.values() if r.op in ("abs", "relu") and r.dtype == "float32"]
+    monkeypatch.setattr(jm, "require_jax", lambda: None)
+    monkeypatch.setattr(jm, "versions", lambda: {"jax": "0.10.2", "jaxlib": "0.10.2"})
+    monkeypatch.setattr(jm, "run_matrix", lambda ops, dtypes, modes, progress=None: list(cells))
+    out = tmp_path / "f"
+    assert main(["conventions", "--framework", "jax", "--ops", "abs,relu", "--dtype", "float32", "--baseline",
+                 "none", "--export-findings", str(out)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "breaks: abs at x=0: promised 0, got 1" in text and "breaks: relu" not in text
+    index = json.loads((out / "index.json").read_text())
+    assert [f["id"] for f in index["findings"]] == ["promise_jax_abs_x_0"]
+    assert index["findings"][0]["first_release"] == "0.4.26"
+    assert "jax.grad" in (out / "promise_jax_abs_x_0.py").read_text()
