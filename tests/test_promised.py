@@ -327,3 +327,20 @@ def test_jax_cli_prints_the_promise_and_exports(tmp_path, capsys, monkeypatch):
     assert [f["id"] for f in index["findings"]] == ["promise_jax_abs_x_0"]
     assert index["findings"][0]["first_release"] == "0.4.26"
     assert "jax.grad" in (out / "promise_jax_abs_x_0.py").read_text()
+
+
+def test_releases_command_tables_the_promise(tmp_path, capsys, monkeypatch):
+    """``nsverify releases`` over two measured releases (the shipped 2.13.0 and 2.14.0 runs stand in for a sweep:
+    nothing is installed): its table names clamp's promise break, its first measured release and 2.14.0."""
+    import shutil
+
+    from nsverify.conventions import envs, releases
+
+    for rel in ("2.13.0", "2.14.0"):
+        shutil.copyfile(bl.DATA_DIR / f"{rel}.json", tmp_path / f"{rel}.json")
+    monkeypatch.setattr(releases, "available_releases", lambda *a, **k: ["2.13.0", "2.14.0"])
+    monkeypatch.setattr(envs.Installer, "detect", classmethod(lambda cls, *a, **k: None))
+    assert main(["releases", "2.13..2.14", "--out", str(tmp_path)]) == 0
+    table = (tmp_path / "table.md").read_text()
+    assert "| clamp | x=0 | 0 | 1 (float32, eager) | 2.13.0 (first measured) | 2.14.0 |" in table
+    assert "| relu |" not in table

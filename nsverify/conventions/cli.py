@@ -453,6 +453,11 @@ def _releases_cli(args) -> int:
         sweep.bisect([r for r in available if _le(lo, r) and _le(r, hi)])
     rows = sweep.timeline(available)
     table = format_timeline(rows, sweep.failures())
+    from nsverify.conventions.findings import format_promise_history, promise_history
+
+    table += ("\n\nCases that break the documented rule's promise (the minimum-norm Clarke element at a locally "
+              "convex/concave point, docs/conventions.md):\n\n"
+              + format_promise_history(promise_history(args.framework, data_dir=out)))
     (out / "table.md").write_text(table + "\n", encoding="utf-8")
     scripts = write_change_scripts(rows, out / "repro", args.framework)
     if args.publish:

@@ -88,6 +88,18 @@ def history_text(h: dict) -> str:
             f"{first}{tail}")
 
 
+def format_promise_history(hist: Sequence[dict]) -> str:
+    """The release table's promise block (markdown): each case that breaks the documented rule in some measured
+    release, its promise, its first release and the release from which it follows the rule."""
+    lines = ["| op | case | promised (exact) | got | breaks from | follows from |", "|---|---|---|---|---|---|"]
+    for h in hist:
+        first = h["first_release"] + (" (first measured)" if h["first_is_oldest"] else "")
+        lines.append(f"| {h['op']} | {h['case']} | {h['promised']['text']} | "
+                     f"{','.join(f'{v:.4g}' for v in h['derivative'])} ({h['dtype']}, {h['mode']}) | {first} | "
+                     f"{h['follows_from'] or 'still breaks'} |")
+    return "\n".join(lines)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # findings
 # ----------------------------------------------------------------------------------------------------------
