@@ -9,7 +9,11 @@ and the cost module (:mod:`nsverify.papers.costs`).
 * exact answers from floating guesses (:func:`rationalize`, :func:`nonneg_solution`): an LP solver proposes,
   these functions re-derive the answer in Fractions, and nothing is accepted unchecked;
 * convex hulls: :func:`hull_weights` / :func:`in_hull` decide membership exactly, :func:`check_weights` checks a
-  convex combination (the check every membership certificate goes through).
+  convex combination (the check every membership certificate goes through);
+* the nearest point of a hull (:func:`nearest_point`; with the origin, the minimum-norm element of a Clarke set):
+  the quadratic program solved in floats by cvxpy (:func:`hull_qp_float`), its active face solved and its
+  optimality conditions checked exactly (:func:`nearest_point_kkt`): the one implementation behind the conventions'
+  promised column and ``Verdict.explain()``'s nearest element.
 """
 from __future__ import annotations
 
