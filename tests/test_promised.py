@@ -344,3 +344,31 @@ def test_releases_command_tables_the_promise(tmp_path, capsys, monkeypatch):
     table = (tmp_path / "table.md").read_text()
     assert "| clamp | x=0 | 0 | 1 (float32, eager) | 2.13.0 (first measured) | 2.14.0 |" in table
     assert "| relu |" not in table
+
+
+@pytest.mark.parametrize("cot,pieces,shape", [([1, -1], [(1, -1), (-1, 1)], "convex"),
+                                              ([-1, 1], [(-1, 1), (1, -1)], "concave"),
+                                              ([1, 1], [(1, 1)], "convex")])
+def test_mixed_windows_are_decided_by_enumeration(cot, pieces, shape):
+    """max(x0, x1) - min(x0, x1) = |x0 - x1| (convex), its negative (concave), and max + min = x0 + x1 (one piece)
+    at x0 == x1: windows of both directions in one block, decided by the ordering cones from the Bouligand set
+    derived by hand."""
+    from nsverify.conventions.promised import _block_shape
+    from nsverify.registry import Window, selection_case
+
+    case = selection_case("x0 == x1", [1, 1], (2,), [Window((0, 1), 0, "max"), Window((0, 1), 0, "min")], "first",
+                          cotangent=cot)
+    assert _block_shape(case, [0, 1], [0, 1], sorted(tuple(F(v) for v in p) for p in pieces)) == shape
+
+
+def test_mixed_windows_with_a_wrong_recorded_set_are_undecided():
+    """The registry enumerates the pieces of a block with windows of both directions with one tie-break key, so
+    for max(x0, x1) - min(x0, x1) it records {(0, 0)} where the Bouligand set is {(1, -1), (-1, 1)}: the promise
+    checks the recorded set against the ordering cones and decides nothing."""
+    from nsverify.conventions.promised import tie_promise
+    from nsverify.registry import Window, selection_case
+
+    case = selection_case("x0 == x1", [1, 1], (2,), [Window((0, 1), 0, "max"), Window((0, 1), 0, "min")], "first",
+                          cotangent=[1, -1])
+    p = tie_promise("max-min", case)
+    assert p.shape == "undecided" and p.value is None and "both directions" in p.reason

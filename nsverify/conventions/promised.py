@@ -38,6 +38,7 @@ from typing import Sequence
 import mpmath
 
 from nsverify import registry
+from nsverify.errors import NsverifyError
 from nsverify.rational import nearest_point
 from nsverify.registry.windows import MAX_PIECES
 
@@ -50,6 +51,8 @@ JAX_DOCUMENTED = {"relu": ((Fraction(0),), "jax.nn.relu's docstring: grad relu(0
 
 #: the statuses :func:`follows` gives a cell
 FOLLOWS = ("yes", "rounding", "no", "not covered", "n/a")
+#: the most (orderings x pieces x inputs) a block's convexity is decided by enumeration; beyond it "undecided"
+ENUMERATION_BUDGET = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -205,10 +208,10 @@ def _block_shape(case: registry.TieCase, outs: list[int], ins: list[int], pieces
     total = 1
     for g in ties:
         total *= len(list(itertools.permutations(g))) if len(g) <= 8 else 10**9
-    if total > MAX_PIECES:
+    if total > MAX_PIECES or total * len(pieces) * len(ins) > ENUMERATION_BUDGET:
         return "undecided"
     pos = {i: k for k, i in enumerate(ins)}
-    convex = concave = True
+    regions = {}
     for perms in itertools.product(*[list(itertools.permutations(g)) for g in ties]):
         d = {i: 0 for i in ins}
         for perm in perms:
@@ -217,6 +220,13 @@ def _block_shape(case: registry.TieCase, outs: list[int], ins: list[int], pieces
         g = [Fraction(0)] * len(ins)
         for w, wt in zip(wins, ws):
             g[pos[_selected(vals, w, d)]] += wt
+        regions[perms] = tuple(g)
+    if set(regions.values()) != set(pieces):
+        # the registry's Bouligand set is not the one the ordering cones give (windows of both directions in one
+        # block, whose pieces the registry enumerates with one tie-break key): decide nothing
+        return "undecided"
+    convex = concave = True
+    for perms, g in regions.items():
         for pk in pieces:
             h = [a - b for a, b in zip(pk, g)]
             for perm in perms:
@@ -236,14 +246,22 @@ def tie_promise(op: str, case: registry.TieCase) -> Promise:
     """The documented rule at one tie case (module docstring): the minimum-norm element per block, where every
     block is locally convex or concave."""
     inputs = f"the {len(case.values)} entries of the input tensor (shape {tuple(case.shape)})"
+    mixed = len({w.direction for w in case.windows}) > 1  # the registry's pieces are then checked, not trusted
+    if len(set(case.pieces)) == 1 and not mixed:
+        return Promise(op, case.label, "differentiable", tuple(case.pieces[0]), inputs,
+                       "one Bouligand piece: the gradient")
+    if not case.windows:
+        return Promise(op, case.label, "undecided", None, inputs,
+                       "the case has no selection windows, so its convexity is not decided")
     value = [Fraction(0)] * len(case.values)
     shapes = []
     for outs, ins in blocks(case):
         pieces = sorted({tuple(p[i] for i in ins) for p in case.pieces})
-        shape = "differentiable" if len(pieces) == 1 else _block_shape(case, outs, ins, pieces)
+        shape = "differentiable" if len(pieces) == 1 and not mixed else _block_shape(case, outs, ins, pieces)
         if shape in ("neither", "undecided"):
             why = ("neither locally convex nor concave" if shape == "neither" else
-                   "too many orderings of its tied entries to decide its convexity")
+                   "its convexity is not decided (too many orderings of its tied entries, or windows of both "
+                   "directions whose recorded Bouligand set differs from the ordering cones' pieces)")
             return Promise(op, case.label, shape, None, inputs,
                            f"the block of inputs {ins}: {why}, so the rule does not cover it")
         found = nearest_point(pieces)
@@ -320,7 +338,7 @@ def follows(result, framework: str = "torch") -> str:
         return "n/a"
     try:
         p = promise(result.op, result.case, framework)
-    except (KeyError, registry.RuleError, LookupError, ValueError):
+    except (KeyError, LookupError, ValueError, NsverifyError):
         return "n/a"
     import math
 
@@ -334,7 +352,7 @@ def annotate(results: Sequence, framework: str = "torch") -> None:
     for r in results:
         try:
             r.promised = promise(r.op, r.case, framework).text()
-        except (KeyError, LookupError, ValueError):
+        except (KeyError, LookupError, ValueError, NsverifyError):
             r.promised = None
         r.follows = follows(r, framework)
 
