@@ -372,3 +372,10 @@ def test_mixed_windows_with_a_wrong_recorded_set_are_undecided():
                           cotangent=[1, -1])
     p = tie_promise("max-min", case)
     assert p.shape == "undecided" and p.value is None and "both directions" in p.reason
+
+
+def test_jax_relu6_follows_its_documented_convention():
+    for case in ("x=0", "x=6"):
+        p = promise("relu6", case, "jax")
+        assert p.source == "JAX's documented convention" and p.value == (0,)
+        assert follows(_recorded("relu6", case, "0.10.2", mode="grad", framework="jax"), "jax") == "yes"

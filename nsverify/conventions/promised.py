@@ -44,10 +44,13 @@ from nsverify.registry.windows import MAX_PIECES
 
 #: where the promise comes from, per framework
 RULE_SOURCE = {"torch": "PyTorch's documented rule (autograd notes, 'Gradients for non-differentiable functions')"}
-#: JAX's own documented conventions at a kink: op -> (the exact derivative at every kink, where JAX documents it).
-#: jax.nn.relu's docstring: "except under differentiation, we take: grad relu(0) = 0". Other JAX ops document no
-#: value at their kinks or ties; their cells are judged against PyTorch's documented rule, labelled so.
-JAX_DOCUMENTED = {"relu": ((Fraction(0),), "jax.nn.relu's docstring: grad relu(0) = 0")}
+#: JAX's own documented conventions at a kink: op -> ({case: the exact derivative}, where JAX documents it).
+#: jax.nn.relu's docstring: "except under differentiation, we take: grad relu(0) = 0"; jax.nn.relu6's: the
+#: derivative is 0 at 0 and at 6. Other JAX ops document no value at their kinks or ties; their cells are judged
+#: against PyTorch's documented rule, labelled so.
+JAX_DOCUMENTED = {"relu": ({"x=0": (Fraction(0),)}, "jax.nn.relu's docstring: grad relu(0) = 0"),
+                  "relu6": ({"x=0": (Fraction(0),), "x=6": (Fraction(0),)},
+                            "jax.nn.relu6's docstring: grad relu6(0) = 0 and grad relu6(6) = 0")}
 
 #: the statuses :func:`follows` gives a cell
 FOLLOWS = ("yes", "rounding", "no", "not covered", "n/a")
@@ -293,16 +296,18 @@ def promise(op: str, case: str, framework: str = "torch") -> Promise:
             raise KeyError(f"{op} has no kink {case!r}: its kinks are "
                            f"{[entry.kink_label(k) for k in range(len(entry.breakpoints))]}")
         p = elementwise_promise(entry, i)
+    elif not hasattr(entry, "cases"):
+        p = Promise(op, case, "undecided", None, "the op's inputs",
+                    f"registry entries of kind {entry.kind!r} state no exact Clarke set the rule can be read from")
     else:
         c = next((c for c in entry.cases if c.label == case), None)
         if c is None:
             raise KeyError(f"{op} has no tie case {case!r}: its cases are {[c.label for c in entry.cases]}")
         p = tie_promise(op, c)
     if framework == "jax":
-        if op in JAX_DOCUMENTED:
-            value, where = JAX_DOCUMENTED[op]
-            if entry.kind == "elementwise":
-                return Promise(op, case, p.shape, value, p.inputs, where, "JAX's documented convention")
+        values, where = JAX_DOCUMENTED.get(op, ({}, ""))
+        if case in values:
+            return Promise(op, case, p.shape, values[case], p.inputs, where, "JAX's documented convention")
         return Promise(op, case, p.shape, p.value, p.inputs, p.reason,
                        "PyTorch's documented rule (JAX documents no value here)")
     return p
