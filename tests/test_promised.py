@@ -379,3 +379,14 @@ def test_jax_relu6_follows_its_documented_convention():
         p = promise("relu6", case, "jax")
         assert p.source == "JAX's documented convention" and p.value == (0,)
         assert follows(_recorded("relu6", case, "0.10.2", mode="grad", framework="jax"), "jax") == "yes"
+
+
+def test_a_new_entry_gets_its_promise_without_code_of_its_own():
+    """A scoped registration (a new activation, hand-derived: slopes 1/4 then 2, both affine: convex, the Clarke
+    interval [1/4, 2], minimum-norm element 1/4)."""
+    from nsverify.registry import Elementwise, lin, registered
+
+    entry = Elementwise("test_bent_line", (), None, (F(0),), (lin(F(1, 4)), lin(2)), ("right",))
+    with registered(entry):
+        p = promise("test_bent_line", "x=0")
+        assert (p.shape, p.value) == ("convex", (F(1, 4),))

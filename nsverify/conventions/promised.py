@@ -284,11 +284,16 @@ def tie_promise(op: str, case: registry.TieCase) -> Promise:
 # ----------------------------------------------------------------------------------------------------------
 # per cell
 # ----------------------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
 def promise(op: str, case: str, framework: str = "torch") -> Promise:
     """The promise at the registry's case ``case`` of ``op`` ("x=0", "x == y"), for ``framework``'s cells:
     PyTorch's documented rule, or for JAX its own documented convention where it has one (:data:`JAX_DOCUMENTED`)
-    and else PyTorch's rule, labelled so. Unknown ops raise UnknownOpError; an unknown case, KeyError."""
+    and else PyTorch's rule, labelled so. Unknown ops raise UnknownOpError; an unknown case, KeyError. Cached per
+    registry version (a registration or unregistration recomputes)."""
+    return _promise(op, case, framework, registry.version())
+
+
+@functools.lru_cache(maxsize=None)
+def _promise(op: str, case: str, framework: str, _version: int) -> Promise:
     entry = registry.get(op)
     if entry.kind == "elementwise":
         i = next((k for k in range(len(entry.breakpoints)) if entry.kink_label(k) == case), None)
