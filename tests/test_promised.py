@@ -301,6 +301,9 @@ def test_promised_section_and_first_screen(tmp_path):
     assert "follows it from 2.14.0" in found["promise_torch_clamp_x_0"]["title"]
     assert "formulations_relu_x_0_relu_vs_maximum_x__0_" in found
     assert set(sec["data"]["repro"]) == set(found)
+    held = {c["id"]: c["held"] for c in sec["claims"]}
+    assert held == {"promised/relu-follows": True, "promised/clamp-follows-from-2.14": True,
+                    "promised/maximum-x-0-breaks": True}, sec["claims"]
     metrics = {m["key"]: m["value"] for m in sec["data"]["metrics"]}
     assert metrics["promised|torch|clamp|x=0"] == "follows" and metrics["promised|jax|abs|x=0"] == "breaks"
     html = (run / "index.html").read_text()
@@ -390,3 +393,15 @@ def test_a_new_entry_gets_its_promise_without_code_of_its_own():
     with registered(entry):
         p = promise("test_bent_line", "x=0")
         assert (p.shape, p.value) == ("convex", (F(1, 4),))
+
+
+def test_promise_claims_fail_and_stay_undecided_as_they_should():
+    from nsverify.conventions.claims import promise_claims
+
+    hist = fd.promise_history()
+    fake_relu = dict(next(h for h in hist if h["op"] == "clamp"), op="relu", case="x=0")
+    out = {c["id"]: c["held"] for c in promise_claims(hist + [fake_relu], ["2.13.0", "2.14.0"], [1.0])}
+    assert out == {"promised/relu-follows": False, "promised/clamp-follows-from-2.14": True,
+                   "promised/maximum-x-0-breaks": False}
+    out = {c["id"]: c["held"] for c in promise_claims(hist, ["2.13.0"], None)}
+    assert out["promised/clamp-follows-from-2.14"] is None and out["promised/maximum-x-0-breaks"] is None

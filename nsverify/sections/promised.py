@@ -43,6 +43,8 @@ def _classes(form_results) -> list[list]:
 def promised_section(ctx) -> dict:
     from nsverify.conventions import findings as fd
     from nsverify.conventions import formulations as fm
+    from nsverify.conventions.baselines import recorded_releases
+    from nsverify.conventions.claims import promise_claims
 
     hist = fd.promise_history("torch") + fd.promise_history("jax")
     dtypes = ("float32",) if ctx.quick else fm.DTYPES
@@ -70,7 +72,10 @@ def promised_section(ctx) -> dict:
                     ["group", "point", "derivative", "follows the promise", "formulations"], _classes(forms))]
     metrics = [{"key": f"promised|{h['framework']}|{h['op']}|{h['case']}", "kind": "convention", "value": h["now"]}
                for h in hist]
+    claims = promise_claims([h for h in hist if h["framework"] == "torch"], recorded_releases(),
+                            next((r.derivative for r in forms if (r.group, r.point, r.formulation, r.dtype, r.mode)
+                                  == ("relu", "x=0", "maximum(x, 0)", "float32", "eager")), None))
     metrics.append({"key": "promised|formulation_pairs_disagreeing", "kind": "info", "value": len(pairs)})
-    return {"summary": summary, "tables": tables, "claims": [],
+    return {"summary": summary, "tables": tables, "claims": claims,
             "data": {"metrics": metrics, "findings": [f.to_json() for f in found],
                      "repro": {f.id: f.script for f in found}}}
