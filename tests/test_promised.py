@@ -310,6 +310,9 @@ def test_promised_section_and_first_screen(tmp_path):
     summary = html[html.index('<div id="summary">'):html.index('<div id="plots">') if '<div id="plots">' in html
                    else len(html)]
     assert 'id="findings-title"' in summary and "clamp at x=0: promised 0, got 1" in summary
+    first = summary[summary.index('id="findings-formulations"'):]
+    first = first[:first.index("</ul>")]  # the first items, before any collapsed rest
+    assert "relu at x=0: relu gives [0.0], maximum(x, 0) gives [0.5]" in first
 
 
 def test_jax_cli_prints_the_promise_and_exports(tmp_path, capsys, monkeypatch):

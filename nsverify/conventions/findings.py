@@ -75,7 +75,8 @@ def promise_history(framework: str = "torch", data_dir: Path | None = None, curr
                     "follows_from": after[0] if after else None, "now": "follows" if after else "breaks",
                     "cells": len(cells), "columns": sorted({f"{r.dtype}/{r.mode}" for r in cells}),
                     "dtype": rep.dtype, "mode": rep.mode, "device": rep.device, "derivative": rep.derivative})
-    return sorted(out, key=lambda h: (h["now"] != "breaks", h["op"], h["case"]))
+    # the changes first (a case that moved to the rule, with its release), then the cases that still break it
+    return sorted(out, key=lambda h: (h["now"] == "breaks", h["op"], h["case"]))
 
 
 def history_text(h: dict) -> str:

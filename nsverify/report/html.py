@@ -479,12 +479,14 @@ def findings_list(report: dict) -> str:
     found = (_first_section(report, "promised").get("data") or {}).get("findings") or []
     if not found:
         return ""
-    items = [f'<li class="finding {esc(f.get("kind"))}" title="script: data.repro[{esc(f.get("id"))}] of the '
-             f'promised section"><a href="#sec-promised">{esc(f.get("kind"))}</a>: {esc(f.get("title"))} (first '
-             f'release {esc(f.get("first_release"))})</li>' for f in found]
-    n = {k: sum(f.get("kind") == k for f in found) for k in ("promise", "formulations")}
-    return (f'<h3 id="findings-title">Findings: {n["promise"]} promise breaks, {n["formulations"]} disagreeing '
-            f'formulation pairs</h3>' + _short_list("findings", items))
+    def item(f):
+        return (f'<li class="finding {esc(f.get("kind"))}" title="script: data.repro[{esc(f.get("id"))}] of the '
+                f'promised section"><a href="#sec-promised">{esc(f.get("kind"))}</a>: {esc(f.get("title"))} (first '
+                f'release {esc(f.get("first_release"))})</li>')
+    kinds = {k: [item(f) for f in found if f.get("kind") == k] for k in ("promise", "formulations")}
+    return (f'<h3 id="findings-title">Findings: {len(kinds["promise"])} promise breaks, '
+            f'{len(kinds["formulations"])} disagreeing formulation pairs</h3>'
+            + "".join(_short_list(f"findings-{k}", v) for k, v in kinds.items() if v))
 
 
 def render_summary(report: dict) -> str:
