@@ -331,10 +331,9 @@ def nearest_point(vertices: Sequence[Sequence], point: Sequence | None = None
     t = [Fraction(0)] * len(verts[0]) if point is None else [Fraction(x) for x in point]
     if any(len(v) != len(t) for v in verts):
         raise ValueError("nearest_point: the point and every vertex must have the same length")
-    for v in sorted(verts, key=lambda v: dot([a - b for a, b in zip(v, t)], [a - b for a, b in zip(v, t)])):
-        if nearest_point_kkt(list(v), verts, t):  # a vertex (often the answer at a one-sided rule)
-            return list(v), [Fraction(int(u == v)) for u in verts]
-        break
+    closest = min(verts, key=lambda v: dot([a - b for a, b in zip(v, t)], [a - b for a, b in zip(v, t)]))
+    if nearest_point_kkt(list(closest), verts, t):  # the nearest vertex (no QP needed: a one-sided rule's answer)
+        return list(closest), [Fraction(int(u == closest)) for u in verts]
     lam = hull_qp_float(verts, t)
     tried = set()
     for tol in (1e-7, 1e-5, 1e-9, 1e-3, 1e-11):
