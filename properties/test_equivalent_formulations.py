@@ -174,3 +174,42 @@ def test_max_pool_and_amax_over_unfold(case, nsverify_dtype, nsverify_device):
          + "\n".join(f"{n}: {grads[n].tolist()} -> {v}" for n, v in verdicts.items()))
     bad = {n: v for n, v in verdicts.items() if v != "member"}
     assert not bad, f"pooling gradients outside the Clarke set (x = {vals}, shape {shape}): {bad}"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# grown from the table of equivalent formulations (nsverify.conventions.formulations.TABLE)
+# ----------------------------------------------------------------------------------------------------------
+def _table_cells():
+    from nsverify.conventions.formulations import TABLE
+
+    return [pytest.param(g, p, f, id=f"{g.name}|{p.label}|{f.name}") for g in TABLE for p in g.points
+            for f in g.formulations]
+
+
+@pytest.mark.parametrize("group,point,form", _table_cells())
+def test_table_formulations_at_their_kinks(group, point, form, nsverify_dtype, nsverify_device):
+    """Every formulation of the table at its group's kinks and ties: its values equal the group's first
+    formulation's bitwise, and its reverse- and forward-mode derivatives lie in the exact Clarke set (the hull of
+    the point's Bouligand gradients, in the space of the point's inputs). A formulation the table records as
+    leaving the Clarke set (``outside``: sqrt(x * x) at 0) is an expected failure with that reason."""
+    from fractions import Fraction
+
+    from nsverify.rational import in_hull
+    from nsverify.registry import exact_tensor
+
+    x = exact_tensor(point.values, nsverify_dtype, nsverify_device).reshape(point.shape)
+    c = (torch.ones((), dtype=nsverify_dtype, device=nsverify_device) if point.cotangent is None
+         else exact_tensor(point.cotangent, nsverify_dtype, nsverify_device))
+    assert torch.equal(form.fn(x), group.formulations[0].fn(x)), f"{form.name} differs in value at {point.label}"
+    rev, fwd = _grads(lambda t: (c * form.fn(t)).sum(), x)
+    vertices = point.clarke_vertices()
+    outside = {}
+    for mode, g in (("reverse", rev), ("forward", fwd)):
+        vals = g.double().cpu().tolist()
+        if not all(v == v and abs(v) != float("inf") for v in vals) or not in_hull(
+                [Fraction(v) for v in vals], vertices):
+            outside[mode] = vals
+    if outside and form.outside:
+        pytest.xfail(f"{form.name}: {form.outside}")
+    assert not outside, (f"{form.name} at {point.label} ({group.function}): derivative outside the Clarke set "
+                         f"conv{[tuple(str(v) for v in vert) for vert in vertices]}: {outside}")

@@ -51,6 +51,18 @@ CLAIMS = (
               "no release change moves a convention out of the Clarke set",
               "changed cells that leave the Clarke set", "exact",
               "the recorded torch releases (nsverify/data/conventions), at least 2", by="ours"),
+    ClaimSpec("promised/relu-follows", OURS, "conventions matrix, promised column",
+              "relu'(0) = 0 follows PyTorch's documented rule (the minimum-norm element of [0, 1]) in every recorded "
+              "release", "recorded releases where relu at 0 breaks the rule", "exact",
+              "the recorded torch releases (nsverify/data/conventions), every dtype and mode", by="ours"),
+    ClaimSpec("promised/clamp-follows-from-2.14", OURS, "conventions matrix, promised column",
+              "clamp's gradient at its scalar bounds breaks the documented rule before torch 2.14 and follows it "
+              "from 2.14.0", "the first release following the rule at both bounds", "exact",
+              "the recorded torch releases (nsverify/data/conventions), spanning 2.13 -> 2.14", by="ours"),
+    ClaimSpec("promised/maximum-x-0-breaks", OURS, "equivalent formulations",
+              "maximum(x, 0) at x = 0 returns 1/2, against the documented rule's 0 (relu's formulation with the "
+              "one input x)", "maximum(x, 0)'s derivative at 0 (float32, eager)", "exact",
+              "the installed torch, the formulation table", by="ours"),
 )
 SPEC = spec_table(CLAIMS)
 
@@ -131,3 +143,33 @@ def release_claims(recorded: Sequence[str], changes: Sequence) -> list[dict]:
                 f"{len(clamp)} clamp cells changed; first release {', '.join(firsts) or '-'}", d),
             SPEC["releases/changes-stay-in-clarke"].judge(f"{len(left)} of {len(changes)} changed cells leave it",
                                                           d2)]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the documented rule's promise (nsverify.conventions.promised, .findings, .formulations)
+# ----------------------------------------------------------------------------------------------------------
+def promise_claims(history: Sequence[dict], recorded: Sequence[str], maximum_x0: Sequence[float] | None) -> list:
+    """The promise claims: ``history`` is :func:`nsverify.conventions.findings.promise_history` over the
+    ``recorded`` torch releases; ``maximum_x0`` the derivative maximum(x, 0) returned at 0 (float32, eager; None
+    when not measured)."""
+    hist = {(h["op"], h["case"]): h for h in history}
+    relu = hist.get(("relu", "x=0"))
+    claims = [SPEC["promised/relu-follows"].judge(
+        f"breaks in {len(relu['breaks']) if relu else 0} of {len(recorded)} recorded releases",
+        decide.exact(relu is None) if recorded else Decision("exact", None, 0, None, None,
+                                                             reason="premise not exercised: no recorded release"))]
+    clamp = [hist.get(("clamp", c)) for c in ("x=0", "x=1")]
+    spans = any(release_key(r) < CLAMP_CHANGE for r in recorded) and any(release_key(r) >= CLAMP_CHANGE
+                                                                         for r in recorded)
+    firsts = sorted({str(h["follows_from"]) for h in clamp if h})
+    d = (decide.exact(all(h is not None and h["follows_from"] is not None and h["follows_from"].startswith("2.14.")
+                          and all(release_key(r) < CLAMP_CHANGE for r in h["breaks"]) for h in clamp))
+         if spans else Decision("exact", None, 0, None, None,
+                                reason="premise not exercised: the recorded releases do not span 2.13 -> 2.14"))
+    claims.append(SPEC["promised/clamp-follows-from-2.14"].judge(f"follows from {', '.join(firsts) or '-'}", d))
+    if maximum_x0 is None:
+        d = Decision("exact", None, 0, None, None, reason="premise not exercised: maximum(x, 0) not measured")
+    else:
+        d = decide.exact(list(maximum_x0) == [0.5])
+    claims.append(SPEC["promised/maximum-x-0-breaks"].judge(f"maximum(x, 0)'(0) = {maximum_x0}", d))
+    return claims

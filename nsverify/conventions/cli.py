@@ -73,6 +73,13 @@ def _add_conventions_args(p) -> None:
                    help="also measure the singular-point cells (sqrt, norms, normalize, std at a constant, atan2, "
                         "xlogy, acos/asin at their singular points, the where NaN-branch family, a fully masked "
                         "softmax row; docs/nan.md): PyTorch's value, the Clarke set, the documented rule")
+    from nsverify.argtypes import OutputDir
+
+    p.add_argument("--export-findings", default=None, metavar="DIR", type=OutputDir("--export-findings"),
+                   help="write the findings to DIR: every case that breaks the documented rule's promise (with its "
+                        "first release, from the recorded releases and this run) and every pair of equivalent "
+                        "formulations that disagree (measured in --dtype and --modes), each as a JSON sample "
+                        "(op, input, args, kwargs, expected gradient) and a reproduction script, with index.json")
     p.add_argument("--in-process", action="store_true",
                    help="evaluate in this process, not in child processes (default: child processes, so that a "
                         "crash inside torch becomes a 'crashed' cell with a reproduction script)")
@@ -227,6 +234,9 @@ def _cli_jax(args, modes: list[str]) -> int:
     meta = {"devices": ["cpu"], "provenance": jm.provenance(getattr(args, "command_line", None)
                                                             or ["nsverify", *sys.argv[1:]])}
     compared = _compare(results, against, installed, meta, "jax")
+    from nsverify.conventions.promised import annotate, format_promises
+
+    annotate(results, "jax")  # the promised column
     data = jm.to_json(results, meta, args.ops)
     _write_json(args.json, data)
     if args.json != "-":
@@ -241,6 +251,8 @@ def _cli_jax(args, modes: list[str]) -> int:
             print(f"no JAX counterpart: {m['op']} ({m['reason']})")
         _print_singular(singular)
         _print_compared(compared, against, args.baseline, f"JAX conventions at or below jax {installed}")
+        print("\n" + format_promises(results, "jax"))
+    _export_findings(args, results, "jax", installed)
     return 0
 
 
@@ -302,6 +314,10 @@ def _cli(args) -> int:
             print(f"error: {op} in mode {mode} ({r.dtype}, {r.device}, and possibly others): {err}")
         _print_singular(singular)
         _print_compared(compared, against, args.baseline, f"conventions at or below torch {installed}")
+        from nsverify.conventions.promised import format_promises
+
+        print("\n" + format_promises(results))
+    _export_findings(args, results, "torch", installed)
     return 0
 
 
@@ -327,6 +343,29 @@ def _print_singular(singular: list) -> None:
         from nsverify.conventions.singular import format_singular, summary_line
 
         print(f"\n{format_singular(singular)}\n\n{summary_line(singular)}")
+
+
+def _export_findings(args, results, framework: str, installed: str) -> None:
+    """``--export-findings DIR``: the promise breaks across the recorded releases and this run, and (torch) the
+    disagreeing formulations measured in this run's dtypes and modes (:mod:`nsverify.conventions.findings`)."""
+    if not args.export_findings:
+        return
+    from nsverify.conventions import findings as fd
+
+    found = fd.promise_findings(fd.promise_history(framework, current=results, installed=installed))
+    if framework == "torch":
+        from nsverify.conventions import formulations as fm
+        from nsverify.devices import dtype_name, parse_dtype
+
+        forms = fm.measure(dtypes=[dtype_name(parse_dtype(d)) for d in args.dtype], modes=list(args.modes),
+                           device=str(args.device[0]), compile_backend=args.compile_backend)
+        found += fd.formulation_findings(forms, installed)
+    command = " ".join(getattr(args, "command_line", None) or ["nsverify", *sys.argv[1:]])
+    index = fd.export_findings(Path(args.export_findings), found, command)
+    if args.json != "-":
+        kinds = {k: sum(f.kind == k for f in found) for k in ("promise", "formulations")}
+        print(f"\n{len(found)} findings ({kinds['promise']} promise breaks, {kinds['formulations']} disagreeing "
+              f"formulation pairs) written to {args.export_findings} (index: {index}).")
 
 
 def _crash_dir(json_out: str | None) -> str | None:
@@ -447,6 +486,11 @@ def _releases_cli(args) -> int:
         sweep.bisect([r for r in available if _le(lo, r) and _le(r, hi)])
     rows = sweep.timeline(available)
     table = format_timeline(rows, sweep.failures())
+    from nsverify.conventions.findings import format_promise_history, promise_history
+
+    table += ("\n\nCases that break the documented rule's promise (the minimum-norm Clarke element at a locally "
+              "convex/concave point, docs/conventions.md):\n\n"
+              + format_promise_history(promise_history(args.framework, data_dir=out)))
     (out / "table.md").write_text(table + "\n", encoding="utf-8")
     scripts = write_change_scripts(rows, out / "repro", args.framework)
     if args.publish:

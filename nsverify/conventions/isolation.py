@@ -173,10 +173,13 @@ def run_matrix_isolated(ops: Sequence[str] | None = None, dtypes: Sequence = ("f
     ``repro_dir``. The results are the same as in this process otherwise. Children see the registry's built-in ops
     only, not scoped registrations."""
     from nsverify.conventions.matrix import matrix_plan
+    from nsverify.conventions.promised import annotate
 
     cases, dts, devs, modes, cdts = matrix_plan(ops, dtypes, devices, modes, compile_dtypes)
-    return run_isolated(cases, devs, dts, modes, cdts, compile_backend, progress=progress,
-                        timeout=timeout or DEFAULT_TIMEOUT, repro_dir=repro_dir)
+    results = run_isolated(cases, devs, dts, modes, cdts, compile_backend, progress=progress,
+                           timeout=timeout or DEFAULT_TIMEOUT, repro_dir=repro_dir)
+    annotate(results)  # the promised column, as run_matrix fills it
+    return results
 
 
 def run_isolated(cases: list, devices: list, dtypes: list, modes: list, compile_dtypes: list, backend: str, *,

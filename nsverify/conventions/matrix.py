@@ -83,6 +83,11 @@ class Result:
     #: the Rule (canonical text) PyTorch's derivative equals: the registry's rule when it matches, else the
     #: candidate rule named by ``rule``; None when no rule describes it
     observed: str | None = None
+    #: what the documented rule promises at this case (:mod:`nsverify.conventions.promised`: the gradient, or at a
+    #: locally convex/concave kink or tie the minimum-norm Clarke element, exact, as text; "not covered") and
+    #: whether the derivative follows it ("yes", "rounding", "no", "not covered", "n/a")
+    promised: str | None = None
+    follows: str | None = None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -317,6 +322,9 @@ def run_matrix(ops: Sequence[str] | None = None, dtypes: Sequence = ("float32",)
                     progress(msg, step, steps)
             if progress:
                 progress(f"{dtype_name(dt)} on {dev}: {len(cases)} cases x {len(modes)} modes", step, steps)
+    from nsverify.conventions.promised import annotate
+
+    annotate(results)
     return results
 
 

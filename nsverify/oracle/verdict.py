@@ -335,32 +335,23 @@ def _plain_vectors(t, V) -> bool:
 
 
 def _nearest(t, V):
-    """(nearest element, lower, upper): a point of conv(V) and rigorous bounds on the distance of t to conv(V)
-    (exact rational arithmetic, a square root at the end); None when the vectors are not exact rationals or too
-    large to project here."""
+    """(nearest element, lower, upper): the point of conv(V) nearest to t and its distance, exact (the one hull QP,
+    :func:`nsverify.rational.nearest_point`, whose float answer is confirmed in rationals; the promised column of
+    the conventions matrix is the same QP with t = 0), a square root at the end; None when the vectors are not exact
+    rationals, too large to project here, or the QP's face was not confirmed."""
     if not V or not _plain_vectors(t, V) or len(V) * len(t) > 200_000:
         return None
-    import numpy as np
-    from scipy.optimize import nnls
+    from nsverify.rational import nearest_point
 
-    A = np.array([[float(x) for x in g] for g in V]).T
-    b = np.array([float(x) for x in t])
-    scale = max(1.0, float(np.abs(A).max(initial=0.0)), float(np.abs(b).max(initial=0.0)))
-    lam, _ = nnls(np.vstack([A, scale * 1e3 * np.ones(len(V))]), np.append(b, scale * 1e3))
-    lam = [Fraction(float(x)) for x in lam]
-    total = sum(lam)
-    if total <= 0:
+    found = nearest_point(V, t)
+    if found is None:
         return None
-    lam = [x / total for x in lam]
-    p = tuple(sum((lam[j] * V[j][k] for j in range(len(V)) if lam[j]), Fraction(0)) for k in range(len(t)))
-    h = tuple(a - b_ for a, b_ in zip(t, p))
-    hi2 = sum(x * x for x in h)
-    if hi2 == 0:
+    p = tuple(found[0])
+    d2 = sum((a - b) * (a - b) for a, b in zip(t, p))
+    if d2 == 0:
         return None
-    # <h, t - v> >= gap for every vertex v: the distance is at least gap / |h| (a valid bound for any h)
-    gap = min(sum(hk * (tk - vk) for hk, tk, vk in zip(h, t, g)) for g in V)
-    lo = max(0.0, float(gap) / math.sqrt(float(hi2))) if gap > 0 else 0.0
-    return tuple(_round(x) for x in p), lo, math.sqrt(float(hi2))
+    dist = math.sqrt(float(d2))
+    return tuple(_round(x) for x in p), dist, dist
 
 
 def _round(x: Fraction):

@@ -472,10 +472,28 @@ def render_claims(report: dict) -> str:
     return "".join(out)
 
 
+def findings_list(report: dict) -> str:
+    """The first screen's findings (``id="findings"``): each case that breaks PyTorch's documented rule and each
+    pair of equivalent formulations that disagree, with its first release (the "promised" section's
+    ``data.findings``; its scripts in ``data.repro``); empty when the report has none."""
+    found = (_first_section(report, "promised").get("data") or {}).get("findings") or []
+    if not found:
+        return ""
+    def item(f):
+        return (f'<li class="finding {esc(f.get("kind"))}" title="script: data.repro[{esc(f.get("id"))}] of the '
+                f'promised section"><a href="#sec-promised">{esc(f.get("kind"))}</a>: {esc(f.get("title"))} (first '
+                f'release {esc(f.get("first_release"))})</li>')
+    kinds = {k: [item(f) for f in found if f.get("kind") == k] for k in ("promise", "formulations")}
+    return (f'<h3 id="findings-title">Findings: {len(kinds["promise"])} promise breaks, '
+            f'{len(kinds["formulations"])} disagreeing formulation pairs</h3>'
+            + "".join(_short_list(f"findings-{k}", v) for k, v in kinds.items() if v))
+
+
 def render_summary(report: dict) -> str:
-    """The first screen: the status line, what changed, the overview plots, the claims table and the errata."""
-    return ('<div id="summary">' + status_line(report) + "".join(_changes_lists(report)) + render_plots(report)
-            + render_claims(report) + "</div>")
+    """The first screen: the status line, what changed, the findings, the overview plots, the claims table and
+    the errata."""
+    return ('<div id="summary">' + status_line(report) + "".join(_changes_lists(report)) + findings_list(report)
+            + render_plots(report) + render_claims(report) + "</div>")
 
 
 def render_report(report: dict) -> str:
