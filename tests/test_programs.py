@@ -235,3 +235,35 @@ def test_full_sweep_every_program_every_mode():
         assert c.in_clarke in ("yes", "no") or c.error, c
     for f in P.program_findings(cells):
         assert f["repro_script"] and f["first_release"]
+
+
+def test_the_release_sweep_dates_a_program_change_and_bisects_for_it(tmp_path):
+    """Synthetic releases: the op matrix never changes; multi_margin_logits' aot_eager gradient changes at 2.10.0;
+    runs before 2.8.0 hold no programs (recorded before issue 37), which is no change."""
+    from nsverify import conventions as cv
+    from nsverify.conventions import releases
+    from nsverify.conventions.baselines import release_key
+    from nsverify.conventions.releases import Sweep
+
+    base = cv.run_matrix(["relu"], ["float32"], ["cpu"], ["eager"])
+
+    def measure(rel):
+        data = cv.to_json(base, {"provenance": {"date": "2026-01-01T00:00:00Z"}}) | {"torch": f"{rel}+cpu"}
+        if release_key(rel) >= release_key("2.8.0"):
+            new = release_key(rel) >= release_key("2.10.0")
+            data["programs"] = [dict(P.Cell("multi_margin_logits", "float32", "cpu", "aot_eager",
+                                            [0.0, -0.25] if new else [0.0, 0.0], "active" if new else "inactive",
+                                            "yes").__dict__)]
+        return data
+
+    available = ["2.7.1", "2.8.0", "2.9.0", "2.9.1", "2.10.0", "2.11.0"]
+    sweep = Sweep(tmp_path, measure=measure)
+    sweep.sweep(["2.7.1", "2.8.0", "2.11.0"])
+    sweep.bisect(available)
+    assert set(sweep.measured()) == {"2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0"}  # bisected to 2.10.0
+    rows = sweep.timeline(available)
+    dated = [(r["release"], c["since"], c["before"], c["after"], c["exact"]) for r in rows
+             for c in r.get("program_changes", [])]
+    assert dated == [("2.10.0", "2.10.0", "inactive", "active", True)]
+    assert "program multi_margin_logits (float32, aot_eager): inactive -> active since 2.10.0" in \
+        releases.format_timeline(rows)

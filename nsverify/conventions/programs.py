@@ -823,6 +823,54 @@ def cli_programs(args) -> int:
     return 0
 
 
+def release_changes(prev_path, path, exact: bool = True) -> list[dict]:
+    """The program cells whose gradient differs between two stored release runs (``<release>.json`` of a release
+    sweep); a cell the earlier run lacks (a run recorded before issue 37, or a refused cell) is not a change. Each
+    change: program, dtype, device, mode, the pieces before and after, the release it shows in (``since``) and
+    ``exact`` (no unmeasured release between)."""
+    def load(pth):
+        try:
+            data = json.loads(Path(pth).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}, ""
+        rel = str((data.get("meta") or {}).get("release") or str(data.get("torch", "")).split("+")[0])
+        return {(r["program"], r["dtype"], r["device"], r["mode"]): r for r in data.get("programs") or []}, rel
+
+    (old, prev_rel), (new, rel) = load(prev_path), load(path)
+    out = []
+    for key, r in new.items():
+        o = old.get(key)
+        if o is None or "error" in (o.get("piece"), r.get("piece")) or o.get("gradient") == r.get("gradient"):
+            continue
+        out.append({"program": key[0], "dtype": key[1], "device": key[2], "mode": key[3], "before": o.get("piece"),
+                    "after": r.get("piece"), "prev": prev_rel, "since": rel, "exact": exact,
+                    "in_clarke": f"{o.get('in_clarke')} -> {r.get('in_clarke')}"})
+    return out
+
+
+def change_text(ch: dict) -> str:
+    return (f"program {ch['program']} ({ch['dtype']}, {ch['mode']}): {ch['before']} -> {ch['after']} "
+            f"{'since' if ch['exact'] else 'between ' + str(ch['prev']) + ' and'} {ch['since']}")
+
+
+def run_in_env(python: str, src, out_json, log, timeout: float = 3600) -> dict:
+    """The program and second-order cells measured in a release environment (``python`` its interpreter, ``src``
+    the snapshot of nsverify): ``{"programs": [...], "grad2": [...]}``, or ``{"programs_error": why}`` when that
+    release cannot run them (the op matrix of the release is kept either way)."""
+    from nsverify.conventions.envs import ReleaseEnvError, run_logged
+
+    env = dict(os.environ, PYTHONPATH=str(src))
+    try:
+        run_logged(in_env_command(str(python), str(out_json)), log, env=env, timeout=timeout,
+                   what="running the programs")
+        data = json.loads(Path(out_json).read_text(encoding="utf-8"))
+    except (ReleaseEnvError, OSError, ValueError) as exc:
+        return {"programs_error": str(exc)[:300]}
+    finally:
+        Path(out_json).unlink(missing_ok=True)
+    return {k: data[k] for k in ("programs", "grad2", "grad2_agreement") if k in data}
+
+
 def in_env_command(python: str, out_json: str, modes: Sequence[str] = ("eager", "func", "jvp", "inductor"),
                    dtypes: Sequence[str] = ("float32",)) -> list[str]:
     """The command a release environment runs for its program cells (:mod:`nsverify.conventions.releases`)."""
@@ -842,9 +890,12 @@ def run_main(argv: Sequence[str]) -> int:
     p.add_argument("--dtype", default=",".join(DEFAULT_DTYPES))
     p.add_argument("--json", required=True)
     args = p.parse_args(list(argv))
+    from nsverify.conventions import grad2
+
     cells = run_programs(None, args.dtype.split(","), ("cpu",), args.modes.split(","))
-    Path(args.json).write_text(json.dumps(to_json(cells, {"provenance": provenance(("cpu",))}), indent=1),
-                               encoding="utf-8")
+    data = to_json(cells, {"provenance": provenance(("cpu",))})
+    data.update(grad2.to_json(grad2.run_grad2()))
+    Path(args.json).write_text(json.dumps(data, indent=1), encoding="utf-8")
     return 0
 
 
