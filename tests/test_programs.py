@@ -267,3 +267,15 @@ def test_the_release_sweep_dates_a_program_change_and_bisects_for_it(tmp_path):
     assert dated == [("2.10.0", "2.10.0", "inactive", "active", True)]
     assert "program multi_margin_logits (float32, aot_eager): inactive -> active since 2.10.0" in \
         releases.format_timeline(rows)
+
+
+def test_the_report_first_screen_lists_program_findings():
+    from nsverify.report.html import render_summary
+
+    rows = [_cell("eager", [0.0, 0.0], "inactive"), _cell("aot_eager", [0.0, -0.25], "active")]
+    findings = P.program_findings(rows, first_release="2.13.0")
+    report = {"sections": {"programs": {"status": "ok", "data": {"program_findings": findings}}}}
+    html = render_summary(report)
+    assert 'id="program-findings"' in html and "multi_margin_logits" in html and "AOTAutograd" in html
+    assert html.index("program-findings") < html.index('id="plots"') if 'id="plots"' in html else True
+    assert 'id="program-findings"' not in render_summary({"sections": {}})

@@ -474,8 +474,10 @@ def render_claims(report: dict) -> str:
 
 def render_summary(report: dict) -> str:
     """The first screen: the status line, what changed, the overview plots, the claims table and the errata."""
-    return ('<div id="summary">' + status_line(report) + "".join(_changes_lists(report)) + render_plots(report)
-            + render_claims(report) + "</div>")
+    from nsverify.report.program_findings import program_findings_html  # issue 37: the programs' findings
+
+    return ('<div id="summary">' + status_line(report) + "".join(_changes_lists(report))
+            + program_findings_html(report) + render_plots(report) + render_claims(report) + "</div>")
 
 
 def render_report(report: dict) -> str:
