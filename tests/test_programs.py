@@ -217,7 +217,7 @@ def test_one_compiled_program_in_a_child_process():
 def test_cli_programs_json(tmp_path):
     from nsverify.conventions.cli import main_conventions
 
-    out = tmp_path / "p.json"
+    out = tmp_path / "new" / "p.json"  # a missing directory is made
     assert main_conventions(["--programs", "--program", "residual_relu,abs_sum", "--program-modes", "eager,func",
                              "--dtype", "float32", "--json", str(out)]) == 0
     data = json.loads(out.read_text())

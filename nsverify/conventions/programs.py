@@ -705,7 +705,7 @@ def write_script(program: Program, dtype: str, device: str, modes: Sequence[str]
 
     d = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="nsverify-programs-"))
     d.mkdir(parents=True, exist_ok=True)
-    path = d / f"program_{safe_name(program.name)}_{dtype}_{safe_name(str(device))}.py"
+    path = d / safe_name(f"program_{program.name}_{dtype}_{device}")
     atomic_write_text(path, text if text is not None else program_script(program, dtype, device, modes, head))
     return path
 
@@ -779,6 +779,9 @@ def cli_programs(args) -> int:
     cells: list[Cell] = []
     script_dir = None
     if args.json and args.json != "-":
+        from nsverify.files import make_output_dir
+
+        make_output_dir(Path(args.json).parent, "--json")  # its missing directories, before any work
         script_dir = Path(args.json).with_name(Path(args.json).stem + "-programs")
     if args.programs:
         cells = run_programs(args.program, args.dtype, args.device, args.program_modes,
