@@ -130,3 +130,15 @@ def test_bad_mode_names_the_choices():
         G.run_grad2(None, ["triple_backward"])
     with pytest.raises(BadArgumentError, match="choose from"):
         G.run_grad2(["nope"])
+
+
+def test_cli_grad2_json(tmp_path):
+    import json
+
+    from nsverify.conventions.cli import main_conventions
+
+    out = tmp_path / "g.json"
+    assert main_conventions(["--grad2", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert len(data["grad2"]) == len(G.CASES) * len(G.MODES)
+    assert {a["case"] for a in data["grad2_agreement"]} == {c.name for c in G.CASES}

@@ -238,8 +238,8 @@ def test_full_sweep_every_program_every_mode():
 
 
 def test_the_release_sweep_dates_a_program_change_and_bisects_for_it(tmp_path):
-    """Synthetic releases: the op matrix never changes; multi_margin_logits' aot_eager gradient changes at 2.10.0;
-    runs before 2.8.0 hold no programs (recorded before issue 37), which is no change."""
+    """Synthetic releases: the op matrix never changes; multi_margin_logits' aot_eager gradient and abs's double
+    backward change at 2.10.0; runs before 2.8.0 hold no programs (recorded before issue 37), which is no change."""
     from nsverify import conventions as cv
     from nsverify.conventions import releases
     from nsverify.conventions.baselines import release_key
@@ -254,6 +254,9 @@ def test_the_release_sweep_dates_a_program_change_and_bisects_for_it(tmp_path):
             data["programs"] = [dict(P.Cell("multi_margin_logits", "float32", "cpu", "aot_eager",
                                             [0.0, -0.25] if new else [0.0, 0.0], "active" if new else "inactive",
                                             "yes").__dict__)]
+            data["grad2"] = [{"case": "abs", "dtype": "float64", "mode": "double_backward",
+                              "hessian": [[2.0]] if new else [[0.0]], "bouligand": "right" if new else None,
+                              "in_hull": "yes", "error": None}]
         return data
 
     available = ["2.7.1", "2.8.0", "2.9.0", "2.9.1", "2.10.0", "2.11.0"]
@@ -264,7 +267,7 @@ def test_the_release_sweep_dates_a_program_change_and_bisects_for_it(tmp_path):
     rows = sweep.timeline(available)
     dated = [(r["release"], c["since"], c["before"], c["after"], c["exact"]) for r in rows
              for c in r.get("program_changes", [])]
-    assert dated == [("2.10.0", "2.10.0", "inactive", "active", True)]
+    assert dated == [("2.10.0", "2.10.0", "inactive", "active", True), ("2.10.0", "2.10.0", "none", "right", True)]
     assert "program multi_margin_logits (float32, aot_eager): inactive -> active since 2.10.0" in \
         releases.format_timeline(rows)
 
@@ -279,3 +282,46 @@ def test_the_report_first_screen_lists_program_findings():
     assert 'id="program-findings"' in html and "multi_margin_logits" in html and "AOTAutograd" in html
     assert html.index("program-findings") < html.index('id="plots"') if 'id="plots"' in html else True
     assert 'id="program-findings"' not in render_summary({"sections": {}})
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_cells_are_judged_like_cpu_cells():
+    cells = P.run_programs(["matmul_amax", "conv2d_relu_maxpool2d", "scatter_amax"], ["float32", "float16"],
+                           ["cuda"], ["eager", "inductor"])
+    for c in cells:
+        assert c.device.startswith("cuda") and (c.error or c.in_clarke in ("yes", "no")), c
+
+
+@pytest.mark.slow
+def test_the_report_section_runs_quick(tmp_path):
+    from nsverify.report import RunContext
+    from nsverify.sections import load_sections
+
+    sec = {s.name: s for s in load_sections()}["programs"]
+    out = sec.fn(RunContext(quick=True, section="programs", scratch=tmp_path))
+    json.dumps(out)
+    assert isinstance(out["data"]["program_findings"], list)
+    assert {m["key"] for m in out["data"]["metrics"]} >= {"program_findings", "program_cells_outside_clarke"}
+
+
+def my_hinge(x):
+    """A program of the user's own, at the top level of an importable module (a child process imports it)."""
+    return torch.relu(1 - x[0] * x[1])
+
+
+MY_HINGE = P.Program("my_hinge", my_hinge, (1, 1), (P.Piece("off", (1, 1), (0, 0)),
+                                                     P.Piece("on", (-1, -1), (-1, -1))), "1 - x0 x1 = 0 at (1,1)")
+
+
+def test_a_users_own_program_runs_in_every_mode_isolated_or_not():
+    cells = P.run_programs([MY_HINGE], ["float32"], ["cpu"], ["eager", "aot_eager"])
+    assert [(c.mode, c.piece, c.in_clarke) for c in cells] == [("eager", "off", "yes"), ("aot_eager", "off", "yes")]
+    assert "in_process" not in cells[1].extra  # imported by the child
+    local = P.Program("my_lambda", lambda x: (x[0] - x[1]).abs(), (1, 1),
+                      (P.Piece("plus", (1, 0), (1, -1)), P.Piece("minus", (-1, 0), (-1, 1))), "|x0 - x1| at 0")
+    (c,) = P.run_programs([local], ["float32"], ["cpu"], ["aot_eager"])
+    assert c.piece == "hull" and c.gradient == [0.0, 0.0] and "in_process" in c.extra  # sign(0) = 0
+    with pytest.raises(BadArgumentError, match="one per input"):
+        P.Program("bad", my_hinge, (1, 1), (P.Piece("a", (1,), (0, 0)),), "")
+    with pytest.raises(BadArgumentError, match="taken"):
+        P.run_programs([P.Program("matmul_amax", my_hinge, (1, 1), MY_HINGE.pieces, "")], ["float32"])

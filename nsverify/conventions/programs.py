@@ -80,6 +80,16 @@ class Program:
     pieces: tuple
     where: str
 
+    def __post_init__(self):
+        if not self.pieces:
+            raise BadArgumentError(f"program {self.name!r} has no pieces: give at least one Piece(label, direction, "
+                                   "gradient) (the Clarke set is their convex hull).")
+        for q in self.pieces:
+            if len(q.gradient) != len(self.inputs) or len(q.direction) != len(self.inputs):
+                raise BadArgumentError(f"program {self.name!r}, piece {q.label!r}: its direction and gradient need "
+                                       f"{len(self.inputs)} entries, one per input value (got {len(q.direction)} "
+                                       f"and {len(q.gradient)}).")
+
     @property
     def n(self) -> int:
         return len(self.inputs)
@@ -364,15 +374,66 @@ PROGRAMS: tuple[Program, ...] = (
 )
 
 
+#: programs given as :class:`Program` records (not in the table) in this process, by name
+_GIVEN: dict[str, Program] = {}
+
+
 def get(name: str) -> Program:
     for p in PROGRAMS:
         if p.name == name:
             return p
-    raise BadArgumentError(f"unknown program {name!r}: choose from {', '.join(p.name for p in PROGRAMS)}.")
+    if name in _GIVEN:
+        return _GIVEN[name]
+    raise BadArgumentError(f"unknown program {name!r}: choose from {', '.join(p.name for p in PROGRAMS)}, or "
+                           "pass a Program record.")
 
 
-def select(names: Sequence[str] | None) -> list[Program]:
-    return list(PROGRAMS) if not names else [get(n) for n in names]
+def select(names: Sequence | None) -> list[Program]:
+    """The table's programs named in ``names`` (all when None); a :class:`Program` record given instead of a name
+    is used as it is (your own program: its pieces derived by you)."""
+    if not names:
+        return list(PROGRAMS)
+    out = []
+    for n in names:
+        if isinstance(n, Program):
+            if any(p.name == n.name for p in PROGRAMS) or _GIVEN.get(n.name, n) is not n:
+                raise BadArgumentError(f"program name {n.name!r} is taken: give your program another name.")
+            _GIVEN[n.name] = n
+            out.append(n)
+        else:
+            out.append(get(n))
+    return out
+
+
+def _fn_path(fn) -> str | None:
+    """``module:qualname`` of a function a child process can import, else None (a lambda, a local function, one
+    defined in ``__main__``)."""
+    mod, qual = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not mod or mod == "__main__" or "<" in qual:
+        return None
+    return f"{mod}:{qual}"
+
+
+def _program_spec(p: Program) -> str | dict:
+    """How a child process finds ``p``: its name (the table's), or its record with the function's import path."""
+    if any(q is p for q in PROGRAMS):
+        return p.name
+    return {"name": p.name, "fn": _fn_path(p.fn), "inputs": [str(Fraction(v)) for v in p.inputs],
+            "where": p.where, "pieces": [[q.label, [str(d) for d in q.direction], [str(g) for g in q.gradient]]
+                                         for q in p.pieces]}
+
+
+def _program_from_spec(spec) -> Program:
+    if isinstance(spec, str):
+        return get(spec)
+    import importlib
+
+    mod, _, qual = spec["fn"].partition(":")
+    fn = importlib.import_module(mod)
+    for part in qual.split("."):
+        fn = getattr(fn, part)
+    return Program(spec["name"], fn, tuple(Fraction(v) for v in spec["inputs"]),
+                   tuple(_pc(lb, d, g) for lb, d, g in spec["pieces"]), spec["where"])
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -494,7 +555,12 @@ def evaluate_batch(programs: Sequence[Program], dtype, device, mode: str) -> lis
 # isolation: compiled cells in child processes
 # ----------------------------------------------------------------------------------------------------------
 def _child(request: dict) -> dict:
-    programs = [get(n) for n in request["programs"]]
+    sys.path.extend(p for p in request.get("sys_path", []) if p not in sys.path)  # the parent's: its modules
+    try:
+        programs = [_program_from_spec(n) for n in request["programs"]]
+    except (ImportError, AttributeError) as exc:
+        raise NsverifyError(f"the child process cannot import a program's function ({exc}): define it at the top "
+                            "level of an importable module, or evaluate in this process (isolate=False).") from None
     cells = evaluate_batch(programs, request["dtype"], request["device"], request["mode"])
     return {"cells": [asdict(c) for c in cells]}
 
@@ -519,7 +585,20 @@ def evaluate_isolated(programs: Sequence[Program], dtype: str, device: str, mode
     program that crashes it (a ``"crashed"`` cell with its reproduction script)."""
     from nsverify.conventions.isolation import run_child
 
-    request = {"programs": [p.name for p in programs], "dtype": dtype, "device": device, "mode": mode}
+    local = [p for p in programs if not any(q is p for q in PROGRAMS) and _fn_path(p.fn) is None]
+    if local:  # a child cannot import these: evaluated here, said so
+        cells = evaluate_batch(local, dtype, device, mode)
+        for c in cells:
+            c.extra["in_process"] = "its function cannot be imported by a child process (a lambda, a local " \
+                                    "function or one in __main__): evaluated without crash isolation"
+        rest = [p for p in programs if p not in local]
+        done = {c.program: c for c in cells}
+        if rest:
+            done.update({c.program: c for c in evaluate_isolated(rest, dtype, device, mode, timeout=timeout,
+                                                                 repro_dir=repro_dir)})
+        return [done[p.name] for p in programs]
+    request = {"programs": [_program_spec(p) for p in programs], "dtype": dtype, "device": device, "mode": mode,
+               "sys_path": [p for p in sys.path if p]}
     data, why = run_child(request, timeout, module="nsverify.conventions.programs")
     if data is not None:
         return [Cell(**c) for c in data["cells"]]
@@ -621,7 +700,7 @@ def program_findings(rows: Sequence, first_release: str | None = None, script_di
             continue
         p = get(name)
         kind = "outside_clarke" if outside else ("crashed" if crashed and len(groups) <= 1 else "modes_disagree")
-        modes = sorted({c.mode for c in cs})
+        modes = sorted({c.mode for c in cs}, key=lambda m: MODES.index(m) if m in MODES else len(MODES))
         dtype = (outside or crashed or measured)[0].dtype
         script = program_script(p, dtype, dev, modes)
         finding = {
@@ -837,7 +916,12 @@ def release_changes(prev_path, path, exact: bool = True) -> list[dict]:
         except (OSError, ValueError):
             return {}, ""
         rel = str((data.get("meta") or {}).get("release") or str(data.get("torch", "")).split("+")[0])
-        return {(r["program"], r["dtype"], r["device"], r["mode"]): r for r in data.get("programs") or []}, rel
+        cells = {(r["program"], r["dtype"], r["device"], r["mode"]): r for r in data.get("programs") or []}
+        for r in data.get("grad2") or []:  # second order: the Hessian, named by its Bouligand piece
+            cells[("grad2:" + r["case"], r["dtype"], "cpu", r["mode"])] = {
+                "gradient": r.get("hessian"), "piece": "error" if r.get("error") else (r.get("bouligand") or "none"),
+                "in_clarke": r.get("in_hull")}
+        return cells, rel
 
     (old, prev_rel), (new, rel) = load(prev_path), load(path)
     out = []
