@@ -94,7 +94,8 @@ def test_no_piece_is_missing(p):
 ORACLE_READS = [p for p in P.PROGRAMS if p.name in {
     "matmul_amax", "matmul_max_dim", "bmm_amin", "conv1d_relu_maxpool1d", "conv2d_relu_maxpool2d",
     "attention_softmax_amax", "attention_softmax_max_dim", "residual_relu", "margin_ranking_scores", "sort_scores",
-    "topk_scores", "median_scores", "maximum_branches", "hardtanh_layer", "leaky_relu_layer", "abs_sum"}]
+    "topk_scores", "median_scores", "maximum_branches", "hardtanh_layer", "leaky_relu_layer", "abs_sum",
+    "square_amax", "square_amin", "square_max_all", "square_amax_dim"}]
 
 
 @pytest.mark.parametrize("p", ORACLE_READS, ids=lambda p: p.name)
@@ -139,6 +140,8 @@ EAGER_BY_HAND = {
     "abs_sum": [0, 0, 0, 0],
     "scatter_amax": [1, 1, 0, 2],
     "maximum_branches": [2, Fraction(1, 2)],  # (a + b)/2
+    "square_amax": [1 + Fraction(1, 64), 1 + Fraction(1, 64), 0],  # (2a e0 + 2a e1)/2, eager's tie is exact
+    "square_scatter_amax": [1 + Fraction(1, 64), 1 + Fraction(1, 64), 1],
 }
 
 

@@ -270,6 +270,38 @@ def p_abs_sum(x):
     return x.sum().abs()
 
 
+def p_square_amax(x):
+    return (x * x).amax()
+
+
+def p_square_amin(x):
+    return (x * x).amin()
+
+
+def p_square_max_all(x):
+    import torch
+
+    return torch.max(x * x)
+
+
+def p_square_amax_dim(x):
+    return (x * x).reshape(1, 3).amax(dim=1).sum()
+
+
+def p_square_scatter_amax(x):
+    import torch
+
+    out = torch.zeros(2, dtype=x.dtype, device=x.device)
+    return out.scatter_reduce(0, _i(x, [0, 0, 1]), x * x, reduce="amax", include_self=False).sum()
+
+
+def p_square_index_reduce_amax(x):
+    import torch
+
+    out = torch.zeros(2, dtype=x.dtype, device=x.device)
+    return out.index_reduce(0, _i(x, [0, 0, 1]), x * x, "amax", include_self=False).sum()
+
+
 def _pc(label, direction, gradient) -> Piece:
     return Piece(label, tuple(Fraction(d) for d in direction), tuple(Fraction(g) for g in gradient))
 
@@ -288,6 +320,11 @@ def _normalize_pieces() -> tuple:
 
 
 _Q = Fraction(1, 4)
+#: a = 1 + 2^-6 is exact in every dtype and so is 2a, but a^2 = 1 + 2^-5 + 2^-12 needs 13 significant bits: a
+#: 16-bit dtype rounds the tied VALUE when it is stored, while the tie itself (x0 = x1) stays exact
+_A2 = 1 + Fraction(1, 64)
+_SQUARE = "y = x * x with x0 = x1 = 1 + 2^-6: y0 = y1 tie exactly, but their value is not representable in float16 " \
+          "or bfloat16 (a recomputed fp32 y differs from the stored 16-bit one)"
 #: the programs: each piece's gradient derived by hand (the derivation in ``where``); tests/test_programs.py
 #: re-derives each from one-sided float64 gradients and checks that no piece is missing
 PROGRAMS: tuple[Program, ...] = (
@@ -368,6 +405,22 @@ PROGRAMS: tuple[Program, ...] = (
     Program("leaky_relu_layer", p_leaky_relu_layer, (1, 1),
             (_pc("right", (1, 0), (1, -1)), _pc("left", (-1, 0), (_Q, -_Q))),
             "y = x0 - x1 = 0: leaky_relu (slope 1/4) on its kink"),
+    Program("square_amax", p_square_amax, (_A2, _A2, Fraction(1, 2)),
+            (_pc("y0", (1, 0, 0), (2 * _A2, 0, 0)), _pc("y1", (0, 1, 0), (0, 2 * _A2, 0))), _SQUARE + "; amax"),
+    Program("square_amin", p_square_amin, (_A2, _A2, 2),
+            (_pc("y0", (-1, 0, 0), (2 * _A2, 0, 0)), _pc("y1", (0, -1, 0), (0, 2 * _A2, 0))), _SQUARE + "; amin"),
+    Program("square_max_all", p_square_max_all, (_A2, _A2, Fraction(1, 2)),
+            (_pc("y0", (1, 0, 0), (2 * _A2, 0, 0)), _pc("y1", (0, 1, 0), (0, 2 * _A2, 0))),
+            _SQUARE + "; torch.max (the full reduction)"),
+    Program("square_amax_dim", p_square_amax_dim, (_A2, _A2, Fraction(1, 2)),
+            (_pc("y0", (1, 0, 0), (2 * _A2, 0, 0)), _pc("y1", (0, 1, 0), (0, 2 * _A2, 0))),
+            _SQUARE + "; amax(dim=1)"),
+    Program("square_scatter_amax", p_square_scatter_amax, (_A2, _A2, Fraction(1, 2)),
+            (_pc("y0", (1, 0, 0), (2 * _A2, 0, 1)), _pc("y1", (0, 1, 0), (0, 2 * _A2, 1))),
+            _SQUARE + "; scatter_reduce(amax) by index (0,0,1): f = max(y0, y1) + y2"),
+    Program("square_index_reduce_amax", p_square_index_reduce_amax, (_A2, _A2, Fraction(1, 2)),
+            (_pc("y0", (1, 0, 0), (2 * _A2, 0, 1)), _pc("y1", (0, 1, 0), (0, 2 * _A2, 1))),
+            _SQUARE + "; index_reduce(amax) by index (0,0,1)"),
     Program("abs_sum", p_abs_sum, (1, -1, 2, -2),
             (_pc("plus", (1, 0, 0, 0), (1, 1, 1, 1)), _pc("minus", (-1, 0, 0, 0), (-1, -1, -1, -1))),
             "|sum(x)| with sum(x) = 0"),
