@@ -711,22 +711,26 @@ def _installed_release() -> str:
 
 
 def _cause(cells: dict) -> str | None:
-    """The stage a compiled disagreement comes from, per dtype: AOTAutograd's decomposition when aot_eager
-    already differs from eager, Inductor's codegen when aot_eager agrees with eager and Inductor does not."""
-    causes = []
+    """The stage a compiled disagreement comes from, with the dtype/mode cells it explains: AOTAutograd's
+    decomposition when aot_eager already differs from eager, Inductor's codegen when aot_eager agrees with eager
+    and Inductor (or max-autotune) does not."""
+    def ok(c):
+        return c is not None and c.piece not in ("error", "crashed", "not_run")
+
+    by_stage: dict = {}
     for dt in sorted({k[0] for k in cells}):
         eager, aot = cells.get((dt, "eager")), cells.get((dt, "aot_eager"))
-        if eager is None or eager.piece in ("error", "crashed"):
+        if not ok(eager) or not ok(aot):
             continue
-        if aot is not None and aot.piece not in ("error", "crashed") and aot.gradient != eager.gradient:
-            causes.append(f"{dt}: AOTAutograd's decomposition (aot_eager already differs from eager)")
+        if aot.gradient != eager.gradient:
+            by_stage.setdefault("AOTAutograd's decomposition (aot_eager already differs from eager)", []).append(
+                f"{dt}/aot_eager")
             continue
         for m in ("inductor", "max-autotune"):
             c = cells.get((dt, m))
-            if (c is not None and c.piece not in ("error", "crashed") and c.gradient != eager.gradient
-                    and aot is not None and aot.gradient == eager.gradient):
-                causes.append(f"{dt}: Inductor's codegen ({m}; aot_eager agrees with eager)")
-    return "; ".join(causes) or None
+            if ok(c) and c.gradient != eager.gradient:
+                by_stage.setdefault("Inductor's codegen (aot_eager agrees with eager)", []).append(f"{dt}/{m}")
+    return "; ".join(f"{stage} in {', '.join(where)}" for stage, where in by_stage.items()) or None
 
 
 def program_findings(rows: Sequence, first_release: str | None = None, script_dir=None) -> list[dict]:
@@ -803,7 +807,7 @@ def program_script(program: Program, dtype: str, device: str, modes: Sequence[st
         f"Clarke set at the point: the convex hull of {pieces}.",
         (head + "\n") if head else "",
         'Measured with nsverify.conventions.programs."""',
-        "import os", "import torch", "from fractions import Fraction", "", consts + body, "",
+        "import math", "import torch", "from fractions import Fraction", "", consts + body, "",
         f"x = torch.tensor({[float(v) for v in program.inputs]!r}, dtype=torch.float64).to(torch.{dtype})"
         f".to({device!r})",
         f"f = {program.fn.__name__}", "", "def grad_of(g, deterministic=False):",
@@ -821,7 +825,11 @@ def program_script(program: Program, dtype: str, device: str, modes: Sequence[st
         f"PIECES = {pieces!r}", "", "for mode in " + repr(list(modes)) + ":",
         "    try:", "        g = MODES[mode]()", "    except Exception as exc:",
         '        print(f"{mode:14s} error: {type(exc).__name__}: {exc}".splitlines()[0])', "        continue",
-        "    vals = [Fraction(v) for v in g.double().cpu().flatten().tolist()]",
+        "    vals = g.double().cpu().flatten().tolist()",
+        "    if not all(math.isfinite(v) for v in vals):",
+        '        print(f"{mode:14s} {vals}  NOT FINITE: outside the Clarke set")',
+        "        continue",
+        "    vals = [Fraction(v) for v in vals]",
         "    piece = [k for k, p in PIECES.items() if [Fraction(v) for v in p] == vals]",
         '    print(f"{mode:14s} {[str(v) for v in vals]}  piece: {piece[0] if piece else \'none (hull or outside)\'}")',
         "",
