@@ -103,6 +103,16 @@ def test_second_order_results_match_the_hand_derivations(mode):
     assert cells["maximum"].hessian == [[0.5, 0.5], [0.5, 0.5]]
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_the_hand_derivations_hold_in_every_dtype(dtype):
+    """Every Hessian here is a small dyadic matrix, exact in every dtype: the same verdicts."""
+    cells = {c.case: c for c in G.run_grad2(list(BY_HAND), ["double_backward", "fwd_over_rev"], [dtype])}
+    for name, want in BY_HAND.items():
+        assert (cells[name].bouligand, cells[name].in_hull, cells[name].consistent) == want, (name, dtype)
+    (mm,) = [c for c in G.run_grad2(["multi_margin_loss"], ["double_backward"], [dtype])]
+    assert mm.error  # float32: no double backward; 16-bit: no CPU kernel at all -- recorded, not raised
+
+
 def test_multi_margin_loss_second_order_is_refused_and_said_so():
     cells = G.run_grad2(["multi_margin_loss"])
     assert all(c.error and c.in_hull == "n/a" for c in cells)
@@ -138,7 +148,7 @@ def test_cli_grad2_json(tmp_path):
     from nsverify.conventions.cli import main_conventions
 
     out = tmp_path / "g.json"
-    assert main_conventions(["--grad2", "--json", str(out)]) == 0
+    assert main_conventions(["--grad2", "--dtype", "float64", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     assert len(data["grad2"]) == len(G.CASES) * len(G.MODES)
     assert {a["case"] for a in data["grad2_agreement"]} == {c.name for c in G.CASES}

@@ -92,8 +92,8 @@ def _add_program_args(p) -> None:
                    help=f"comma-separated modes of --programs: {','.join(programs.MODES)} (default: all but "
                         "max-autotune, which is slow on CPU)")
     p.add_argument("--grad2", action="store_true",
-                   help=f"second order at kinks and ties: {','.join(grad2.MODES)} on {len(grad2.CASES)} ops, "
-                        "each Hessian judged against the pieces' Hessians")
+                   help=f"second order at kinks and ties: {','.join(grad2.MODES)} on {len(grad2.CASES)} cases in "
+                        "every --dtype, each Hessian judged against the pieces' Hessians")
 
 
 def register_cli(sub) -> None:

@@ -272,12 +272,13 @@ def evaluate(case: Case2, mode: str, dtype="float64", device="cpu") -> Cell2:
     dt, dev = parse_dtype(dtype), parse_device(device)
     x = registry.exact_tensor(case.inputs, dt, dev)
     xr = x.clone().requires_grad_(True)
-    grad = [Fraction(v) for v in torch.autograd.grad(case.fn(xr), xr)[0].double().cpu().tolist()]
+    grad: list = []
     try:
+        grad = [Fraction(v) for v in torch.autograd.grad(case.fn(xr), xr)[0].double().cpu().tolist()]
         h = _hessian(case.fn, x, mode).double().cpu()
     except NsverifyError:
         raise
-    except Exception as exc:  # a second order torch does not implement here: recorded
+    except Exception as exc:  # an order (or a dtype) torch does not implement here: recorded
         return Cell2(case.name, case.op, dtype_name(dt), mode, [], [float(v) for v in grad], None, "n/a", None,
                      error=error_text(exc))
     rows = h.reshape(x.numel(), x.numel()).tolist()

@@ -683,7 +683,7 @@ def plan(names: Sequence[str] | None, dtypes: Sequence, devices: Sequence, modes
 
 def run_programs(names: Sequence[str] | None = None, dtypes: Sequence = DEFAULT_DTYPES,
                  devices: Sequence = ("cpu",), modes: Sequence[str] = DEFAULT_MODES, *, isolate: bool = True,
-                 timeout: float = 1200.0, repro_dir=None, progress: Callable | None = None) -> list[Cell]:
+                 timeout: float = 3600.0, repro_dir=None, progress: Callable | None = None) -> list[Cell]:
     """Every cell of the programs: the eager/func/jvp/deterministic cells in this process, the compiled ones in
     child processes (``isolate``) or here. Rows ordered by device, dtype, mode, program."""
     programs, dts, devs, modes = plan(names, dtypes, devices, modes)
@@ -930,7 +930,7 @@ def cli_programs(args) -> int:
         data = to_json(cells)
         data["findings"] = program_findings(cells, script_dir=script_dir)
     if args.grad2:
-        g2 = grad2.run_grad2(None, grad2.MODES, ("float64",))
+        g2 = grad2.run_grad2(None, grad2.MODES, args.dtype)
         data.update(grad2.to_json(g2))
     data["meta"] = {"provenance": provenance(args.device, getattr(args, "command_line", None)
                                              or ["nsverify", *sys.argv[1:]])}
@@ -957,7 +957,7 @@ def cli_programs(args) -> int:
         for f in data["findings"]:
             print("  " + finding_line(f) + (f" [{f['repro']}]" if f.get("repro") else ""))
     if args.grad2:
-        print("\nSecond order (float64): the Bouligand piece each mode's Hessian is ('none': the Hessian of no "
+        print("\nSecond order: the Bouligand piece each mode's Hessian is ('none': the Hessian of no "
               "piece; '!': outside even their hull)")
         print(grad2.format_table(g2))
         for a in grad2.agreement(g2):
