@@ -343,3 +343,21 @@ def test_a_nan_gradient_is_outside_the_clarke_set_and_a_finding():
     assert f["kind"] == "outside_clarke"
     assert f["cause"] == "Inductor's codegen (aot_eager agrees with eager) in float16/inductor"
     assert json.loads(json.dumps(f))["cells"][-1]["gradient"] == ["nan"] * 3
+
+
+def test_a_release_environment_that_cannot_run_the_programs_keeps_its_matrix(tmp_path):
+    """run_in_env's failure is a recorded reason, never an exception that would lose the release's op matrix."""
+    with open(tmp_path / "log.txt", "w", encoding="utf-8") as log:
+        got = P.run_in_env(tmp_path / "no-env" / "bin" / "python", tmp_path, tmp_path / "p.json", log, timeout=60)
+    assert set(got) == {"programs_error"} and "running the programs" in got["programs_error"]
+    cmd = P.in_env_command("PY", "OUT")
+    assert cmd[:4] == ["PY", "-m", "nsverify.conventions.programs", "--run"] and cmd[-2:] == ["--json", "OUT"]
+
+
+def test_the_release_entry_point_writes_programs_and_grad2(tmp_path):
+    out = tmp_path / "r.json"
+    res = subprocess.run([sys.executable, "-m", "nsverify.conventions.programs", "--run", "--modes", "eager",
+                          "--dtype", "float32", "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert len(data["programs"]) == len(P.PROGRAMS) and data["grad2"] and data["grad2_agreement"]
