@@ -83,6 +83,28 @@ def _add_conventions_args(p) -> None:
     p.add_argument("--in-process", action="store_true",
                    help="evaluate in this process, not in child processes (default: child processes, so that a "
                         "crash inside torch becomes a 'crashed' cell with a reproduction script)")
+    _add_program_args(p)
+
+
+def _add_program_args(p) -> None:
+    """Issue 37: ``--programs`` (programs with ties on computed operands, :mod:`nsverify.conventions.programs`)
+    and ``--grad2`` (second order at kinks, :mod:`nsverify.conventions.grad2`)."""
+    from nsverify.argtypes import Checked, Choice, CsvList
+    from nsverify.conventions import grad2, programs
+
+    p.add_argument("--programs", action="store_true",
+                   help="evaluate the programs with ties on computed operands (matmul -> amax, conv -> relu -> "
+                        "max_pool, ...) instead of the registry's ops, in --program-modes; with --grad2 also the "
+                        "second-order cells")
+    p.add_argument("--program", default=None, type=CsvList(Checked(programs.get, "matmul_amax"), "programs"),
+                   help="comma-separated programs (default: all)")
+    p.add_argument("--program-modes", default=list(programs.DEFAULT_MODES),
+                   type=CsvList(Choice(list(programs.MODES), "program mode"), "program modes"),
+                   help=f"comma-separated modes of --programs: {','.join(programs.MODES)} (default: all but "
+                        "max-autotune, which is slow on CPU)")
+    p.add_argument("--grad2", action="store_true",
+                   help=f"second order at kinks and ties: {','.join(grad2.MODES)} on {len(grad2.CASES)} cases in "
+                        "every --dtype, each Hessian judged against the pieces' Hessians")
 
 
 def register_cli(sub) -> None:
@@ -262,6 +284,10 @@ def _cli(args) -> int:
     from nsverify.devices import Heartbeat, parse_device, parse_dtype
     from nsverify.files import make_output_dir
 
+    if args.programs or args.grad2:
+        from nsverify.conventions.programs import cli_programs
+
+        return cli_programs(args)
     args.modes = _default_modes(args)
     if args.framework == "jax":
         return _cli_jax(args, args.modes)

@@ -110,13 +110,15 @@ def _death(rc: int, stderr: str) -> str:
     return (how + (f"; it printed: {said[:200]}" if said else ""))[:300]
 
 
-def run_child(request: dict, timeout: float) -> tuple[dict | None, str]:
-    """(the child's output, "") or (None, why it died) for one batch."""
+def run_child(request: dict, timeout: float, module: str = "nsverify.conventions.isolation"
+              ) -> tuple[dict | None, str]:
+    """(the child's output, "") or (None, why it died) for one batch; ``module``: the child's entry (``python -m
+    MODULE REQUEST OUT``; :mod:`nsverify.conventions.programs` runs its batches through it too)."""
     with tempfile.TemporaryDirectory(prefix="nsverify-cell-") as tmp:
         req, out = Path(tmp, "request.json"), Path(tmp, "out.json")
         req.write_text(json.dumps(request), encoding="utf-8")
         try:
-            proc = subprocess.run([sys.executable, "-m", "nsverify.conventions.isolation", str(req), str(out)],
+            proc = subprocess.run([sys.executable, "-m", module, str(req), str(out)],
                                   env=_child_env(), capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return None, f"timed out: the child process ran past its limit of {timeout:g} s"

@@ -198,6 +198,11 @@ class Sweep:
                 data, t_run = timed(run_matrix_in, env_dir, self._src, tmp, self.modes, self.dtypes, log,
                                     self.timeout, self.compile_dtypes, self.framework)
                 tmp.unlink(missing_ok=True)
+                if self.framework == "torch":  # issue 37: the programs' and second-order cells, same environment
+                    from nsverify.conventions.programs import run_in_env
+
+                    data.update(run_in_env(env_dir / "bin" / "python", self._src,
+                                           self.out / f"{release}.programs.partial", log, self.timeout))
             finally:
                 if not self.keep_envs:
                     self.installer.remove(env_dir)
@@ -253,7 +258,7 @@ class Sweep:
             target = None
             for a, b in zip(measured, measured[1:]):
                 between = [r for r in avail if release_key(a) < release_key(r) < release_key(b) and r not in failed]
-                if between and changes(self.run(a), self.run(b)):
+                if between and (changes(self.run(a), self.run(b)) or self._program_changes(a, b)):
                     target = between[len(between) // 2]
                     break
             if target is None:
@@ -261,6 +266,12 @@ class Sweep:
             self.progress(f"bisecting: {a} -> {b} differ; measuring {target}")
             if not self.measure(target):
                 continue  # recorded as failed: the next pass skips it
+
+    def _program_changes(self, a: str, b: str, exact: bool = True) -> list[dict]:
+        """Issue 37: the program cells that changed from release ``a`` to ``b`` (none where a run lacks them)."""
+        from nsverify.conventions.programs import release_changes
+
+        return release_changes(self.path(a), self.path(b), exact)
 
     # -------------------------------------------------------------- results
     def timeline(self, available: Sequence[str] = ()) -> list[dict]:
@@ -279,7 +290,8 @@ class Sweep:
             chs = changes(self.run(prev), self.run(rel))
             for c in chs:
                 c.exact = not gap
-            rows.append({"release": rel, "prev": prev, "changes": chs, "exact": not gap})
+            rows.append({"release": rel, "prev": prev, "changes": chs, "exact": not gap,
+                         "program_changes": self._program_changes(prev, rel, not gap)})
         return rows
 
 
@@ -303,7 +315,10 @@ def format_timeline(rows: Sequence[dict], failures: dict | None = None) -> str:
             lines.append(f"| {row['release']} | - (first measured) | |")
             continue
         gs = group(row["changes"])
-        text = "<br>".join(g["text"] for g in gs) or "none"
+        from nsverify.conventions.programs import change_text
+
+        text = "<br>".join([g["text"] for g in gs] + [change_text(c) for c in row.get("program_changes", [])]) \
+            or "none"
         lines.append(f"| {row['release']} | {len(row['changes'])} | {text} |")
     for rel, f in sorted((failures or {}).items(), key=lambda kv: release_key(kv[0])):
         lines.append(f"| {rel} | not measured | {f.get('reason', '')[:300]} |")

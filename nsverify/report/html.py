@@ -490,10 +490,12 @@ def findings_list(report: dict) -> str:
 
 
 def render_summary(report: dict) -> str:
-    """The first screen: the status line, what changed, the findings, the overview plots, the claims table and
-    the errata."""
+    """The first screen: the status line, what changed, the findings (the conventions' and the programs'), the
+    overview plots, the claims table and the errata."""
+    from nsverify.report.program_findings import program_findings_html  # issue 37: the programs' findings
+
     return ('<div id="summary">' + status_line(report) + "".join(_changes_lists(report)) + findings_list(report)
-            + render_plots(report) + render_claims(report) + "</div>")
+            + program_findings_html(report) + render_plots(report) + render_claims(report) + "</div>")
 
 
 def render_report(report: dict) -> str:

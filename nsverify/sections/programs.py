@@ -1,0 +1,48 @@
+"""Report section "Programs": ties and kinks on computed operands inside compiled programs, and second order at
+kinks (issue 37). It runs :mod:`nsverify.conventions.programs` (every program in eager, torch.func.grad, jvp,
+deterministic, aot_eager and Inductor; the compiled cells in child processes) and :mod:`nsverify.conventions.grad2`,
+and hands the findings to the report's first screen (``data["program_findings"]``, read by
+:mod:`nsverify.report.program_findings`)."""
+from __future__ import annotations
+
+from nsverify.report import section, table
+
+
+@section("programs", "Programs: ties on computed operands in compiled regions; second order at kinks", order=12,
+         description="matmul -> amax, conv -> relu -> max_pool, attention -> softmax -> max, ... in eager, func, jvp, "
+                     "deterministic, aot_eager and Inductor; double backward and forward-over-reverse at kinks")
+def programs_section(ctx) -> dict:
+    from nsverify.conventions import grad2, programs
+
+    # quick: float32 and float16 (the 16-bit dtype where a stored tied value is rounded: square_* under Inductor)
+    dtypes = ("float32", "float16") if ctx.quick else programs.DEFAULT_DTYPES
+    cells = programs.run_programs(None, dtypes, ["cpu"], programs.DEFAULT_MODES,
+                                  repro_dir=ctx.scratch_file("program-scripts"),
+                                  progress=lambda msg: ctx.progress(msg))
+    findings = programs.program_findings(cells, script_dir=ctx.scratch_file("program-findings"))
+    g2 = grad2.run_grad2()
+    agree = grad2.agreement(g2)
+    rows = [[c.program, c.dtype, c.mode, c.piece, c.in_clarke, ", ".join(f"{v:.4g}" for v in c.gradient[:6]),
+             c.error or ""] for c in cells]
+    h_rows = [[c.case, c.op, c.mode, c.bouligand or "none", c.in_hull, c.consistent or "none", c.error or ""]
+              for c in g2]
+    outside = [c for c in cells if c.in_clarke == "no"]
+    not_bouligand = sorted({c.case for c in g2 if c.error is None and c.bouligand is None})
+    disagree = [a["case"] for a in agree if a["agree"] is False]
+    summary = (f"{len(programs.PROGRAMS)} programs x {len(dtypes)} dtype(s) x {len(programs.DEFAULT_MODES)} modes on "
+               f"CPU: {len(outside)} cells outside the Clarke set, {len(findings)} findings (modes that disagree or "
+               f"leave the Clarke set). Second order ({len(grad2.CASES)} cases, {len(grad2.MODES)} modes, float64): "
+               f"the Hessian of no piece for {', '.join(not_bouligand) or 'none'}; reverse-over-reverse and "
+               f"forward-over-reverse disagree for {', '.join(disagree) or 'none'}.")
+    metrics = [{"key": "program_findings", "kind": "info", "value": len(findings)},
+               {"key": "program_cells_outside_clarke", "kind": "counterexample", "value": len(outside)},
+               {"key": "grad2_not_bouligand", "kind": "info", "value": len(not_bouligand)}]
+    return {"summary": summary, "claims": [],
+            "tables": [table("Program cells (piece: the Bouligand gradient returned; hull: inside the Clarke set, no "
+                             "piece)", ["program", "dtype", "mode", "piece", "in Clarke", "gradient", "error"], rows),
+                       table("Findings", ["program", "finding"], [[f["program"], programs.finding_line(f)]
+                                                                  for f in findings]),
+                       table("Second order at kinks and ties", ["case", "op", "mode", "Bouligand Hessian of",
+                                                                "in hull", "same piece as the gradient", "error"],
+                             h_rows)],
+            "data": {"metrics": metrics, "program_findings": findings}}
