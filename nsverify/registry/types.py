@@ -636,8 +636,10 @@ class TieCase:
         piece selected by ordering tied entries by the tangent (then by index)."""
         v = as_fraction_vec(tangent)
         n = len(self.values)
-        key = {i: (v[i], -i) for i in range(n)}
-        g = gradient(n, self.weights, [select(self.values, w, key) for w in self.windows])
+        # along x + t v (t -> 0+), tied entries are ordered by their tangent: the larger v the more extreme for a
+        # max window, the smaller v for a min window
+        keys = {d: {i: (s * v[i], -i) for i in range(n)} for d, s in (("max", 1), ("min", -1))}
+        g = gradient(n, self.weights, [select(self.values, w, keys[w.direction]) for w in self.windows])
         return sum(a * b for a, b in zip(g, v))
 
     def rule_vector(self, rule, returned: Sequence[int] | None = None) -> Vec | None:
