@@ -782,6 +782,12 @@ class Aff:
 
     def __mul__(self, o):
         if isinstance(o, Aff):
+            if (self.lin and o.lin and self.g and type(self.v) is Fraction and type(o.v) is Fraction
+                    and not self.v and not o.v and (o is self or o.g == self.g)):
+                # the square of an affine form vanishing at w: exactly a quadratic form, which sqrt reads as a norm
+                from nsverify.oracle.ops.singular import square
+
+                return square(self)
             lin = self.lin and o.lin and (not self.g or not o.g)
             return mk(self.v * o.v, _gadd(_gscale(self.g, o.v), _gscale(o.g, self.v)), lin)
         if _isnum(o):
@@ -801,6 +807,8 @@ class Aff:
         return self.inv() * o
 
     def inv(self):
+        if self.g and type(self.v) is Fraction and not self.v:  # a divisor that crosses 0 at w (a pole)
+            raise ZeroDivisionError("division by an exact zero of a value that varies with w")
         v = _nz(self.v)
         return mk(1 / v, _gscale(self.g, -1 / (v * v)), self.lin and not self.g)
 

@@ -25,7 +25,7 @@ class Verdict:
     exact_ad: tuple | None
     ad: tuple | None
     tested: tuple
-    tested_is: str  # "exact_ad" | "ad" (user-given)
+    tested_is: str  # "exact_ad" | "ad" (user-given) | "float_ad" (PyTorch's float AD as returned, NaN/inf kept)
     outer: list = field(default_factory=list)  # outer bracket (== bouligand when exact)
     reason: str = ""
     value: object = None
@@ -197,6 +197,7 @@ def explain_lines(v: Verdict, full: bool = False) -> list:
     if v.certificate:
         lines.append(f"certificate: {describe(v.certificate)}")
         lines.append("  re-check it exactly from the JSON alone: nsverify.verify_certificate(v.to_json())")
+    lines.extend(_diagnosis_lines(v))
     for note in v.stats.get("notes", ()):
         lines.append(f"note: {note}")
     lines.append(f"status: {v.status} (the Verdict's fields: v.status, v.tested, v.bouligand, v.certificate; all of "
@@ -204,8 +205,28 @@ def explain_lines(v: Verdict, full: bool = False) -> list:
     return lines
 
 
+def _diagnosis_lines(v: Verdict) -> list:
+    """Why the returned gradient holds NaN/inf (``v.diagnosis``): the class, the op, the value the rule gives."""
+    d = v.diagnosis
+    if d is None:
+        return []
+    head = {"lipschitz": "NaN/inf gradient of a locally Lipschitz function (a bug)",
+            "not_lipschitz": "no Clarke set here (NaN/inf allowed)",
+            "undefined": "the value itself is undefined here",
+            "overflow": "PyTorch's float AD overflowed (the exact derivative is finite)"}[d.kind]
+    lines = [f"NaN/inf diagnosis: {head}" + (f"; first non-finite value made by {d.op}" if d.op else "")]
+    lines.append(f"  {d.message}")
+    if d.kind == "overflow" and d.magnitude is not None:
+        lines.append(f"  exact magnitude of the overflowed derivative: {_s(d.magnitude)}")
+    if d.expected is not None:
+        lines.append(f"  PyTorch's documented rule gives: ({', '.join(_s(x) for x in d.expected)})")
+    return lines
+
+
 def _subject(v: Verdict) -> str:
     """What was tested, as the subject of explain()'s first sentence."""
+    if v.tested_is == "float_ad":
+        return "PyTorch's gradient"
     if v.tested_is != "exact_ad":
         return "The vector you gave (ad=)"
     if str(v.stats.get("exact_ad_from", "")).startswith("forward (rules"):
