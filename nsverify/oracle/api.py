@@ -21,7 +21,7 @@ from fractions import Fraction
 
 import torch
 
-from nsverify.errors import InexactError, OracleInputError, TooManyPieces, UnsupportedOpError
+from nsverify.errors import InexactError, NonFiniteError, OracleInputError, TooManyPieces, UnsupportedOpError
 from nsverify.oracle import boundary, nonfinite
 from nsverify.oracle.callenv import user_environment, warn_user
 from nsverify.oracle.certificates import (
@@ -200,7 +200,13 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
                              tracker=tracker, shortcuts=shortcuts, network=network)
 
     if all(math.isfinite(x) for x in float_ad):
-        return exact()
+        try:
+            return exact()
+        except ZeroDivisionError as e:  # a pole (a divisor crossing 0) or a value undefined at w: named, classified
+            nonfinite.pole_or_undefined(e)
+        except NonFiniteError as e:  # an op could not form the value at w (a fully masked softmax row, ...)
+            nonfinite.name_undefined(e)
+            raise
     tracker.update(stage="NaN/inf diagnosis")
     tested = None if ad is None else boundary.tested_vector(ad, ev.n, allow_nonfinite=True)
     if tested is not None and nonfinite.finite(tested):  # a finite vector to test: the ordinary decision

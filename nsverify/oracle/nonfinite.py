@@ -103,13 +103,23 @@ def undefined(op: str, reason: str, entries=()) -> NonFiniteError:
     return NonFiniteError(msg, diagnosis=NonFiniteDiagnosis("undefined", op, msg, nonfinite_entries=tuple(entries)))
 
 
+def name_undefined(e: NonFiniteError, entries=()) -> None:
+    """Give a NonFiniteError raised by an exact op (a value it cannot form at w) its "undefined" diagnosis."""
+    if e.diagnosis is None:
+        from nsverify.oracle import context
+
+        op = context.last_failure()[0]
+        e.diagnosis = NonFiniteDiagnosis("undefined", f"aten.{op}" if op else None, str(e),
+                                         nonfinite_entries=tuple(entries))
+
+
 def raise_singular(e: Singular, entries=()):
     if e.kind == "not_lipschitz":
         raise not_lipschitz(e, entries) from None
     raise undefined(f"aten.{e.op}", e.reason, entries) from None
 
 
-def _pole_or_undefined(ev, err: ZeroDivisionError, entries):
+def pole_or_undefined(err: ZeroDivisionError, entries=()):
     """A division by an exact zero in the exact trace: a divisor that varies with w crosses 0 there (a pole: not
     locally Lipschitz); a constant zero divisor makes the value undefined at w."""
     from nsverify.oracle import context
@@ -184,13 +194,9 @@ def decide(ev, float_ad, ad, tested, tested_is, normal):
     except Singular as e:
         raise_singular(e, bad)
     except ZeroDivisionError as err:
-        _pole_or_undefined(ev, err, bad)
+        pole_or_undefined(err, bad)
     except NonFiniteError as e:  # a value the exact trace cannot form at w (a fully masked softmax row, ...)
-        if e.diagnosis is None:
-            from nsverify.oracle import context
-
-            op = context.last_failure()[0]
-            e.diagnosis = NonFiniteDiagnosis("undefined", f"aten.{op}" if op else None, str(e), nonfinite_entries=bad)
+        name_undefined(e, bad)
         raise
     except InexactError as e:
         return _unknown(ev, float_ad, tested, tested_is, f"whether fn is locally Lipschitz at w is not decided: {e}")
