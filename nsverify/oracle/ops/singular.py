@@ -372,6 +372,10 @@ def pow_at(x, e: Fraction, smooth_pow):
         if e < 1:
             raise Singular("not_lipschitz", "pow", f"x^{e} at x = 0 with x changing to first order: an infinite "
                            "one-sided slope (and NaN where x < 0)")
+        ctx = context.active()
+        if ctx.mode == "ad" and not ctx.sites:  # the whole neighbourhood: x < 0 on one side of w, NaN there
+            raise Singular("not_lipschitz", "pow", f"x^{e} at x = 0 with x changing sign at w: NaN where x < 0, on a "
+                           "whole side of w")
         raise InexactError(f"x^{e} at x = 0 with x changing to first order: it is C^1 on the side where x >= 0 but "
                            "NaN on the other; the exact oracle does not decide which sides this piece has")
     raise _undecided(x, "pow")
