@@ -184,3 +184,32 @@ def test_an_undefined_branch_not_taken_is_harmless_and_at_the_output_is_an_error
 def test_one_over_a_norm_at_zero_is_a_pole():
     with pytest.raises(NotLipschitzError):
         _check(lambda w: 1 / torch.linalg.vector_norm(w), _t(0.0, 0.0))
+
+
+def test_norm_ball_certificates_are_rechecked_exactly():
+    import json
+
+    fn, w = NORMS["vector_norm"], _t(0.0, 0.0)
+    v = _check(fn, w, ad=[F(3, 5), F(4, 5)])
+    assert v.certificate["kind"] == "norm_ball"
+    assert nsverify.verify_certificate(v.to_json()) and nsverify.verify_certificate(v, fn)
+    d = json.loads(v.to_json())
+    d["certificate"]["member"], d["status"] = False, "not_member"
+    assert not nsverify.verify_certificate(d)  # (3/5, 4/5) is in the unit ball
+    d = json.loads(v.to_json())
+    d["certificate"]["scale"] = "1/2"
+    assert not nsverify.verify_certificate(d)  # |(3/5, 4/5)| / (1/2) = 2 > 1
+    assert not nsverify.verify_certificate(v, lambda w: 2 * torch.linalg.vector_norm(w))  # the replay differs
+
+
+def test_nonfinite_certificates_are_rechecked():
+    import json
+
+    fn = lambda w: torch.sqrt((w ** 2).sum())  # noqa: E731
+    v = _check(fn, _t(0.0, 0.0))
+    assert v.certificate["kind"] == "nonfinite_diagnosis"
+    assert nsverify.verify_certificate(v.to_json()) and nsverify.verify_certificate(v, fn)
+    d = json.loads(v.to_json())
+    d["tested"] = ["0", "0"]
+    assert not nsverify.verify_certificate(d)  # a finite vector: the certificate proves nothing about it
+    assert not nsverify.verify_certificate(v, lambda w: torch.sqrt(w).sum())  # not Lipschitz at 0: no replay

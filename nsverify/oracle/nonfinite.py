@@ -175,11 +175,11 @@ def _v(v) -> str:
 
 def _cert(desc, form, n, entries, extra=None) -> dict:
     d = {"kind": "nonfinite_diagnosis", "clarke": desc, "nonfinite_entries": list(entries)}
-    if form is not None and form.terms:
-        s, sq = form.terms[0]
+    if form is not None and len(form.terms) <= 1:
+        s, sq = form.terms[0] if form.terms else (F(1), None)
         d["center"] = [str(form.sg.get(i, F(0))) for i in range(n)]
         d["scale"] = str(s)
-        d["squares"] = [[str(c), {str(k): str(v) for k, v in g.items()}] for c, g in sq.comps]
+        d["squares"] = [[str(c), {str(k): str(v) for k, v in g.items()}] for c, g in (sq.comps if sq else ())]
     d.update(extra or {})
     return d
 

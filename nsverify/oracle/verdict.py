@@ -185,8 +185,9 @@ def explain_lines(v: Verdict, full: bool = False) -> list:
         lines = [f"Undecided: {first.rstrip('.')}" + (f" (what to try: {fix})." if fix else ".")]
         lines += [f"  {part.rstrip('.')}." for part in rest.split(". ") if part.strip()]
     lines.append(f"question answered: {_question(v)}")
-    lines.append(f"tested vector ({'PyTorch' + chr(39) + 's AD, exactly' if v.tested_is == 'exact_ad' else 'ad='}): "
-                 f"{fmt(v.tested)}")
+    label = {"exact_ad": "PyTorch's AD, exactly", "float_ad": "PyTorch's float gradient as returned"}.get(
+        v.tested_is, "ad=")
+    lines.append(f"tested vector ({label}): {fmt(v.tested)}")
     if v.tested_is != "exact_ad" and v.exact_ad is not None:
         lines.append(f"PyTorch's AD, evaluated exactly: {fmt(v.exact_ad)}")
     diff = _float_vs_exact(v)
@@ -209,7 +210,12 @@ def _diagnosis_lines(v: Verdict) -> list:
     """Why the returned gradient holds NaN/inf (``v.diagnosis``): the class, the op, the value the rule gives."""
     d = v.diagnosis
     if d is None:
-        return []
+        clarke = v.stats.get("clarke") if (v.certificate or {}).get("kind") == "norm_ball" else None
+        if clarke is None:
+            return []
+        low = v.stats.get("expected")
+        return [f"Clarke set (a norm at its zero, no kink): {clarke}"
+                + (f"; its minimum-norm element, PyTorch's masked value: ({', '.join(low)})" if low else "")]
     head = {"lipschitz": "NaN/inf gradient of a locally Lipschitz function (a bug)",
             "not_lipschitz": "no Clarke set here (NaN/inf allowed)",
             "undefined": "the value itself is undefined here",
@@ -251,6 +257,9 @@ def _question(v: Verdict) -> str:
     subject = _subject(v)
     if subject == "The vector you gave (ad=)":
         return f"is the vector you gave in the Clarke subdifferential of the real function your program computes {at}?"
+    if v.tested_is == "float_ad":
+        return (f"is PyTorch's {dt} gradient as it returned it (NaN/inf entries kept) in the Clarke subdifferential "
+                f"of the real function your program computes {at}?")
     what = ("is PyTorch's AD" if subject == "PyTorch's gradient" else
             "is the AD with your rules at kinks and ties")
     return (f"{what}, evaluated exactly {at}, in the Clarke subdifferential of the real function your program "
