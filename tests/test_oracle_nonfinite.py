@@ -169,3 +169,18 @@ def test_overflow_keeps_the_exact_verdict_and_reports_the_magnitude(fn, exact):
 def test_finite_ad_has_no_diagnosis():
     v = _check(lambda w: torch.relu(w).sum(), _t(0.0))
     assert v.status == "member" and v.diagnosis is None
+
+
+def test_a_steep_branch_not_taken_is_harmless():
+    # sqrt at 0 is not Lipschitz, but w > 5 is false near 0: f = 0 there, and PyTorch's 0 x inf = NaN is a bug
+    fn = lambda w: torch.where(w > 5, torch.sqrt(w), torch.zeros_like(w)).sum()  # noqa: E731
+    assert _slope(fn, _t(0.0), [1.0], 1e-6) == 0.0
+    v = _check(fn, _t(0.0))
+    assert math.isnan(v.ad[0]) and v.status == "not_member" and v.diagnosis.expected == (F(0),)
+
+
+def test_singular_values_that_may_cancel_are_never_decided():
+    # sqrt(relu(w)) - sqrt(relu(w)) is 0 everywhere (Lipschitz): two steep parts must not be called "not Lipschitz"
+    fn = lambda w: (torch.sqrt(torch.relu(w)) - torch.sqrt(torch.relu(w))).sum()  # noqa: E731
+    v = _check(fn, _t(0.0))
+    assert v.status == "unknown" and "not decided" in v.reason

@@ -46,7 +46,7 @@ from nsverify.oracle.membership import (
     separating_direction,
 )
 from nsverify.oracle.numbers import is_exact
-from nsverify.oracle.ops.singular import NormForm, Pole, Singular
+from nsverify.oracle.ops.singular import NormForm, Singular
 from nsverify.oracle.park import exact as layered
 from nsverify.oracle.pieces import Enumeration, ad_sites, enumerate_pieces, limit_message
 from nsverify.oracle.prepass import random_note
@@ -247,12 +247,11 @@ def _decide_exact(ev: Evaluation, ad, float_ad, *, max_pieces: int, on_limit: st
     exact_ad, how = ev.exact_ad(warn=ad is None)
     if ad is None:
         tested, tested_is = exact_ad, "exact_ad"
-    if fw.form is not None:  # a norm at its zero: its Clarke set is a ball (or an ellipsoid)
-        if isinstance(fw.form, NormForm):
-            return nonfinite.norm_verdict(ev, fw, tested, tested_is, float_ad, how)
-        if isinstance(fw.form, Pole):
-            nonfinite.raise_singular(Singular("not_lipschitz", fw.form.op, f"{fw.form.why}: infinite at w"))
-        raise nonfinite.undefined(f"aten.{fw.form.op}", f"{fw.form.why}, and that value reaches the output")
+    if isinstance(fw.form, NormForm):  # a norm at its zero: its Clarke set is a ball (or an ellipsoid)
+        return nonfinite.norm_verdict(ev, fw, tested, tested_is, float_ad, how)
+    if any(getattr(x, "is_marker", False) for x in tested):  # PyTorch's backward met a singular value exactly
+        return _undecided("PyTorch's backward, evaluated exactly, meets a value at a singular point (NaN/inf there) "
+                          "although its float gradient is finite", float_ad, ad, fw)
     declined = None
     if (shortcuts and fw.sites and not fw.nonaffine and all(is_exact(x) for x in tested)
             and candidate_groups(fw.sites) >= 2):

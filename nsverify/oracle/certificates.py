@@ -1258,7 +1258,7 @@ class NonFiniteGradient:
         if fw.sites:
             return "replaying the program meets kinks: local Lipschitzness is re-derived for one smooth piece only"
         if fw.form is not None and not isinstance(fw.form, NormForm):
-            return "replaying the program gives a value undefined at w"
+            return "replaying the program gives a value that is not a norm at its zero"
         return None
 
 

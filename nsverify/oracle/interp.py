@@ -40,7 +40,7 @@ from nsverify.oracle import callenv, context
 from nsverify.oracle.context import Ctx
 from nsverify.oracle.numbers import JET_ORDER, Aff, Jet, grad, is_lin, val
 from nsverify.oracle.ops.common import arr, plain_values
-from nsverify.oracle.ops.singular import NormForm, Undefined
+from nsverify.oracle.ops.singular import Marker, NormForm
 from nsverify.oracle.prepass import OpSurvey, no_grad_note
 from nsverify.oracle.tensor import ExactTensor, evaluates, rewrite_hint, to_exact_array
 from nsverify.registry import parse_rules, renamed_rules_argument
@@ -197,10 +197,11 @@ class Evaluation:
                 x.shadow = self.w.detach().clone()
             out = self._call(x, mode)
         y = _scalar_output(out)
-        form = y if isinstance(y, (NormForm, Undefined)) else None
+        if isinstance(y, Marker):  # a singular value reached the output: no Lipschitz function here, or unknown
+            raise y.exception()
+        form = y if isinstance(y, NormForm) else None
         if form is not None:  # no derivative: the gradient is the AD's (a norm term taking 0), or none
-            g = y.ad_gradient() if isinstance(y, NormForm) and y.ad_zero else {}
-            value = y.v if isinstance(y, NormForm) else y
+            g, value = (y.ad_gradient() if y.ad_zero else {}), y.v
         else:
             g, value = grad(y), val(y)
         zero = F(0)

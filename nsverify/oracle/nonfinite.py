@@ -25,7 +25,7 @@ from nsverify.errors import InexactError, NonFiniteError, NotLipschitzError, Uns
 from nsverify.oracle import callenv
 from nsverify.oracle.diagnosis import NonFiniteDiagnosis
 from nsverify.oracle.numbers import Ival
-from nsverify.oracle.ops.singular import NormForm, Pole, Singular, Undefined
+from nsverify.oracle.ops.singular import NormForm, Singular
 from nsverify.oracle.verdict import Verdict
 from nsverify.rational import solve_any
 
@@ -200,14 +200,10 @@ def decide(ev, float_ad, ad, tested, tested_is, normal):
         raise
     except InexactError as e:
         return _unknown(ev, float_ad, tested, tested_is, f"whether fn is locally Lipschitz at w is not decided: {e}")
-    if isinstance(fw.form, Pole):
-        raise_singular(Singular("not_lipschitz", fw.form.op, f"{fw.form.why}: the value is infinite at w"), bad)
-    if isinstance(fw.form, Undefined):
-        raise undefined(f"aten.{fw.form.op}", f"{fw.form.why}, and that value reaches the output", bad)
     if tested is None:  # PyTorch's AD, exactly: finite means the float one overflowed (class d)
         try:
             g, _ = ev.reverse()
-            exact_finite = finite(g) and not any(isinstance(x, Undefined) for x in g)
+            exact_finite = finite(g)
         except (ZeroDivisionError, Singular):
             exact_finite = False  # an exact division by 0 (or 0 x undefined) in PyTorch's own backward
         except (UnsupportedOpError, InexactError):

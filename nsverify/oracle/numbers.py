@@ -850,6 +850,8 @@ def is_lin(x) -> bool:
 
 def smooth(x, f_val, f_der):
     """Apply a smooth scalar function: value f_val(v), derivative f_der(v) (numbers or Ivals)."""
+    if getattr(x, "is_marker", False):  # a value at a singular point (nsverify.oracle.ops.singular)
+        return x.smooth_of()
     if not isinstance(x, Aff):
         return f_val(x)
     d = f_der(x.v)

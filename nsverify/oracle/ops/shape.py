@@ -186,12 +186,21 @@ def _slice_backward(grad, input_sizes, dim, start, end, step):
     return out
 
 
-def _isnan(a):  # exact values are finite by construction
+def _isnan(a):  # exact values are finite by construction (a singular point's NaN/inf is refused)
+    _no_markers(a, "isnan/isinf")
     return np.zeros(np.shape(a), dtype=bool)
 
 
 def _isfinite(a):
+    _no_markers(a, "isfinite")
     return np.ones(np.shape(a), dtype=bool)
+
+
+def _no_markers(a, what):
+    if isinstance(a, np.ndarray) and a.dtype == object:
+        from nsverify.oracle.ops.singular import refuse_markers
+
+        refuse_markers(a, what)
 
 
 def _new_zeros(a, size, **kw):

@@ -78,65 +78,127 @@ def _varies(x) -> bool:
 
 
 def _undecided(x, what: str):
-    return InexactError(f"{what} at a zero of a non-linear argument ({x!r}) whose first order vanishes: whether the "
-                        "function is locally Lipschitz there is not decided by the exact oracle")
+    return Undecided(what, f"{what} at a zero of a non-linear argument ({x!r}) whose first order vanishes: whether "
+                     "the function is locally Lipschitz there is not decided by the exact oracle")
 
 
 # ---------------------------------------------------------------------------------------------- numbers
-class Undefined:
-    """A value that is NaN on a whole neighbourhood of w (created by ``op``): arithmetic keeps it undefined, any
-    comparison raises (unknown).  ``torch.where`` may drop it (the branch not taken); at the output it means the
-    function itself is undefined at w."""
+class Marker:
+    """A value at a singular point that does not reach the output exactly, only its kind (a marker): ``torch.where``
+    may drop it (the branch not taken: the function does not depend on it near w); at the output of a trace it
+    raises :meth:`exception`.  Arithmetic keeps what stays provable (below); comparisons raise (unknown)."""
 
     __slots__ = ("op", "why")
+    kind = "undecided"
+    is_marker = True
 
     def __init__(self, op: str, why: str):
         self.op, self.why = op, why
 
-    def _same(self, *_):
+    def _join(self, o):
+        if isinstance(self, Undefined):
+            return self
+        if isinstance(o, Undefined):
+            return o
+        return Undecided(self.op, f"{self.why}, combined with another singular value ({o.why})")
+
+    def __add__(self, o):  # a Lipschitz function added changes no class (NaN stays NaN, a steep part stays steep)
+        return self._join(o) if isinstance(o, Marker) else self
+
+    __radd__ = __sub__ = __rsub__ = __add__
+
+    def __neg__(self):
         return self
 
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = __pow__ = _same
-    __neg__ = __pos__ = __abs__ = _same
-
-    def _read(self, *_):
-        raise InexactError(f"a value that is undefined near w ({self.why}) was compared or read")
-
-    __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __float__ = _read
-
-    def __repr__(self):
-        return f"Undefined({self.why})"
-
-
-class Pole(Undefined):
-    """A value that is +-inf at w and unbounded near it (1 / a norm that is 0 at w): at the output the function is
-    not locally Lipschitz; multiplied by a value that is 0 at w it is 0 x inf, undefined at w (0/0)."""
-
-    __slots__ = ()
+    __pos__ = __neg__
 
     def __mul__(self, o):
-        if isinstance(o, Undefined):
-            return o if not isinstance(o, Pole) else self
-        try:
-            zero = sign(val(o)) == 0
-        except InexactError:
-            zero = None
-        if zero is None:
-            raise InexactError("a pole multiplied by a value whose sign is not decided")
-        if zero:
-            raise Singular("undefined", self.op, f"0 x inf: {self.why}, multiplied by a value that is 0 at w (0/0)")
-        return self
+        return self._join(o) if isinstance(o, Marker) else self._scale(o)
 
     __rmul__ = __mul__
 
     def __truediv__(self, o):
-        return self.__mul__(o)
+        return self._join(o) if isinstance(o, Marker) else self._scale(o, divide=True)
 
     def __rtruediv__(self, o):
-        raise InexactError(f"a value divided by a pole ({self.why}): not decided by the exact oracle")
+        return self if isinstance(self, Undefined) else Undecided(self.op, f"a value divided by {self.why}")
+
+    def __pow__(self, e):
+        return self if isinstance(self, Undefined) else Undecided(self.op, f"a power of {self.why}")
+
+    def __abs__(self):
+        return self if isinstance(self, Undefined) else Undecided(self.op, f"the absolute value of {self.why}")
+
+    def _scale(self, o, divide: bool = False):
+        return self
+
+    def smooth_of(self):
+        """A smooth function of this value: NaN stays NaN; a steep part may flatten (cos(sqrt(w)) is smooth)."""
+        return self if isinstance(self, Undefined) else Undecided(self.op, f"a smooth function of {self.why}")
+
+    def _read(self, *_):
+        raise InexactError(f"a value at a singular point ({self.why}) was compared or read")
+
+    __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __float__ = _read
+
+    def exception(self) -> InexactError:
+        """What this value means at the output of fn."""
+        if self.kind == "undecided":
+            return InexactError(f"whether fn is locally Lipschitz at w is not decided: {self.why}")
+        return Singular(self.kind, self.op, self.why)
 
     def __repr__(self):
-        return f"Pole({self.why})"
+        return f"{type(self).__name__}({self.why})"
+
+
+def _value_sign(o):
+    try:
+        return sign(val(o))
+    except (InexactError, TypeError):
+        return None
+
+
+class Undefined(Marker):
+    """NaN at w (and, made from a value < 0 of sqrt/log/pow, on a whole neighbourhood): stays NaN whatever is done."""
+
+    __slots__ = ()
+    kind = "undefined"
+
+
+class Steep(Marker):
+    """Not locally Lipschitz at w (an infinite one-sided slope, a jump, NaN on one side): adding a Lipschitz function
+    or multiplying by a C^1 one that is non-zero at w keeps it so (g = (g h) / h); anything else: undecided."""
+
+    __slots__ = ()
+    kind = "not_lipschitz"
+
+    def _scale(self, o, divide: bool = False):
+        s = _value_sign(o)
+        if s is not None and s != 0 and not (divide and isinstance(o, NormForm)):
+            return self
+        return Undecided(self.op, f"{self.why}, {'divided' if divide else 'multiplied'} by a value that may be 0 "
+                         "at w")
+
+
+class Pole(Steep):
+    """+-inf at w, unbounded near it (1 / a norm that is 0, log 0, a divisor crossing 0); times a value that is 0 at
+    w it is 0 x inf: undefined at w."""
+
+    __slots__ = ()
+
+    def _scale(self, o, divide: bool = False):
+        s = _value_sign(o)
+        if s == 0 and not divide:
+            return Undefined(self.op, f"0 x inf: {self.why}, multiplied by a value that is 0 at w (0/0)")
+        return Steep._scale(self, o, divide)
+
+
+class Undecided(Marker):
+    """A singular value whose class the exact oracle cannot tell: harmless where it is dropped, "unknown" at the
+    output."""
+
+    __slots__ = ()
+    kind = "undecided"
 
 
 class Sq(Aff):
@@ -185,6 +247,13 @@ class Sq(Aff):
 
     def __repr__(self):
         return f"Sq({len(self.comps)} squares)"
+
+
+def refuse_markers(a, what: str) -> None:
+    """``what`` (isnan, isfinite, ...) cannot read a singular value exactly: unknown."""
+    for x in np.asarray(a, dtype=object).reshape(-1):
+        if isinstance(x, Marker):
+            raise InexactError(f"{what} of a value at a singular point ({x.why}): not decided by the exact oracle")
 
 
 def square(x: Aff):
@@ -277,18 +346,17 @@ class NormForm(Aff):
             return self * o.inv()
         if _isnum(o):
             if sign(o) == 0:
-                raise Singular("undefined" if sign(self.v) == 0 else "not_lipschitz", _op(),
-                               "division by an exact zero" + (" of a value that is 0 at w (0/0)"
-                                                              if sign(self.v) == 0 else ""))
+                if sign(self.v) == 0:
+                    return Undefined(_op(), "a norm that is 0 at w divided by an exact zero (0/0)")
+                return Undefined(_op(), "a division by an exact zero")
             return self * (1 / F(o) if isinstance(o, int) else 1 / o)
         return NotImplemented
 
     def __rtruediv__(self, o):
         if sign(self.v) == 0:
-            zero_num = sign(val(o)) == 0 if not isinstance(o, Undefined) else False
-            if zero_num:
-                raise Singular("undefined", _op(), "0/0: a value that is 0 at w divided by a norm that is 0 at w "
-                               "(e.g. normalize or layer_norm with eps=0 at a constant or zero input)")
+            if _value_sign(o) == 0:
+                return Undefined(_op(), "0/0: a value that is 0 at w divided by a norm that is 0 at w (e.g. normalize "
+                                 "or layer_norm with eps=0 at a constant or zero input)")
             return Pole(_op(), "1 / a norm that is 0 at w") * o
         return self.inv() * o
 
@@ -319,7 +387,7 @@ def side_near(x: NormForm) -> int:
 # ---------------------------------------------------------------------------------------------- scalar rules
 def sqrt_at(x, smooth_sqrt, ad_zero: bool = False):
     """sqrt of one exact scalar whose value is not provably positive (``smooth_sqrt``: the rule for positive values)."""
-    if isinstance(x, Undefined):
+    if isinstance(x, Marker):
         return x
     if isinstance(x, NormForm):
         raise InexactError("sqrt of a norm at its zero: not decided by the exact oracle")
@@ -337,14 +405,14 @@ def sqrt_at(x, smooth_sqrt, ad_zero: bool = False):
     if type(x) is Sq:
         return NormForm(F(0), {}, ((F(1), x),), ad_zero)
     if x.g and _real_piece():
-        raise Singular("not_lipschitz", "sqrt", "sqrt at 0 of an argument that changes sign to first order: an "
+        return Steep("sqrt", "sqrt at 0 of an argument that changes sign to first order: an "
                        "infinite one-sided slope, and no value on the other side")
-    raise _undecided(x, "sqrt")
+    return _undecided(x, "sqrt")
 
 
 def pow_at(x, e: Fraction, smooth_pow):
     """x ** e (e not an integer) of one exact scalar whose value is not provably positive."""
-    if isinstance(x, Undefined):
+    if isinstance(x, Marker):
         return x
     if isinstance(x, NormForm):
         raise InexactError("a real power of a norm at its zero: not decided by the exact oracle")
@@ -357,7 +425,7 @@ def pow_at(x, e: Fraction, smooth_pow):
     if s < 0:
         return Undefined("pow", f"{v} to the non-integer power {e}")
     if e < 0:
-        raise Singular("not_lipschitz", "pow", f"0 to the negative power {e}: a pole")
+        return Pole("pow", f"0 to the negative power {e}: a pole")
     if not isinstance(x, Aff):
         return F(0)
     if type(x) is Sq:  # (sum of squares)^e ~ |d|^(2e): C^1 with derivative 0 when 2e > 1
@@ -365,20 +433,20 @@ def pow_at(x, e: Fraction, smooth_pow):
             return Aff(F(0), {}, False)
         if 2 * e == 1:
             return NormForm(F(0), {}, ((F(1), x),), False)
-        raise Singular("not_lipschitz", "pow", f"a sum of squares to the power {e} < 1/2 at 0: an infinite slope")
+        return Steep("pow", f"a sum of squares to the power {e} < 1/2 at 0: an infinite slope")
     if x.g and _real_piece() and e > 1 and _nonneg_on_piece(x):
         return Aff(F(0), {}, False)  # x >= 0 on this piece, x^e = O(|d|^e): C^1 with derivative 0 (e > 1)
     if x.g and _real_piece():
         if e < 1:
-            raise Singular("not_lipschitz", "pow", f"x^{e} at x = 0 with x changing to first order: an infinite "
+            return Steep("pow", f"x^{e} at x = 0 with x changing to first order: an infinite "
                            "one-sided slope (and NaN where x < 0)")
         ctx = context.active()
         if ctx.mode == "ad" and not ctx.sites:  # the whole neighbourhood: x < 0 on one side of w, NaN there
-            raise Singular("not_lipschitz", "pow", f"x^{e} at x = 0 with x changing sign at w: NaN where x < 0, on a "
+            return Steep("pow", f"x^{e} at x = 0 with x changing sign at w: NaN where x < 0, on a "
                            "whole side of w")
-        raise InexactError(f"x^{e} at x = 0 with x changing to first order: it is C^1 on the side where x >= 0 but "
-                           "NaN on the other; the exact oracle does not decide which sides this piece has")
-    raise _undecided(x, "pow")
+        return Undecided("pow", f"x^{e} at x = 0 with x changing to first order: it is C^1 on the side where x >= 0 "
+                         "but NaN on the other; the exact oracle does not decide which sides this piece has")
+    return _undecided(x, "pow")
 
 
 def _nonneg_on_piece(x) -> bool:
@@ -401,7 +469,7 @@ def _nonneg_on_piece(x) -> bool:
 
 
 def log_at(x, smooth_log):
-    if isinstance(x, Undefined):
+    if isinstance(x, Marker):
         return x
     v = val(x)
     s = sign(v)
@@ -411,7 +479,7 @@ def log_at(x, smooth_log):
         return smooth_log(x)
     if s < 0:
         return Undefined("log", f"log of {v} < 0")
-    raise Singular("not_lipschitz", "log", "log at 0: the value is -inf at w (a pole)")
+    return Pole("log", "log at 0: the value is -inf at w (a pole)")
 
 
 def _smooth2(x, y, f, fx, fy):
@@ -443,22 +511,22 @@ def _atan2_i(y, x):
 
 
 def atan2(y, x):
-    if isinstance(y, Undefined) or isinstance(x, Undefined):
-        return y if isinstance(y, Undefined) else x
+    if isinstance(y, Marker) or isinstance(x, Marker):
+        return y if isinstance(y, Marker) else x
     sy, sx = sign(val(y)), sign(val(x))
     if sy is None or (sy == 0 and sx is None):
         raise InexactError(f"atan2 near its singular set: the enclosures of ({y}, {x}) do not decide the side")
     if sy == 0 and sx != 1:  # the origin, or the branch cut y = 0, x < 0: a jump of 2 pi (or more) nearby
         if not _varies(y) and not (sx == 0 and _varies(x)):
             if isinstance(y, Aff) or (sx == 0 and isinstance(x, Aff)):
-                raise _undecided(y, "atan2")
+                return _undecided(y, "atan2")
             if sx == 0:
                 return F(0)  # atan2(0, 0) = 0, constant near w
             return pi_i()  # y = +0 constant: PyTorch's atan2(+0, x < 0) = pi
         if not _real_piece():
-            raise InexactError("atan2 at its singular set inside a trace that met kinks: not decided")
+            return Undecided("atan2", "atan2 at its singular set inside a trace that met kinks: not decided")
         where = "the origin" if sx == 0 else "its branch cut (y = 0, x < 0)"
-        raise Singular("not_lipschitz", "atan2", f"atan2 at {where} with the arguments moving: the angle jumps")
+        return Steep("atan2", f"atan2 at {where} with the arguments moving: the angle jumps")
 
     def d(vy, vx):
         return vx * vx + vy * vy
@@ -471,11 +539,13 @@ def xlogy(x, y):
     """x log y, 0 where x == 0 (PyTorch's xlogy)."""
     from nsverify.oracle.ops.smooth import log
 
-    if isinstance(x, Undefined):
+    if isinstance(x, Marker):
         return x
     if not isinstance(x, Aff) and sign(x) == 0:
         return F(0)  # x is 0 near w: xlogy is 0 there, whatever y is
-    sy = sign(val(y)) if not isinstance(y, Undefined) else -1
+    if isinstance(y, Marker):
+        return y if isinstance(y, Undefined) else Undecided("xlogy", f"xlogy of {y.why}")
+    sy = sign(val(y))
     if sy is None:
         raise InexactError(f"xlogy with y's enclosure containing 0 ({y})")
     if sy > 0:
@@ -483,13 +553,13 @@ def xlogy(x, y):
     if sy < 0:
         return Undefined("xlogy", "x log y with y < 0")
     if not _real_piece():
-        raise InexactError("xlogy at y = 0 inside a trace that met kinks: not decided")
+        return Undecided("xlogy", "xlogy at y = 0 inside a trace that met kinks: not decided")
     if sign(val(x)) != 0:
-        raise Singular("not_lipschitz", "xlogy", "x log y with y = 0 and x != 0: the value is infinite at w (a pole)")
+        return Pole("xlogy", "x log y with y = 0 and x != 0: the value is infinite at w (a pole)")
     if _varies(x) or _varies(y):
-        raise Singular("not_lipschitz", "xlogy", "x log y at x = y = 0 with the arguments moving: an infinite "
+        return Steep("xlogy", "x log y at x = y = 0 with the arguments moving: an infinite "
                        "one-sided slope (x log x), or values without bound")
-    raise _undecided(x, "xlogy")
+    return _undecided(x, "xlogy")
 
 
 def _asin_i(v):
@@ -502,7 +572,7 @@ def _asin_i(v):
 
 def _arc(x, acos: bool):
     name = "acos" if acos else "asin"
-    if isinstance(x, Undefined):
+    if isinstance(x, Marker):
         return x
     v = val(x)
     s_hi, s_lo = sign(v - 1), sign(v + 1)
@@ -515,9 +585,9 @@ def _arc(x, acos: bool):
             a = _asin_i(v)
             return pi_i() / 2 - a if acos else a
         if x.g and _real_piece():
-            raise Singular("not_lipschitz", name, f"{name} at {v}, an end of its domain, with the argument moving: "
+            return Steep(name, f"{name} at {v}, an end of its domain, with the argument moving: "
                            "an infinite one-sided slope, and NaN beyond")
-        raise _undecided(x, name)
+        return _undecided(x, name)
 
     def f(u):
         a = _asin_i(u)
@@ -541,7 +611,7 @@ def _sinh_i(v):
 
 
 def _hyp(x, cosh: bool):
-    if isinstance(x, Undefined):
+    if isinstance(x, Marker):
         return x
     f, der = (_cosh_i, _sinh_i) if cosh else (_sinh_i, _cosh_i)
     if not isinstance(x, Aff):
@@ -557,7 +627,7 @@ def norm_of(xs) -> object:
     total = F(0)
     for x in xs:
         total = total + x * x
-    if isinstance(total, Undefined):
+    if isinstance(total, Marker):
         return total
     s = sign(val(total))
     if s is not None and s > 0:
