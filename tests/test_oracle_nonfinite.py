@@ -184,3 +184,24 @@ def test_singular_values_that_may_cancel_are_never_decided():
     fn = lambda w: (torch.sqrt(torch.relu(w)) - torch.sqrt(torch.relu(w))).sum()  # noqa: E731
     v = _check(fn, _t(0.0))
     assert v.status == "unknown" and "not decided" in v.reason
+
+
+def test_a_finite_vector_next_to_a_nan_gradient_is_judged_and_the_nan_noted():
+    v = _check(_norm_by_hand, _t(0.0, 0.0), ad=[F(3, 5), F(4, 5)])
+    assert v.status == "member" and v.diagnosis is None  # the unit ball holds (3/5, 4/5)
+    assert any("without ad=" in n for n in v.stats["notes"])
+
+
+def test_check_module_diagnoses_a_where_guarded_sqrt():
+    m = torch.nn.Linear(1, 1).double()
+    with torch.no_grad():
+        m.weight.fill_(1.0)
+        m.bias.fill_(-2.0)
+    x = torch.ones(1, 1, dtype=D)  # pre-activation -1: the where takes 0, sqrt(-1) is the branch not taken
+
+    def loss(out, _):
+        return torch.where(out > 0, torch.sqrt(out), torch.zeros_like(out)).sum()
+
+    v = nsverify.check_module(m, loss, x, None, progress=False)
+    assert v.status == "not_member" and v.diagnosis.kind == "lipschitz"
+    assert v.diagnosis.op == "aten.where" and v.diagnosis.expected == (F(0), F(0))

@@ -210,7 +210,7 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
     tracker.update(stage="NaN/inf diagnosis")
     tested = None if ad is None else boundary.tested_vector(ad, ev.n, allow_nonfinite=True)
     if tested is not None and nonfinite.finite(tested):  # a finite vector to test: the ordinary decision
-        return nonfinite.overflowed(exact(), float_ad, ev.exact_ad(warn=False)[0])
+        return nonfinite.about_pytorch(ev, exact(), float_ad)
     return nonfinite.decide(ev, float_ad, ad, tested, "ad" if ad is not None else "exact_ad", exact)
 
 

@@ -289,6 +289,23 @@ def overflowed(v: Verdict, float_ad, exact) -> Verdict:
     return v
 
 
+def about_pytorch(ev, v: Verdict, float_ad) -> Verdict:
+    """The verdict about a finite ``ad=`` vector where PyTorch's own gradient is non-finite: the overflow's
+    diagnosis when PyTorch's backward, evaluated exactly, is finite; else a note (its diagnosis is a call without
+    ``ad=``)."""
+    try:
+        g, _ = ev.reverse()
+        ok = finite(g)
+    except (ZeroDivisionError, UnsupportedOpError, InexactError):
+        ok = False
+    if ok:
+        return overflowed(v, float_ad, g)
+    ev.notes.append(
+        "PyTorch's float gradient holds NaN/inf here (entries " + str(list(_bad(float_ad))[:8]) + "); call "
+        "check_gradient without ad= for its diagnosis")
+    return v
+
+
 def norm_verdict(ev, fw, tested, tested_is, float_ad, how) -> Verdict:
     """A finite tested vector against the Clarke set of a norm at its zero (no kink met): exact membership."""
     if fw.sites:
