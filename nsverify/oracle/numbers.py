@@ -785,9 +785,7 @@ class Aff:
             if (self.lin and o.lin and self.g and type(self.v) is Fraction and type(o.v) is Fraction
                     and not self.v and not o.v and (o is self or o.g == self.g)):
                 # the square of an affine form vanishing at w: exactly a quadratic form, which sqrt reads as a norm
-                from nsverify.oracle.ops.singular import square
-
-                return square(self)
+                return Sq(((Fraction(1), self.g),))
             lin = self.lin and o.lin and (not self.g or not o.g)
             return mk(self.v * o.v, _gadd(_gscale(self.g, o.v), _gscale(o.g, self.v)), lin)
         if _isnum(o):
@@ -814,6 +812,55 @@ class Aff:
 
     def __repr__(self):
         return f"Aff({self.v!r}, {self.g!r}{'' if self.lin else ', nonlin'})"
+
+
+class Sq(Aff):
+    """``sum_i c_i (g_i . d)^2`` exactly (c_i >= 0 rational, g_i sparse first-order forms): a sum of squares of affine
+    forms that vanish at w, made by every product ``x * x`` of such a form.  As an Aff it is value 0, first order 0,
+    non-linear -- exactly true -- so every op that does not know it stays right; ``sqrt`` at 0 reads ``comps`` as a
+    norm (:mod:`nsverify.oracle.ops.singular`)."""
+
+    __slots__ = ("comps",)
+
+    def __init__(self, comps: tuple):
+        super().__init__(Fraction(0), {}, False)
+        self.comps = comps
+
+    def __add__(self, o):
+        if type(o) is Sq:
+            return Sq(self.comps + o.comps)
+        if isinstance(o, (int, Fraction)) and o == 0:
+            return self
+        return Aff.__add__(self, o)
+
+    __radd__ = __add__
+
+    def __mul__(self, o):
+        if isinstance(o, (int, Fraction)) and not isinstance(o, bool):
+            if o == 0:
+                return Fraction(0)
+            if o > 0:
+                return Sq(tuple((c * o, g) for c, g in self.comps))
+        return Aff.__mul__(self, o)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, o):
+        if isinstance(o, (int, Fraction)) and not isinstance(o, bool) and o > 0:
+            return self * (1 / Fraction(o))
+        return Aff.__truediv__(self, o)
+
+    def matrix(self, n: int) -> list:
+        """M = sum_i c_i g_i g_i^T (n x n, exact)."""
+        m = [[Fraction(0)] * n for _ in range(n)]
+        for c, g in self.comps:
+            for i, a in g.items():
+                for j, b in g.items():
+                    m[i][j] += c * a * b
+        return m
+
+    def __repr__(self):
+        return f"Sq({len(self.comps)} squares)"
 
 
 def _nz(x):

@@ -31,14 +31,17 @@ from nsverify.oracle.numbers import (
     PREC,
     Aff,
     Ival,
+    Sq,
     _gadd,
     _gscale,
     _isnum,
     _wrap,
     exp_i,
+    log_i,
     mk,
     pi_i,
     sign,
+    smooth,
     sqrt_i,
     to_iv,
     val,
@@ -201,64 +204,11 @@ class Undecided(Marker):
     kind = "undecided"
 
 
-class Sq(Aff):
-    """``sum_i c_i (g_i . d)^2`` exactly (c_i >= 0 rational, g_i sparse first-order forms): a sum of squares of affine
-    forms that vanish at w.  As an Aff it is value 0, first order 0, non-linear -- exactly true -- so every op that
-    does not know it stays right; ``sqrt`` reads ``comps``."""
-
-    __slots__ = ("comps",)
-
-    def __init__(self, comps: tuple):
-        super().__init__(F(0), {}, False)
-        self.comps = comps
-
-    def __add__(self, o):
-        if type(o) is Sq:
-            return Sq(self.comps + o.comps)
-        if isinstance(o, (int, Fraction)) and o == 0:
-            return self
-        return Aff.__add__(self, o)
-
-    __radd__ = __add__
-
-    def __mul__(self, o):
-        if isinstance(o, (int, Fraction)) and not isinstance(o, bool):
-            if o == 0:
-                return F(0)
-            if o > 0:
-                return Sq(tuple((c * o, g) for c, g in self.comps))
-        return Aff.__mul__(self, o)
-
-    __rmul__ = __mul__
-
-    def __truediv__(self, o):
-        if isinstance(o, (int, Fraction)) and not isinstance(o, bool) and o > 0:
-            return self * (1 / F(o))
-        return Aff.__truediv__(self, o)
-
-    def matrix(self, n: int) -> list:
-        """M = sum_i c_i g_i g_i^T (n x n, exact)."""
-        m = [[F(0)] * n for _ in range(n)]
-        for c, g in self.comps:
-            for i, a in g.items():
-                for j, b in g.items():
-                    m[i][j] += c * a * b
-        return m
-
-    def __repr__(self):
-        return f"Sq({len(self.comps)} squares)"
-
-
 def refuse_markers(a, what: str) -> None:
     """``what`` (isnan, isfinite, ...) cannot read a singular value exactly: unknown."""
     for x in np.asarray(a, dtype=object).reshape(-1):
         if isinstance(x, Marker):
             raise InexactError(f"{what} of a value at a singular point ({x.why}): not decided by the exact oracle")
-
-
-def square(x: Aff):
-    """``x * x`` of an affine form vanishing at w (called by :meth:`Aff.__mul__`)."""
-    return Sq(((F(1), x.g),))
 
 
 class NormForm(Aff):
@@ -537,8 +487,6 @@ def atan2(y, x):
 
 def xlogy(x, y):
     """x log y, 0 where x == 0 (PyTorch's xlogy)."""
-    from nsverify.oracle.ops.smooth import log
-
     if isinstance(x, Marker):
         return x
     if not isinstance(x, Aff) and sign(x) == 0:
@@ -549,7 +497,7 @@ def xlogy(x, y):
     if sy is None:
         raise InexactError(f"xlogy with y's enclosure containing 0 ({y})")
     if sy > 0:
-        return x * log(y)
+        return x * smooth(y, log_i, lambda v: 1 / v)
     if sy < 0:
         return Undefined("xlogy", "x log y with y < 0")
     if not _real_piece():
@@ -622,8 +570,6 @@ def _hyp(x, cosh: bool):
 # ---------------------------------------------------------------------------------------------- norms
 def norm_of(xs) -> object:
     """The 2-norm of exact scalars: sqrt(sum x^2), a :class:`NormForm` at its zero (PyTorch's backward takes 0)."""
-    from nsverify.oracle.ops.smooth import sqrt as smooth_sqrt
-
     total = F(0)
     for x in xs:
         total = total + x * x
@@ -631,8 +577,12 @@ def norm_of(xs) -> object:
         return total
     s = sign(val(total))
     if s is not None and s > 0:
-        return smooth_sqrt(total)
-    return sqrt_at(total, smooth_sqrt, ad_zero=True)
+        return _sqrt_pos(total)
+    return sqrt_at(total, _sqrt_pos, ad_zero=True)
+
+
+def _sqrt_pos(x):
+    return smooth(x, sqrt_i, lambda v: 1 / (2 * sqrt_i(v)))
 
 
 def _check_p(p, what: str):

@@ -40,6 +40,7 @@ from nsverify.oracle.numbers import (
 from nsverify.oracle.ops.common import arr, filled, objmap, scalar
 from nsverify.oracle.ops.linalg import ipow
 from nsverify.oracle.ops.record import ExactOp
+from nsverify.oracle.ops.singular import log_at, pow_at, sqrt_at
 
 F = Fraction
 
@@ -64,8 +65,6 @@ def _log_pos(x):
 
 def log(x):
     if not _surely_positive(x):  # 0, < 0, undecided or undefined: the singular point's rules (ops.singular)
-        from nsverify.oracle.ops.singular import log_at
-
         return log_at(x, _log_pos)
     return _log_pos(x)
 
@@ -164,8 +163,6 @@ def sqrt(x):
     (:func:`nsverify.oracle.ops.singular.sqrt_at`: 0 of a sum of squares is a norm, < 0 is undefined, ...)."""
     if _surely_positive(x):
         return _sqrt_pos(x)
-    from nsverify.oracle.ops.singular import sqrt_at
-
     return sqrt_at(x, _sqrt_pos)
 
 
@@ -202,8 +199,6 @@ def _pow(a, e):
     def f(x):
         if _surely_positive(x):
             return pos(x)
-        from nsverify.oracle.ops.singular import pow_at
-
         return pow_at(x, e, pos)
 
     return objmap(f, arr(a))
