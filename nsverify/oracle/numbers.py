@@ -897,9 +897,9 @@ def is_lin(x) -> bool:
 
 def smooth(x, f_val, f_der):
     """Apply a smooth scalar function: value f_val(v), derivative f_der(v) (numbers or Ivals)."""
-    if getattr(x, "is_marker", False):  # a value at a singular point (nsverify.oracle.ops.singular)
-        return x.smooth_of()
     if not isinstance(x, Aff):
+        if getattr(x, "is_marker", False):  # a value at a singular point (nsverify.oracle.ops.singular)
+            return x.smooth_of()
         return f_val(x)
     d = f_der(x.v)
     return mk(f_val(x.v), _gscale(x.g, d), False if x.g else x.lin)
