@@ -205,3 +205,18 @@ def test_check_module_diagnoses_a_where_guarded_sqrt():
     v = nsverify.check_module(m, loss, x, None, progress=False)
     assert v.status == "not_member" and v.diagnosis.kind == "lipschitz"
     assert v.diagnosis.op == "aten.where" and v.diagnosis.expected == (F(0), F(0))
+
+
+def test_a_float_ad_record_must_test_its_own_float_gradient():
+    import json
+
+    v = _check(_norm_by_hand, _t(0.0, 0.0))
+    d = json.loads(v.to_json())
+    assert d["tested_is"] == "float_ad" and nsverify.verify_certificate(d)
+    d["ad"] = [0.0, float("nan")]  # the record's float gradient no longer has NaN in entry 0
+    assert not nsverify.verify_certificate(d)
+    w = _t(1.0, 1.0, 1.0)
+    d = json.loads(_check(torch.std, w).to_json())  # a norm ball tested with PyTorch's float gradient
+    assert d["tested_is"] == "float_ad" and nsverify.verify_certificate(d)
+    d["tested"] = ["1/2", "-1/2", "0"]  # a member, but not PyTorch's gradient (0, 0, 0)
+    assert not nsverify.verify_certificate(d)

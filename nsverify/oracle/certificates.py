@@ -604,7 +604,9 @@ def _tested_is_named(d: dict) -> str | None:
     named = d.get("tested_is")
     if named is None and d.get("exact_ad") is None:
         return None
-    if named in ("ad", "float_ad"):  # a vector the record holds only as tested (PyTorch's float one: float_ad)
+    if named == "float_ad":  # PyTorch's float gradient as returned: the record's own ``ad``, entry for entry
+        return _float_ad_named(d)
+    if named == "ad":  # a vector the record holds only as tested
         return None
     if named != "exact_ad":
         return f"tested_is must be 'exact_ad' or 'ad' (the vector the record tests), got {named!r}"
@@ -613,6 +615,26 @@ def _tested_is_named(d: dict) -> str | None:
     t = _tested(d)
     if _vkey(_vector(d["exact_ad"], len(t))) != _vkey(t):
         return "the record says the tested vector is the exact AD, but it is not the record's own exact_ad"
+    return None
+
+
+def _float_ad_named(d: dict) -> str | None:
+    """Why a record's ``tested`` vector is not its ``ad`` (PyTorch's float gradient; NaN/inf kept), None when it is."""
+    t, a = d.get("tested"), d.get("ad")
+    if not isinstance(t, list) or not isinstance(a, list) or len(t) != len(a):
+        return "the record says the tested vector is PyTorch's float gradient, but it is not the record's own ad"
+    for x, y in zip(t, a):
+        if not isinstance(y, (int, float)) or isinstance(y, bool):
+            return "the record's ad must be a list of numbers"
+        if not math.isfinite(y):
+            same = isinstance(x, float) and (x == y or (x != x and y != y))
+        else:
+            try:
+                same = not isinstance(x, float) and _num(x) == Fraction(y)
+            except Malformed:
+                same = False
+        if not same:
+            return "the record says the tested vector is PyTorch's float gradient, but it is not the record's own ad"
     return None
 
 
@@ -1235,6 +1257,8 @@ class NonFiniteGradient:
     def check(self, record: dict) -> str | None:
         if record.get("tested_is") not in ("ad", "float_ad"):
             return "a non-finite tested vector is PyTorch's float gradient (float_ad) or the caller's (ad)"
+        if record.get("tested_is") == "float_ad" and _float_ad_named(record):
+            return _float_ad_named(record)
         t = record.get("tested")
         if not isinstance(t, list) or any(i >= len(t) for i in self.entries):
             return "the record's tested vector does not have the listed entries"
