@@ -342,6 +342,8 @@ def _records() -> dict:
     loss = lambda o, t: (o ** 2).mean()  # noqa: E731
     for x in ([[1.0, 1.0]], [[1.0, 1.0], [2.0, 2.0]]):  # Park et al.'s Theorems 5 and 8
         add(nsverify.check_module(_mlp(), loss, torch.tensor(x, dtype=D), None, progress=False))
+    add(_check(lambda w: torch.linalg.vector_norm(w), _w(0, 0)))  # norm ball (a norm at its zero)
+    add(_check(lambda w: torch.sqrt((w ** 2).sum()), _w(0, 0), ad=[float("nan"), 0]))  # NaN of a Lipschitz function
     return out
 
 
@@ -399,7 +401,7 @@ def test_kinds_are_built_once():
     src = inspect.getsource(certificates)
     assert src.count("KINDS[") == 0 and src.count("KINDS = ") == 1
     assert set(KINDS) == {"convex_weights", "interval_bracket", "adjacent_piece", "separating_direction",
-                          "block_product", "park_theorem8", "park_theorem5"}
+                          "block_product", "park_theorem8", "park_theorem5", "norm_ball", "nonfinite_diagnosis"}
 
 
 # --------------------------------------------------------------------------------------------------------------

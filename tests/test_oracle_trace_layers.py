@@ -291,7 +291,7 @@ def test_lemma2_declines_and_the_enumeration_refutes():
 def test_what_the_autograd_graph_reading_declines(case):
     why = {"detach": "cut from autograd", "mask": "boolean or integer tensor", "item": "data-dependent control flow",
            "abs": "AbsBackward0", "hardswish": "HardswishBackward0", "tied": "no other layer's directly",
-           "custom": "cut from autograd", "sqrt_pow": "exact reverse trace failed",
+           "custom": "cut from autograd", "sqrt_pow": "non-integer exponent of a base that is not positive",
            "pow_at_zero": "non-integer exponent", "aten_mask": "aten.gt computes a boolean"}
     """Each of these hides a branch from the graph, changes what AD computes, or breaks Park's layer model: the
     reading must decline (the enumeration then decides)."""

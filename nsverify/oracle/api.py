@@ -21,8 +21,8 @@ from fractions import Fraction
 
 import torch
 
-from nsverify.errors import InexactError, OracleInputError, TooManyPieces
-from nsverify.oracle import boundary
+from nsverify.errors import InexactError, NonFiniteError, OracleInputError, TooManyPieces, UnsupportedOpError
+from nsverify.oracle import boundary, nonfinite
 from nsverify.oracle.callenv import user_environment, warn_user
 from nsverify.oracle.certificates import (
     BlockProduct,
@@ -46,6 +46,7 @@ from nsverify.oracle.membership import (
     separating_direction,
 )
 from nsverify.oracle.numbers import is_exact
+from nsverify.oracle.ops.singular import NormForm, Singular
 from nsverify.oracle.park import exact as layered
 from nsverify.oracle.pieces import Enumeration, ad_sites, enumerate_pieces, limit_message
 from nsverify.oracle.prepass import random_note
@@ -181,18 +182,53 @@ def check_module(
 
 def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: float | None,
             tracker: Tracker, shortcuts: bool = True, network=None) -> Verdict:
-    """The work of :func:`check_gradient` (arguments already validated there)."""
-    if ad is not None:
-        tested, tested_is = _vector(ad, ev.n), "ad"
+    """The work of :func:`check_gradient` (arguments already validated there): PyTorch's float AD, then the
+    NaN/inf diagnosis (:mod:`nsverify.oracle.nonfinite`) when it holds NaN/inf, else :func:`_decide_exact`."""
     tracker.update(stage="PyTorch's float autograd")
     float_ad = ev.float_ad()
     refusal = ev.survey.refusal() if ev.survey is not None else None
     if refusal is not None:  # every unsupported op at once, before the exact run
         raise refusal
+    _refuse_integer_output(ev)
     drawn = random_note(ev.survey)
     if drawn is not None:  # dropout in training mode, weights drawn inside fn: say which function is judged
         ev.notes.append(drawn)
         warn_user(drawn)
+
+    def exact():
+        return _decide_exact(ev, ad, float_ad, max_pieces=max_pieces, on_limit=on_limit, time_limit=time_limit,
+                             tracker=tracker, shortcuts=shortcuts, network=network)
+
+    if all(math.isfinite(x) for x in float_ad):
+        try:
+            return exact()
+        except ZeroDivisionError as e:  # a pole (a divisor crossing 0) or a value undefined at w: named, classified
+            nonfinite.pole_or_undefined(e)
+        except NonFiniteError as e:  # an op could not form the value at w (a fully masked softmax row, ...)
+            nonfinite.name_undefined(e)
+            raise
+    tracker.update(stage="NaN/inf diagnosis")
+    tested = None if ad is None else boundary.tested_vector(ad, ev.n, allow_nonfinite=True)
+    if tested is not None and nonfinite.finite(tested):  # a finite vector to test: the ordinary decision
+        return nonfinite.about_pytorch(ev, exact(), float_ad)
+    return nonfinite.decide(ev, float_ad, ad, tested, "ad" if ad is not None else "exact_ad", exact)
+
+
+def _refuse_integer_output(ev: Evaluation) -> None:
+    """An integer (or boolean) output computed from w is a step function: refused, never decided."""
+    out = ev.record.float_out
+    if out is not None and not out[0].startswith("torch.float") and not out[0].startswith("torch.bfloat"):
+        raise UnsupportedOpError(
+            f"fn returns a {out[0].removeprefix('torch.')} value: an integer-valued output computed from w (a count "
+            "such as (w > 0).sum()) is piecewise constant with jumps, so it has no Clarke set where it jumps and "
+            "no gradient to check anywhere; return a float function of w (e.g. relu(w).sum() instead of a count)")
+
+
+def _decide_exact(ev: Evaluation, ad, float_ad, *, max_pieces: int, on_limit: str, time_limit: float | None,
+                  tracker: Tracker, shortcuts: bool = True, network=None) -> Verdict:
+    """The exact decision of :func:`check_gradient` (the float AD already run)."""
+    if ad is not None:
+        tested, tested_is = _vector(ad, ev.n), "ad"
     layers_declined = None
     if network is not None and shortcuts and ad is None and not ev.rules:
         got = layered.decide(ev, *network, tracker=tracker)
@@ -203,12 +239,19 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
     tracker.update(stage="exact AD: forward mode")
     try:
         fw = ev.forward()
+    except Singular as e:  # no Clarke set (not locally Lipschitz) or no value (0/0) at w
+        nonfinite.raise_singular(e)
     except InexactError as e:
         return _undecided(f"the exact AD could not be evaluated: {e}", float_ad, ad)
     tracker.update(stage="exact AD: reverse mode")
     exact_ad, how = ev.exact_ad(warn=ad is None)
     if ad is None:
         tested, tested_is = exact_ad, "exact_ad"
+    if isinstance(fw.form, NormForm):  # a norm at its zero: its Clarke set is a ball (or an ellipsoid)
+        return nonfinite.norm_verdict(ev, fw, tested, tested_is, float_ad, how)
+    if any(getattr(x, "is_marker", False) for x in tested):  # PyTorch's backward met a singular value exactly
+        return _undecided("PyTorch's backward, evaluated exactly, meets a value at a singular point (NaN/inf there) "
+                          "although its float gradient is finite", float_ad, ad, fw)
     declined = None
     if (shortcuts and fw.sites and not fw.nonaffine and all(is_exact(x) for x in tested)
             and candidate_groups(fw.sites) >= 2):
@@ -221,6 +264,8 @@ def _decide(ev: Evaluation, ad, *, max_pieces: int, on_limit: str, time_limit: f
     try:
         en = enumerate_pieces(ev, limit=max_pieces, on_limit=on_limit, time_limit=time_limit, tracker=tracker,
                               t0=tracker.t0)
+    except Singular as e:
+        nonfinite.raise_singular(e)
     except InexactError as e:
         return _undecided(f"the pieces could not be enumerated exactly: {e}", float_ad, ad, fw)
     if en.discontinuous:  # no Clarke set to be a member of: never member/not_member

@@ -86,8 +86,9 @@ def check_module_args(model, inputs, loss_fn=None) -> None:
             "materialise the model first (model.to_empty(device='cpu') and initialise or load its weights)")
 
 
-def tested_vector(ad, n: int | None) -> tuple:
-    """A user-given vector to test as exact numbers (floats taken as the rationals they represent)."""
+def tested_vector(ad, n: int | None, allow_nonfinite: bool = False) -> tuple:
+    """A user-given vector to test as exact numbers (floats taken as the rationals they represent; NaN/inf kept as
+    floats with ``allow_nonfinite``, for the NaN/inf diagnosis)."""
     from nsverify.oracle.numbers import Ival
 
     if isinstance(ad, torch.Tensor):
@@ -111,6 +112,9 @@ def tested_vector(ad, n: int | None) -> tuple:
             else:
                 raise OracleInputError(f"ad[{i}] = {x!r} is not a number: give one number per coordinate of w")
         if not math.isfinite(x):
+            if allow_nonfinite:
+                out.append(float(x))
+                continue
             raise NonFiniteError(f"ad[{i}] is {x}: the tested vector must be finite")
         out.append(Fraction(x))
     if n is not None and len(out) != n:

@@ -31,6 +31,7 @@ import random
 import sys
 import warnings
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import torch
@@ -142,6 +143,8 @@ def _same_float(a: tuple, b: tuple) -> bool:
 def _same_exact(a, b) -> bool:
     from nsverify.oracle.numbers import Ival
 
+    if not isinstance(a, (Fraction, int, Ival)) or not isinstance(b, (Fraction, int, Ival)):
+        return type(a) is type(b)  # an undefined value (ops.singular.Undefined) at both calls
     if isinstance(a, Ival) or isinstance(b, Ival):
         lo_a, hi_a = (a.lo, a.hi) if isinstance(a, Ival) else (a, a)
         lo_b, hi_b = (b.lo, b.hi) if isinstance(b, Ival) else (b, b)
@@ -173,6 +176,11 @@ class CallRecord:
         if self.float_out is None:
             self.float_out, self.first_call["float value"] = bits, call_no
         elif not _same_float(self.float_out, bits):
+            if self.float_out[0] != bits[0] or len(self.float_out[1]) != len(bits[1]):
+                # same numbers, other dtype or size: say what differs (an int count made float, e.g. (w > 0).sum())
+                self._fail("float value", f"a {self.float_out[0]} tensor of {len(self.float_out[1])} entries "
+                           f"({_short(self.float_out[1])})", f"a {bits[0]} tensor of {len(bits[1])} entries "
+                           f"({_short(bits[1])})", call_no)
             self._fail("float value", _short(self.float_out[1]), _short(bits[1]), call_no)
 
     def exact_value(self, v, call_no: int) -> None:

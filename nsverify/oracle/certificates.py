@@ -528,6 +528,9 @@ def _verify(verdict, fn, samples: int, seed: int) -> Check:
         return Check(False, f"unknown certificate kind {cert.get('kind')!r}")
     if d.get("status") != c.status:
         return Check(False, f"a {c.kind} certificate proves {c.status}, but the record says {d.get('status')!r}")
+    if isinstance(c, NonFiniteGradient):  # its tested vector holds NaN/inf: checked on its own terms
+        why = c.check(d) or (None if fn is None else c.replay(fn, _point(d)))
+        return Check(False, why) if why else Check(True, "", ("json",) if fn is None else ("json", "trace replay"))
     why = _tested_is_named(d) or c.check(d)
     if why:
         return Check(False, why)
@@ -557,6 +560,9 @@ def _verify(verdict, fn, samples: int, seed: int) -> Check:
         if why:
             return Check(False, why)
         return Check(True, "", (*checked, "witness replay", f"{samples} samples"))
+    if isinstance(c, NormBall):
+        why = c.replay(fn, w)
+        return Check(False, why) if why else Check(True, "", (*checked, "norm replay"))
     if isinstance(c, (ParkTheorem5, ParkTheorem8)):
         if "exact AD replay" not in checked:
             return Check(False, "the tested vector is not the program's exact AD at the point")
@@ -598,7 +604,9 @@ def _tested_is_named(d: dict) -> str | None:
     named = d.get("tested_is")
     if named is None and d.get("exact_ad") is None:
         return None
-    if named == "ad":
+    if named == "float_ad":  # PyTorch's float gradient as returned: the record's own ``ad``, entry for entry
+        return _float_ad_named(d)
+    if named == "ad":  # a vector the record holds only as tested
         return None
     if named != "exact_ad":
         return f"tested_is must be 'exact_ad' or 'ad' (the vector the record tests), got {named!r}"
@@ -607,6 +615,26 @@ def _tested_is_named(d: dict) -> str | None:
     t = _tested(d)
     if _vkey(_vector(d["exact_ad"], len(t))) != _vkey(t):
         return "the record says the tested vector is the exact AD, but it is not the record's own exact_ad"
+    return None
+
+
+def _float_ad_named(d: dict) -> str | None:
+    """Why a record's ``tested`` vector is not its ``ad`` (PyTorch's float gradient; NaN/inf kept), None when it is."""
+    t, a = d.get("tested"), d.get("ad")
+    if not isinstance(t, list) or not isinstance(a, list) or len(t) != len(a):
+        return "the record says the tested vector is PyTorch's float gradient, but it is not the record's own ad"
+    for x, y in zip(t, a):
+        if not isinstance(y, (int, float)) or isinstance(y, bool):
+            return "the record's ad must be a list of numbers"
+        if not math.isfinite(y):
+            same = isinstance(x, float) and (x == y or (x != x and y != y))
+        else:
+            try:
+                same = not isinstance(x, float) and _num(x) == Fraction(y)
+            except Malformed:
+                same = False
+        if not same:
+            return "the record says the tested vector is PyTorch's float gradient, but it is not the record's own ad"
     return None
 
 
@@ -1116,7 +1144,149 @@ class ParkTheorem5:
 
 
 #: every certificate kind, by its JSON ``kind`` (the one table :func:`from_json` reads)
+# ----------------------------------------------------------------------------------------------------
+# singular points: a norm at its zero, a NaN/inf gradient of a locally Lipschitz function (nsverify.oracle.nonfinite)
+# ----------------------------------------------------------------------------------------------------
+def _ellipsoid(t, center, scale, squares) -> bool:
+    """t in center + |scale| {M^(1/2) u : |u| <= 1}, M = sum_i c_i g_i g_i^T: y = (t - center)/|scale| lies in
+    range(M) and y^T M^+ y <= 1 (exact rational linear algebra)."""
+    from nsverify.rational import solve_any
+
+    n = len(t)
+    m = [[F(0)] * n for _ in range(n)]
+    for c, g in squares:
+        for i, a in g.items():
+            for j, b in g.items():
+                m[i][j] += c * a * b
+    y = [(a - b) / abs(scale) for a, b in zip(t, center)]
+    x = solve_any(m, y)
+    return x is not None and sum(a * b for a, b in zip(y, x)) <= 1
+
+
+def _squares(x, n: int | None = None) -> tuple:
+    if not isinstance(x, list):
+        raise Malformed("squares must be a list of [c, {coordinate: g}]")
+    out = []
+    for item in x:
+        if not isinstance(item, list) or len(item) != 2:
+            raise Malformed("a square is [c, {coordinate: g}]")
+        c = _num(item[0])
+        if c < 0:
+            raise Malformed("a square's weight must be >= 0")
+        out.append((c, _sparse(item[1], n)))
+    return tuple(out)
+
+
+def _form_matches(form, center, scale, squares, n) -> str | None:
+    """Why a replayed norm form is not the certificate's (None when it is)."""
+    from nsverify.oracle.ops.singular import NormForm
+
+    if not isinstance(form, NormForm) or len(form.terms) > 1:
+        return "replaying the program does not give a single norm at its zero"
+    if tuple(form.sg.get(i, F(0)) for i in range(n)) != tuple(center):
+        return "the replayed smooth part is not the certificate's center"
+    s, sq = form.terms[0] if form.terms else (F(1), None)
+    comps = sq.comps if sq is not None else ()
+    if s != scale or tuple((c, dict(g)) for c, g in comps) != tuple((c, dict(g)) for c, g in squares):
+        return "the replayed norm is not the certificate's (scale or squares differ)"
+    return None
+
+
+@dataclass(frozen=True)
+class NormBall:
+    """member / not_member: the Clarke set of a function that is, near w, a smooth part plus one multiple of a
+    seminorm (a norm at its zero, no kink): ``center + |scale| {M^(1/2) u : |u| <= 1}``, M = sum_i c_i g_i g_i^T."""
+
+    kind: ClassVar[str] = "norm_ball"
+    status: str
+    center: tuple
+    scale: Fraction
+    squares: tuple
+    leaves: ClassVar[None] = None
+
+    @classmethod
+    def from_json(cls, d: dict) -> NormBall:
+        member = d.get("member")
+        if not isinstance(member, bool):
+            raise Malformed("norm_ball needs member: true or false")
+        scale = _num(d.get("scale"))
+        if scale == 0:
+            raise Malformed("norm_ball needs a non-zero scale")
+        return cls("member" if member else "not_member", _vector(d.get("center")), scale, _squares(d.get("squares")))
+
+    def check(self, record: dict) -> str | None:
+        t = _tested(record)
+        if len(t) != len(self.center) or any(isinstance(x, Ival) for x in t):
+            return "the tested vector must be exact and as long as the center"
+        if _ellipsoid(t, self.center, self.scale, self.squares) != (self.status == "member"):
+            return f"the tested vector's M-norm does not prove {self.status}"
+        return None
+
+    def used(self) -> dict:
+        return {}
+
+    def describe(self) -> str:
+        return (f"norm_ball: the tested vector {'is' if self.status == 'member' else 'is not'} in the Clarke set "
+                f"center + {self.scale} M^(1/2) B ({len(self.squares)} squares), decided by y^T M^+ y <= 1 exactly")
+
+    def replay(self, fn, w) -> str | None:
+        fw = Evaluation(fn, w).forward()
+        if fw.sites:
+            return "replaying the program meets kinks: not a single norm at its zero"
+        return _form_matches(fw.form, self.center, self.scale, self.squares, len(self.center))
+
+
+@dataclass(frozen=True)
+class NonFiniteGradient:
+    """not_member: the tested vector has NaN/inf entries (``entries``), and the function is locally Lipschitz at w
+    (its Clarke set, bounded, is ``clarke``): re-derived with the program by replaying its exact trace (one smooth
+    piece or one norm at its zero, no singular op on the way)."""
+
+    kind: ClassVar[str] = "nonfinite_diagnosis"
+    status: ClassVar[str] = "not_member"
+    entries: tuple
+    leaves: ClassVar[None] = None
+
+    @classmethod
+    def from_json(cls, d: dict) -> NonFiniteGradient:
+        e = d.get("nonfinite_entries")
+        if not isinstance(e, list) or not e:
+            raise Malformed("nonfinite_diagnosis needs a non-empty list of nonfinite_entries")
+        return cls(tuple(_index(i, 1 << 62) for i in e))
+
+    def check(self, record: dict) -> str | None:
+        if record.get("tested_is") not in ("ad", "float_ad"):
+            return "a non-finite tested vector is PyTorch's float gradient (float_ad) or the caller's (ad)"
+        if record.get("tested_is") == "float_ad" and _float_ad_named(record):
+            return _float_ad_named(record)
+        t = record.get("tested")
+        if not isinstance(t, list) or any(i >= len(t) for i in self.entries):
+            return "the record's tested vector does not have the listed entries"
+        for i in self.entries:
+            x = t[i]
+            if not (isinstance(x, float) and not math.isfinite(x)) and x not in ("nan", "inf", "-inf"):
+                return f"tested entry {i} is finite ({x!r}): the certificate names a non-finite one"
+        return None
+
+    def used(self) -> dict:
+        return {}
+
+    def describe(self) -> str:
+        return (f"nonfinite_diagnosis: entries {list(self.entries)[:8]} of the tested vector are NaN/inf, and no "
+                "Clarke set of a locally Lipschitz function holds them")
+
+    def replay(self, fn, w) -> str | None:
+        from nsverify.oracle.ops.singular import NormForm
+
+        fw = Evaluation(fn, w).forward()  # raises where the program is not Lipschitz at w (a singular op)
+        if fw.sites:
+            return "replaying the program meets kinks: local Lipschitzness is re-derived for one smooth piece only"
+        if fw.form is not None and not isinstance(fw.form, NormForm):
+            return "replaying the program gives a value that is not a norm at its zero"
+        return None
+
+
 KINDS = {c.kind: c for c in (ConvexWeights, IntervalBracket, AdjacentPiece, SeparatingDirection, BlockProduct,
-                             ParkTheorem8, ParkTheorem5)}
+                             ParkTheorem8, ParkTheorem5, NormBall, NonFiniteGradient)}
 Certificate = ConvexWeights | IntervalBracket | AdjacentPiece | SeparatingDirection | BlockProduct | ParkTheorem8 \
-    | ParkTheorem5
+    | ParkTheorem5 | NormBall | NonFiniteGradient

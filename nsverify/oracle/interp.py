@@ -40,6 +40,7 @@ from nsverify.oracle import callenv, context
 from nsverify.oracle.context import Ctx
 from nsverify.oracle.numbers import JET_ORDER, Aff, Jet, grad, is_lin, val
 from nsverify.oracle.ops.common import arr, plain_values
+from nsverify.oracle.ops.singular import Marker, NormForm
 from nsverify.oracle.prepass import OpSurvey, no_grad_note
 from nsverify.oracle.tensor import ExactTensor, evaluates, rewrite_hint, to_exact_array
 from nsverify.registry import parse_rules, renamed_rules_argument
@@ -57,6 +58,9 @@ class RunResult:
     nonaffine: bool  # a kink site with a non-affine argument was met
     lin: bool  # the output itself is affine in w on this piece
     aten_calls: int  # ATen ops the trace dispatched
+    #: the output's exact first-order model when it is not differentiable at w (a norm at its zero, an undefined
+    #: value: :mod:`nsverify.oracle.ops.singular`); None otherwise
+    form: object = None
 
 
 def point_to_fractions(w: torch.Tensor) -> list[Fraction]:
@@ -193,10 +197,16 @@ class Evaluation:
                 x.shadow = self.w.detach().clone()
             out = self._call(x, mode)
         y = _scalar_output(out)
-        g = grad(y)
+        if isinstance(y, Marker):  # a singular value reached the output: no Lipschitz function here, or unknown
+            raise y.exception()
+        form = y if isinstance(y, NormForm) else None
+        if form is not None:  # no derivative: the gradient is the AD's (a norm term taking 0), or none
+            g, value = (y.ad_gradient() if y.ad_zero else {}), y.v
+        else:
+            g, value = grad(y), val(y)
         zero = F(0)
         dense = tuple(g.get(i, zero) for i in context.polled_range(self.n, 16 * context.POLL_EVERY))
-        return RunResult(val(y), dense, ctx.sites, ctx.nonaffine, is_lin(y), ctx.call + 1)
+        return RunResult(value, dense, ctx.sites, ctx.nonaffine, is_lin(y), ctx.call + 1, form)
 
     def float_ad(self) -> tuple:
         """PyTorch's autograd in w's dtype (floats); fn runs once, on a float copy of w."""
@@ -251,6 +261,8 @@ class Evaluation:
             g, _ = self.reverse()
         except (UnsupportedOpError, InexactError):
             return forward, "forward"
+        except ZeroDivisionError:  # PyTorch's formula divides by an exact 0 and masks it (norm, std, cdist at 0)
+            return forward, "forward (PyTorch's backward divides by an exact zero that it masks)"
         exact = all(isinstance(x, Fraction) for x in tuple(g) + tuple(forward))
         if exact and tuple(g) != tuple(forward):
             if not warn:

@@ -782,6 +782,10 @@ class Aff:
 
     def __mul__(self, o):
         if isinstance(o, Aff):
+            if (self.lin and o.lin and self.g and type(self.v) is Fraction and type(o.v) is Fraction
+                    and not self.v and not o.v and (o is self or o.g == self.g)):
+                # the square of an affine form vanishing at w: exactly a quadratic form, which sqrt reads as a norm
+                return Sq(((Fraction(1), self.g),))
             lin = self.lin and o.lin and (not self.g or not o.g)
             return mk(self.v * o.v, _gadd(_gscale(self.g, o.v), _gscale(o.g, self.v)), lin)
         if _isnum(o):
@@ -801,11 +805,62 @@ class Aff:
         return self.inv() * o
 
     def inv(self):
+        if self.g and type(self.v) is Fraction and not self.v:  # a divisor that crosses 0 at w (a pole)
+            raise ZeroDivisionError("division by an exact zero of a value that varies with w")
         v = _nz(self.v)
         return mk(1 / v, _gscale(self.g, -1 / (v * v)), self.lin and not self.g)
 
     def __repr__(self):
         return f"Aff({self.v!r}, {self.g!r}{'' if self.lin else ', nonlin'})"
+
+
+class Sq(Aff):
+    """``sum_i c_i (g_i . d)^2`` exactly (c_i >= 0 rational, g_i sparse first-order forms): a sum of squares of affine
+    forms that vanish at w, made by every product ``x * x`` of such a form.  As an Aff it is value 0, first order 0,
+    non-linear -- exactly true -- so every op that does not know it stays right; ``sqrt`` at 0 reads ``comps`` as a
+    norm (:mod:`nsverify.oracle.ops.singular`)."""
+
+    __slots__ = ("comps",)
+
+    def __init__(self, comps: tuple):
+        super().__init__(Fraction(0), {}, False)
+        self.comps = comps
+
+    def __add__(self, o):
+        if type(o) is Sq:
+            return Sq(self.comps + o.comps)
+        if isinstance(o, (int, Fraction)) and o == 0:
+            return self
+        return Aff.__add__(self, o)
+
+    __radd__ = __add__
+
+    def __mul__(self, o):
+        if isinstance(o, (int, Fraction)) and not isinstance(o, bool):
+            if o == 0:
+                return Fraction(0)
+            if o > 0:
+                return Sq(tuple((c * o, g) for c, g in self.comps))
+        return Aff.__mul__(self, o)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, o):
+        if isinstance(o, (int, Fraction)) and not isinstance(o, bool) and o > 0:
+            return self * (1 / Fraction(o))
+        return Aff.__truediv__(self, o)
+
+    def matrix(self, n: int) -> list:
+        """M = sum_i c_i g_i g_i^T (n x n, exact)."""
+        m = [[Fraction(0)] * n for _ in range(n)]
+        for c, g in self.comps:
+            for i, a in g.items():
+                for j, b in g.items():
+                    m[i][j] += c * a * b
+        return m
+
+    def __repr__(self):
+        return f"Sq({len(self.comps)} squares)"
 
 
 def _nz(x):
@@ -843,6 +898,8 @@ def is_lin(x) -> bool:
 def smooth(x, f_val, f_der):
     """Apply a smooth scalar function: value f_val(v), derivative f_der(v) (numbers or Ivals)."""
     if not isinstance(x, Aff):
+        if getattr(x, "is_marker", False):  # a value at a singular point (nsverify.oracle.ops.singular)
+            return x.smooth_of()
         return f_val(x)
     d = f_der(x.v)
     return mk(f_val(x.v), _gscale(x.g, d), False if x.g else x.lin)

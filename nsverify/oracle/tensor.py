@@ -183,6 +183,9 @@ def dispatch(func, args, kwargs):
                 out
         return target
     res = wrap(out)
+    if (isinstance(res, ExactTensor) and isinstance(fout, torch.Tensor) and res.dtype != fout.dtype
+            and not fout.is_floating_point() and not fout.is_complex() and fout.dtype != torch.bool):
+        res = ExactTensor(res.arr, dtype=fout.dtype)  # an integer result (a count of bools): PyTorch's dtype
     if fout is not None:
         _attach_shadow(res, fout)
     return res

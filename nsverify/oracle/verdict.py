@@ -25,7 +25,7 @@ class Verdict:
     exact_ad: tuple | None
     ad: tuple | None
     tested: tuple
-    tested_is: str  # "exact_ad" | "ad" (user-given)
+    tested_is: str  # "exact_ad" | "ad" (user-given) | "float_ad" (PyTorch's float AD as returned, NaN/inf kept)
     outer: list = field(default_factory=list)  # outer bracket (== bouligand when exact)
     reason: str = ""
     value: object = None
@@ -185,8 +185,9 @@ def explain_lines(v: Verdict, full: bool = False) -> list:
         lines = [f"Undecided: {first.rstrip('.')}" + (f" (what to try: {fix})." if fix else ".")]
         lines += [f"  {part.rstrip('.')}." for part in rest.split(". ") if part.strip()]
     lines.append(f"question answered: {_question(v)}")
-    lines.append(f"tested vector ({'PyTorch' + chr(39) + 's AD, exactly' if v.tested_is == 'exact_ad' else 'ad='}): "
-                 f"{fmt(v.tested)}")
+    label = {"exact_ad": "PyTorch's AD, exactly", "float_ad": "PyTorch's float gradient as returned"}.get(
+        v.tested_is, "ad=")
+    lines.append(f"tested vector ({label}): {fmt(v.tested)}")
     if v.tested_is != "exact_ad" and v.exact_ad is not None:
         lines.append(f"PyTorch's AD, evaluated exactly: {fmt(v.exact_ad)}")
     diff = _float_vs_exact(v)
@@ -197,6 +198,7 @@ def explain_lines(v: Verdict, full: bool = False) -> list:
     if v.certificate:
         lines.append(f"certificate: {describe(v.certificate)}")
         lines.append("  re-check it exactly from the JSON alone: nsverify.verify_certificate(v.to_json())")
+    lines.extend(_diagnosis_lines(v))
     for note in v.stats.get("notes", ()):
         lines.append(f"note: {note}")
     lines.append(f"status: {v.status} (the Verdict's fields: v.status, v.tested, v.bouligand, v.certificate; all of "
@@ -204,8 +206,33 @@ def explain_lines(v: Verdict, full: bool = False) -> list:
     return lines
 
 
+def _diagnosis_lines(v: Verdict) -> list:
+    """Why the returned gradient holds NaN/inf (``v.diagnosis``): the class, the op, the value the rule gives."""
+    d = v.diagnosis
+    if d is None:
+        clarke = v.stats.get("clarke") if (v.certificate or {}).get("kind") == "norm_ball" else None
+        if clarke is None:
+            return []
+        low = v.stats.get("expected")
+        return [f"Clarke set (a norm at its zero, no kink): {clarke}"
+                + (f"; its minimum-norm element, PyTorch's masked value: ({', '.join(low)})" if low else "")]
+    head = {"lipschitz": "NaN/inf gradient of a locally Lipschitz function (a bug)",
+            "not_lipschitz": "no Clarke set here (NaN/inf allowed)",
+            "undefined": "the value itself is undefined here",
+            "overflow": "PyTorch's float AD overflowed (the exact derivative is finite)"}[d.kind]
+    lines = [f"NaN/inf diagnosis: {head}" + (f"; first non-finite value made by {d.op}" if d.op else "")]
+    lines.append(f"  {d.message}")
+    if d.kind == "overflow" and d.magnitude is not None:
+        lines.append(f"  exact magnitude of the overflowed derivative: {_s(d.magnitude)}")
+    if d.expected is not None:
+        lines.append(f"  PyTorch's documented rule gives: ({', '.join(_s(x) for x in d.expected)})")
+    return lines
+
+
 def _subject(v: Verdict) -> str:
     """What was tested, as the subject of explain()'s first sentence."""
+    if v.tested_is == "float_ad":
+        return "PyTorch's gradient"
     if v.tested_is != "exact_ad":
         return "The vector you gave (ad=)"
     if str(v.stats.get("exact_ad_from", "")).startswith("forward (rules"):
@@ -230,6 +257,9 @@ def _question(v: Verdict) -> str:
     subject = _subject(v)
     if subject == "The vector you gave (ad=)":
         return f"is the vector you gave in the Clarke subdifferential of the real function your program computes {at}?"
+    if v.tested_is == "float_ad":
+        return (f"is PyTorch's {dt} gradient as it returned it (NaN/inf entries kept) in the Clarke subdifferential "
+                f"of the real function your program computes {at}?")
     what = ("is PyTorch's AD" if subject == "PyTorch's gradient" else
             "is the AD with your rules at kinks and ties")
     return (f"{what}, evaluated exactly {at}, in the Clarke subdifferential of the real function your program "

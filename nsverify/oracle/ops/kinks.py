@@ -134,6 +134,13 @@ def _apply_elementwise(ew, x, loc, fx=None):
             ctx.note_float_only(ew.name, loc, fx, v)
         return _piece_apply(ew.pieces[idx], x)
     b = ew.breakpoints[at]
+    if type(x).__name__ == "NormForm":  # a norm at its zero sitting on the kink: one side on a whole neighbourhood
+        from nsverify.oracle.ops.singular import side_near
+
+        piece = ew.pieces[at + side_near(x)]
+        if piece.poly is None:
+            raise UnsupportedOpError("a non-polynomial piece of an elementwise op is not supported exactly")
+        return _poly(piece.poly, x)  # the piece's polynomial in the norm form's exact arithmetic
     g = grad(x)
     if not isinstance(x, Aff):  # a constant sitting on a kink: nothing flows through forward mode
         out = _piece_apply(ew.pieces[at], x)

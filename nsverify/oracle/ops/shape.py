@@ -11,6 +11,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+import torch
 
 from nsverify.errors import DataDependentControlFlowError
 from nsverify.oracle.numbers import Aff
@@ -22,6 +23,12 @@ F = Fraction
 
 # --------------------------------------------------------------------------------------- copies and shapes
 def _identity(a, *args, **kwargs):
+    dtype = kwargs.get("dtype", next((x for x in args if isinstance(x, torch.dtype)), None))
+    if isinstance(a, np.ndarray) and a.dtype != object and dtype is not None and dtype.is_floating_point:
+        # an integer/bool array cast to a float dtype (e.g. (w > 0).sum().double()): exact Fractions, float-typed
+        out = np.empty(a.shape, dtype=object)
+        out.reshape(-1)[:] = [Fraction(int(x)) for x in a.reshape(-1).tolist()]
+        return out
     return a.copy() if isinstance(a, np.ndarray) else a
 
 
@@ -179,12 +186,21 @@ def _slice_backward(grad, input_sizes, dim, start, end, step):
     return out
 
 
-def _isnan(a):  # exact values are finite by construction
+def _isnan(a):  # exact values are finite by construction (a singular point's NaN/inf is refused)
+    _no_markers(a, "isnan/isinf")
     return np.zeros(np.shape(a), dtype=bool)
 
 
 def _isfinite(a):
+    _no_markers(a, "isfinite")
     return np.ones(np.shape(a), dtype=bool)
+
+
+def _no_markers(a, what):
+    if isinstance(a, np.ndarray) and a.dtype == object:
+        from nsverify.oracle.ops.singular import refuse_markers
+
+        refuse_markers(a, what)
 
 
 def _new_zeros(a, size, **kw):

@@ -40,6 +40,7 @@ from nsverify.oracle.numbers import (
 from nsverify.oracle.ops.common import arr, filled, objmap, scalar
 from nsverify.oracle.ops.linalg import ipow
 from nsverify.oracle.ops.record import ExactOp
+from nsverify.oracle.ops.singular import log_at, pow_at, sqrt_at
 
 F = Fraction
 
@@ -58,9 +59,21 @@ def exp(x):
     return smooth(x, exp_i, exp_i)
 
 
-def log(x):
-    _positive(val(x), "log")
+def _log_pos(x):
     return smooth(x, log_i, lambda v: 1 / v)
+
+
+def log(x):
+    if not _surely_positive(x):  # 0, < 0, undecided or undefined: the singular point's rules (ops.singular)
+        return log_at(x, _log_pos)
+    return _log_pos(x)
+
+
+def _surely_positive(x) -> bool:
+    try:
+        return sign(val(x)) == 1
+    except InexactError:  # an Undefined value (ops.singular) refuses comparisons
+        return False
 
 
 def tanh(x):
@@ -142,7 +155,15 @@ def _gelu(a, approximate="none"):
 
 
 #: sqrt of one exact scalar (Fraction, Ival or Aff), its argument proved positive
-sqrt = _pos_smooth("sqrt", sqrt_i, lambda v: 1 / (2 * sqrt_i(v)))
+_sqrt_pos = _pos_smooth("sqrt", sqrt_i, lambda v: 1 / (2 * sqrt_i(v)))
+
+
+def sqrt(x):
+    """sqrt of one exact scalar: the smooth rule where it is proved positive, else the singular point's rules
+    (:func:`nsverify.oracle.ops.singular.sqrt_at`: 0 of a sum of squares is a norm, < 0 is undefined, ...)."""
+    if _surely_positive(x):
+        return _sqrt_pos(x)
+    return sqrt_at(x, _sqrt_pos)
 
 
 def rsqrt(x):
@@ -171,9 +192,14 @@ def _pow(a, e):
         return objmap(lambda x: ipow(x, e) if e >= 0 else 1 / ipow(x, -e), arr(a))
     e = F(e)
 
-    def f(x):
+    def pos(x):
         _positive(val(x), "pow with a non-integer exponent")
         return exp(log(x) * e)
+
+    def f(x):
+        if _surely_positive(x):
+            return pos(x)
+        return pow_at(x, e, pos)
 
     return objmap(f, arr(a))
 
@@ -421,7 +447,7 @@ def _unsupported_smooth(*a, **k):
 
 
 RECORDS = _EVALUATED + (
-    ExactOp(("elu", "mish", "logsigmoid", "log_sigmoid_forward", "erfc", "atan", "asin", "acos", "tan", "sinh",
-             "cosh", "atanh", "asinh", "acosh", "log2", "log10", "exp2", "lgamma", "digamma"), _unsupported_smooth,
+    ExactOp(("elu", "mish", "logsigmoid", "log_sigmoid_forward", "erfc", "tan",
+             "atanh", "asinh", "acosh", "log2", "log10", "exp2", "lgamma", "digamma"), _unsupported_smooth,
             refuses=f"Smooth ops with exact enclosures: {', '.join(SMOOTH_OPS)}"),
 )
