@@ -95,7 +95,10 @@ class GuardReport:
     def op(self) -> str | None:
         """The culprit op: the diagnosis's when the oracle named one, else the backward node's forward op."""
         if self.diagnosis is not None and getattr(self.diagnosis, "op", None):
-            return self.diagnosis.op
+            # the oracle names ATen ops ("aten.sqrt", "aten.where.self"): the op's own name, as op_name gives it
+            name = str(self.diagnosis.op)
+            name = name[len("aten."):] if name.startswith("aten.") else name
+            return name.split(".")[0]
         return op_name(self.culprit) if self.culprit else None
 
     @property
@@ -132,7 +135,9 @@ class GuardReport:
 
 
 def _short(vec, n: int = 6) -> str:
-    vals = [str(v) for v in vec]
+    from nsverify.oracle.verdict import _s  # exact numbers as fractions, enclosures as their rounded digits
+
+    vals = [_s(v) for v in vec]
     return "(" + ", ".join(vals[:n]) + (f", ... {len(vals)} entries" if len(vals) > n else "") + ")"
 
 

@@ -170,7 +170,10 @@ def clarke_of_form(form: NormForm, n: int):
 
 
 def _v(v) -> str:
-    return "(" + ", ".join(str(x) for x in v) + ")"
+    """A vector for people (exact entries as fractions, enclosures as rounded digits, long vectors shortened)."""
+    from nsverify.oracle.verdict import _vec
+
+    return _vec(tuple(v), False)
 
 
 def _cert(desc, form, n, entries, extra=None) -> dict:
