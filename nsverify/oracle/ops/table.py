@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from nsverify.oracle.ops import attention, conv, kinks, layers, linalg, norm, pool, select, shape, smooth
+from nsverify.oracle.ops import attention, conv, kinks, layers, linalg, losses, norm, pool, select, shape, smooth
 from nsverify.oracle.ops.record import ExactOp
 
 #: area -> its records, in the order the docs list them
@@ -31,6 +31,7 @@ AREAS: dict[str, tuple[ExactOp, ...]] = {
     "smooth functions": smooth.RECORDS,
     "layers": layers.RECORDS,
     "elementwise kinks": kinks.RECORDS,
+    "losses": losses.RECORDS,
 }
 
 
