@@ -186,7 +186,12 @@ def test_scatter_reduce_counts_the_ignored_self_entry():
 # ----------------------------------------------------------------------------------------------------------
 # the exact oracle on the ops it evaluates
 # ----------------------------------------------------------------------------------------------------------
-ORACLE = ["amax_dim", "amin_dim", "max_pool3d", "adaptive_max_pool1d"]
+ORACLE = ["amax_dim", "amin_dim", "max_pool3d", "adaptive_max_pool1d", "cummax", "cummin", "quantile", "nanquantile",
+          "nanmedian", "nanmedian_dim", "scatter_reduce_amax", "scatter_reduce_amin", "aminmax"]
+#: the ops the exact oracle does not evaluate yet: it says so by name (UnsupportedOpError), never guesses
+NOT_IN_THE_ORACLE = {"index_reduce_amax": "index_reduce", "index_reduce_amin": "index_reduce",
+                     "segment_reduce_max": "segment_reduce", "segment_reduce_min": "segment_reduce",
+                     "embedding_bag_max": "_embedding_bag"}
 
 
 @pytest.mark.parametrize("name", ORACLE)
@@ -200,7 +205,37 @@ def test_oracle_member_with_the_hand_bouligand_set(name):
     v = nsverify.check_gradient(fn, case.tensor(D).flatten())
     assert v.status == "member" and v.exact
     assert {tuple(F(c) for c in g) for g in v.bouligand} == HAND[(name, case.label)]
-    assert v.exact_ad == _grad(entry, case, case.tensor(D))
+    want = _grad(entry, case, case.tensor(D))  # PyTorch's float64 gradient (1/3 rounded for nanmedian)
+    assert _rounded(v.exact_ad) == want
+
+
+def test_oracle_not_member_where_scatter_reduce_counts_the_ignored_self():
+    """The recorded violation, decided by the oracle from PyTorch's backward formula evaluated exactly: AD
+    (1/2, 1/2, 0, 2/3, 2/3) is outside the hull of the hand pieces, with a re-checkable certificate."""
+    for name in ("scatter_reduce_amax", "scatter_reduce_amin"):
+        entry, case = registry.get(name), _case(name, "tie at the ignored self value 0")
+        v = nsverify.check_gradient(lambda w, en=entry, c=case: _loss(en, c, w), case.tensor(D))
+        assert v.status == "not_member" and v.exact, name
+        assert v.exact_ad == e(5, (0, F(1, 2)), (1, F(1, 2)), (3, F(2, 3)), (4, F(2, 3)))
+        assert {tuple(F(c) for c in g) for g in v.bouligand} == HAND[(name, case.label)]
+        assert nsverify.oracle.verify_certificate(v.to_json())
+
+
+@pytest.mark.parametrize("name", sorted(NOT_IN_THE_ORACLE))
+def test_oracle_names_the_ops_it_does_not_evaluate(name):
+    entry = registry.get(name)
+    case = entry.cases[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        with pytest.raises(nsverify.NsverifyError, match=f"aten.{NOT_IN_THE_ORACLE[name]}"):
+            nsverify.check_gradient(lambda w: _loss(entry, case, w), case.tensor(D))
+
+
+def test_oracle_rules_given_for_cummax():
+    """rules= keys cummax's tie rule: ``first`` gives the piece where x0 wins every prefix, (10, 0, 0, 0)."""
+    entry, case = registry.get("cummax"), _case("cummax", "prefix ties")
+    v = nsverify.check_gradient(lambda w: _loss(entry, case, w), case.tensor(D), rules={"cummax": "first"})
+    assert v.status == "member" and v.exact_ad == e(4, (0, 10))
 
 
 def test_oracle_not_member_amax_dim_against_max_dim():

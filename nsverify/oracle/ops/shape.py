@@ -207,6 +207,8 @@ def _masked_fill(a, mask, value):
 def _scatter(a, dim, index, src=None, value=None, reduce=None):
     out = arr(a).copy()
     index = np.asarray(index)
+    if src is not None and not isinstance(src, np.ndarray):  # scatter.value(self, dim, index, value), positional
+        src, value = None, src
     s = arr(src) if src is not None else None
     for pos in np.ndindex(*index.shape):
         tgt = list(pos)

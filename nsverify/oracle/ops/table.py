@@ -16,7 +16,21 @@ from __future__ import annotations
 
 from typing import Callable
 
-from nsverify.oracle.ops import attention, conv, kinks, layers, linalg, losses, norm, pool, select, shape, smooth
+from nsverify.oracle.ops import (
+    attention,
+    conv,
+    jumps,
+    kinks,
+    layers,
+    linalg,
+    losses,
+    norm,
+    pool,
+    reductions,
+    select,
+    shape,
+    smooth,
+)
 from nsverify.oracle.ops.record import ExactOp
 
 #: area -> its records, in the order the docs list them
@@ -31,7 +45,9 @@ AREAS: dict[str, tuple[ExactOp, ...]] = {
     "smooth functions": smooth.RECORDS,
     "layers": layers.RECORDS,
     "elementwise kinks": kinks.RECORDS,
+    "reductions": reductions.RECORDS,
     "losses": losses.RECORDS,
+    "jumps": jumps.RECORDS,
 }
 
 
