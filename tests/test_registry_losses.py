@@ -233,3 +233,18 @@ def test_smooth_l1_with_beta_zero_is_refused_naming_l1_loss():
     with pytest.raises(nsverify.NsverifyError, match="l1_loss"):
         nsverify.check_gradient(lambda w: torch.ops.aten.smooth_l1_loss(w, _zero(w), 1, 0.0),
                                 torch.tensor([0.5], dtype=D))
+
+
+@pytest.mark.slow
+def test_compiled_margin_losses_take_the_right_piece():
+    """Eager multi_margin_loss / multilabel_margin_loss give 0 at the margin (the left piece); compiled with
+    inductor they give 1/2, the right piece (measured on torch 2.13 CPU): the entries record it as the compile
+    mode's rule, and both values lie in the hand Clarke interval [0, 1/2]."""
+    for name in ("multi_margin_loss", "multilabel_margin_loss"):
+        e = registry.get(name)
+        torch._dynamo.reset()
+        f = torch.compile(lambda t, e=e: e.torch_fn(t, **e.kwargs).sum(), backend="inductor")
+        x = torch.zeros(1, dtype=torch.float32, requires_grad=True)
+        (g,) = torch.autograd.grad(f(x), x)
+        assert F(g.item()) == F(1, 2) == e.kink_derivative(0, e.rules_for("compile")[0])
+        assert e.rules_for("eager") == (registry.Rule("left"),)

@@ -140,7 +140,9 @@ def loss_entries():
         kwargs={"margin": 1.0},
         doc="F.multi_margin_loss on the two-class sample (x, 1) with target class 1 (p=1, margin=1): "
             "max(0, 1 - 1 + x) / 2, the margin at x = 0. PyTorch's kernel adds the gradient only where the "
-            "margin term is > 0: derivative 0 at 0, the left piece's (measured). No jvp, no CPU half kernel",
+            "margin term is > 0: derivative 0 at 0, the left piece's (measured). Compiled (inductor), its "
+            "decomposition takes the right piece, 1/2 (measured). No jvp, no CPU half kernel",
+        mode_rules={"compile": ("right",)},
         backward=("multi_margin_loss_backward",), jax_note=_NO_JAX, unsupported=dict(_MARGIN_GAPS),
         autograd_nodes=("MultiMarginLossBackward0",))
     yield Elementwise(
@@ -148,7 +150,9 @@ def loss_entries():
         (lin(0), lin(F(1, 2))), ("left",),
         doc="F.multilabel_margin_loss on the two-class sample (x, 1) with target set {1}: max(0, 1 - (1 - x)) / 2, "
             "the margin at x = 0. PyTorch adds the gradient only where the term is > 0: derivative 0 at 0, the "
-            "left piece's (measured). No jvp, no CPU half kernel",
+            "left piece's (measured). Compiled (inductor), the right piece, 1/2 (measured). No jvp, no CPU half "
+            "kernel",
+        mode_rules={"compile": ("right",)},
         backward=("multilabel_margin_loss_backward",), jax_note=_NO_JAX, unsupported=dict(_MARGIN_GAPS),
         autograd_nodes=("MultilabelMarginLossBackward0",))
     yield Elementwise(
