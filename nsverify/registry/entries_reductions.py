@@ -155,7 +155,8 @@ def reduction_entries():
             doc=f"torch.zeros(2).scatter_reduce(0, index, x, 'a{d}', include_self=False), index 0,0,0,1,1: an "
                 "even split over each group's tie set; when the result equals the ignored self entry, PyTorch "
                 "counts self as tied too (recorded violation)",
-            jax=f"jnp.full(2, {'-' if d == 'max' else ''}jnp.inf).at[jnp.array({list(_GROUPS)})].{d}(x)",
+            jax=f"jnp.full(2, {'-' if d == 'max' else ''}jnp.inf, dtype=x.dtype).at[jnp.array({list(_GROUPS)})]"
+                f".{d}(x)",
             autograd_nodes=("ScatterReduceBackward0",))
         yield Selection(
             f"index_reduce_a{d}", ("index_reduce",), _index_reduce(f"a{d}"), "even", _grouped_cases(d, True),
