@@ -248,3 +248,42 @@ def test_compiled_margin_losses_take_the_right_piece():
         (g,) = torch.autograd.grad(f(x), x)
         assert F(g.item()) == F(1, 2) == e.kink_derivative(0, e.rules_for("compile")[0])
         assert e.rules_for("eager") == (registry.Rule("left"),)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the oracle's loss records against PyTorch, beyond the registry's one-input slices
+# ---------------------------------------------------------------------------------------------------------
+# dyadic, with points on the switches: multi_margin (p=1, targets 1, 0): 1 - 1.5 + 0.5 = 0 in sample 1;
+# smooth_l1 (target 1/4, beta 1/2): 0.75 - 0.25 = beta; huber (target -1/2, delta 2): 1.5 + 0.5 = delta
+_X = torch.tensor([[0.5, -1.0, 0.75], [1.5, 0.5, -0.25]], dtype=D)
+_W3 = torch.tensor([0.5, 2.0, 1.0], dtype=D)
+LOSS_PROGRAMS = {
+    "multi_margin p=1": lambda w: tF.multi_margin_loss(w.reshape(2, 3), torch.tensor([1, 0])),
+    "multi_margin p=2 margin 1/2 weight sum": lambda w: tF.multi_margin_loss(
+        w.reshape(2, 3), torch.tensor([2, 1]), p=2, margin=0.5, weight=_W3, reduction="sum"),
+    "multi_margin none": lambda w: (tF.multi_margin_loss(w.reshape(2, 3), torch.tensor([0, 2]), reduction="none")
+                                    * torch.tensor([1.0, 3.0], dtype=D)).sum(),
+    "multilabel_margin": lambda w: tF.multilabel_margin_loss(w.reshape(2, 3), torch.tensor([[0, 2, -1], [1, -1, 0]])),
+    "multilabel_margin none": lambda w: (tF.multilabel_margin_loss(
+        w.reshape(2, 3), torch.tensor([[2, -1, 0], [0, 1, -1]]), reduction="none") * torch.tensor([2.0, 1.0],
+                                                                                                   dtype=D)).sum(),
+    "smooth_l1 beta 1/2": lambda w: tF.smooth_l1_loss(w, torch.full_like(w, 0.25), beta=0.5),
+    "huber delta 2 sum": lambda w: tF.huber_loss(w, torch.full_like(w, -0.5), delta=2.0, reduction="sum"),
+}
+
+
+@pytest.mark.parametrize("label", sorted(LOSS_PROGRAMS))
+def test_oracle_loss_records_agree_with_pytorch(label):
+    """Exact reverse mode (PyTorch's backward ops evaluated exactly: losses.py) = exact forward mode = PyTorch's
+    float64 gradient, at dyadic points where every derivative is dyadic (the switch points included: PyTorch's
+    rule there, the registry's)."""
+    from nsverify.oracle.interp import exact_backprop, exact_gradient
+
+    fn = LOSS_PROGRAMS[label]
+    w = _X.flatten().clone()
+    wt = w.clone().requires_grad_(True)
+    (want,) = torch.autograd.grad(fn(wt), wt)
+    rev, value = exact_backprop(fn, w, return_value=True)
+    assert rev == exact_gradient(fn, w), label
+    assert [float(x) for x in rev] == want.tolist(), label
+    assert float(value) == fn(w).item()
