@@ -44,7 +44,8 @@ NODES_OF_UNEVALUATED_OPS = {"CumsumBackward0": "cumsum", "ReshapeAliasBackward0"
 
 # Nodes of analytic ops added after the redesign (a new analytic record adds its nodes here).
 ADDED_ANALYTIC_NODES: frozenset[str] = frozenset({  # issue 36: soft_margin_loss, lerp (quantile's interpolation)
-    "SoftMarginLossBackward0", "LerpBackward0", "LerpBackward1"})
+    "SoftMarginLossBackward0", "LerpBackward0", "LerpBackward1", "IndexSelectBackward0",
+    "IndexAddBackward0"})
 
 # The pre-redesign SMOOTH_OPS tuple of ops_smooth.py; the derived one adds logsumexp, which that module always
 # evaluated with enclosures but the hand-written tuple left out.

@@ -102,10 +102,84 @@ def _scatter_reduce(self, dim, index, src, reduce, include_self=True):
     return out
 
 
+def _index_reduce(self, dim, index, source, reduce, include_self=True):
+    """index_reduce with ``amax`` / ``amin``: slice i of ``source`` along ``dim`` is reduced into slice index[i] of
+    self; each position selects among what it receives (and self's entry with include_self)."""
+    if reduce not in ("amax", "amin"):
+        raise UnsupportedOpError(f"index_reduce with reduce={reduce!r}: the exact oracle evaluates 'amax' and "
+                                 "'amin' (the nonsmooth ones); write prod/mean with index_add or a loop")
+    name = f"index_reduce_{reduce}"
+    rule = _rule(name)
+    self_, src_ = arr(self), arr(source)
+    d = dim % max(self_.ndim, 1)
+    s_m, src_m = np.moveaxis(self_, d, 0), np.moveaxis(src_, d, 0)
+    cands: dict = {}
+    for i, t in enumerate(np.asarray(index).reshape(-1).tolist()):
+        for pos in np.ndindex(*src_m.shape[1:]):
+            cands.setdefault((int(t),) + pos, []).append(src_m[(i,) + pos])
+    out = s_m.copy()
+    for target, vals in cands.items():
+        cs = ([s_m[target]] if include_self else []) + vals
+        out[target], _ = select(cs, reduce == "amax", name, rule, target)
+    return np.moveaxis(out, 0, d)
+
+
+def _segments(n: int, lengths, offsets):
+    """The [start, end) ranges of the segments (lengths or offsets given, as PyTorch accepts them)."""
+    if lengths is not None:
+        ls = [int(v) for v in np.asarray(lengths).reshape(-1).tolist()]
+        starts = np.cumsum([0] + ls[:-1]).tolist()
+        return [(int(a), int(a) + b) for a, b in zip(starts, ls)]
+    if offsets is not None:
+        off = [int(v) for v in np.asarray(offsets).reshape(-1).tolist()]
+        return list(zip(off[:-1], off[1:]))
+    raise UnsupportedOpError("segment_reduce needs lengths or offsets")
+
+
+def _segment_reduce(data, reduce, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None):
+    """segment_reduce with ``max`` / ``min`` along ``axis``: each segment's output selects among its entries."""
+    if reduce not in ("max", "min"):
+        raise UnsupportedOpError(f"segment_reduce with reduce={reduce!r}: the exact oracle evaluates 'max' and "
+                                 "'min' (the nonsmooth ones); write sum/mean/prod with index_add or a loop")
+    name = f"segment_reduce_{reduce}"
+    rule = _rule(name)
+    x = np.moveaxis(arr(data), axis, 0)
+    segs = _segments(x.shape[0], lengths, offsets)
+    if any(a == b for a, b in segs):
+        raise UnsupportedOpError("segment_reduce with an empty segment: its output is the initial value (or "
+                                 "+-inf), not a selection; give every segment an entry")
+    out = np.empty((len(segs),) + x.shape[1:], dtype=object)
+    for k, (a, b) in enumerate(segs):
+        for pos in np.ndindex(*x.shape[1:]):
+            out[(k,) + pos], _ = select([x[(j,) + pos] for j in range(a, b)], reduce == "max", name, rule,
+                                        (k,) + pos)
+    return np.moveaxis(out, 0, axis)
+
+
+def _segment_reduce_backward(grad, output, data, reduce, lengths=None, offsets=None, axis=0, initial=None):
+    """PyTorch's backward of max/min: each segment's gradient split evenly over its entries equal to the output."""
+    x = np.moveaxis(arr(data), axis, 0)
+    if any(depends_on_w(v) for v in x.reshape(-1)):
+        raise UnsupportedOpError("the derivative of segment_reduce read inside fn (create_graph, a gradient "
+                                 "penalty) is a step at ties; the exact oracle does not follow it")
+    g, o = np.moveaxis(arr(grad), axis, 0), np.moveaxis(arr(output), axis, 0)
+    out = np.empty(x.shape, dtype=object)
+    out.fill(F(0))
+    for k, (a, b) in enumerate(_segments(x.shape[0], lengths, offsets)):
+        for pos in np.ndindex(*x.shape[1:]):
+            hit = [j for j in range(a, b) if sign(val(x[(j,) + pos]) - val(o[(k,) + pos])) == 0]
+            for j in hit:
+                out[(j,) + pos] = g[(k,) + pos] / len(hit)
+    return np.moveaxis(out, 0, axis)
+
+
 RECORDS = (
     ExactOp(("cummax", "cummin"), _cum),
     ExactOp(("aminmax",), _aminmax),
     ExactOp(("nanmedian.default",), _nanmedian_all),
     ExactOp(("nanmedian.dim",), _nanmedian_dim),
     ExactOp(("scatter_reduce.two",), _scatter_reduce),
+    ExactOp(("index_reduce",), _index_reduce),
+    ExactOp(("segment_reduce",), _segment_reduce, backward_names=("_segment_reduce_backward",),
+            backward=_segment_reduce_backward),
 )
