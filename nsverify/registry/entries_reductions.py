@@ -7,7 +7,6 @@ could be measured here, so no entry records a rule change.
 """
 from __future__ import annotations
 
-import warnings
 from fractions import Fraction
 
 from nsverify.registry.types import Selection, Violation, selection_case
@@ -59,10 +58,7 @@ def _index_reduce(reduce):
         import torch
 
         idx = torch.tensor(_GROUPS, device=t.device)
-        with warnings.catch_warnings():  # "index_reduce() is in beta": PyTorch's note, not a finding
-            warnings.simplefilter("ignore", UserWarning)
-            return torch.zeros(2, dtype=t.dtype, device=t.device).index_reduce(0, idx, t, reduce,
-                                                                               include_self=False)
+        return torch.zeros(2, dtype=t.dtype, device=t.device).index_reduce(0, idx, t, reduce, include_self=False)
     return fn
 
 
