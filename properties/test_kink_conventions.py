@@ -14,6 +14,8 @@ CASES = conventions.build_cases()
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.op}[{c.label}]" for c in CASES])
 def test_torch_derivative_in_clarke_or_recorded(case, nsverify_dtype, nsverify_device, nsverify_release_note):
+    if not case.supported(dtype_name(nsverify_dtype), "eager"):  # PyTorch's own gap, recorded on the entry
+        pytest.skip(f"{case.op} in {dtype_name(nsverify_dtype)}: {case.unsupported[dtype_name(nsverify_dtype)]}")
     r = conventions.evaluate_case(case, nsverify_dtype, nsverify_device, "eager")
     assert r.error is None, r.error
     dt, release = dtype_name(nsverify_dtype), registry.installed_release()

@@ -7,7 +7,10 @@ program calling ``F.softshrink`` gives the Clarke set derived by hand below).
 The activation is PyTorch's softshrink with lambda = 1/2: x + 1/2 below -1/2, 0 in between, x - 1/2 above 1/2
 (ATen ``softshrink``, backward ``softshrink_backward``, autograd node ``SoftshrinkBackward0``). PyTorch's
 derivative at both kinks is 0 (measured below, not assumed): the left piece's at +1/2 and the right piece's at
--1/2, the middle piece at both. Its entry is built once, by :func:`softshrink_entry`.
+-1/2, the middle piece at both. Its entry is built once, by :func:`softshrink_entry`. The registry now ships
+softshrink (``nsverify/registry/entries_shrink.py``, issue 36): this file hides the shipped entry for its tests
+(:func:`without_the_shipped_softshrink`) and registers its own, so it still shows that an entry alone is all it
+takes, and checks that the shipped entry is the one built here by hand.
 
 Park's engine (the last part of this file) reaches Park et al.'s Theorem 8 (Park, Chun and Lee, Sec. 3.2) for
 networks that use it, with no change to the engine: it selects activations by the registry's capability
@@ -49,6 +52,34 @@ def softshrink_entry(lambd=HALF) -> registry.Elementwise:
         functionals=("torch.nn.functional.softshrink",), from_args=lambda lambd=0.5, *_: softshrink_entry(lambd),
         autograd_nodes=("SoftshrinkBackward0",), jax=None, jax_note="jax.nn has no softshrink",
         doc="x + lambd below -lambd, 0 on [-lambd, lambd], x - lambd above lambd")
+
+
+@pytest.fixture(autouse=True)
+def without_the_shipped_softshrink():
+    """The registry as it was before softshrink shipped: the shipped entry is removed for each test of this file
+    and the table restored afterwards, in its registration order."""
+    shipped = registry.get("softshrink")
+    assert shipped.breakpoints == (-HALF, HALF)
+    saved = [registry.get(n) for n in registry.names()]
+    registry.unregister("softshrink")
+    try:
+        yield shipped
+    finally:
+        for n in registry.names():
+            registry.unregister(n)
+        for e in saved:
+            registry.register(e)
+
+
+def test_the_shipped_entry_is_the_one_built_by_hand(without_the_shipped_softshrink):
+    shipped, mine = without_the_shipped_softshrink, softshrink_entry()
+    assert (shipped.breakpoints, shipped.pieces, shipped.torch_rules) == (mine.breakpoints, mine.pieces,
+                                                                          mine.torch_rules)
+    assert (shipped.aten, shipped.backward, shipped.modules, shipped.functionals, shipped.autograd_nodes) == (
+        mine.aten, mine.backward, mine.modules, mine.functionals, mine.autograd_nodes)
+    with registry.registered(shipped):  # its from_args reads the table
+        inst = shipped.instance((0.25,))
+    assert inst.breakpoints == (-Fraction(1, 4), Fraction(1, 4)) and inst.torch_rules == mine.torch_rules
 
 
 FIND = settings(max_examples=300, database=None, deadline=None, phases=[Phase.generate], derandomize=True,

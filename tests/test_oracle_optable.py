@@ -43,7 +43,10 @@ NODES_OF_UNEVALUATED_OPS = {"CumsumBackward0": "cumsum", "ReshapeAliasBackward0"
                             "BinaryCrossEntropyWithLogitsBackward0": "binary_cross_entropy_with_logits"}
 
 # Nodes of analytic ops added after the redesign (a new analytic record adds its nodes here).
-ADDED_ANALYTIC_NODES: frozenset[str] = frozenset({"AtanBackward0", "CoshBackward0", "SinhBackward0"})  # ops.singular
+ADDED_ANALYTIC_NODES: frozenset[str] = frozenset({
+    "AtanBackward0", "CoshBackward0", "SinhBackward0",  # ops.singular (issue 35)
+    # issue 36: soft_margin_loss, lerp (quantile's interpolation), index_select/index_add
+    "SoftMarginLossBackward0", "LerpBackward0", "LerpBackward1", "IndexSelectBackward0", "IndexAddBackward0"})
 
 # The pre-redesign SMOOTH_OPS tuple of ops_smooth.py; the derived one adds logsumexp, which that module always
 # evaluated with enclosures but the hand-written tuple left out.

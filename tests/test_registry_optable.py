@@ -177,11 +177,19 @@ def test_families_derived_from_the_pieces():
     for PyTorch's relu, leaky_relu (lambda = 0) and abs (1/2), not for the two-kink ops' left/right rules."""
     exact = [registry.get(n) for n in registry.names("elementwise") if registry.get(n).exact]
     one_sided = {e.name for e in exact if e.one_sided_rules()}
-    assert one_sided == {"relu", "leaky_relu", "prelu", "relu6", "hardtanh", "hardsigmoid", "hardswish", "clamp"}
+    # issue 36's entries (tests/test_registry_losses.py derives each by hand): the losses' margins and softshrink
+    # take a side's derivative; l1_loss takes sgn(0) = 0, like abs
+    assert one_sided == {"relu", "leaky_relu", "prelu", "relu6", "hardtanh", "hardsigmoid", "hardswish", "clamp",
+                         "softshrink", "rrelu", "smooth_l1_loss", "huber_loss", "hinge_embedding_loss",
+                         "margin_ranking_loss", "multi_margin_loss", "multilabel_margin_loss"}
     lam = {n: registry.get(n).common_lambda() for n in registry.names("elementwise")}
     # lambda in the direction of mix=lambda (the weight of the right derivative): PyTorch's left rules give 0
     assert lam["relu"] == lam["leaky_relu"] == lam["prelu"] == 0 and lam["abs"] == F(1, 2) and lam["selu"] == 0
     assert lam["elu"] == "any"  # alpha = 1: no kink
+    assert lam["l1_loss"] == F(1, 2) and lam["softshrink"] is None  # softshrink: right at -1/2, left at 1/2
+    assert all(lam[n] == 0 for n in ("rrelu", "hinge_embedding_loss", "margin_ranking_loss", "multi_margin_loss",
+                                     "multilabel_margin_loss"))
+    assert all(lam[n] == "any" for n in ("smooth_l1_loss", "huber_loss", "soft_margin_loss", "mish", "celu"))
     assert all(lam[n] is None for n in ("relu6", "hardtanh", "hardsigmoid", "hardswish", "clamp"))
     # AD variants: one rule for every kink gives the same lambda everywhere
     assert registry.get("hardtanh").common_lambda("left") == 0
@@ -191,8 +199,11 @@ def test_families_derived_from_the_pieces():
     assert registry.get("relu").common_lambda("value=1/2") == F(1, 2)
     assert registry.get("relu").common_lambda("value=2") is None  # outside the Clarke interval
     pl = {n for n in registry.names("elementwise") if registry.get(n).piecewise_linear}
-    assert pl == {"relu", "leaky_relu", "prelu", "relu6", "hardtanh", "hardsigmoid", "abs", "clamp"}
-    assert {n for n in registry.names("elementwise") if not registry.get(n).exact} == {"elu", "selu"}
+    assert pl == {"relu", "leaky_relu", "prelu", "relu6", "hardtanh", "hardsigmoid", "abs", "clamp", "softshrink",
+                  "rrelu", "l1_loss", "hinge_embedding_loss", "margin_ranking_loss", "multi_margin_loss",
+                  "multilabel_margin_loss"}
+    assert {n for n in registry.names("elementwise") if not registry.get(n).exact} == {
+        "elu", "selu", "mish", "celu", "soft_margin_loss"}
     assert registry.get("elu").kinks == () and registry.get("hardswish").kinks == (F(-3), F(3))
 
 

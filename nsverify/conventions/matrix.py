@@ -59,9 +59,15 @@ class Case:
     #: (rule, input tensor) -> the exact vector the rule gives here, or None when it does not determine one
     rule_vector: Callable | None = None
     violation: Callable | None = None  # dtype name -> the recorded Violation, or None
+    #: PyTorch's own gaps (the entry's ``unsupported``): a mode or dtype name -> the error PyTorch raises there
+    unsupported: dict = field(default_factory=dict)
 
     def rule_for(self, mode: str) -> Rule:
         return self.mode_rules.get(mode, self.rule)
+
+    def supported(self, dtype_name: str, mode: str) -> bool:
+        """Does PyTorch evaluate this case in ``dtype_name`` and ``mode`` (the entry records no gap there)?"""
+        return dtype_name not in self.unsupported and mode not in self.unsupported
 
 
 @dataclass
@@ -119,7 +125,8 @@ def elementwise_cases(entry: registry.Elementwise, framework: str = "torch") -> 
                         _op_fn(entry, framework, {}), directional,
                         mode_rules={m: rs[i] for m, rs in entry.mode_rules.items()} if framework == "torch" else {},
                         rule_vector=lambda r, x, e=entry, i=i: (e.kink_derivative(i, r),),
-                        violation=lambda dt, e=entry, i=i: e.violation(i, dt)))
+                        violation=lambda dt, e=entry, i=i: e.violation(i, dt),
+                        unsupported=dict(entry.unsupported) if framework == "torch" else {}))
     return out
 
 
@@ -134,7 +141,8 @@ def selection_cases(entry: registry.Selection, framework: str = "torch") -> list
 
         out.append(Case(entry.name, c.label, "selection", c.values, c.shape, c.cotangent, c.torch_rule,
                         dict(c.rules), (lambda vec, c=c: in_hull(vec, c.pieces)), fn, c.directional,
-                        dict(c.mode_rules), rule_vector, c.violation))
+                        dict(c.mode_rules), rule_vector, c.violation,
+                        unsupported=dict(entry.unsupported) if framework == "torch" else {}))
     return out
 
 
@@ -254,7 +262,7 @@ def evaluate_batch(cases: Sequence[Case], dtype, device, mode: str, backend: str
     """The results of ``cases`` in ``mode`` on one dtype and device, in this process, and a progress message (the
     compile time in mode compile, where every case is compiled as one function)."""
     dt, dev = parse_dtype(dtype), parse_device(device)
-    cases = list(cases)
+    cases = [c for c in cases if c.supported(dtype_name(dt), mode)]  # PyTorch's recorded gaps are left out
     if mode != "compile":
         return [evaluate_case(c, dt, dev, mode) for c in cases], ""
     t0 = time.monotonic()

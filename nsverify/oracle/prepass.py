@@ -53,12 +53,13 @@ def _in_custom_function() -> bool:
 
 def _draws(func, args, kwargs) -> bool:
     """Whether a ``nondeterministic_seeded`` op really draws here: not with ``dropout_p=0`` (the fused attention
-    kernels in eval mode), ``train=False``, or a dropout's ``p=0``."""
+    kernels in eval mode), ``train=False``, ``training=False`` (rrelu in eval mode: the mean slope), or a
+    dropout's ``p=0``."""
     schema = func._schema.arguments
     given = {a.name: a.default_value for a in schema if a.has_default_value()}  # what was not passed
     given.update(zip((a.name for a in schema), args))
     given.update(kwargs)
-    if given.get("dropout_p", None) == 0 or given.get("train", None) is False:
+    if given.get("dropout_p", None) == 0 or given.get("train", None) is False or given.get("training") is False:
         return False
     return not ("dropout" in func.overloadpacket.__name__ and given.get("p", None) == 0)
 

@@ -407,4 +407,8 @@ def _max_pool2d_case_fn(t, geom=None):
 
 
 def all_entries() -> Sequence:
-    return [*elementwise_entries(), *selection_entries()]
+    from nsverify.registry.entries_losses import loss_entries
+    from nsverify.registry.entries_reductions import reduction_entries
+    from nsverify.registry.entries_shrink import shrink_entries
+
+    return [*elementwise_entries(), *shrink_entries(), *loss_entries(), *selection_entries(), *reduction_entries()]

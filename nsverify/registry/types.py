@@ -312,6 +312,10 @@ class Elementwise:
     #: 0)``, tools/autograd/derivatives.yaml); the oracle then marks an output that sits on a kink, since the
     #: output alone no longer says which side of the kink the input was on
     backward_reads_output: bool = False
+    #: PyTorch's own gaps, OpInfo style: a mode ("jvp") or dtype name ("float16") -> the error PyTorch raises
+    #: there (measured: multi_margin_loss has no forward-mode formula and no CPU half kernel). The conventions
+    #: matrix leaves those cells out, and its tests expect no error elsewhere
+    unsupported: dict = field(default_factory=dict)
 
     kind = "elementwise"
 
@@ -748,6 +752,8 @@ class Selection:
     #: (measured on torch 2.13: max_pool2d's ``MaxPool2DWithIndicesBackward0``; max_pool1d with a gradient runs
     #: the 2-d kernel). Readers of the autograd graph select the op by them, never by its name
     autograd_nodes: tuple[str, ...] = ()
+    #: PyTorch's own gaps: a mode or dtype name -> the error PyTorch raises there (see :class:`Elementwise`)
+    unsupported: dict = field(default_factory=dict)
 
     kind = "selection"
     #: a selection is a fixed function of its input, its pieces the affine maps "output = input i": exact and

@@ -93,11 +93,13 @@ def devices() -> st.SearchStrategy[str]:
 def _default_activations() -> list[str]:
     """The activations a network draw may use, selected by capability: the registry's elementwise entries that
     are exact (all pieces polynomial: exactly evaluable) and fixed functions (not prelu, whose slope is a
-    parameter). The table's first such entry comes first (draws shrink to it), the others by name. An entry
-    registered later (``registry.register``) is drawn too."""
+    parameter), left out where PyTorch lacks a kernel for a float dtype (the entry's ``unsupported``: a network is
+    built in any dtype). The table's first such entry comes first (draws shrink to it), the others by name. An
+    entry registered later (``registry.register``) is drawn too."""
     from nsverify import registry
 
-    names = [e.name for e in registry.select("elementwise", exact=True, fixed=True)]
+    names = [e.name for e in registry.select("elementwise", exact=True, fixed=True)
+             if not any(k in FLOAT_DTYPES for k in e.unsupported)]
     return names[:1] + sorted(names[1:])
 
 

@@ -151,6 +151,12 @@ def _linear(x, weight, bias=None):
     return out + arr(bias) if bias is not None else out
 
 
+def _lerp(a, b, weight):
+    """start + weight * (end - start) (quantile's interpolation between two order statistics)."""
+    a = arr(a)
+    return a + arr(weight) * (arr(b) - a)
+
+
 def _analytic(names, fn, nodes=()):
     return ExactOp(names, fn, analytic=True, nodes=nodes)
 
@@ -169,4 +175,5 @@ RECORDS = (
               ("MmBackward0", "BmmBackward0", "MvBackward0", "DotBackward0")),
     _analytic(("addmm", "addmv", "baddbmm"), _addmm, ("AddmmBackward0", "AddmvBackward0", "BaddbmmBackward0")),
     _analytic(("linear",), _linear),
+    _analytic(("lerp",), _lerp, ("LerpBackward0", "LerpBackward1")),
 )

@@ -503,15 +503,15 @@ def _median_dim(a, dim, keepdim=False):
     return _reduce_order(a, dim, keepdim, lambda n: (n - 1) // 2, "median_dim")
 
 
-def _median_all(a):
+def _median_all(a, key="median"):
     """The lower median of all entries; AD at a tie: PyTorch's rule for median() (registry: the even split
-    over the entries equal to it, evenly_distribute_backward)."""
+    over the entries equal to it, evenly_distribute_backward). ``key``: the registry op (nanmedian shares it)."""
     flat = arr(a).reshape(-1)
-    rule = _ad_rule("median")
+    rule = _ad_rule(key)
     ctx = context.current()
     r = (flat.size - 1) // 2
     if ctx.mode == "ad":
-        order = _exact_order(list(flat), False, "median")
+        order = _exact_order(list(flat), False, key)
         v = val(flat[order[r]])
         tied = [i for i in range(flat.size) if i == order[r] or sign(val(flat[i]) - v) == 0]
         cands = list(flat)
@@ -519,10 +519,10 @@ def _median_all(a):
             groups: dict = {}
             for i in tied:
                 groups.setdefault(_key(cands[i]), []).append(i)
-            ctx.note(_site(ctx, "median", (), cands, tied, groups, None))
+            ctx.note(_site(ctx, key, (), cands, tied, groups, None))
             return _scalar(_ad_mix(cands, tied, rule)[0])
         return _scalar(cands[order[r]])
-    vals, _ = _order(flat, 0, False, [r], "median", None)
+    vals, _ = _order(flat, 0, False, [r], key, None)
     return _scalar(vals[0])
 
 

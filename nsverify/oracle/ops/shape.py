@@ -223,6 +223,8 @@ def _masked_fill(a, mask, value):
 def _scatter(a, dim, index, src=None, value=None, reduce=None):
     out = arr(a).copy()
     index = np.asarray(index)
+    if src is not None and not isinstance(src, np.ndarray):  # scatter.value(self, dim, index, value), positional
+        src, value = None, src
     s = arr(src) if src is not None else None
     for pos in np.ndindex(*index.shape):
         tgt = list(pos)
@@ -240,6 +242,37 @@ def _scatter_add(a, dim, index, src):
         tgt[dim] = int(index[pos])
         out[tuple(tgt)] = out[tuple(tgt)] + s[pos]
     return out
+
+
+def _index_select(a, dim, index):
+    """The slices ``index`` of ``a`` along ``dim`` (index_reduce's backward formula reads them)."""
+    a = arr(a)
+    return np.take(a, np.asarray(index, dtype=np.int64).reshape(-1), axis=dim % max(a.ndim, 1)) if a.ndim else a
+
+
+def _index_add(a, dim, index, source, alpha=1):
+    """``a`` with ``alpha`` times slice i of ``source`` added to its slice index[i] along ``dim``."""
+    a = arr(a)
+    if a.ndim == 0:
+        return a + scalar(alpha) * arr(source).reshape(())
+    d = dim % a.ndim
+    out, src = np.moveaxis(a.copy(), d, 0), np.moveaxis(arr(source), d, 0)
+    k = scalar(alpha)
+    for i, t in enumerate(np.asarray(index, dtype=np.int64).reshape(-1).tolist()):
+        out[t] = out[t] + (src[i] if k == 1 else k * src[i])
+    return np.moveaxis(out, 0, d)
+
+
+def _index_fill(a, dim, index, value):
+    """``a`` with its slices index along ``dim`` set to ``value`` (a number or a 0-d tensor)."""
+    a = arr(a)
+    if a.ndim == 0:
+        return arr(value).reshape(()).copy()
+    out = np.moveaxis(a.copy(), dim % a.ndim, 0)
+    v = arr(value).reshape(())[()]
+    for t in np.asarray(index, dtype=np.int64).reshape(-1).tolist():
+        out[t] = v
+    return np.moveaxis(out, 0, dim % a.ndim)
 
 
 def _gather(a, dim, index, sparse_grad=False):
@@ -324,6 +357,9 @@ RECORDS = (
     ExactOp(("isfinite",), _isfinite),
     ExactOp(("scatter",), _scatter),
     ExactOp(("scatter_add",), _scatter_add),
+    ExactOp(("index_select",), _index_select, analytic=True, nodes=("IndexSelectBackward0",)),
+    ExactOp(("index_add",), _index_add, analytic=True, nodes=("IndexAddBackward0",)),
+    ExactOp(("index_fill",), _index_fill),
     ExactOp(("index_put",), _index_put),
     ExactOp(("_unsafe_index_put",), _unsafe_index_put),
     ExactOp(("_local_scalar_dense",), _local_scalar),

@@ -16,7 +16,22 @@ from __future__ import annotations
 
 from typing import Callable
 
-from nsverify.oracle.ops import attention, conv, kinks, layers, linalg, norm, pool, select, shape, singular, smooth
+from nsverify.oracle.ops import (
+    attention,
+    conv,
+    jumps,
+    kinks,
+    layers,
+    linalg,
+    losses,
+    norm,
+    pool,
+    reductions,
+    select,
+    shape,
+    singular,
+    smooth,
+)
 from nsverify.oracle.ops.record import ExactOp
 
 #: area -> its records, in the order the docs list them
@@ -32,6 +47,9 @@ AREAS: dict[str, tuple[ExactOp, ...]] = {
     "layers": layers.RECORDS,
     "elementwise kinks": kinks.RECORDS,
     "singular points": singular.RECORDS,
+    "reductions": reductions.RECORDS,
+    "losses": losses.RECORDS,
+    "jumps": jumps.RECORDS,
 }
 
 
