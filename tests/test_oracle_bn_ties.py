@@ -211,3 +211,27 @@ def test_a_tie_behind_a_transcendental_value_stays_unknown():
 
     v = nsverify.check_gradient(fn, torch.tensor([1.0, 1.0, 1.0], dtype=D), progress=False)
     assert v.status == "unknown" and "straddles" in v.reason
+
+
+def test_float32_only_tie_behind_bn_is_reported_and_the_exact_order_used():
+    """float32: the conv outputs 1/2 and 1/4 * (2 + 2^-22) = 1/2 + 2^-24 differ, but after BN (bias 64, so the
+    outputs sit near 64.65 where a float32 ulp is 2^-17) they round to one float32: a tie that exists only in
+    floats.  The exact program orders them (BN is increasing: gamma > 0), so its AD routes the gradient to entry
+    1, while PyTorch's float32 run picks entry 0.  The verdict answers the exact question at the float32 point and
+    reports the tie as float-only."""
+    m = _bn_pool_net().float()
+    with torch.no_grad():
+        m[1].bias.fill_(64.0)
+    xx = torch.tensor([1.0, 0.0, 2.0 + 2.0**-22], dtype=torch.float32).reshape(1, 1, 1, 3)
+    t = torch.tensor([[2.0]], dtype=torch.float32)
+    y = m[:3](xx).detach().reshape(-1)
+    assert y[0] == y[1]  # the float32 tie (PyTorch's own forward)
+    fn, w = module_function(m, _mse, xx, t, "parameters")
+    g_float = torch.func.grad(fn)(w).detach()
+    assert float(g_float[0]) != 0 and float(g_float[1]) == 0  # PyTorch's float32 run: entry 0
+    v = nsverify.check_module(m, _mse, xx, t, progress=False)
+    _certified(v, fn, "member")
+    assert v.exact_ad[0] == 0 and v.exact_ad[1] != 0  # the exact program: entry 1 is the strict max
+    assert any(s.op == "max_pool2d" and s.extra.get("float_only") for s in v.kinks)
+    text = v.explain()
+    assert "float32 point" in text and "seen only by the float32 computation" in text
