@@ -82,6 +82,15 @@ def test_surd_zero_is_exact():
     assert (F(1) - F(1, 8)) * s * F(3, 2) + F(1, 8) - ((F(1) - F(1, 8)) * s * F(3, 2) + F(1, 8)) == 0
 
 
+def test_surd_copies_and_pickles():
+    import copy
+    import pickle
+
+    x = sqrt_i(F(2)) + F(1, 3)
+    for y in (copy.deepcopy(x), pickle.loads(pickle.dumps(x))):
+        assert isinstance(y, Surd) and y == x and y - x == 0 and (y.lo, y.hi) == (x.lo, x.hi)
+
+
 def test_surd_sign_of_near_zero_values():
     """Values 1e-12 and 1e-17 from 0: the sign is exact (one root: a^2 against b^2 d; two: refined enclosures)."""
     mpmath.mp.dps = 120

@@ -763,6 +763,10 @@ class Surd(Ival):
             self._t = _surd_iv(self.a, self.terms, PREC)
         return self._t
 
+    @t.setter
+    def t(self, value):  # copy and pickle restore the slots they read, this one included
+        self._t = value
+
     @staticmethod
     def make(a, terms: dict):
         """The number a + sum terms[d] sqrt(d) (``terms`` already kept by :func:`_surd_add_term`): a Fraction
