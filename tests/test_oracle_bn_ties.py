@@ -244,3 +244,51 @@ def test_float32_only_tie_behind_bn_is_reported_and_the_exact_order_used():
     assert any(s.op == "max_pool2d" and s.extra.get("float_only") for s in v.kinks)
     text = v.explain()
     assert "float32 point" in text and "seen only by the float32 computation" in text
+
+
+class _TinyResNet(nn.Module):
+    """ResNet-shaped: stem conv -> BatchNorm -> ReLU -> max pool (3, 2, 1), one basic block with BatchNorm and an
+    identity shortcut, average-pool head.  2 channels: the exact trace stays seconds."""
+
+    def __init__(self, c: int = 2):
+        super().__init__()
+        from nsverify.workloads.models import BasicBlock
+
+        self.stem = nn.Sequential(nn.Conv2d(3, c, 3, 1, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1))
+        self.block = BasicBlock(c, c, 1, True)
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, 3))
+
+    def forward(self, x):
+        return self.head(self.block(self.stem(x)))
+
+
+@pytest.mark.slow  # about 30 s on the loaded 2-core machine (the not_member's replay included)
+def test_resnet_shaped_net_with_default_eps_is_decided():
+    """float64, weights on a 1/8 grid, BatchNorm eval with the default eps = 1e-5 and dyadic running statistics,
+    an integer image: the stem's max pool meets an exact tie between BN outputs (irrational, different slopes),
+    which main answered "straddles"; now member, and a vector moved on the head's bias is not_member (every piece
+    has the same logits at w, so the same bias gradient)."""
+    import torch.nn.functional as tF
+
+    m = _TinyResNet().double().eval()
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.randint(-4, 5, p.shape, generator=g).to(D) / 8)
+        for b in m.modules():
+            if isinstance(b, nn.BatchNorm2d):
+                b.running_mean.copy_(torch.randint(-2, 3, b.running_mean.shape, generator=g).to(D) / 4)
+                b.running_var.copy_(torch.randint(1, 8, b.running_var.shape, generator=g).to(D) / 4)
+    x = torch.randint(0, 3, (1, 3, 6, 6), generator=g).to(D)
+    y = torch.tensor([1])
+    fn, w = module_function(m, tF.cross_entropy, x, y, "parameters")
+    v = nsverify.check_module(m, tF.cross_entropy, x, y, time_limit=60, progress=False)
+    _certified(v, fn, "member")
+    assert any(s.op == "max_pool2d" and isinstance(s.value, Surd) and len(s.slopes) == 2 for s in v.kinks)
+    gf = torch.func.grad(fn)(w).detach()
+    assert max(abs(float(a) - float(b)) for a, b in zip(v.exact_ad, gf)) < 1e-12
+    bad = gf.clone()
+    bad[-1] += 0.5
+    _certified(nsverify.check_module(m, tF.cross_entropy, x, y, ad=bad, time_limit=60, progress=False), fn,
+               "not_member")
