@@ -5,6 +5,7 @@
     python asv_bench/ratios.py --area zones_dist                 # torchrun ranks vs threads (slow, opt-in)
     python asv_bench/ratios.py --area ad_ops,monitor,optim       # issue 15's CPU targets in one run (opt-in areas)
     python asv_bench/ratios.py --small --json ratios.json        # tiny sizes; every sample written as JSON
+    python asv_bench/ratios.py --area oracle_models              # issue 34's real models: check_module vs a step
 
 asv (``tox -e bench``) keeps the history of absolute times; this command answers "how many times slower is A
 than B on this machine now".  A ratio is candidate time / baseline time; the median-of-samples ratio is
@@ -164,6 +165,62 @@ def oracle_cases(dtype, device, small) -> Iterator[RatioCase]:
                    repeat=3, warmup=1)
 
 
+def _real_model(kind: str, width: float, train: bool):
+    """Issue 34's real-model targets: (model, loss, x, y) in float32 with PyTorch's default initialisation (seed 0),
+    natural-image crops from scikit-learn's sample photographs, BatchNorm running statistics from two training
+    passes over the batch, then eval mode (or ``train``: training mode, batch statistics).  ``resnet18``: 2x3x64x64,
+    one dead stem channel (its conv weights 0 and its BatchNorm beta 0, so its ReLU sits exactly at its kink);
+    ``vgg11_bn``: 2x3x32x32."""
+    import torch.nn.functional as tF
+
+    from nsverify.workloads import datasets, models
+
+    torch.manual_seed(0)
+    size = 64 if kind == "resnet18" else 32
+    x, y = datasets.natural_crops(2, seed=0, shape=(3, size, size))
+    model = models.ResNet18(width) if kind == "resnet18" else models.vgg("vgg11", width, bn=True)
+    if kind == "resnet18":
+        with torch.no_grad():
+            model.stem[0].weight[0].zero_()
+            model.stem[1].bias[0] = 0.0
+    model.train()
+    with torch.no_grad():
+        for _ in range(2):
+            model(x)
+    model.train(train)
+    return model, tF.cross_entropy, x, y
+
+
+def oracle_models_cases(dtype, device, small) -> Iterator[RatioCase]:
+    """check_module (wrt="parameters", time_limit=60, on_limit="unknown") side by side with one plain float32
+    forward and backward of the same model and batch: issue 34's targets (a)-(c) and ResNet-18's time against
+    parameters from width 1/8 to 1.  Each check runs once (minutes in all); its outcome is printed."""
+    import nsverify
+
+    widths = (0.125,) if small else (0.125, 0.25, 0.5, 1.0)
+    cases = [("resnet18", w, False) for w in widths] + ([] if small else [("resnet18", 1.0, True),
+                                                                          ("vgg11_bn", 1.0, False)])
+    for kind, width, train in cases:
+        model, loss, x, y = _real_model(kind, width, train)
+        seen: dict = {}
+
+        def check(model=model, loss=loss, x=x, y=y, seen=seen):
+            v = nsverify.check_module(model, loss, x, y, time_limit=60, on_limit="unknown", progress=False)
+            seen["outcome"] = v.status if v.status != "unknown" else f"unknown ({v.reason[:160]})"
+
+        def float_step(model=model, loss=loss, x=x, y=y):
+            model.zero_grad()
+            loss(model(x), y).backward()
+
+        float_step()  # the first backward pays one-off set-up costs: not part of a training step
+        name = f"{kind} width {width:g}{' train' if train else ' eval'}, float32, batch 2"
+        yield RatioCase(name, {"check_module": check, "float_step": float_step},
+                        [Pair("check_module", "float_step")],
+                        info={"parameters": sum(p.numel() for p in model.parameters()),
+                              "outcome": lambda seen=seen: seen.get("outcome")},
+                        repeat=1, warmup=0)
+
+
 def zones_cases(dtype, device, small) -> Iterator[RatioCase]:
     for name in ("lenet5",) if small else tuple(common.ZONE_WORKLOADS):
         model, x, y = common.zone_workload(name, dtype, device, batch=8 if small else None)
@@ -206,6 +263,7 @@ AREAS = {
     "zones_dist": Area(zones_dist_cases, ("float32",), cpu_only=True, default=False),
     "monitor": Area(monitor_cases, ("float32",), default=False),
     "optim": Area(optim_cases, ("float32",), default=False),
+    "oracle_models": Area(oracle_models_cases, ("float32",), cpu_only=True, default=False),
 }
 
 

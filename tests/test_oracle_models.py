@@ -329,18 +329,22 @@ def test_check_module_resnet_block_bn_eval(eps, var):
     _decided(nsverify.check_module(m, _mse, x, t, ad=bad, progress=False, time_limit=120), fn, "not_member")
 
 
-def test_tie_between_irrational_bn_outputs_is_unknown():
+def test_tie_between_irrational_bn_outputs_is_exact():
     """A max over two BatchNorm outputs that are equal in exact arithmetic but irrational (rstd = 1/sqrt(2 +
-    eps)): their enclosures overlap, so the oracle cannot tell the order -- it answers unknown, it never guesses."""
+    eps)): their enclosures overlap, but the exact root (numbers.Surd) makes the tie exact and the verdict is
+    decided; a vector off the tie's Clarke set (the two entries' gradients sum to rstd on coordinates 0 and 2,
+    here 0.1 + 0.5 = 0.6 < 0.707) is not_member."""
     bn = nn.BatchNorm1d(2).double().eval()
     with torch.no_grad():
         bn.running_var.fill_(2.0)
 
     def fn(w):
-        return bn(w.reshape(2, 2))[:, 0].max()
+        return bn(w.reshape(2, 2))[:, 0].max(dim=0).values
 
-    v = nsverify.check_gradient(fn, torch.tensor([2.0, 0.0, 2.0, 1.0], dtype=D), progress=False)
-    assert v.status == "unknown" and "straddles" in v.reason
+    w = torch.tensor([2.0, 0.0, 2.0, 1.0], dtype=D)
+    v = _decided(nsverify.check_gradient(fn, w, progress=False), fn)
+    assert any(isinstance(s.value, Ival) for s in v.kinks)  # an irrational tie, decided exactly
+    _decided(nsverify.check_gradient(fn, w, ad=[0.1, 0.0, 0.5, 0.0], progress=False), fn, "not_member")
     bn.eps = 0.0  # rstd = 1/sqrt(2) still irrational; with var 4 it is exact and the tie is decided
     with torch.no_grad():
         bn.running_var.fill_(4.0)

@@ -1,7 +1,9 @@
 """Exact scalars for the oracle: rationals, rigorous intervals, first-order affine forms and Taylor jets.
 
 * values are :class:`fractions.Fraction` whenever they are *proved* exactly rational, else :class:`Ival`, an
-  interval with binary endpoints at ``PREC`` bits that is guaranteed to contain the real value;
+  interval with binary endpoints at ``PREC`` bits that is guaranteed to contain the real value; square roots
+  of rationals (a normalisation's ``1/sqrt(var + eps)``) are :class:`Surd`, exact ``a + sum b sqrt(d)`` forms
+  with an exact sign that are also Ivals;
 * :class:`Aff` is a value together with its exact local derivative with respect to the input vector ``w``
   (a sparse ``{index: number}`` dict), plus a flag ``lin`` telling whether the entry is exactly affine in ``w``
   on the current piece.  Entries that do not depend on ``w`` are plain numbers, never ``Aff``;
@@ -248,7 +250,9 @@ def is_exact(x) -> bool:
 
 
 def sign(x) -> int | None:
-    """Exact sign of a number, or None when an interval contains 0 (undecidable)."""
+    """Exact sign of a number, or None when an interval contains 0 (undecidable); a :class:`Surd`'s is exact."""
+    if isinstance(x, Surd):
+        return x.sign()
     if isinstance(x, Ival):
         if mpf_sign(x.t[0]) > 0:
             return 1
@@ -672,22 +676,245 @@ def erfc_i(x):
 
 
 def sqrt_i(x):
-    """sqrt of a value >= 0: a Fraction when x is the square of a rational, else an enclosure."""
+    """sqrt of a value >= 0: a Fraction when x is the square of a rational, the exact :class:`Surd` of any other
+    rational, else (x an interval) an enclosure."""
     s = sign(x)
     if s is None or s < 0:
         raise InexactError(f"sqrt of a value that is not provably non-negative ({x})")
     if not isinstance(x, Ival):
-        x = F(x)
-        p, q = x.numerator, x.denominator
-        rp, rq = math.isqrt(p), math.isqrt(q)
-        if rp * rp == p and rq * rq == q:
-            return F(rp, rq)
-        k = max(0, PREC + _GUARD - (p * q).bit_length() // 2 + 2)
-        r = math.isqrt(p * q << (2 * k))
-        den = q << k
-        return _wrap((from_rational(r, den, PREC + _GUARD, round_floor),
-                      from_rational(r + 1, den, PREC + _GUARD, round_ceiling)))
+        return Surd.root(x)  # a Fraction when x is a square, else the exact root (a Surd, also an enclosure)
     return _wrap(_sqrt_iv(x.t, PREC + _GUARD))
+
+
+# ----------------------------------------------------------------------------------------------------
+# sums of square roots of rationals, exactly
+# ----------------------------------------------------------------------------------------------------
+SURD_TERMS = 2  # the most square-root classes a Surd carries; beyond it the value continues as a plain Ival
+_SIGN_BITS = 1 << 14  # the most bits a Surd's sign refinement uses before its answer is "unknown"
+
+
+def _sqrt_int_iv(d: int, prec: int):
+    """An enclosure of sqrt(d) (an integer d > 0) with ``prec``-bit endpoints: r <= sqrt(d) 2^k < r + 1."""
+    k = max(0, prec + 4 - d.bit_length() // 2)
+    r = math.isqrt(d << (2 * k))
+    return from_man_exp(r, -k, prec, round_floor), from_man_exp(r + 1, -k, prec, round_ceiling)
+
+
+def _square_root_of(n: int) -> int | None:
+    """The integer r >= 0 with r * r == n, or None (n >= 0)."""
+    r = math.isqrt(n)
+    return r if r * r == n else None
+
+
+def _surd_add_term(a: Fraction, terms: dict, d: int, b: Fraction) -> Fraction:
+    """Add b * sqrt(d) (d a positive integer) to the form a + sum terms[e] * sqrt(e) in place, keeping its
+    invariant: no radicand is a square and no two radicands differ by a square factor (their product is not a
+    square).  Returns the new rational part."""
+    if b == 0:
+        return a
+    r = _square_root_of(d)
+    if r is not None:
+        return a + b * r
+    if d in terms:
+        c = terms[d] + b
+    else:
+        for e in terms:
+            s = _square_root_of(d * e)
+            if s is not None:  # sqrt(d) = s / sqrt(e) = (s / e) sqrt(e)
+                d, b = e, b * F(s, e)
+                break
+        c = terms.get(d, 0) + b
+    if c == 0:
+        terms.pop(d, None)
+    else:
+        terms[d] = c
+    return a
+
+
+def _surd_iv(a: Fraction, terms, prec: int):
+    """An enclosure of a + sum b sqrt(d) with ``prec``-bit endpoints (every step rounded outward)."""
+    iv = _pt(a, prec)
+    for d, b in terms:
+        iv = mpi_add(iv, mpi_mul(_pt(b, prec), _sqrt_int_iv(d, prec), prec), prec)
+    return iv
+
+
+class Surd(Ival):
+    """An exact real ``a + sum_k b_k sqrt(d_k)`` (rationals a, b_k; positive integers d_k, none a square, no two
+    differing by a square factor) that is also a rigorous :class:`Ival` of itself.
+
+    It is what ``sqrt`` of a positive rational that is not a square returns (so BatchNorm's and LayerNorm's
+    ``1/sqrt(var + eps)`` with a rational variance), and it stays a Surd under +, -, * and division by a rational
+    or by a one-root Surd while it has at most :data:`SURD_TERMS` roots.  Every other consumer sees an Ival (it is
+    one).  Its sign is exact (:meth:`sign`): the value is 0 only when every coefficient is 0, because the square
+    roots of positive integers with distinct square-free parts, none of them 1, are linearly independent over the
+    rationals together with 1 (Besicovitch 1940); a non-zero value's sign is then found by enclosing it at more
+    and more bits (docs/conditions.md, "Exact signs behind normalisations")."""
+
+    __slots__ = ("a", "terms", "_t")
+
+    def __init__(self, a: Fraction, terms: tuple):
+        self.a, self.terms, self._t = a, terms, None
+
+    @property
+    def t(self):
+        """The enclosure (lo, hi), computed when first asked for: exact arithmetic on Surds never needs it."""
+        if self._t is None:
+            self._t = _surd_iv(self.a, self.terms, PREC)
+        return self._t
+
+    @t.setter
+    def t(self, value):  # copy and pickle restore the slots they read, this one included
+        self._t = value
+
+    @staticmethod
+    def make(a, terms: dict):
+        """The number a + sum terms[d] sqrt(d) (``terms`` already kept by :func:`_surd_add_term`): a Fraction
+        when no root is left, a plain Ival when more than :data:`SURD_TERMS` roots are."""
+        if not terms:
+            return F(a)
+        if len(terms) > SURD_TERMS:
+            return simplify(Ival(_surd_iv(a, sorted(terms.items()), PREC)))
+        return Surd(a, tuple(sorted(terms.items())))
+
+    @staticmethod
+    def root(q) -> Fraction | Surd:
+        """sqrt(q) of a rational q >= 0, exactly: sqrt(p / r) = sqrt(p r) / r."""
+        q = F(q)
+        if q < 0:
+            raise InexactError(f"sqrt of a negative number ({q})")
+        terms: dict = {}
+        a = _surd_add_term(F(0), terms, q.numerator * q.denominator, F(1, q.denominator))
+        return Surd.make(a, terms)
+
+    # arithmetic: exact with rationals and Surds; with a plain Ival, interval arithmetic (Ival's)
+    # -----------------------------------------------------------------------------------------------
+    def _combine(self, o, sub=False, swap=False):
+        if isinstance(o, bool) or not isinstance(o, (Fraction, int, Surd)):
+            return NotImplemented if not isinstance(o, Ival) else None
+        if not isinstance(o, Surd):  # a rational: only the rational part moves
+            if not o and not swap:
+                return self  # Surds are immutable: x + 0 is x itself
+            if swap:  # o - self
+                return Surd(o - self.a, tuple((d, -b) for d, b in self.terms))
+            return Surd(self.a - o if sub else self.a + o, self.terms)
+        neg = sub != swap
+        if len(self.terms) == 1 == len(o.terms) and self.terms[0][0] == o.terms[0][0]:  # one channel's root
+            (d, b1), (_, b2) = self.terms[0], o.terms[0]
+            a, c = (o.a - self.a, b2 - b1) if swap else ((self.a - o.a, b1 - b2) if neg else (self.a + o.a, b1 + b2))
+            return Surd(a, ((d, c),)) if c else a
+        a, terms = (-self.a, {d: -b for d, b in self.terms}) if swap else (self.a, dict(self.terms))
+        a = a - o.a if neg else a + o.a
+        for d, b in o.terms:
+            if d in terms:  # the common case: one channel's root (no square test needed)
+                c = terms[d] - b if neg else terms[d] + b
+                if c:
+                    terms[d] = c
+                else:
+                    del terms[d]
+            else:
+                a = _surd_add_term(a, terms, d, -b if neg else b)
+        return Surd.make(a, terms)
+
+    def __add__(self, o):
+        r = self._combine(o)
+        return Ival.__add__(self, o) if r is None else r
+
+    __radd__ = __add__
+
+    def __sub__(self, o):
+        r = self._combine(o, sub=True)
+        return Ival.__sub__(self, o) if r is None else r
+
+    def __rsub__(self, o):
+        r = self._combine(o, sub=True, swap=True)
+        return Ival.__rsub__(self, o) if r is None else r
+
+    def __neg__(self):
+        return Surd(-self.a, tuple((d, -b) for d, b in self.terms))
+
+    def __mul__(self, o):
+        if isinstance(o, bool) or not isinstance(o, (Fraction, int, Surd)):
+            return Ival.__mul__(self, o) if isinstance(o, Ival) else NotImplemented
+        if not isinstance(o, Surd):
+            if not o:
+                return F(0)
+            if o == 1:
+                return self
+            if len(self.terms) == 1:
+                (d, b), = self.terms
+                return Surd(self.a * o if self.a else self.a, ((d, b * o),))
+            return Surd(self.a * o, tuple((d, b * o) for d, b in self.terms))
+        if len(self.terms) * len(o.terms) > SURD_TERMS * SURD_TERMS:
+            return Ival.__mul__(self, o)
+        left = ((1, self.a),) + self.terms
+        right = ((1, o.a),) + o.terms
+        a, terms = F(0), {}
+        for d1, b1 in left:
+            for d2, b2 in right:
+                g = math.gcd(d1, d2)  # sqrt(d1 d2) = g sqrt(d1 d2 / g^2)
+                a = _surd_add_term(a, terms, (d1 // g) * (d2 // g), b1 * b2 * g)
+        return Surd.make(a, terms)
+
+    __rmul__ = __mul__
+
+    def inverse(self):
+        """1 / self: exact for one root ((a - b sqrt d) / (a^2 - b^2 d)), else an enclosure."""
+        if len(self.terms) != 1:
+            return Ival.__rtruediv__(self, 1)
+        (d, b), = self.terms
+        n = self.a * self.a - b * b * d  # never 0: sqrt(d) is irrational
+        return Surd.make(self.a / n, {d: -b / n})
+
+    def __truediv__(self, o):
+        if isinstance(o, bool) or not isinstance(o, (Fraction, int, Surd)):
+            return Ival.__truediv__(self, o) if isinstance(o, Ival) else NotImplemented
+        if isinstance(o, Surd):
+            return self * o.inverse()
+        if o == 0:
+            return Ival.__truediv__(self, o)  # Ival's own error for a division by 0
+        return self * (1 / F(o))
+
+    def __rtruediv__(self, o):
+        if isinstance(o, bool) or not isinstance(o, (Fraction, int)):
+            return Ival.__rtruediv__(self, o) if isinstance(o, Ival) else NotImplemented
+        return self.inverse() * F(o)
+
+    def __eq__(self, o):
+        """Equal forms (same rational part, same roots and coefficients) are equal numbers; a Surd never equals a
+        rational (it has a root with a non-zero coefficient).  Two equal numbers whose roots are written with
+        different radicands (sqrt(2) and sqrt(8) / 2) compare unequal here: a conservative answer (they are
+        then treated like two intervals, kept apart), never a wrong "equal"."""
+        if isinstance(o, Surd):
+            return self.a == o.a and self.terms == o.terms
+        return False if isinstance(o, (Fraction, int, Ival)) else NotImplemented
+
+    def __hash__(self):
+        return hash((self.a, self.terms))
+
+    def sign(self) -> int | None:
+        """The exact sign (never 0: a Surd is not 0): decided exactly for one root, else by enclosures at 2, 4,
+        ... times PREC bits; None only when :data:`_SIGN_BITS` bits do not separate it from 0."""
+        if len(self.terms) == 1:
+            (d, b), = self.terms
+            sa, sb = (self.a > 0) - (self.a < 0), (b > 0) - (b < 0)
+            if sa == 0 or sa == sb:
+                return sb
+            return sa if self.a * self.a > b * b * d else sb  # a^2 == b^2 d is impossible: sqrt(d) irrational
+        prec, t = PREC, self.t
+        while True:
+            if mpf_sign(t[0]) > 0:
+                return 1
+            if mpf_sign(t[1]) < 0:
+                return -1
+            prec *= 2
+            if prec > _SIGN_BITS:
+                return None
+            t = _surd_iv(self.a, self.terms, prec)
+
+    def __repr__(self):
+        roots = " + ".join(f"({decimal_str(b)})*sqrt({d})" for d, b in self.terms)
+        return f"Surd[{decimal_str(self.a)} + {roots}]"
 
 
 def sin_i(x):

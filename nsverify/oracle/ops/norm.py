@@ -6,10 +6,13 @@ Each normalises ``x`` over groups of entries: ``xhat = (x - mean) * rstd`` with 
 
 * **batch norm, eval mode**: mean and variance are the running statistics (constants), so the layer is an
   affine map of ``x``; ``rstd`` is a Fraction when ``var + eps`` is the square of a rational (e.g. ``eps = 0``,
-  or ``var = 1 - eps`` with a dyadic ``eps``), else a rigorous interval (:class:`~nsverify.oracle.numbers.Ival`).
+  or ``var = 1 - eps`` with a dyadic ``eps``), else the exact root ``sqrt(v) / v`` of the rational ``v = var + eps``
+  (:class:`~nsverify.oracle.numbers.Surd`, also a rigorous interval), so equal inputs give equal outputs and
+  every tie or kink behind the layer has an exact sign (docs/conditions.md, "Exact signs behind normalisations").
   ``(x - mean)`` is formed first, so an entry equal to the running mean maps exactly to ``bias``.
 * **batch norm, training mode; layer norm; group norm**: batch (group) statistics -- smooth in ``x``
-  where ``var + eps > 0``, irrational in general, so enclosed.  Where the variance may be 0 with ``eps = 0``
+  where ``var + eps > 0``; with rational entries the variance is rational and ``rstd`` a Surd as above, else
+  (entries already intervals) enclosed.  Where the variance may be 0 with ``eps = 0``
   (a kink of sqrt) the oracle raises :class:`~nsverify.errors.InexactError` (its answer is "unknown").
 
 The running statistics that PyTorch's training-mode batch norm updates in place are buffers of the module (plain

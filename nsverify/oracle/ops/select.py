@@ -97,16 +97,20 @@ class Returned:
         """Is PyTorch's choice a choice at *this* exact tie?  When the float run saw the same tie -- the tied
         entries' floats equal their exact value and every other entry lies strictly on the same side of it in
         floats as exactly -- its comparisons were the exact ones, so the index it returned is one of ``tied``
-        and is the choice PyTorch makes at the exact tie."""
+        and is the choice PyTorch makes at the exact tie.  An irrational tied value (behind a normalisation's
+        1/sqrt(var + eps)) has no float equal to it: there the tied entries' floats must equal one another, and
+        every other entry must lie strictly on the same side of that common float as it lies of the exact value
+        (the kernel's comparisons with the maximum then come out as the exact ones)."""
         if self.index is None or self.fvals is None or self.index not in tied or len(self.fvals) != len(cands):
             return False
         v = val(cands[tied[0]])
+        ref = v if is_exact(v) else F(float(self.fvals[tied[0]]))
         for i, (c, f) in enumerate(zip(cands, self.fvals)):
             fx = F(float(f))
             if i in tied:
-                if not is_exact(val(c)) or fx != v:
+                if fx != ref:
                     return False
-            elif sign(fx - v) != sign(val(c) - v) or sign(fx - v) in (0, None):
+            elif sign(fx - ref) != sign(val(c) - v) or sign(fx - ref) in (0, None):
                 return False
         return True
 
