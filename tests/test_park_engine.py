@@ -113,13 +113,21 @@ def test_park_proxies_are_derived_from_the_registry():
     left piece's at 0; relu6, hardtanh and hardsigmoid the flat piece's at both kinks (left at the lower kink,
     right at the upper one); clamp with scalar bounds 1 at both bounds up to torch 2.13 (the inner piece: right
     at the lower bound, left at the upper one) and the flat pieces' 0 from torch 2.14 on. abs (mix=1/2, the even
-    split) has no one-sided derivative and is not in the map."""
+    split) has no one-sided derivative and is not in the map. The fixed piecewise-linear ops added with the losses
+    (measured on torch 2.13.0, 2.14.0 and 2.14.1): softshrink the flat piece's 0 at both kinks (right at -lambda,
+    left at lambda); rrelu in eval mode its lower slope (left); hinge_embedding_loss and margin_ranking_loss the
+    sloped piece's -1 at the margin up to torch 2.13 (left) and the flat piece's 0 from 2.14.0 on (right);
+    multi_margin_loss and multilabel_margin_loss the flat piece's 0 (left) in eager mode."""
     from nsverify.oracle.certificates import park_proxies
     from nsverify.registry.types import installed_release, release_key
 
-    clamp = "right,left" if release_key(installed_release()) < release_key("2.14.0") else "left,right"
+    before_2_14 = release_key(installed_release()) < release_key("2.14.0")
+    clamp = "right,left" if before_2_14 else "left,right"
+    margin = "left" if before_2_14 else "right"
     assert park_proxies() == {"relu": "left", "leaky_relu": "left", "relu6": "left,right", "hardtanh": "left,right",
-                              "hardsigmoid": "left,right", "clamp": clamp}
+                              "hardsigmoid": "left,right", "clamp": clamp, "softshrink": "right,left",
+                              "rrelu": "left", "hinge_embedding_loss": margin, "margin_ranking_loss": margin,
+                              "multi_margin_loss": "left", "multilabel_margin_loss": "left"}
 
 
 # ------------------------------------------------------------------ every park_layer activation, every kink

@@ -9,7 +9,8 @@ record with the target (:mod:`nsverify.oracle.ops.losses`); a composite loss (l1
 margin_ranking_loss) reaches the oracle as the ops it is made of.
 
 PyTorch's rule at each kink was measured on torch 2.13 CPU (eager, torch.func.grad and jvp agree; float64,
-float32, bfloat16, float16); no other release could be measured here, so no entry records a rule change.
+float32, bfloat16, float16), then on torch 2.14.0 and 2.14.1 (CPU kernels of the CUDA wheels): the changes
+between 2.13.0 and 2.14.0 are recorded (releases before 2.13 were not measured for these entries).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from fractions import Fraction
 
 import mpmath
 
-from nsverify.registry.types import Elementwise, Piece, lin
+from nsverify.registry.types import Elementwise, Piece, RuleChange, installed_release, lin, release_key
 
 F = Fraction
 
@@ -29,6 +30,13 @@ _MARGIN_GAPS = {
     "bfloat16": "RuntimeError: the CPU kernel is not implemented for 'BFloat16'",
 }
 _NO_JAX = "JAX has no loss functions: jax, jax.numpy and jax.nn define none (optax, outside JAX, does)"
+
+
+def _compile_right_before_2_14() -> dict:
+    """The margin losses' compiled rule: Inductor's decomposition took the right piece up to torch 2.13 and takes
+    the left piece, like eager, from 2.14.0 on (measured on 2.13.0, 2.14.0 and 2.14.1). A mode rule holds for the
+    installed release (``mode_rules`` has no release axis)."""
+    return {"compile": ("right",)} if release_key(installed_release()) < release_key("2.14.0") else {}
 
 
 def _zeros_target(loss):
@@ -126,14 +134,21 @@ def loss_entries():
         kwargs={"margin": 1.0},
         doc="F.hinge_embedding_loss(x, -1, margin=1) = max(0, 1 - x): the margin at x = 1. PyTorch (measured): "
             "derivative -1 there, the left piece's (clamp_min(margin - x, 0) passes the gradient at 0); the "
-            "minimum-norm element of [-1, 0] is 0. Composite: the oracle sees clamp_min and where",
+            "minimum-norm element of [-1, 0] is 0. From torch 2.14.0 on: 0, the right piece's (measured on 2.14.0 and "
+            "2.14.1). Composite: the oracle sees clamp_min and where",
+        rule_changes=(RuleChange("2.14.0", ("left",), ("right",),
+                                 note="hinge_embedding_loss's derivative at its margin: -1 -> 0 (the documented "
+                                      "rule's minimum-norm element; measured by nsverify on 2.14.0 and 2.14.1)"),),
         jax_note=_NO_JAX, autograd_nodes=("WhereBackward0",))
     yield Elementwise(
         "margin_ranking_loss", (), _margin_ranking, (F(0),), (lin(-1), lin(0)), ("left",),
         kwargs={"margin": 0.0},
         doc="F.margin_ranking_loss(x, 0, 1, margin=0) = max(0, -x): the margin at x = 0. PyTorch (measured): "
-            "derivative -1, the left piece's (clamp_min at 0 passes the gradient). Composite: the oracle sees "
-            "clamp_min",
+            "derivative -1, the left piece's (clamp_min at 0 passes the gradient); from torch 2.14.0 on 0, the right "
+            "piece's (measured on 2.14.0 and 2.14.1). Composite: the oracle sees clamp_min",
+        rule_changes=(RuleChange("2.14.0", ("left",), ("right",),
+                                 note="margin_ranking_loss's derivative at its margin: -1 -> 0 (the documented "
+                                      "rule's minimum-norm element; measured by nsverify on 2.14.0 and 2.14.1)"),),
         jax_note=_NO_JAX, autograd_nodes=("ClampMinBackward0",))
     yield Elementwise(
         "multi_margin_loss", ("multi_margin_loss",), multi_margin_fn, (F(0),), (lin(0), lin(F(1, 2))), ("left",),
@@ -141,8 +156,9 @@ def loss_entries():
         doc="F.multi_margin_loss on the two-class sample (x, 1) with target class 1 (p=1, margin=1): "
             "max(0, 1 - 1 + x) / 2, the margin at x = 0. PyTorch's kernel adds the gradient only where the "
             "margin term is > 0: derivative 0 at 0, the left piece's (measured). Compiled (inductor), its "
-            "decomposition takes the right piece, 1/2 (measured). No jvp, no CPU half kernel",
-        mode_rules={"compile": ("right",)},
+            "decomposition takes the right piece, 1/2 (measured on 2.13.0); from torch 2.14.0 on compiled takes the "
+            "left piece like eager (measured on 2.14.0 and 2.14.1). No jvp, no CPU half kernel",
+        mode_rules=_compile_right_before_2_14(),
         backward=("multi_margin_loss_backward",), jax_note=_NO_JAX, unsupported=dict(_MARGIN_GAPS),
         autograd_nodes=("MultiMarginLossBackward0",))
     yield Elementwise(
@@ -150,9 +166,9 @@ def loss_entries():
         (lin(0), lin(F(1, 2))), ("left",),
         doc="F.multilabel_margin_loss on the two-class sample (x, 1) with target set {1}: max(0, 1 - (1 - x)) / 2, "
             "the margin at x = 0. PyTorch adds the gradient only where the term is > 0: derivative 0 at 0, the "
-            "left piece's (measured). Compiled (inductor), the right piece, 1/2 (measured). No jvp, no CPU half "
-            "kernel",
-        mode_rules={"compile": ("right",)},
+            "left piece's (measured). Compiled (inductor), the right piece, 1/2 (measured on 2.13.0); from torch "
+            "2.14.0 on the left piece like eager (measured on 2.14.0 and 2.14.1). No jvp, no CPU half kernel",
+        mode_rules=_compile_right_before_2_14(),
         backward=("multilabel_margin_loss_backward",), jax_note=_NO_JAX, unsupported=dict(_MARGIN_GAPS),
         autograd_nodes=("MultilabelMarginLossBackward0",))
     yield Elementwise(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from nsverify.registry.types import Selection, Violation, selection_case
+from nsverify.registry.types import RuleChange, Selection, Violation, selection_case
 from nsverify.registry.windows import Window, adaptive_windows, pool_window_table
 
 F = Fraction
@@ -31,6 +31,22 @@ _SELF_COUNTED = Violation(
 #: the two-group index of the scatter/index/segment cases: entries 0-2 go to output 0, entries 3-4 to output 1
 _GROUPS = (0, 0, 0, 1, 1)
 
+
+
+#: quantile's tie routing changed in torch 2.14.0 (the entry's doc)
+_QUANTILE_2_14 = (RuleChange("2.14.0", "first", "returned", modes=("eager",),
+                             note="quantile's tie routing in eager mode: the stable sort's entry at the rank -> the "
+                                  "entry topk(largest=False) returns at that rank; torch.func.grad, jvp and "
+                                  "compile keep the stable sort's (measured by nsverify on 2.14.0 and 2.14.1)"),)
+
+def _quantile_indices(t) -> list[int]:
+    """The index torch 2.14's quantile(x, 0.5) routes the gradient to at a tie: the last of the indices
+    ``torch.topk(x, rank + 1, largest=False)`` returns, rank = (n - 1) / 2 (measured, see the entry)."""
+    import torch
+
+    flat = t.flatten()
+    k = (flat.numel() - 1) // 2 + 1
+    return [int(torch.topk(flat, k, largest=False).indices[-1])]
 
 def _rows(r, c, d):
     return [Window(tuple(i * c + j for j in range(c)), 0, d) for i in range(r)]
@@ -119,12 +135,20 @@ def reduction_entries():
     for name, fn in [("quantile", torch.quantile), ("nanquantile", torch.nanquantile)]:
         yield Selection(
             name, (), (lambda f: lambda t: f(t, 0.5))(fn), "first", lambda: (
-                case("3 tied at the median", [1, 1, 1, 2, 0], (5,), [W(tuple(range(5)), 2, "min")], "first"),
-                case("3 tied, later indices", [2, 1, 1, 1, 0], (5,), [W(tuple(range(5)), 2, "min")], "first")),
+                case("3 tied at the median", [1, 1, 1, 2, 0], (5,), [W(tuple(range(5)), 2, "min")], "first",
+                     rule_changes=_QUANTILE_2_14),
+                case("3 tied, later indices", [2, 1, 1, 1, 0], (5,), [W(tuple(range(5)), 2, "min")], "first",
+                     rule_changes=_QUANTILE_2_14)),
             kwargs={"q": 0.5},
-            doc=f"torch.{name}(x, 0.5) of 5 entries: the entry of rank 2, no interpolation. PyTorch sorts (stably) "
-                "and gathers: at ties the gradient goes to the tied entry a stable ascending sort puts at that rank, "
-                "the first-index rule (measured). Composite: the oracle sees sort, gather and lerp",
+            doc=f"torch.{name}(x, 0.5) of 5 entries: the entry of rank 2, no interpolation. Up to torch 2.13 PyTorch "
+                "sorts (stably) and gathers: at ties the gradient goes to the tied entry a stable ascending sort puts "
+                "at that rank, the first-index rule (measured). From torch 2.14.0 on the autograd graph has no sort "
+                "in eager mode (the indices are chosen without a gradient and gathered from x): the gradient goes to "
+                "the index torch.topk(x, rank + 1, largest=False) returns last (measured on 2.14.0 and 2.14.1 at "
+                "three tie patterns), still a tied entry; torch.func.grad, jvp and compile keep the stable sort's. "
+                "Composite: the oracle sees sort, gather and lerp",
+            indices_fn=_quantile_indices,
+            rule_changes=_QUANTILE_2_14,
             jax=f"jnp.{name}(x, 0.5)", unsupported={
                 dt: "RuntimeError: quantile() input tensor must be either float or double dtype"
                 for dt in ("float16", "bfloat16")},
