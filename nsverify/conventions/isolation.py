@@ -71,16 +71,22 @@ def _child(request: dict) -> dict:
     return {"results": [r.__dict__ for r in results], "message": "; ".join(messages)}
 
 
-def child_main(argv: Sequence[str]) -> int:
-    """``python -m nsverify.conventions.isolation REQUEST OUT``: run a batch, write its results to OUT."""
+def serve_child(argv: Sequence[str], child) -> int:
+    """A child process's whole life (``python -m MODULE REQUEST OUT``): read the JSON request, run ``child`` on
+    it, write its JSON answer (or ``{"fatal": message}`` for an nsverify error) to OUT."""
     faulthandler.enable()  # a segfault prints the Python stack to stderr, which the parent quotes
     request = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     try:
-        out = _child(request)
+        out = child(request)
     except NsverifyError as exc:
         out = {"fatal": str(exc)}
     Path(argv[1]).write_text(json.dumps(out), encoding="utf-8")
     return 0
+
+
+def child_main(argv: Sequence[str]) -> int:
+    """``python -m nsverify.conventions.isolation REQUEST OUT``: run a batch, write its results to OUT."""
+    return serve_child(argv, _child)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -620,16 +620,9 @@ def _child(request: dict) -> dict:
 
 def child_main(argv: Sequence[str]) -> int:
     """``python -m nsverify.conventions.programs REQUEST OUT``: evaluate a batch, write its cells to OUT."""
-    import faulthandler
+    from nsverify.conventions.isolation import serve_child
 
-    faulthandler.enable()
-    request = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-    try:
-        out = _child(request)
-    except NsverifyError as exc:
-        out = {"fatal": str(exc)}
-    Path(argv[1]).write_text(json.dumps(out), encoding="utf-8")
-    return 0
+    return serve_child(argv, _child)
 
 
 def evaluate_isolated(programs: Sequence[Program], dtype: str, device: str, mode: str, *, timeout: float,
