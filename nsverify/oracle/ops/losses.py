@@ -94,26 +94,22 @@ def _derivatives(ew, grad: np.ndarray, z: np.ndarray, name: str) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------ smooth_l1 and huber
-def _smooth_l1(x, target, reduction=1, beta=1.0):
-    d = arr(x) - arr(target)
-    return _reduce(_apply(_huber("smooth_l1_loss", beta), d), reduction)
+def _huber_ops(name: str):
+    """The exact forward and backward of ``name`` (smooth_l1_loss or huber_loss: the same pieces, scaled by its
+    beta or delta argument), called as ATen calls them: (x, target, reduction, beta/delta)."""
+    def forward(x, target, reduction=1, param=1.0):
+        d = arr(x) - arr(target)
+        return _reduce(_apply(_huber(name, param), d), reduction)
+
+    def backward(grad, x, target, reduction, param):
+        d = arr(x) - arr(target)
+        return _derivatives(_huber(name, param), _grad_scale(grad, d.shape, reduction, d.size), d, name)
+
+    return forward, backward
 
 
-def _smooth_l1_backward(grad, x, target, reduction, beta):
-    d = arr(x) - arr(target)
-    return _derivatives(_huber("smooth_l1_loss", beta), _grad_scale(grad, d.shape, reduction, d.size), d,
-                        "smooth_l1_loss")
-
-
-def _huber_loss(x, target, reduction=1, delta=1.0):
-    d = arr(x) - arr(target)
-    return _reduce(_apply(_huber("huber_loss", delta), d), reduction)
-
-
-def _huber_backward(grad, x, target, reduction, delta):
-    d = arr(x) - arr(target)
-    return _derivatives(_huber("huber_loss", delta), _grad_scale(grad, d.shape, reduction, d.size), d,
-                        "huber_loss")
+_smooth_l1, _smooth_l1_backward = _huber_ops("smooth_l1_loss")
+_huber_loss, _huber_backward = _huber_ops("huber_loss")
 
 
 # ------------------------------------------------------------------------------------ margin losses
