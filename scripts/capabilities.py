@@ -34,6 +34,11 @@ DEPENDS = "depends on the CPU kernel"
 
 def run_nightly(capability: str, out: Path, nightly_args: list[str]) -> tuple[Path, float]:
     """Run the nightly under ``capability`` in a child process; (its run directory, seconds)."""
+    return finish_nightly(*start_nightly(capability, out, nightly_args))
+
+
+def start_nightly(capability: str, out: Path, nightly_args: list[str]):
+    """Start the nightly under ``capability`` in a child process (see :func:`finish_nightly`)."""
     env = dict(os.environ)
     env.pop("ATEN_CPU_CAPABILITY", None)
     if capability != "native":
@@ -41,11 +46,15 @@ def run_nightly(capability: str, out: Path, nightly_args: list[str]) -> tuple[Pa
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     cmd = [sys.executable, "-m", "nsverify", "nightly", "--out", str(out / capability), *nightly_args]
     print(f"[capabilities] {capability}: {' '.join(cmd)}", file=sys.stderr, flush=True)
-    t0 = time.monotonic()
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True)
+    return capability, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True), time.monotonic()
+
+
+def finish_nightly(capability: str, proc, t0: float) -> tuple[Path, float]:
+    """Wait for a child of :func:`start_nightly`; (its run directory, seconds)."""
+    stdout, _ = proc.communicate()
     if proc.returncode != 0:
         raise SystemExit(f"the nightly under {capability} exited with status {proc.returncode}")
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    lines = [ln for ln in stdout.splitlines() if ln.strip()]
     return Path(lines[-1].strip()), time.monotonic() - t0
 
 
@@ -91,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="directory for the reports and the comparison")
     p.add_argument("--only", nargs="+", metavar="SECTION", help="nightly sections to run (default: all)")
     p.add_argument("--full", action="store_true", help="the full nightly (default: --quick)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="capabilities run at once (default 1: one after another, so that the timing claims of one "
+                        "do not run beside the other; 2 on a machine with cores to spare)")
     p.add_argument("--fail-on-difference", action="store_true", help="exit 1 when a claim's verdict differs")
     args = p.parse_args(argv)
     caps = [c.strip() for c in args.capabilities.split(",") if c.strip()]
@@ -99,10 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     nightly_args = ([] if args.full else ["--quick"]) + (["--only", *args.only] if args.only else [])
+    if args.jobs < 1:
+        p.error("--jobs: at least 1")
     reports, seconds, dirs = {}, {}, {}
-    for cap in caps:
-        dirs[cap], seconds[cap] = run_nightly(cap, out, nightly_args)
-        reports[cap] = load_report(dirs[cap])
+    for i in range(0, len(caps), args.jobs):
+        running = [start_nightly(cap, out, nightly_args) for cap in caps[i:i + args.jobs]]
+        for child in running:
+            cap = child[0]
+            dirs[cap], seconds[cap] = finish_nightly(*child)
+            reports[cap] = load_report(dirs[cap])
     rows = claim_rows(reports)
     comparisons = {cap: compare_reports(reports[caps[0]], reports[cap], base_path=str(dirs[caps[0]]))
                    for cap in caps[1:]}
