@@ -344,7 +344,18 @@ def _records() -> dict:
         add(nsverify.check_module(_mlp(), loss, torch.tensor(x, dtype=D), None, progress=False))
     add(_check(lambda w: torch.linalg.vector_norm(w), _w(0, 0)))  # norm ball (a norm at its zero)
     add(_check(lambda w: torch.sqrt((w ** 2).sum()), _w(0, 0), ad=[float("nan"), 0]))  # NaN of a Lipschitz function
+    add(nsverify.check_module(*_dead_unit_mlp(), progress=False))  # Theorem 8 from enclosures (>= 20,000 parameters)
     return out
+
+
+def _dead_unit_mlp():
+    """A float32 MLP past the enclosure route's size, one hidden unit dead (its row and bias 0: an exact kink)."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(200, 100), torch.nn.ReLU(), torch.nn.Linear(100, 3))
+    with torch.no_grad():
+        m[0].weight[7].zero_()
+        m[0].bias[7] = 0.0
+    return m, torch.nn.functional.cross_entropy, torch.randn(4, 200), torch.tensor([0, 1, 2, 0])
 
 
 @pytest.fixture(scope="module")
@@ -365,6 +376,8 @@ def _tampered(record: dict) -> list:
         return r
 
     out = [copy(tested_is="the_exact_ad"), copy(tested_is=None)]
+    if record["certificate"]["kind"] == "park_theorem8_enclosed":  # the exact AD as a rule: no vector may appear
+        return out + [copy(tested=["0"]), copy(exact_ad=["0"]), copy(tested=["0"], exact_ad=["0"])]
     if record["tested_is"] == "ad":  # the caller's vector, relabelled as the exact AD it is not
         return out + [copy(tested_is="exact_ad")]
     t = [F(x) if isinstance(x, str) else x for x in record["tested"]]
@@ -401,7 +414,8 @@ def test_kinds_are_built_once():
     src = inspect.getsource(certificates)
     assert src.count("KINDS[") == 0 and src.count("KINDS = ") == 1
     assert set(KINDS) == {"convex_weights", "interval_bracket", "adjacent_piece", "separating_direction",
-                          "block_product", "park_theorem8", "park_theorem5", "norm_ball", "nonfinite_diagnosis"}
+                          "block_product", "park_theorem8", "park_theorem5", "norm_ball", "nonfinite_diagnosis",
+                          "park_theorem8_enclosed"}
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from nsverify.oracle.certificates import (
     IntervalBracket,
     ParkTheorem5,
     ParkTheorem8,
+    ParkTheorem8Enclosed,
     SeparatingDirection,
     adjacent_piece,
     park_proxies,
@@ -47,6 +48,7 @@ from nsverify.oracle.membership import (
 )
 from nsverify.oracle.numbers import is_exact
 from nsverify.oracle.ops.singular import NormForm, Singular
+from nsverify.oracle.park import enclosed
 from nsverify.oracle.park import exact as layered
 from nsverify.oracle.pieces import Enumeration, ad_sites, enumerate_pieces, limit_message
 from nsverify.oracle.prepass import random_note
@@ -109,13 +111,22 @@ def _check(fn, w, ad, *, rules, max_pieces, on_limit, time_limit, progress, shor
         # in chunks), so a call ends within one chunk of work after it; the graceful stops (enumeration, blocks)
         # come first
         with user_environment(), deadline(time_limit), tracking(tracker):
-            tracker.update(stage="reading w as exact rationals")
             ev = None
+            declined = None
             try:
-                ev = Evaluation(fn, w, rules, shadow=True)  # millions of parameters take seconds: it polls too
-                with boundary.translated(ev):
-                    v = _decide(ev, ad, max_pieces=max_pieces, on_limit=on_limit, time_limit=time_limit,
-                                tracker=tracker, shortcuts=shortcuts, network=network)
+                v = None
+                if network is not None and shortcuts and ad is None and not rules and enclosure_first(w):
+                    got = _enclosed_verdict(fn, w, tracker)
+                    if isinstance(got, Verdict):
+                        v = got
+                    else:
+                        declined = got
+                if v is None:
+                    tracker.update(stage="reading w as exact rationals")
+                    ev = Evaluation(fn, w, rules, shadow=True)  # millions of parameters take seconds: it polls too
+                    with boundary.translated(ev):
+                        v = _decide(ev, ad, max_pieces=max_pieces, on_limit=on_limit, time_limit=time_limit,
+                                    tracker=tracker, shortcuts=shortcuts, network=network)
             except TooManyPieces as e:
                 if isinstance(e, TimeLimitExceeded):  # a poll inside an op or a loop: the message gets the counts
                     e = TooManyPieces(_hard_limit_message(ev, tracker, max_pieces, time_limit))
@@ -125,10 +136,63 @@ def _check(fn, w, ad, *, rules, max_pieces, on_limit, time_limit, progress, shor
                 v = _undecided(str(e), ev.float_ad() if ran else None, ad)  # fn is not rerun
         if ev is not None and ev.notes:
             v.stats["notes"] = list(ev.notes)
+        if declined:
+            v.stats["enclosures_declined"] = declined  # why the enclosed Theorem 8 route did not decide
         tracker.update(stage="done")
     finally:
         tracker.stop()
     return v
+
+
+#: check_module tries the enclosed Theorem 8 route first from this many parameters (the sizes users train at),
+#: before any exact trace; smaller models get the exact route, which also materializes the exact AD
+ENCLOSURE_FIRST = 20_000
+#: a verdict lists at most this many kink sites (the count is in its stats)
+MAX_LISTED_SITES = 1000
+#: a verdict records the point (for re-checking with fn) up to this many parameters
+MAX_RECORDED_POINT = 2_000_000
+
+
+def enclosure_first(w: torch.Tensor) -> bool:
+    """Whether :func:`check_module` tries :mod:`nsverify.oracle.park.enclosed` before the exact route."""
+    return w.numel() >= ENCLOSURE_FIRST
+
+
+def _enclosed_verdict(fn, w, tracker) -> Verdict | str:
+    """member from Park et al.'s Theorem 8 decided on rigorous float enclosures, or why not (a string)."""
+    from nsverify.oracle.context import Site
+    from nsverify.oracle.interp import float_autograd
+
+    got = enclosed.decide(fn, w, tracker)
+    if isinstance(got, str):
+        return got
+    tracker.update(stage="PyTorch's float autograd")
+    float_ad = float_autograd(fn, w)
+    if not all(math.isfinite(x) for x in float_ad):
+        return "enclosures: PyTorch's float gradient holds NaN or inf (diagnosed by the exact route)"
+    cert = ParkTheorem8Enclosed(tuple((L.call, L.kinks, tuple(L.channels), dict(L.direction)) for L in got.layers),
+                                {"relu": park_proxies()["relu"]})
+    sites = []
+    for L in got.layers:
+        for c in L.channels:
+            if len(sites) >= MAX_LISTED_SITES:
+                break
+            sites.append(Site("relu", L.call, (c,), Fraction(0), extra={"channel": c, "layer_call": L.call}))
+    kinks = sum(L.kinks for L in got.layers)
+    stats = {"pieces": 0, "shortcut": "park_theorem8_enclosed", "kink_touches": kinks,
+             "layers": [{"call": L.call, "kinks": L.kinks, "channels": len(L.channels)} for L in got.layers],
+             "enclosures": got.stats, "exact_ad_from": "not materialized (PyTorch's rule, decided as a rule)",
+             "question": (f"the exact AD -- PyTorch's backward formulas applied in exact arithmetic at w's "
+                          f"{str(w.dtype).removeprefix('torch.')} values read exactly (constants as PyTorch computed "
+                          "them in the program's dtype) -- against the Clarke subdifferential of the exact function; "
+                          "PyTorch's float gradient is reported as ad")}
+    n = w.numel()
+    point = tuple(Fraction(x) for x in w.detach().double().tolist()) if n <= MAX_RECORDED_POINT else None
+    return Verdict(status="member", exact=False, bouligand=[], certificate=cert.to_json(), distance=0.0,
+                   kinks=sites, exact_ad=None, ad=float_ad, tested=(), tested_is="exact_ad", outer=[], reason="",
+                   value=None, stats=stats, ad_distance=None, distance_bounds=(0.0, 0.0), point=point,
+                   shape=tuple(w.shape) if point is not None else None,
+                   dtype=str(w.dtype).removeprefix("torch.") if point is not None else None)
 
 
 def _hard_limit_message(ev: Evaluation | None, tracker: Tracker, max_pieces: int, time_limit: float) -> str:

@@ -531,6 +531,9 @@ def _verify(verdict, fn, samples: int, seed: int) -> Check:
     if isinstance(c, NonFiniteGradient):  # its tested vector holds NaN/inf: checked on its own terms
         why = c.check(d) or (None if fn is None else c.replay(fn, _point(d)))
         return Check(False, why) if why else Check(True, "", ("json",) if fn is None else ("json", "trace replay"))
+    if isinstance(c, ParkTheorem8Enclosed):  # the exact AD as a rule (not materialized): checked on its own terms
+        why = c.check(d) or (None if fn is None else c.replay(fn, _point(d)))
+        return Check(False, why) if why else Check(True, "", ("json",) if fn is None else ("json", "enclosed replay"))
     why = _tested_is_named(d) or c.check(d)
     if why:
         return Check(False, why)
@@ -1193,6 +1196,72 @@ def _form_matches(form, center, scale, squares, n) -> str | None:
 
 
 @dataclass(frozen=True)
+class ParkTheorem8Enclosed:
+    """member: Park et al.'s Theorem 8 decided from rigorous float enclosures of the whole program
+    (:mod:`nsverify.oracle.park.enclosed`), for models too large for an exact trace.  Per layer with kink
+    touches (a ReLU call): the touched channels and the direction in the layer's own additive parameters (one
+    coordinate per touched channel, -1: every touched pre-activation moves to ReLU's left side).  The statement is
+    about the exact AD as PyTorch's rule, which is not materialized: the record's ``tested`` is empty and it lists
+    no ``exact_ad``.  The JSON-only check verifies the premises and each direction's form and trusts the layer data;
+    with ``fn`` the decision is replayed at the record's point and must give the same layers."""
+
+    kind: ClassVar[str] = "park_theorem8_enclosed"
+    status: ClassVar[str] = "member"
+    layers: tuple  # ((call, kinks, channels, direction {coordinate: +-1}), ...)
+    proxies: dict
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "proxies": dict(self.proxies),
+                "layers": [{"call": c, "kinks": k, "channels": list(ch), "direction": {str(i): v for i, v in d.items()}}
+                           for c, k, ch, d in self.layers]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> ParkTheorem8Enclosed:
+        try:
+            layers = []
+            for L in d["layers"]:
+                direction = {int(i): int(v) for i, v in dict(L["direction"]).items()}
+                if any(isinstance(v, bool) for v in L["direction"].values()):
+                    raise Malformed("a direction entry is not a number")
+                layers.append((int(L["call"]), int(L["kinks"]), tuple(int(c) for c in L["channels"]), direction))
+            return cls(tuple(layers), dict(d["proxies"]))
+        except (*_MALFORMED, Malformed):
+            return cls((), {"malformed": "malformed"})
+
+    def check(self, record: dict) -> str | None:
+        if record.get("tested_is") != "exact_ad" or record.get("exact_ad") is not None or record.get("tested") != []:
+            return ("an enclosed Theorem 8 record is about the exact AD as PyTorch's rule: tested_is 'exact_ad', "
+                    "an empty tested vector and no exact_ad")
+        known = park_proxies()
+        if "malformed" in self.proxies or not all(known.get(a) == side for a, side in self.proxies.items()):
+            return "an activation's AD proxy is not the one-sided derivative Theorem 8 needs"
+        for call, kinks, chans, direction in self.layers:
+            if kinks < 1 or not direction or len(direction) != len(chans) or len(set(chans)) != len(chans):
+                return f"layer (call {call}): a touched layer needs kinks and one direction entry per touched channel"
+            if any(v not in (-1, 1) for v in direction.values()) or any(i < 0 for i in direction):
+                return f"layer (call {call}): the direction's entries must be +-1 at coordinates of w"
+        return None
+
+    def replay(self, fn, w) -> str | None:
+        from nsverify.oracle.park import enclosed
+
+        got = enclosed.decide(fn, w)
+        if isinstance(got, str):
+            return f"replaying the enclosed decision at the point declines: {got}"
+        mine = [(c, k, tuple(ch), dict(d)) for c, k, ch, d in self.layers]
+        theirs = [(L.call, L.kinks, tuple(L.channels), dict(L.direction)) for L in got.layers]
+        return None if mine == theirs else "replaying the enclosed decision gives other layers or directions"
+
+    def used(self) -> dict:
+        return {}
+
+    def describe(self) -> str:
+        kinks = sum(k for _c, k, _ch, _d in self.layers)
+        return (f"park_theorem8_enclosed: Park et al.'s Theorem 8 from rigorous float enclosures ({len(self.layers)} "
+                f"touched layers, {kinks} kink touches, every other ReLU sign and max-pool choice decided)")
+
+
+@dataclass(frozen=True)
 class NormBall:
     """member / not_member: the Clarke set of a function that is, near w, a smooth part plus one multiple of a
     seminorm (a norm at its zero, no kink): ``center + |scale| {M^(1/2) u : |u| <= 1}``, M = sum_i c_i g_i g_i^T."""
@@ -1287,6 +1356,6 @@ class NonFiniteGradient:
 
 
 KINDS = {c.kind: c for c in (ConvexWeights, IntervalBracket, AdjacentPiece, SeparatingDirection, BlockProduct,
-                             ParkTheorem8, ParkTheorem5, NormBall, NonFiniteGradient)}
+                             ParkTheorem8, ParkTheorem5, NormBall, NonFiniteGradient, ParkTheorem8Enclosed)}
 Certificate = ConvexWeights | IntervalBracket | AdjacentPiece | SeparatingDirection | BlockProduct | ParkTheorem8 \
-    | ParkTheorem5 | NormBall | NonFiniteGradient
+    | ParkTheorem5 | NormBall | NonFiniteGradient | ParkTheorem8Enclosed

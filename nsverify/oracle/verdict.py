@@ -187,7 +187,11 @@ def explain_lines(v: Verdict, full: bool = False) -> list:
     lines.append(f"question answered: {_question(v)}")
     label = {"exact_ad": "PyTorch's AD, exactly", "float_ad": "PyTorch's float gradient as returned"}.get(
         v.tested_is, "ad=")
-    lines.append(f"tested vector ({label}): {fmt(v.tested)}")
+    if v.tested_is == "exact_ad" and v.exact_ad is None and not v.tested:  # decided as a rule, not as a vector
+        lines.append("tested: PyTorch's AD as a rule (its backward formulas in exact arithmetic), decided without "
+                     f"materializing it; PyTorch's {_dtype_words(v)} gradient is v.ad")
+    else:
+        lines.append(f"tested vector ({label}): {fmt(v.tested)}")
     if v.tested_is != "exact_ad" and v.exact_ad is not None:
         lines.append(f"PyTorch's AD, evaluated exactly: {fmt(v.exact_ad)}")
     diff = _float_vs_exact(v)
@@ -312,6 +316,15 @@ def _method_lines(v: Verdict, kind, fmt) -> list:
                    "this point")
     elif kind in _METHOD:
         out.append(f"how: {_METHOD[kind]}")
+    if st.get("shortcut") == "park_theorem8_enclosed":
+        enc = st.get("enclosures") or {}
+        pools = enc.get("pools") or []
+        out.append(f"enclosures: {enc.get('dependent_ops', 0)} ops on w-dependent values, {enc.get('relu_calls', 0)} "
+                   f"ReLU calls with every sign decided, {st.get('kink_touches', 0)} exact kink touch(es) in "
+                   f"{len(st.get('layers') or [])} layer(s), {sum(p.get('tied', 0) for p in pools)} tied pooling "
+                   f"window(s) ({sum(p.get('identical', 0) for p in pools)} between identical functions, "
+                   f"{sum(p.get('zero_ad', 0) for p in pools)} at ReLU's kink)")
+        return out
     if st.get("shortcut"):
         layers = st.get("layers") or []
         names = ", ".join(str(c.get("layer")) for c in layers[:8]) + (" ..." if len(layers) > 8 else "")

@@ -1,0 +1,842 @@
+"""Rigorous float enclosures of a whole program, on whole tensors: the oracle's route to real models at full width
+(float32, default initialisation, BatchNorm's default eps), where exact rational arithmetic through the whole
+network does not scale.
+
+:func:`enclose` runs ``fn`` once at ``w`` under a :class:`~torch.utils._python_dispatch.TorchDispatchMode`. Every
+ATen op that reads a value depending on w is evaluated in float64 by this module's own rule, which returns a
+midpoint tensor (the value the program continues with) and a radius tensor ``rad``: the exact value of the entry,
+computed in exact real arithmetic from the exact point (w's floats read exactly; constants as PyTorch computed
+them, as everywhere in the oracle), lies in ``[mid - rad, mid + rad]``.  The bounds are a-posteriori error bounds
+of round-to-nearest float64 arithmetic (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., Sec.
+3.1, the constant gamma_n = n u / (1 - n u) for a sum of n products in any order, with or without FMA; u = 2^-53),
+every radius computed from non-negative terms and inflated for its own rounding.  Underflow is excluded, not
+bounded: a non-zero magnitude below 2^-400 anywhere stops the run (then every product of two non-zero values is a
+normal float64 and the relative bounds hold).  Square roots and divisions are correctly rounded (IEEE 754);
+``exp`` is assumed accurate to 2^-45 relative (a few hundred ulps of margin over the C library's; tested against
+mpmath in tests/test_enclosure.py).
+
+Two facts are exact, not just enclosed:
+
+* **exact zeros.** An entry with ``rad == 0`` equals its midpoint exactly.  Zeros stay exact through the rules: a
+  product with an exact 0 factor is 0 with radius 0, a sum of exact zeros too.  A dead unit or channel (its weights
+  0, its BatchNorm shift 0) therefore reaches its activation as an exact 0 whatever the irrational
+  ``1/sqrt(var + eps)`` it was multiplied by: an exact kink touch.
+* **provenance.** ``pid``: equal ids mean *identical functions of w near the point* (not merely equal values).
+  Constants get one id per value (0 is id 0, also a convolution's zero padding); each coordinate of w its own id;
+  an op's output entries get equal ids exactly when the op applies the same function to entries with equal ids --
+  a convolution's output channel c at two positions whose input windows hold equal ids (weights are shared over
+  positions and samples), a per-channel map (BatchNorm) within one channel, an elementwise map, a sum of two
+  entries with equal id pairs, a max pool over windows of equal ids.  Ids are exact (rows compared by
+  ``torch.unique``, no hashing).  A tie between entries of one id is a tie between identical functions: it persists
+  on a whole neighbourhood and creates no kink.
+
+Ops outside the table that read a w-dependent value stop the run (:class:`Unsupported`), except functions that are
+analytic everywhere (``log_softmax``, ``nll_loss``, ...), whose outputs get an infinite radius: nothing after them
+may branch.  The record of each ReLU call (kink touches, undecided entries) and max pool (ties) is what
+:mod:`nsverify.oracle.park.enclosed` decides from.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._pytree import tree_leaves
+
+from nsverify.oracle.context import poll_deadline
+
+aten = torch.ops.aten
+U = 2.0 ** -53
+#: non-zero magnitudes below this stop the run (so no product or sum underflows)
+TINY = 2.0 ** -400
+#: assumed relative accuracy of torch's float64 exp on CPU (tested against mpmath)
+LIBM = 2.0 ** -45
+INF = math.inf
+
+
+class Unsupported(Exception):
+    """The program is outside what the enclosures can evaluate (an op, a value, a structure): the reason."""
+
+
+def gamma(n: int) -> float:
+    """Higham's gamma_n = n u / (1 - n u), inflated slightly (it is itself a float)."""
+    if n * U >= 0.5:
+        raise Unsupported(f"a sum of {n} products is too long for the a-posteriori bound")
+    return n * U / (1 - n * U) * (1 + 2.0 ** -40)
+
+
+def _inflate(r: torch.Tensor, n: int = 1) -> torch.Tensor:
+    """A radius computed in round-to-nearest from non-negative terms (sums of up to n terms), made an upper
+    bound of the exact one; NaN (0 * inf) becomes inf."""
+    r = r * (1 + 4 * gamma(n + 2) + 2.0 ** -50)
+    return torch.nan_to_num(r, nan=INF, posinf=INF)
+
+
+@dataclass
+class Rec:
+    """What the engine knows about one w-dependent tensor besides its midpoint."""
+
+    mid: torch.Tensor  # float64 midpoints (the tensor the program sees is a carrier in its own dtype)
+    rad: torch.Tensor | None  # None: exact (radius 0 everywhere)
+    pid: torch.Tensor | None  # float64 provenance ids (exact integers); None: every entry its own function
+    zero_ad: torch.Tensor | None = None  # bool: the entry is 0 with AD derivative 0 in w (ReLU at/below its kink)
+    woff: torch.Tensor | None = None  # int64 coordinates in w, for a pure view of w (a parameter)
+    bias: dict | None = None  # see :func:`_with_bias`
+
+
+@dataclass
+class ReluCall:
+    """One ReLU call on a w-dependent value: its input's exact zeros (kink touches) and its record."""
+
+    call: int
+    shape: tuple
+    touches: torch.Tensor  # bool, the input's exact zeros
+    undecided: int  # entries whose enclosure contains 0 but is not the point 0
+    bias: dict | None  # the input's own additive parameters (see _with_bias), or None
+    input_id: int
+
+
+@dataclass
+class PoolCall:
+    call: int
+    windows: int
+    tied: int  # windows with two or more candidates for the maximum
+    identical: int  # of those: all candidates one function (equal ids)
+    zero_ad: int  # of those: all candidates ReLU outputs at or below the kink (AD derivative 0)
+    mixed: int  # of those: different functions that may tie: not decided by enclosures
+    first_mixed: tuple | None = None
+
+
+@dataclass
+class Enclosure:
+    """The result of :func:`enclose`."""
+
+    relus: list = field(default_factory=list)
+    pools: list = field(default_factory=list)
+    ops: int = 0
+    dependent_ops: int = 0
+    uses: torch.Tensor | None = None  # per coordinate of w: how many non-view ops read it
+    consumers: dict = field(default_factory=dict)  # id(tensor) -> number of ops that read it
+    analytic: set = field(default_factory=set)  # analytic ops evaluated without an enclosure (radius inf)
+    max_rel_radius: float = 0.0  # the widest relative radius met (a health figure)
+
+
+# ------------------------------------------------------------------------------------------------ the rules
+def _bounds(m, r):
+    """Outward [lo, hi] of an interval (exact where r == 0)."""
+    if r is None:
+        return m, m
+    lo = torch.where(r == 0, m, torch.nextafter(m - r, torch.full_like(m, -INF)))
+    hi = torch.where(r == 0, m, torch.nextafter(m + r, torch.full_like(m, INF)))
+    return lo, hi
+
+
+def _from_bounds(lo, hi):
+    """Midpoint and radius enclosing [lo, hi] (a point stays exact)."""
+    mid = lo / 2 + hi / 2
+    mid = torch.where(lo == hi, lo, mid)
+    rad = torch.maximum(hi - mid, mid - lo)
+    rad = torch.where(lo == hi, torch.zeros_like(rad), torch.nextafter(rad, torch.full_like(rad, INF)))
+    return mid, _none_if_zero(rad)
+
+
+def _none_if_zero(r):
+    return None if r is None or not bool(r.any()) else r
+
+
+def _abs_plus(m, r):
+    return m.abs() if r is None else m.abs() + r
+
+
+def add_i(am, ar, bm, br, sign: float = 1.0):
+    m = am + bm if sign == 1.0 else am - bm
+    terms = [2 * U * m.abs()]
+    if ar is not None:
+        terms.append(ar)
+    if br is not None:
+        terms.append(br)
+    r = terms[0]
+    for t in terms[1:]:
+        r = r + t
+    return m, _none_if_zero(_inflate(r, 3))
+
+
+def mul_i(am, ar, bm, br):
+    m = am * bm
+    r = 2 * U * m.abs()
+    if br is not None:
+        r = r + am.abs() * br
+    if ar is not None:
+        r = r + ar * (bm.abs() + (br if br is not None else 0))
+    r = _inflate(r, 4)
+    exact0 = ((am == 0) & (ar == 0 if ar is not None else True)) | ((bm == 0) & (br == 0 if br is not None else True))
+    if isinstance(exact0, torch.Tensor):
+        r = torch.where(exact0, torch.zeros_like(r), r)
+    return m, _none_if_zero(r)
+
+
+def div_i(am, ar, bm, br):
+    """a / b for b bounded away from 0 (else :class:`Unsupported`)."""
+    alo, ahi = _bounds(am, ar)
+    blo, bhi = _bounds(bm, br)
+    if bool(((blo <= 0) & (bhi >= 0)).any()):
+        raise Unsupported("a divisor's enclosure contains 0")
+    cands = [alo / blo, alo / bhi, ahi / blo, ahi / bhi]
+    lo = torch.minimum(torch.minimum(cands[0], cands[1]), torch.minimum(cands[2], cands[3]))
+    hi = torch.maximum(torch.maximum(cands[0], cands[1]), torch.maximum(cands[2], cands[3]))
+    point = (alo == ahi) & (blo == bhi) & (am == 0)  # 0 / b is exactly 0
+    lo = torch.where(point, lo, torch.nextafter(lo, torch.full_like(lo, -INF)))
+    hi = torch.where(point, hi, torch.nextafter(hi, torch.full_like(hi, INF)))
+    return _from_bounds(lo, hi)
+
+
+def sqrt_i(m, r):
+    lo, hi = _bounds(m, r)
+    if bool((lo <= 0).any()):
+        raise Unsupported("a square root's argument is not bounded away from 0")
+    return _from_bounds(torch.nextafter(lo.sqrt(), torch.zeros_like(lo)),
+                        torch.nextafter(hi.sqrt(), torch.full_like(hi, INF)))
+
+
+def exp_i(m, r):
+    lo, hi = _bounds(m, r)
+    elo, ehi = lo.exp(), hi.exp()
+    lo2 = torch.where(lo == -INF, torch.zeros_like(elo), elo * (1 - LIBM))
+    hi2 = torch.where(hi == -INF, torch.zeros_like(ehi), ehi * (1 + LIBM))
+    return _from_bounds(lo2, hi2)
+
+
+def square_i(m, r):
+    lo, hi = _bounds(m, r)
+    a, b = lo.abs(), hi.abs()
+    big = torch.maximum(a, b)
+    small = torch.where((lo <= 0) & (hi >= 0), torch.zeros_like(a), torch.minimum(a, b))
+    slo, shi = small * small, big * big
+    exact = (lo == hi) & (lo == 0)
+    return _from_bounds(torch.where(exact, slo, slo * (1 - 4 * U)), torch.where(exact, shi, shi * (1 + 4 * U)))
+
+
+def sum_i(m, r, dims, keepdim=False):
+    """A sum over ``dims`` (n terms each)."""
+    n = 1
+    for d in dims:
+        n *= m.shape[d]
+    s = m.sum(dims, keepdim=keepdim)
+    rr = gamma(n) * m.abs().sum(dims, keepdim=keepdim)
+    if r is not None:
+        rr = rr + r.sum(dims, keepdim=keepdim)
+    return s, _none_if_zero(_inflate(rr, n))
+
+
+def mean_i(m, r, dims, keepdim=False):
+    n = 1
+    for d in dims:
+        n *= m.shape[d]
+    s, sr = sum_i(m, r, dims, keepdim)
+    return div_i(s, sr, torch.full_like(s, float(n)), None)
+
+
+# ----------------------------------------------------------------------------------------- provenance ids
+class Ids:
+    """Fresh provenance ids; constants by value (0.0 -> 0)."""
+
+    def __init__(self):
+        self.next = 1
+        self.by_value: dict = {0.0: 0}
+
+    def fresh(self, count: int) -> float:
+        base = self.next
+        self.next += int(count)
+        if self.next >= 2 ** 52:
+            raise Unsupported("too many provenance ids")
+        return float(base)
+
+    def const(self, t: torch.Tensor) -> torch.Tensor:
+        v = t.detach().double()
+        vals, inv = torch.unique(v.reshape(-1), return_inverse=True)
+        ids = []
+        for x in vals.tolist():
+            x = 0.0 if x == 0 else x
+            if x not in self.by_value:
+                self.by_value[x] = self.fresh(1)
+            ids.append(self.by_value[x])
+        return torch.tensor(ids, dtype=torch.float64)[inv].reshape(v.shape)
+
+    def rows(self, rows: torch.Tensor) -> torch.Tensor:
+        """Equal rows, equal fresh ids (a row: the ids an entry is a function of, and which function).
+
+        Exact: rows are grouped by two 64-bit linear hashes, then every row is compared entry by entry with its
+        group's first row; only if some group holds different rows (a hash collision) are they grouped by
+        sorting the rows themselves."""
+        n = rows.shape[0]
+        if n == 0:
+            return rows.new_zeros(0)
+        r = rows.long()
+        g = torch.Generator().manual_seed(rows.shape[1])
+        coef = torch.randint(1, 2 ** 31, (rows.shape[1], 1), generator=g, dtype=torch.int64)
+        h = ((r.unsqueeze(-1) * coef).sum(dim=1) if rows.shape[1] <= 8 else _int_matmul(r, coef)).reshape(-1)
+        poll_deadline()
+        _u, inv = torch.unique(h, return_inverse=True)
+        first = torch.full((int(inv.max()) + 1,), n, dtype=torch.int64).scatter_reduce(
+            0, inv, torch.arange(n), reduce="amin")
+        if not bool((rows == rows[first[inv]]).all()):
+            _u, inv = torch.unique(rows, dim=0, return_inverse=True)
+        return inv.double() + self.fresh(int(inv.max()) + 1)
+
+    def relabel(self, *cols: torch.Tensor) -> torch.Tensor:
+        shape = torch.broadcast_shapes(*(c.shape for c in cols))
+        if len(cols) == 1:
+            _u, inv = torch.unique(cols[0].reshape(-1), return_inverse=True)
+            return (inv.double() + self.fresh(int(inv.max()) + 1 if inv.numel() else 0)).reshape(shape)
+        rows = torch.stack([c.expand(shape).reshape(-1) for c in cols], dim=1)
+        return self.rows(rows).reshape(shape)
+
+
+def _int_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b in int64 (wrapping), in chunks of columns (torch has no BLAS for integers)."""
+    out = torch.zeros((a.shape[0], b.shape[1]), dtype=torch.int64)
+    for k in range(0, a.shape[1], 256):
+        poll_deadline()
+        out += (a[:, k:k + 256].unsqueeze(-1) * b[k:k + 256]).sum(dim=1)
+    return out
+
+
+def _channel_index(shape, dim: int = 1) -> torch.Tensor:
+    idx = torch.arange(shape[dim], dtype=torch.float64)
+    view = [1] * len(shape)
+    view[dim] = shape[dim]
+    return idx.reshape(view).expand(shape)
+
+
+# ----------------------------------------------------------------------------------------------- the mode
+_VIEWS = {
+    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.permute.default,
+    aten.transpose.int, aten.t.default, aten.expand.default, aten.unsqueeze.default, aten.squeeze.dim,
+    aten.squeeze.default, aten.squeeze.dims, aten.clone.default, aten.contiguous.default, aten.select.int,
+    aten.slice.Tensor, aten.alias.default, aten.flatten.using_ints, aten.unflatten.int, aten.detach.default,
+    aten._to_copy.default, aten.lift_fresh.default,
+}
+_SPLITS = {aten.split_with_sizes.default, aten.split.Tensor, aten.unbind.int, aten.chunk.default}
+#: analytic everywhere: evaluated in float64 with an infinite radius (nothing after them may branch)
+_ANALYTIC = {
+    aten._log_softmax.default, aten.nll_loss_forward.default, aten.mse_loss.default, aten.tanh.default,
+    aten.sigmoid.default, aten.nll_loss2d_forward.default, aten.binary_cross_entropy_with_logits.default,
+    aten.exp.default, aten._softmax.default, aten.gelu.default, aten.silu.default, aten.softplus.default,
+}
+#: ops that create tensors from nothing (constants)
+_RELU = {aten.relu.default, aten.relu_.default}
+
+
+class _Mode(TorchDispatchMode):
+    def __init__(self, engine):
+        super().__init__()
+        self.e = engine
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self.e.dispatch(func, args, kwargs or {})
+
+
+class Engine:
+    def __init__(self, w: torch.Tensor):
+        self.w = w
+        self.recs: dict[int, tuple] = {}  # id(tensor) -> (tensor, Rec): strong references
+        self.ids = Ids()
+        self.res = Enclosure(uses=torch.zeros(w.numel(), dtype=torch.int32))
+        self.calls = 0
+
+    # -- records
+    def rec(self, t) -> Rec | None:
+        got = self.recs.get(id(t)) if isinstance(t, torch.Tensor) else None
+        return None if got is None or got[0] is not t else got[1]
+
+    def put(self, carrier: torch.Tensor, r: Rec) -> torch.Tensor:
+        """Register ``carrier`` (the tensor the program continues with, in its dtype) with its record."""
+        poll_deadline()
+        self.recs[id(carrier)] = (carrier, r)
+        m = r.mid
+        if m.is_floating_point() and m.numel():
+            if not bool(torch.isfinite(m).all()):
+                raise Unsupported("a value overflows (inf or NaN) in float64")
+            a = m.abs()
+            if bool(((a < TINY) & (a > 0)).any()):
+                raise Unsupported("a value's magnitude is below 2^-400 (underflow is not bounded)")
+            if r.rad is not None:
+                r.rad = torch.where((r.rad > 0) & (r.rad < TINY), torch.full_like(r.rad, TINY), r.rad)
+        return carrier
+
+    def emit(self, mid: torch.Tensor, dtype, **fields) -> torch.Tensor:
+        """A new w-dependent tensor: its carrier (``mid`` rounded to the program's ``dtype``) and record."""
+        carrier = mid.to(dtype) if dtype != torch.float64 else mid.clone()
+        return self.put(carrier, Rec(mid=mid, **fields))
+
+    def interval(self, t):
+        """(mid, rad, pid) of a tensor argument (a constant: exact, ids by value), in float64."""
+        r = self.rec(t)
+        if r is not None:
+            return r.mid, r.rad, r.pid
+        m = t.detach()
+        if m.is_floating_point() and m.dtype != torch.float64:
+            m = m.double()
+        return m, None, None
+
+    def pid(self, t) -> torch.Tensor | None:
+        r = self.rec(t)
+        if r is not None:
+            return r.pid
+        return self.ids.const(t)
+
+    def dep(self, t) -> bool:
+        return self.rec(t) is not None
+
+    # -- dispatch
+    def dispatch(self, func, args, kwargs):
+        poll_deadline()
+        self.calls += 1
+        self.res.ops += 1
+        leaves = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+        for x in leaves:
+            if self.dep(x):
+                self.res.consumers[id(x)] = self.res.consumers.get(id(x), 0) + 1
+        if not any(self.dep(x) for x in leaves):
+            with _disable_current_modes():
+                return func(*args, **kwargs)  # a constant, as PyTorch computes it
+        if torch.Tag.nondeterministic_seeded in func.tags:
+            raise Unsupported(f"{func} draws random numbers")
+        if not torch.is_grad_enabled():
+            raise Unsupported(f"{func} runs with grad mode off on a value that depends on w")
+        self.res.dependent_ops += 1
+        for x in leaves:
+            r = self.rec(x)
+            if r is not None and r.woff is not None and func not in _VIEWS and func not in _SPLITS:
+                self.res.uses.index_add_(0, r.woff.reshape(-1), torch.ones(r.woff.numel(), dtype=torch.int32))
+        rule = _RULES.get(func)
+        if rule is not None:
+            with _disable_current_modes():
+                return rule(self, *args, **kwargs)
+        if func in _VIEWS:
+            with _disable_current_modes():
+                return self._view(func, args, kwargs)
+        if func in _SPLITS:
+            with _disable_current_modes():
+                return self._split(func, args, kwargs)
+        if func in _ANALYTIC:
+            with _disable_current_modes():
+                out = func(*args, **kwargs)  # on the carriers, in the program's dtype
+                self.res.analytic.add(str(func))
+                for o in tree_leaves(out):
+                    if isinstance(o, torch.Tensor) and o.is_floating_point():
+                        m = o.detach().double()
+                        self.put(o, Rec(mid=m, rad=torch.full_like(m, INF), pid=None))
+                return out
+        raise Unsupported(f"{func} is not in the enclosure table")
+
+    def _view(self, func, args, kwargs):
+        t = args[0]
+        rec = self.rec(t)
+        copy = func is aten._to_copy.default
+        out = func(t, *args[1:], **kwargs)  # the carrier (a _to_copy may change its dtype)
+
+        def same(x):
+            if x is None:
+                return None
+            return x.clone() if copy else func(x, *args[1:], **kwargs)
+
+        new = Rec(mid=same(rec.mid), rad=same(rec.rad), pid=same(rec.pid), zero_ad=same(rec.zero_ad),
+                  woff=same(rec.woff))
+        if rec.bias is not None and func in (aten.clone.default, aten.contiguous.default, aten.alias.default,
+                                             aten._to_copy.default):
+            new.bias = dict(rec.bias, chain=rec.bias["chain"] + [id(out)])
+        return self.put(out, new)
+
+    def _split(self, func, args, kwargs):
+        t = args[0]
+        rec = self.rec(t)
+        outs = func(t, *args[1:], **kwargs)
+        parts = {k: (func(v, *args[1:], **kwargs) if v is not None else [None] * len(outs))
+                 for k, v in (("mid", rec.mid), ("rad", rec.rad), ("pid", rec.pid), ("zero_ad", rec.zero_ad),
+                              ("woff", rec.woff))}
+        for i, o in enumerate(outs):
+            self.put(o, Rec(mid=parts["mid"][i], rad=parts["rad"][i], pid=parts["pid"][i],
+                            zero_ad=parts["zero_ad"][i], woff=parts["woff"][i]))
+        return outs
+
+
+def _with_bias(engine, out, bias_t, dim: int, sign: float = 1.0):
+    """``out = g + sign * bias`` broadcast along ``dim``, with ``bias`` a pure view of w: its coordinates, for the
+    direction of Park's cone (d out / d bias_c = sign on channel c, structurally)."""
+    r = engine.rec(bias_t)
+    if r is None or r.woff is None:
+        return None
+    return {"coords": r.woff.reshape(-1).clone(), "dim": dim, "sign": sign, "chain": [id(out)]}
+
+
+# ------------------------------------------------------------------------------------------------ op rules
+def _conv(e: Engine, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    if transposed:
+        raise Unsupported("a transposed convolution")
+    xm, xr, _ = e.interval(x)
+    wm, wr, _ = e.interval(weight)
+    bm, br, _ = e.interval(bias) if bias is not None else (None, None, None)
+    nd = xm.dim() - 2
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[nd]
+    kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    n = (wm.shape[1] * math.prod(wm.shape[2:])) + (1 if bias is not None else 0)
+    mid = conv(xm, wm, bm, **kw)
+    poll_deadline()
+    wa = wm.abs()
+    mag = conv(xm.abs(), wa, None, **kw)
+    poll_deadline()
+    if bm is not None:
+        mag = mag + bm.abs().reshape((1, -1) + (1,) * nd)
+    r = gamma(n) * mag
+    if xr is not None:
+        r = r + conv(xr, wa if wr is None else wa + wr, None, **kw)
+    if wr is not None:
+        r = r + conv(xm.abs(), wr, None, **kw)
+    if br is not None:
+        r = r + br.reshape((1, -1) + (1,) * nd)
+    r = _none_if_zero(_inflate(r, n))
+    poll_deadline()
+    pid = None
+    xp = e.pid(x)
+    if groups == 1 and nd == 2 and xp is not None:
+        k = tuple(weight.shape[2:])
+        cols = F.unfold(xp, k, dilation=dilation, padding=padding, stride=stride)  # (N, C*kk, L); pad: id 0
+        nb, _, L = cols.shape
+        wid = e.ids.rows(cols.transpose(1, 2).reshape(nb * L, -1)).reshape(nb, 1, L)
+        cout = mid.shape[1]
+        pid = (wid * cout + _channel_index((nb, cout, L))).reshape(mid.shape)
+        pid = e.ids.relabel(pid)
+    out = e.emit(mid, x.dtype, rad=r, pid=pid)
+    if bias is not None:
+        e.rec(out).bias = _with_bias(e, out, bias, 1)
+    return out
+
+
+def _addmm(e: Engine, bias, a, b, beta=1, alpha=1):
+    if beta != 1 or alpha != 1:
+        raise Unsupported("addmm with beta or alpha")
+    out = _matmul(e, a, b, bias)
+    e.rec(out).bias = _with_bias(e, out, bias, out.dim() - 1) if bias.dim() == 1 else None
+    return out
+
+
+def _mm(e: Engine, a, b):
+    return _matmul(e, a, b, None)
+
+
+def _matmul(e: Engine, a, b, bias):
+    am, ar, _ = e.interval(a)
+    bm, br, _ = e.interval(b)
+    mm = torch.matmul
+    n = am.shape[-1] + (1 if bias is not None else 0)
+    mid = mm(am, bm)
+    mag = mm(am.abs(), bm.abs())
+    if bias is not None:
+        cm, cr, _ = e.interval(bias)
+        mid = mid + cm
+        mag = mag + cm.abs()
+    r = gamma(n) * mag
+    if ar is not None:
+        r = r + mm(ar, bm.abs() if br is None else bm.abs() + br)
+    if br is not None:
+        r = r + mm(am.abs(), br)
+    if bias is not None and cr is not None:
+        r = r + cr
+    return e.emit(mid, a.dtype, rad=_none_if_zero(_inflate(r, n)), pid=None)
+
+
+def _bmm(e: Engine, a, b):
+    return _matmul(e, a, b, None)
+
+
+def _elementwise(e: Engine, x, fn_pid_tag):
+    return e.ids.relabel(e.pid(x), torch.tensor(float(fn_pid_tag)))
+
+
+def _binary(e: Engine, a, b, op: str):
+    am, ar, _ = e.interval(a) if isinstance(a, torch.Tensor) else (torch.tensor(float(a), dtype=torch.float64),
+                                                                    None, None)
+    bm, br, _ = e.interval(b) if isinstance(b, torch.Tensor) else (torch.tensor(float(b), dtype=torch.float64),
+                                                                    None, None)
+    if op == "add":
+        mid, r = add_i(am, ar, bm, br)
+    elif op == "sub":
+        mid, r = add_i(am, ar, bm, br, -1.0)
+    elif op == "mul":
+        mid, r = mul_i(am, ar, bm, br)
+    else:
+        mid, r = div_i(am, ar, bm, br)
+    pa = e.pid(a) if isinstance(a, torch.Tensor) else e.ids.const(am)
+    pb = e.pid(b) if isinstance(b, torch.Tensor) else e.ids.const(bm)
+    pid = None if pa is None or pb is None else e.ids.relabel(pa, pb)
+    dt = a.dtype if isinstance(a, torch.Tensor) and e.dep(a) else b.dtype
+    out = e.emit(mid, dt, rad=r, pid=pid)
+    # a bias stays the entry's own additive term through a sum with an operand that does not read it
+    for t, sign in ((a, 1.0), (b, 1.0 if op == "add" else -1.0)):
+        ra = e.rec(t) if isinstance(t, torch.Tensor) else None
+        if op in ("add", "sub") and ra is not None and ra.bias is not None and tuple(t.shape) == tuple(mid.shape):
+            other = b if t is a else a
+            ro = e.rec(other) if isinstance(other, torch.Tensor) else None
+            if ro is None or ro.bias is None:
+                e.rec(out).bias = dict(ra.bias, sign=ra.bias["sign"] * sign, chain=ra.bias["chain"] + [id(out)])
+    return out
+
+
+def _add(e, a, b, alpha=1):
+    if alpha != 1:
+        raise Unsupported("add with alpha")
+    return _binary(e, a, b, "add")
+
+
+def _sub(e, a, b, alpha=1):
+    if alpha != 1:
+        raise Unsupported("sub with alpha")
+    return _binary(e, a, b, "sub")
+
+
+def _mul(e, a, b):
+    return _binary(e, a, b, "mul")
+
+
+def _div(e, a, b):
+    return _binary(e, a, b, "div")
+
+
+def _neg(e, a):
+    m, r, p = e.interval(a)
+    return e.emit(-m, a.dtype, rad=r, pid=None if p is None else _elementwise(e, a, -1))
+
+
+def _batch_norm(e: Engine, x, weight, bias, running_mean, running_var, training, momentum, eps):
+    xm, xr, _ = e.interval(x)
+    c = xm.shape[1]
+    shape = (1, c) + (1,) * (xm.dim() - 2)
+    dims = [0] + list(range(2, xm.dim()))
+
+    def chan(t, default):
+        if t is None:
+            return torch.full(shape, float(default), dtype=torch.float64), None
+        m, r, _ = e.interval(t)
+        return m.reshape(shape), (None if r is None else r.reshape(shape))
+
+    gm, gr = chan(weight, 1.0)
+    if training:
+        mu, mur = mean_i(xm, xr, dims, keepdim=True)
+        dm, dr = add_i(xm, xr, mu, mur, -1.0)
+        sm, sr = square_i(dm, dr)
+        vm, vr = mean_i(sm, sr, dims, keepdim=True)
+    else:
+        rm, _ = chan(running_mean, 0.0)
+        vm, vr = chan(running_var, 1.0)
+        dm, dr = add_i(xm, xr, rm, None, -1.0)
+    tm, tr = add_i(vm, vr, torch.tensor(float(eps), dtype=torch.float64), None)
+    qm, qr = sqrt_i(tm, tr)
+    poll_deadline()
+    sm_, sr_ = div_i(gm, gr, qm, qr)
+    ym, yr = mul_i(dm, dr, sm_, sr_)
+    bm, br = chan(bias, 0.0)
+    om, orad = add_i(ym, yr, bm, br)
+    px = e.pid(x)
+    pid = None if px is None else e.ids.relabel(px, _channel_index(xm.shape))
+    out = e.emit(om.contiguous(), x.dtype, rad=None if orad is None else orad.contiguous(), pid=pid)
+    if bias is not None:
+        e.rec(out).bias = _with_bias(e, out, bias, 1)
+    aux = aten.native_batch_norm.default(x, weight, bias,
+                                         None if running_mean is None else running_mean.clone(),
+                                         None if running_var is None else running_var.clone(),
+                                         training, momentum, eps)  # the saved statistics, on the carriers
+    return out, aux[1], aux[2]
+
+
+def _legit_no_training(e, x, weight, bias, running_mean, running_var, momentum, eps):
+    return _batch_norm(e, x, weight, bias, running_mean, running_var, False, momentum, eps)
+
+
+def _relu(e: Engine, x):
+    m, r, p = e.interval(x)
+    rec = e.rec(x)
+    lo, hi = _bounds(m, r)
+    touch = (m == 0) & ((r == 0) if r is not None else torch.ones_like(m, dtype=torch.bool))
+    undecided = ~touch & (lo <= 0) & (hi >= 0)
+    neg = hi < 0
+    e.res.relus.append(ReluCall(e.calls, tuple(m.shape), touch, int(undecided.sum()),
+                                rec.bias if rec is not None else None, id(x)))
+    mid = torch.where(neg | touch, torch.zeros_like(m), m)
+    rad = None if r is None else _none_if_zero(torch.where(neg | touch, torch.zeros_like(r), r))
+    pid = None
+    if p is not None:
+        pid = torch.where(neg, torch.zeros_like(p), e.ids.relabel(p, torch.tensor(-7.0)))
+    zero_ad = neg | touch
+    return e.emit(mid, x.dtype, rad=rad, pid=pid, zero_ad=zero_ad)
+
+
+def _relu_(e: Engine, x):
+    raise Unsupported("an in-place ReLU (nn.ReLU(inplace=True)); use inplace=False for the check")
+
+
+def _threshold(e: Engine, x, threshold, value):
+    if threshold != 0 or value != 0:
+        raise Unsupported("threshold other than relu")
+    return _relu(e, x)
+
+
+def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    if ceil_mode:
+        raise Unsupported("a ceil_mode max pool")
+    m, r, p = e.interval(x)
+    rec = e.rec(x)
+    k = tuple(kernel_size) if isinstance(kernel_size, (list, tuple)) else (kernel_size, kernel_size)
+    k = k * 2 if len(k) == 1 else k
+    s = tuple(stride) if stride else k
+    s = s * 2 if len(s) == 1 else s
+    pd = tuple(padding) if isinstance(padding, (list, tuple)) else (padding, padding)
+    pd = pd * 2 if len(pd) == 1 else pd
+    dl = tuple(dilation) if isinstance(dilation, (list, tuple)) else (dilation, dilation)
+    dl = dl * 2 if len(dl) == 1 else dl
+    batched = m.dim() == 4
+    mb = m if batched else m[None]
+    nb, c, h, wd = mb.shape
+    lo, hi = _bounds(mb, None if r is None else (r if batched else r[None]))
+
+    def unf(t, fill):
+        cols = F.unfold(t.reshape(nb * c, 1, h, wd), k, dilation=dl, padding=pd, stride=s)  # (NC, K, L)
+        valid = F.unfold(torch.ones((1, 1, h, wd), dtype=torch.float64), k, dilation=dl, padding=pd, stride=s) > 0
+        return torch.where(valid, cols, torch.full_like(cols, fill)), valid
+
+    poll_deadline()
+    lo_w, valid = unf(lo, -INF)
+    hi_w, _ = unf(hi, -INF)
+    olo = lo_w.max(dim=1).values  # (NC, L)
+    ohi = hi_w.max(dim=1).values
+    cand = (hi_w >= olo[:, None, :]) & valid
+    ncand = cand.sum(dim=1)
+    tied = ncand >= 2
+    first = cand.int().argmax(dim=1)  # the first candidate in window order: PyTorch's first maximal index
+    stats = PoolCall(e.calls, int(olo.numel()), int(tied.sum()), 0, 0, 0)
+    oh = (h + 2 * pd[0] - dl[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (wd + 2 * pd[1] - dl[1] * (k[1] - 1) - 1) // s[1] + 1
+    # the flat input index (within a channel's plane) of each window entry
+    plane = torch.arange(h * wd, dtype=torch.float64).reshape(1, 1, h, wd)
+    pos = F.unfold(plane + 1, k, dilation=dl, padding=pd, stride=s)[0] - 1  # (K, L); -1: padding
+    L = pos.shape[1]
+    idx = pos.T[torch.arange(L).expand(nb * c, L), first]  # (NC, L)
+    zero_ad = None
+    pid_out = None
+    if bool(tied.any()):
+        pw = unf((p if batched else p[None]) if p is not None else None, -1.0)[0] if p is not None else None
+        zw = None
+        if rec is not None and rec.zero_ad is not None:
+            zb = rec.zero_ad if batched else rec.zero_ad[None]
+            zw = unf(zb.double(), 0.0)[0] > 0
+        t_idx = tied.nonzero(as_tuple=False)
+        cand_t = cand[t_idx[:, 0], :, t_idx[:, 1]]  # (T, K)
+        if pw is not None:
+            pv = pw[t_idx[:, 0], :, t_idx[:, 1]]
+            pmax = torch.where(cand_t, pv, torch.full_like(pv, -INF)).max(dim=1).values
+            pmin = torch.where(cand_t, pv, torch.full_like(pv, INF)).min(dim=1).values
+            identical = pmax == pmin
+        else:
+            identical = torch.zeros(t_idx.shape[0], dtype=torch.bool)
+        if zw is not None:
+            zv = zw[t_idx[:, 0], :, t_idx[:, 1]]
+            zeros = (zv | ~cand_t).all(dim=1)
+        else:
+            zeros = torch.zeros(t_idx.shape[0], dtype=torch.bool)
+        stats.identical = int(identical.sum())
+        stats.zero_ad = int((zeros & ~identical).sum())
+        mixed = ~(identical | zeros)
+        stats.mixed = int(mixed.sum())
+        if stats.mixed:
+            j = int(mixed.nonzero()[0])
+            stats.first_mixed = (int(t_idx[j, 0]) // c, int(t_idx[j, 0]) % c, int(t_idx[j, 1]))
+    e.res.pools.append(stats)
+    omid, orad = _from_bounds(olo, ohi)
+    shape = (nb, c, oh, ow)
+    if p is not None:
+        pw = unf(p if batched else p[None], -1.0)[0] + 1  # (NC, K, L), 0: padding
+        rows = pw.transpose(1, 2).reshape(nb * c * oh * ow, -1)
+        pid_out = e.ids.rows(rows).reshape(shape)  # one function for every channel: no parameters
+    if rec is not None and rec.zero_ad is not None:
+        zb = rec.zero_ad if batched else rec.zero_ad[None]
+        zwin = unf(zb.double(), 1.0)[0] > 0  # padding counts as zero-AD (it is never chosen)
+        zero_ad = (zwin | ~cand).all(dim=1).reshape(shape)
+    out = omid.reshape(shape)
+    orad = None if orad is None else orad.reshape(shape)
+    indices = idx.reshape(shape).long()
+    if not batched:
+        out, indices = out[0], indices[0]
+        orad = None if orad is None else orad[0]
+        pid_out = None if pid_out is None else pid_out[0]
+        zero_ad = None if zero_ad is None else zero_ad[0]
+    return e.emit(out, x.dtype, rad=orad, pid=pid_out, zero_ad=zero_ad), indices
+
+
+def _mean_dim(e: Engine, x, dims, keepdim=False, dtype=None):
+    m, r, _ = e.interval(x)
+    dims = [d % m.dim() for d in (dims if dims is not None else range(m.dim()))]
+    mid, rad = mean_i(m, r, dims, keepdim)
+    return e.emit(mid, x.dtype, rad=rad, pid=None)
+
+
+def _sum_dim(e: Engine, x, dims=None, keepdim=False, dtype=None):
+    m, r, _ = e.interval(x)
+    dims = [d % m.dim() for d in (dims if dims else range(m.dim()))]
+    mid, rad = sum_i(m, r, dims, keepdim)
+    return e.emit(mid, x.dtype, rad=rad, pid=None)
+
+
+def _sum_all(e: Engine, x, dtype=None):
+    return _sum_dim(e, x, None)
+
+
+def _mean_all(e: Engine, x, dtype=None):
+    return _mean_dim(e, x, None)
+
+
+def _adaptive_avg_pool2d(e: Engine, x, output_size):
+    if tuple(output_size) != (1, 1):
+        raise Unsupported("adaptive_avg_pool2d to a size other than 1x1")
+    return _mean_dim(e, x, [-2, -1], True)
+
+
+_RULES = {
+    aten.convolution.default: _conv,
+    aten.addmm.default: _addmm,
+    aten.mm.default: _mm,
+    aten.bmm.default: _bmm,
+    aten.add.Tensor: _add,
+    aten.sub.Tensor: _sub,
+    aten.mul.Tensor: _mul,
+    aten.div.Tensor: _div,
+    aten.neg.default: _neg,
+    aten.native_batch_norm.default: _batch_norm,
+    aten._native_batch_norm_legit_no_training.default: _legit_no_training,
+    aten.relu.default: _relu,
+    aten.relu_.default: _relu_,
+    aten.threshold.default: _threshold,
+    aten.max_pool2d_with_indices.default: _max_pool,
+    aten.mean.dim: _mean_dim,
+    aten.sum.dim_IntList: _sum_dim,
+    aten.sum.default: _sum_all,
+    aten.mean.default: _mean_all,
+    aten._adaptive_avg_pool2d.default: _adaptive_avg_pool2d,
+}
+
+
+def enclose(fn, w: torch.Tensor) -> tuple[Enclosure, Engine]:
+    """Run ``fn`` once at ``w`` under the enclosure rules.  The program runs in its own dtype (constants as
+    PyTorch computes them); every w-dependent value is carried exactly as float64 midpoints and radii."""
+    e = Engine(w)
+    carrier = w.detach().clone()
+    e.put(carrier, Rec(mid=w.detach().double(), rad=None,
+                       pid=torch.arange(w.numel(), dtype=torch.float64) + e.ids.fresh(w.numel()),
+                       woff=torch.arange(w.numel())))
+    with torch.enable_grad(), _Mode(e):
+        out = fn(carrier)
+    if not isinstance(out, torch.Tensor) or out.numel() != 1:
+        raise Unsupported("fn must return a scalar tensor")
+    return e.res, e

@@ -1,0 +1,263 @@
+"""The enclosure engine (nsverify.oracle.enclosure) and the enclosed Theorem 8 route (nsverify.oracle.park.enclosed):
+every enclosure contains the value computed independently in 60-digit mpmath; exact zeros and provenance ties are
+found; the route decides member only in its premises and declines otherwise (both sides of each premise)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import mpmath
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import nsverify
+from nsverify.oracle import enclosure
+from nsverify.oracle.certificates import verify_certificate
+from nsverify.oracle.interp import module_function
+from nsverify.oracle.park import enclosed
+
+mpmath.mp.dps = 60
+
+
+class Tiny(nn.Module):
+    """conv -> BatchNorm (eval) -> ReLU -> max pool -> linear, plus a residual sum before the ReLU."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(3)
+        self.skip = nn.Conv2d(2, 3, 1)
+        self.fc = nn.Linear(3 * 2 * 2, 2)
+
+    def forward(self, x):
+        y = self.bn(self.conv(x)) + self.skip(x)
+        z = F.max_pool2d(torch.relu(y), 2)
+        return self.fc(z.flatten(1))
+
+
+def _tiny(seed=0):
+    torch.manual_seed(seed)
+    m = Tiny()
+    with torch.no_grad():
+        m.bn.running_mean.uniform_(-0.5, 0.5)
+        m.bn.running_var.uniform_(0.1, 2.0)
+        m.bn.weight.uniform_(0.5, 1.5)
+        m.bn.bias.uniform_(-0.2, 0.2)
+    return m.eval()
+
+
+def _mp(t):
+    return [[mpmath.mpf(float(v)) for v in row] for row in t.detach().double().reshape(t.shape[0], -1).tolist()]
+
+
+def _reference(m: Tiny, x: torch.Tensor):
+    """The pre-activation (B, 3, 4, 4) and the logits in 60-digit arithmetic, loop by loop (no torch kernels)."""
+    X = x.double().tolist()
+    W = m.conv.weight.double().tolist()
+    S, Sb = m.skip.weight.double().tolist(), m.skip.bias.double().tolist()
+    g, b = m.bn.weight.double().tolist(), m.bn.bias.double().tolist()
+    rm, rv, eps = m.bn.running_mean.double().tolist(), m.bn.running_var.double().tolist(), m.bn.eps
+    B, H = x.shape[0], x.shape[2]
+    pre = [[[[None] * H for _ in range(H)] for _ in range(3)] for _ in range(B)]
+    for n in range(B):
+        for c in range(3):
+            s = mpmath.mpf(g[c]) / mpmath.sqrt(mpmath.mpf(rv[c]) + mpmath.mpf(eps))
+            for i in range(H):
+                for j in range(H):
+                    acc = mpmath.mpf(0)
+                    for ci in range(2):
+                        for di in range(3):
+                            for dj in range(3):
+                                ii, jj = i + di - 1, j + dj - 1
+                                if 0 <= ii < H and 0 <= jj < H:
+                                    acc += mpmath.mpf(W[c][ci][di][dj]) * mpmath.mpf(X[n][ci][ii][jj])
+                    skip = mpmath.mpf(Sb[c]) + sum(mpmath.mpf(S[c][ci][0][0]) * mpmath.mpf(X[n][ci][i][j])
+                                                   for ci in range(2))
+                    pre[n][c][i][j] = (acc - mpmath.mpf(rm[c])) * s + mpmath.mpf(b[c]) + skip
+    fw, fb = m.fc.weight.double().tolist(), m.fc.bias.double().tolist()
+    logits = []
+    for n in range(B):
+        z = []
+        for c in range(3):
+            for i in range(0, H, 2):
+                for j in range(0, H, 2):
+                    z.append(max(max(pre[n][c][i + a][j + d], 0) for a in (0, 1) for d in (0, 1)))
+        logits.append([mpmath.mpf(fb[k]) + sum(mpmath.mpf(fw[k][q]) * z[q] for q in range(len(z))) for k in range(2)])
+    return pre, logits
+
+
+def _inside(mid: float, rad: float, ref) -> bool:
+    return mpmath.mpf(mid) - mpmath.mpf(rad) <= ref <= mpmath.mpf(mid) + mpmath.mpf(rad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_every_enclosure_contains_the_60_digit_value(dtype):
+    m = _tiny().to(dtype)
+    x = torch.randn(2, 2, 4, 4).to(dtype)
+    fn, w = module_function(m, lambda o, t: o.sum(), x, None)
+    res, eng = enclosure.enclose(fn, w)
+    pre_ref, logit_ref = _reference(m, x)
+    relu_in = next(rec for t, rec in eng.recs.values() if id(t) == res.relus[0].input_id)
+    mids, rads = relu_in.mid, relu_in.rad
+    checked = 0
+    for idx in torch.cartesian_prod(*(torch.arange(s) for s in mids.shape)).tolist():
+        n, c, i, j = idx
+        r = 0.0 if rads is None else float(rads[n, c, i, j])
+        assert _inside(float(mids[n, c, i, j]), r, pre_ref[n][c][i][j]), idx
+        assert r <= 1e-12 * (1 + abs(float(mids[n, c, i, j])))  # rigorous, and still tight
+        checked += 1
+    assert checked == 2 * 3 * 4 * 4 and res.relus[0].undecided == 0
+
+
+def test_exp_is_as_accurate_as_the_enclosures_assume():
+    g = torch.Generator().manual_seed(1)
+    x = torch.cat([torch.rand(20000, generator=g, dtype=torch.float64) * 1400 - 700,
+                   torch.randn(20000, generator=g, dtype=torch.float64)])
+    got = torch.exp(x).tolist()
+    worst = max(abs(mpmath.mpf(v) / mpmath.exp(mpmath.mpf(float(a))) - 1) for a, v in zip(x.tolist(), got))
+    assert worst < enclosure.LIBM / 8  # a margin of 8 over the measured error
+
+
+def test_a_dead_channel_is_an_exact_kink_behind_an_irrational_batchnorm():
+    m = _tiny()
+    with torch.no_grad():
+        m.conv.weight[1].zero_()
+        m.skip.weight[1].zero_()
+        m.skip.bias[1] = 0.0
+        m.bn.running_mean[1] = 0.0
+        m.bn.bias[1] = 0.0  # (0 - 0) * gamma / sqrt(var + eps) + 0 + 0: exactly 0 whatever the irrational scale
+    x = torch.randn(2, 2, 4, 4, dtype=torch.float64)
+    fn, w = module_function(m.double(), lambda o, t: o.sum(), x, None)
+    res, _ = enclosure.enclose(fn, w)
+    touches = res.relus[0].touches
+    assert int(touches.sum()) == 2 * 4 * 4 and bool(touches[:, 1].all()) and not bool(touches[:, [0, 2]].any())
+    pool = res.pools[0]
+    assert pool.zero_ad == 2 * 2 * 2 and pool.mixed == 0  # the dead channel's windows: all at the kink
+
+
+def test_equal_input_windows_are_one_function_and_their_ties_are_not_kinks():
+    m = _tiny()
+    x = torch.zeros(1, 2, 4, 4, dtype=torch.float64)
+    x[..., :2, :] = 0.75  # identical windows inside each constant block: ties of identical functions
+    fn, w = module_function(m.double(), lambda o, t: o.sum(), x, None)
+    res, eng = enclosure.enclose(fn, w)
+    assert res.pools[0].tied > 0 and res.pools[0].mixed == 0 and res.pools[0].identical > 0
+
+
+# ---------------------------------------------------------------------------------------------- the route
+def _mlp(dead=(7,), seed=0, hidden=100):
+    torch.manual_seed(seed)
+    m = nn.Sequential(nn.Linear(200, hidden), nn.ReLU(), nn.Linear(hidden, 3))
+    with torch.no_grad():
+        for u in dead:
+            m[0].weight[u].zero_()
+            m[0].bias[u] = 0.0
+    return m, F.cross_entropy, torch.randn(4, 200), torch.tensor([0, 1, 2, 0])
+
+
+def test_a_dead_unit_is_member_by_the_enclosed_theorem_8_and_replays():
+    m, loss, x, y = _mlp()
+    v = nsverify.check_module(m, loss, x, y, progress=False)
+    assert v.status == "member" and v.certificate["kind"] == "park_theorem8_enclosed"
+    assert v.stats["kink_touches"] == 4 and v.tested == () and v.exact_ad is None
+    (layer,) = v.certificate["layers"]
+    bias0 = 200 * 100  # the first Linear's bias follows its weight in the flattened parameters
+    assert layer["direction"] == {str(bias0 + 7): -1} and layer["channels"] == [7]
+    assert verify_certificate(v.to_json())
+    fn, w = module_function(m, loss, x, y)
+    assert verify_certificate(v, fn)
+    # AD's gradient on the dead unit's row is 0, the gradient of the piece where the unit stays off (independent:
+    # PyTorch's float gradient with the unit removed, on the other coordinates)
+    g = torch.tensor(v.ad)
+    assert bool((g[7 * 200:8 * 200] == 0).all()) and float(g[bias0 + 7]) == 0.0
+
+
+def test_the_json_check_rejects_a_tampered_direction():
+    m, loss, x, y = _mlp()
+    rec = json.loads(nsverify.check_module(m, loss, x, y, progress=False).to_json())
+    for bad in ({"20007": 2}, {"20007": 0}, {}, {"-1": -1}):
+        r = json.loads(json.dumps(rec))
+        r["certificate"]["layers"][0]["direction"] = bad
+        assert not verify_certificate(r)
+    r = json.loads(json.dumps(rec))
+    r["certificate"]["proxies"] = {"relu": "right"}
+    assert not verify_certificate(r)
+
+
+def _route(m, loss, x, y):
+    fn, w = module_function(m, loss, x, y)
+    return enclosed.decide(fn, w)
+
+
+def test_lemma_2s_pair_is_never_member_by_the_route():
+    """relu(y) - relu(-y) = y: AD's 0 is not a Clarke subgradient (Park et al., Lemma 2). The second ReLU's input
+    has no own additive parameter (its bias enters negated through another op), so the route declines."""
+
+    class Pair(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(200, 120)
+
+        def forward(self, x):
+            y = self.lin(x)
+            return torch.relu(y) - torch.relu(-y)
+
+    torch.manual_seed(0)
+    m = Pair()
+    with torch.no_grad():
+        m.lin.weight[3].zero_()
+        m.lin.bias[3] = 0.0
+    got = _route(m, lambda o, t: o.sum(), torch.randn(4, 200), None)
+    assert isinstance(got, str) and "read more than once" in got
+
+
+def test_a_touch_without_its_own_bias_declines():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(200, 120, bias=False), nn.ReLU(), nn.Linear(120, 3))
+    with torch.no_grad():
+        m[0].weight[5].zero_()
+    got = _route(m, F.cross_entropy, torch.randn(4, 200), torch.tensor([0, 1, 2, 0]))
+    assert isinstance(got, str) and "no own additive parameter" in got
+
+
+def test_a_shared_bias_declines():
+    class Shared(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(200, 120)
+            self.out = nn.Linear(120, 3)
+
+        def forward(self, x):
+            return self.out(torch.relu(self.lin(x))) + self.lin.bias.sum()
+
+    torch.manual_seed(0)
+    m = Shared()
+    with torch.no_grad():
+        m.lin.weight[5].zero_()
+        m.lin.bias[5] = 0.0
+    got = _route(m, F.cross_entropy, torch.randn(4, 200), torch.tensor([0, 1, 2, 0]))
+    assert isinstance(got, str) and "more than one op" in got
+
+
+def test_a_near_kink_is_not_a_kink():
+    """A pre-activation of 2^-40 (not 0): never a touch; decided positive when its enclosure excludes 0."""
+    m, loss, x, y = _mlp(dead=())
+    with torch.no_grad():
+        m[0].weight[7].zero_()
+        m[0].bias[7] = 2.0 ** -40
+    got = _route(m, loss, x, y)
+    assert not isinstance(got, str) and got.layers == []
+
+
+def test_the_route_answers_within_the_time_limit():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+                      nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(64 * 16 * 16, 10)).eval()
+    x, y = torch.randn(2, 3, 32, 32), torch.tensor([1, 2])
+    t = time.perf_counter()
+    v = nsverify.check_module(m, F.cross_entropy, x, y, progress=False, time_limit=2, on_limit="unknown")
+    assert time.perf_counter() - t <= 1.1 * 2 + 1
+    assert v.status in ("member", "unknown")
