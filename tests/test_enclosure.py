@@ -261,3 +261,21 @@ def test_the_route_answers_within_the_time_limit():
     v = nsverify.check_module(m, F.cross_entropy, x, y, progress=False, time_limit=2, on_limit="unknown")
     assert time.perf_counter() - t <= 1.1 * 2 + 1
     assert v.status in ("member", "unknown")
+
+
+def test_a_detached_dependent_value_declines():
+    """w.detach() inside fn: AD ignores a path the function has, so the route must not decide (never member)."""
+    m, loss, x, y = _mlp()
+    fn, w = module_function(m, loss, x, y)
+    got = enclosed.decide(lambda v: fn(v) + (v.detach() * v).sum(), w)
+    assert isinstance(got, str) and "detach" in got
+
+
+def test_nsverify_s_own_relu_variant_declines():
+    """A ReLU inside a custom autograd.Function (nsverify's ReLUVariant): its backward is not PyTorch's rule."""
+    from nsverify.ad import ReLUVariant
+
+    m, loss, x, y = _mlp()
+    m[1] = ReLUVariant()
+    got = _route(m, loss, x, y)
+    assert isinstance(got, str)

@@ -47,6 +47,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import tree_leaves
 
 from nsverify.oracle.context import poll_deadline
+from nsverify.oracle.prepass import _in_custom_function
 
 aten = torch.ops.aten
 U = 2.0 ** -53
@@ -316,7 +317,7 @@ _VIEWS = {
     aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.permute.default,
     aten.transpose.int, aten.t.default, aten.expand.default, aten.unsqueeze.default, aten.squeeze.dim,
     aten.squeeze.default, aten.squeeze.dims, aten.clone.default, aten.contiguous.default, aten.select.int,
-    aten.slice.Tensor, aten.alias.default, aten.flatten.using_ints, aten.unflatten.int, aten.detach.default,
+    aten.slice.Tensor, aten.alias.default, aten.flatten.using_ints, aten.unflatten.int,
     aten._to_copy.default, aten.lift_fresh.default,
 }
 _SPLITS = {aten.split_with_sizes.default, aten.split.Tensor, aten.unbind.int, aten.chunk.default}
@@ -327,7 +328,8 @@ _ANALYTIC = {
     aten.exp.default, aten._softmax.default, aten.gelu.default, aten.silu.default, aten.softplus.default,
 }
 #: ops that create tensors from nothing (constants)
-_RELU = {aten.relu.default, aten.relu_.default}
+#: the nonsmooth ops of the table: their AD is PyTorch's rule only outside a custom autograd.Function
+_KINKED = {aten.relu.default, aten.relu_.default, aten.threshold.default, aten.max_pool2d_with_indices.default}
 
 
 class _Mode(TorchDispatchMode):
@@ -412,6 +414,8 @@ class Engine:
             r = self.rec(x)
             if r is not None and r.woff is not None and func not in _VIEWS and func not in _SPLITS:
                 self.res.uses.index_add_(0, r.woff.reshape(-1), torch.ones(r.woff.numel(), dtype=torch.int32))
+        if func in _KINKED and _in_custom_function():
+            raise Unsupported(f"{func} runs inside a custom autograd.Function (its backward is not PyTorch's rule)")
         rule = _RULES.get(func)
         if rule is not None:
             with _disable_current_modes():
