@@ -202,3 +202,28 @@ def test_the_report_first_screen_names_the_framework_of_a_finding():
     del finding["framework"]  # a torch finding (recorded before JAX's cells) reads as before
     assert "on cpu, torch 0.10.2:" in program_findings_html({"sections": {"programs": {"data": {
         "program_findings": [finding]}}}})
+
+
+@pytest.mark.parametrize("installed", [True, False])
+def test_the_report_section_adds_the_jax_cells_when_jax_is_installed(installed, tmp_path, monkeypatch):
+    """The nightly's programs section (cut to three programs and the torch mode eager here, for time): with jax,
+    the JAX cells of every program in each dtype and both modes, and their line in the summary; without, a line
+    saying so."""
+    from nsverify.report import RunContext
+    from nsverify.sections import load_sections
+
+    if installed:
+        jax = pytest.importorskip("jax")
+    else:
+        monkeypatch.setitem(sys.modules, "jax", None)
+    monkeypatch.setattr(P, "DEFAULT_MODES", ("eager",))
+    monkeypatch.setattr(P, "PROGRAMS", tuple(P.get(n) for n in ("matmul_amax", "square_amax", "sort_scores")))
+    sec = {s.name: s for s in load_sections()}["programs"]
+    out = sec.fn(RunContext(quick=True, section="programs", scratch=tmp_path))
+    rows = out["tables"][0]["rows"]
+    jax_rows = [r for r in rows if r[2] in P.JAX_MODES]
+    if installed:
+        assert len(jax_rows) == len(P.PROGRAMS) * 2 * 2  # quick: float32, float16
+        assert f"JAX {jax.__version__}: {len(jax_rows)} cells, 0 outside the Clarke set" in out["summary"]
+    else:
+        assert jax_rows == [] and "JAX is not installed here" in out["summary"]
