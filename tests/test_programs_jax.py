@@ -227,3 +227,34 @@ def test_the_report_section_adds_the_jax_cells_when_jax_is_installed(installed, 
         assert f"JAX {jax.__version__}: {len(jax_rows)} cells, 0 outside the Clarke set" in out["summary"]
     else:
         assert jax_rows == [] and "JAX is not installed here" in out["summary"]
+
+
+def my_hinge(x):
+    return torch.relu(1 - x[0] * x[1])
+
+
+def my_hinge_jax(x):
+    import jax
+
+    return jax.nn.relu(1 - x[0] * x[1])
+
+
+def my_broken_jax(x):
+    raise TypeError("this twin calls something JAX refuses")
+
+
+def _mine(name, jax_fn, note=None):
+    return P.Program(name, my_hinge, (1, 1), (P.Piece("off", (1, 1), (0, 0)), P.Piece("on", (-1, -1), (-1, -1))),
+                     "1 - x0 x1 = 0 at (1,1)", jax=jax_fn, jax_note=note)
+
+
+def test_a_users_own_program_with_or_without_a_twin(jax):
+    """A Program record of the user's own carries its twin; without one the JAX cells say so (never measured), and
+    a twin JAX refuses is an error cell, the run going on."""
+    cells = P.run_programs([_mine("mine_jax", my_hinge_jax), _mine("mine_none", None, "no twin written yet"),
+                            _mine("mine_broken", my_broken_jax)], ["float32"], ["cpu"], ["jax_jit"])
+    c = {c.program: c for c in cells}
+    assert c["mine_jax"].gradient == [0.0, 0.0] and c["mine_jax"].piece == "off"  # jax.nn.relu'(0) = 0
+    assert c["mine_none"].piece == "not_run" and c["mine_none"].error == "no JAX twin: no twin written yet"
+    assert c["mine_broken"].piece == "error" and "JAX refuses" in c["mine_broken"].error
+    assert P.program_findings(cells) == []

@@ -169,7 +169,7 @@ def findings(cells: Sequence, script_dir=None) -> list[dict]:
         if not outside and not split:
             continue
         p = P.get(name)
-        version = next((c.extra.get("jax") for c in cs if c.extra.get("jax")), None) or jax_version()
+        version = next((c.extra.get("jax") for c in cs if c.extra.get("jax")), None) or "unknown"
         dtype = (outside or [cell[(split[0], "jax_jit")]])[0].dtype
         modes = [m for m in MODES if any(c.mode == m for c in cs)]
         script = jax_script(p, dtype, modes)
