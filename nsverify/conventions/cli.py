@@ -99,9 +99,10 @@ def _add_program_args(p) -> None:
     p.add_argument("--program", default=None, type=CsvList(Checked(programs.get, "matmul_amax"), "programs"),
                    help="comma-separated programs (default: all)")
     p.add_argument("--program-modes", default=list(programs.DEFAULT_MODES),
-                   type=CsvList(Choice(list(programs.MODES), "program mode"), "program modes"),
-                   help=f"comma-separated modes of --programs: {','.join(programs.MODES)} (default: all but "
-                        "max-autotune, which is slow on CPU)")
+                   type=CsvList(Choice(list(programs.ALL_MODES), "program mode"), "program modes"),
+                   help=f"comma-separated modes of --programs: {','.join(programs.ALL_MODES)} (default: all torch "
+                        "modes but max-autotune, which is slow on CPU; with --framework jax: jax_grad,jax_jit, "
+                        "JAX's grad and jit of each program's JAX twin, CPU)")
     p.add_argument("--grad2", action="store_true",
                    help=f"second order at kinks and ties: {','.join(grad2.MODES)} on {len(grad2.CASES)} cases in "
                         "every --dtype, each Hessian judged against the pieces' Hessians")

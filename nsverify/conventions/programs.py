@@ -25,8 +25,9 @@ dtype, device and compiled mode, each with its own Inductor cache per CPU capabi
 :mod:`nsverify.conventions.inductor`); a child that dies has its batch split in halves down to the program that
 crashes it, which becomes a ``"crashed"`` cell with its script. ``nsverify conventions --programs`` prints the
 table; the release sweep (:mod:`nsverify.conventions.releases`) runs the same cells in each release's environment.
-JAX's ``jit`` of the same programs is not written yet: with JAX importable the mode is listed as not implemented,
-never as measured.
+Each table entry also carries its JAX twin (``Program.jax``: the same function from ``jax.numpy``/``jax.lax``);
+the modes ``jax_grad`` and ``jax_jit`` (:mod:`nsverify.conventions.programs_jax`, the optional extra
+``nsverify[jax]``) judge JAX's gradients against the same Clarke sets (``--programs --framework jax``).
 """
 from __future__ import annotations
 
@@ -52,6 +53,10 @@ COMPILED = {"aot_eager": ("aot_eager", None), "inductor": ("inductor", None),
 #: the modes of the default run and the nightly: max-autotune is slow on CPU (``--modes`` adds it)
 DEFAULT_MODES = ("eager", "func", "jvp", "deterministic", "aot_eager", "inductor")
 DEFAULT_DTYPES = ("float32", "bfloat16", "float16")
+#: the JAX modes (``jax.grad``, ``jax.jit(jax.grad)``; CPU, :mod:`nsverify.conventions.programs_jax`): not in
+#: ``MODES`` (they need the optional extra nsverify[jax]); ``ALL_MODES`` is what a run accepts
+JAX_MODES = ("jax_grad", "jax_jit")
+ALL_MODES = MODES + JAX_MODES
 SCHEMA = "nsverify.conventions.programs/1"
 
 
@@ -79,6 +84,10 @@ class Program:
     inputs: tuple
     pieces: tuple
     where: str
+    #: the JAX twin: the same function of the same flat input from jax.numpy/jax.lax (None: no twin, ``jax_note``
+    #: says why); ``jax_note`` also names what stands in where JAX has no op of the torch program's
+    jax: Callable | None = None
+    jax_note: str | None = None
 
     def __post_init__(self):
         if not self.pieces:
@@ -302,6 +311,215 @@ def p_square_index_reduce_amax(x):
     return out.index_reduce(0, _i(x, [0, 0, 1]), x * x, "amax", include_self=False).sum()
 
 
+# ----------------------------------------------------------------------------------------------------------
+# the JAX twins: the same function of the same flat input, from jax.numpy / jax.lax (each table entry's ``jax``)
+# ----------------------------------------------------------------------------------------------------------
+def _jk(x, rows):
+    """A constant of a JAX twin in ``x``'s dtype."""
+    import jax.numpy as jnp
+
+    return jnp.asarray(rows, dtype=x.dtype)
+
+
+def _jscatter_amax(x, index, y):
+    """``zeros(n).scatter_reduce(0, index, y, "amax", include_self=False)`` in JAX: ``.at[].max`` on -inf (every
+    slot receives an entry, so the initial value never wins)."""
+    import jax.numpy as jnp
+
+    return jnp.full(max(index) + 1, -jnp.inf, dtype=x.dtype).at[jnp.asarray(index)].max(y)
+
+
+def _jmaxpool(y, window):
+    """max_pool with stride 1 over the trailing ``len(window)`` axes: ``lax.reduce_window`` with ``lax.max`` and
+    the Python scalar -inf as flax's max_pool writes it (a jnp array as the initial value is a tracer under jit,
+    reduce_window then falls back to its generic primitive, which has no transpose: jit(grad) is refused)."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    dims = (1,) * (y.ndim - len(window)) + tuple(window)
+    return lax.reduce_window(y, -jnp.inf, lax.max, dims, (1,) * y.ndim, "VALID")
+
+
+def _jconv(x, w, b=None):
+    """torch's conv1d/conv2d (a cross-correlation, no padding, stride 1) in JAX, on NC... arrays."""
+    from jax import lax
+
+    y = lax.conv_general_dilated(x, w, (1,) * (x.ndim - 2), "VALID")
+    return y if b is None else y + b.reshape((1, -1) + (1,) * (x.ndim - 2))
+
+
+def _jscores(x):
+    q, k = x[:2], x[2:].reshape(2, 2)
+    return k @ q
+
+
+def j_matmul_amax(x):
+    return (x.reshape(2, 2) @ _jk(x, [1.0, 1.0])).max()
+
+
+def j_matmul_max_dim(x):
+    return (x.reshape(2, 2) @ _jk(x, [[1.0, 1.0], [1.0, -1.0]])).max(axis=0).sum()
+
+
+def j_bmm_amin(x):
+    import jax.numpy as jnp
+
+    return jnp.matmul(x.reshape(1, 2, 2), _jk(x, [[[1.0], [-1.0]]])).min(axis=1).sum()
+
+
+def j_conv1d_relu_maxpool(x):
+    import jax
+
+    y = _jconv(x.reshape(1, 1, 4), _jk(x, [[[1.0, -1.0]]]))
+    return _jmaxpool(jax.nn.relu(y), (2,)).sum()
+
+
+def j_conv2d_relu_maxpool(x):
+    import jax
+
+    y = _jconv(x.reshape(1, 1, 3, 3), _jk(x, [[[[1.0, 1.0], [1.0, 1.0]]]]), _jk(x, [-3.0]))
+    return _jmaxpool(jax.nn.relu(y), (2, 2)).sum()  # kernel 2 on a 2x2 map: one window, as torch's stride 2
+
+
+def j_attention_softmax_amax(x):
+    import jax
+
+    return jax.nn.softmax(_jscores(x), axis=-1).max()
+
+
+def j_attention_softmax_max_dim(x):
+    import jax
+
+    return jax.nn.softmax(_jscores(x), axis=-1).max(axis=-1)
+
+
+def j_residual_relu(x):
+    import jax
+
+    return jax.nn.relu(x + _jk(x, [[1.0, -1.0], [0.0, -2.0]]) @ x).sum()
+
+
+def j_multi_margin_logits(x):
+    import jax.numpy as jnp
+
+    z = _jk(x, [[1.0, 1.0], [1.0, 0.0], [0.0, -1.0], [-1.0, 0.0]]) @ x
+    return jnp.maximum(0, 1 - z[0] + z[1:]).sum() / 4  # torch's formula: sum_{i != y} max(0, 1 - z_y + z_i) / C
+
+
+def j_margin_ranking_scores(x):
+    import jax.numpy as jnp
+
+    s1, s2 = x[0] + x[1], x[1]
+    return jnp.maximum(0, -(s1 - s2) + 1)  # torch's formula: max(0, -y (x1 - x2) + margin), y = 1, margin 1
+
+
+def j_cumsum_cummax(x):
+    import jax.numpy as jnp
+    from jax import lax
+
+    return lax.cummax(jnp.cumsum(x), axis=0).sum()
+
+
+def j_cumsum_cummin(x):
+    import jax.numpy as jnp
+    from jax import lax
+
+    return lax.cummin(jnp.cumsum(x), axis=0).sum()
+
+
+def j_scatter_amax(x):
+    return _jscatter_amax(x, [0, 0, 1, 1], 2 * x).sum()
+
+
+def j_normalize_clamp(x):
+    import jax.numpy as jnp
+
+    y = x / jnp.maximum(jnp.linalg.norm(x), 1e-12)  # torch's F.normalize: x / max(||x||_2, eps)
+    return jnp.clip(y, max=0.5).sum()
+
+
+def j_norm_clamp(x):
+    import jax.numpy as jnp
+
+    return jnp.clip(jnp.linalg.norm(x), min=2.0)
+
+
+def j_sort_scores(x):
+    import jax.numpy as jnp
+
+    return (jnp.sort(_jk(x, _A) @ x) * _jk(x, [1.0, 2.0, 3.0])).sum()
+
+
+def j_topk_scores(x):
+    from jax import lax
+
+    return (lax.top_k(_jk(x, _A) @ x, 2)[0] * _jk(x, [1.0, 2.0])).sum()
+
+
+def j_median_scores(x):
+    import jax.numpy as jnp
+
+    return jnp.median(_jk(x, _A) @ x)  # 3 values: the middle one, as torch.median's
+
+
+def j_quantile_scores(x):
+    import jax.numpy as jnp
+
+    return jnp.quantile(2 * x, 0.75)  # method "linear", torch.quantile's default
+
+
+def j_maximum_branches(x):
+    import jax.numpy as jnp
+
+    return jnp.maximum(x[0] + x[1], 3 * x[0])
+
+
+def j_hardtanh_layer(x):
+    import jax
+
+    return jax.nn.hard_tanh(_jk(x, [0.5, 1.0]) @ x)
+
+
+def j_leaky_relu_layer(x):
+    import jax
+
+    return jax.nn.leaky_relu(x[0] - x[1], 0.25)
+
+
+def j_abs_sum(x):
+    import jax.numpy as jnp
+
+    return jnp.abs(x.sum())
+
+
+def j_square_amax(x):
+    return (x * x).max()
+
+
+def j_square_amin(x):
+    return (x * x).min()
+
+
+def j_square_max_all(x):
+    import jax.numpy as jnp
+
+    return jnp.max(x * x)
+
+
+def j_square_amax_dim(x):
+    return (x * x).reshape(1, 3).max(axis=1).sum()
+
+
+def j_square_scatter_amax(x):
+    return _jscatter_amax(x, [0, 0, 1], x * x).sum()
+
+
+#: what a JAX twin is made of where JAX has no op of the torch program's (shown with the JAX cells)
+_NO_MAX_DIM = "JAX has no max(dim) returning indices: jnp.max(axis) (lax.reduce_max)"
+_NO_INDEX_REDUCE = "JAX has no index_reduce: .at[].max, the twin of scatter_reduce(amax) too"
+_NO_MARGIN = "JAX has no {}: the twin writes torch's documented formula with jnp.maximum"
+
+
 def _pc(label, direction, gradient) -> Piece:
     return Piece(label, tuple(Fraction(d) for d in direction), tuple(Fraction(g) for g in gradient))
 
@@ -330,100 +548,130 @@ _SQUARE = "y = x * x with x0 = x1 = 1 + 2^-6: y0 = y1 tie exactly, but their val
 PROGRAMS: tuple[Program, ...] = (
     Program("matmul_amax", p_matmul_amax, (1, 2, 2, 1),
             (_pc("row0", (1, 0, 0, 0), (1, 1, 0, 0)), _pc("row1", (0, 0, 1, 0), (0, 0, 1, 1))),
-            "s = W @ (1,1) = (3,3): amax ties s0 = W00+W01 and s1 = W10+W11"),
+            "s = W @ (1,1) = (3,3): amax ties s0 = W00+W01 and s1 = W10+W11",
+            jax=j_matmul_amax),
     Program("matmul_max_dim", p_matmul_max_dim, (1, 2, 2, 1),
             (_pc("row0", (1, 0, 0, 0), (1, 1, 1, -1)), _pc("row1", (0, 0, 1, 0), (0, 0, 2, 0))),
-            "s = W @ [[1,1],[1,-1]] = [[3,-1],[3,1]]: max(dim=0) ties column 0; column 1 picks W10-W11"),
+            "s = W @ [[1,1],[1,-1]] = [[3,-1],[3,1]]: max(dim=0) ties column 0; column 1 picks W10-W11",
+            jax=j_matmul_max_dim, jax_note=_NO_MAX_DIM),
     Program("bmm_amin", p_bmm_amin, (2, 1, 3, 2),
             (_pc("row0", (-1, 0, 0, 0), (1, -1, 0, 0)), _pc("row1", (0, 0, -1, 0), (0, 0, 1, -1))),
-            "s = bmm(W, (1,-1)) = (1,1): amin(dim=1) ties W00-W01 and W10-W11"),
+            "s = bmm(W, (1,-1)) = (1,1): amin(dim=1) ties W00-W01 and W10-W11",
+            jax=j_bmm_amin),
     Program("conv1d_relu_maxpool1d", p_conv1d_relu_maxpool, (2, 2, 3, 1),
             (_pc("relu_off", (-1, 0, 0, 0), (0, 0, 1, -1)), _pc("relu_on", (1, 0, 0, 0), (1, -1, 1, -1))),
             "y = conv1d(x, (1,-1)) = (0,-1,2); relu(y0) sits on its kink and ties relu(y1) = 0 in max_pool1d's "
-            "first window: locally f = relu(x0-x1) + (x2-x3)"),
+            "first window: locally f = relu(x0-x1) + (x2-x3)",
+            jax=j_conv1d_relu_maxpool),
     Program("conv2d_relu_maxpool2d", p_conv2d_relu_maxpool, (1, 1, 0, 1, 0, 1, 0, 1, 1),
             (_pc("zero", (0, 0, 0, 0, -1, 0, 0, 0, 0), (0,) * 9),
              _pc("o00", (1, 0, 0, 0, 0, 0, 0, 0, 0), (1, 1, 0, 1, 1, 0, 0, 0, 0)),
              _pc("o11", (0, 0, 0, 0, 0, 0, 0, 0, 1), (0, 0, 0, 0, 1, 1, 0, 1, 1))),
             "o = conv2d(x, ones 2x2) - 3 = [[0,-1],[-1,0]]: relu(o00) and relu(o11) sit on their kinks and tie "
-            "the two zeros in max_pool2d's one window: locally f = max(0, o00, o11)"),
+            "the two zeros in max_pool2d's one window: locally f = max(0, o00, o11)",
+            jax=j_conv2d_relu_maxpool),
     Program("attention_softmax_amax", p_attention_softmax_amax, (1, 1, 1, 0, 0, 1),
             (_pc("p0", (0, 0, 1, 0, 0, 0), (_Q, -_Q, _Q, _Q, -_Q, -_Q)),
              _pc("p1", (0, 0, 0, 0, 1, 0), (-_Q, _Q, -_Q, -_Q, _Q, _Q))),
             "x = (q, k0, k1); scores s = (<q,k0>, <q,k1>) = (1,1), p = softmax(s) = (1/2,1/2): amax ties p0, p1; "
-            "grad p0 = p0 p1 (grad s0 - grad s1) = (1/4)(1,-1,1,1,-1,-1)"),
+            "grad p0 = p0 p1 (grad s0 - grad s1) = (1/4)(1,-1,1,1,-1,-1)",
+            jax=j_attention_softmax_amax),
     Program("attention_softmax_max_dim", p_attention_softmax_max_dim, (1, 1, 1, 0, 0, 1),
             (_pc("p0", (0, 0, 1, 0, 0, 0), (_Q, -_Q, _Q, _Q, -_Q, -_Q)),
              _pc("p1", (0, 0, 0, 0, 1, 0), (-_Q, _Q, -_Q, -_Q, _Q, _Q))),
-            "as attention_softmax_amax, through max(dim=-1) (which returns an index)"),
+            "as attention_softmax_amax, through max(dim=-1) (which returns an index)",
+            jax=j_attention_softmax_max_dim, jax_note=_NO_MAX_DIM),
     Program("residual_relu", p_residual_relu, (1, 2),
             (_pc("off", (-1, 0), (0, 0)), _pc("on", (1, 0), (2, -1))),
-            "y = x + W x = (0,-2): relu(y0) on its kink, y0 = 2x0 - x1"),
+            "y = x + W x = (0,-2): relu(y0) on its kink, y0 = 2x0 - x1",
+            jax=j_residual_relu),
     Program("multi_margin_logits", p_multi_margin_logits, (1, 1),
             (_pc("inactive", (0, 1), (0, 0)), _pc("active", (0, -1), (0, Fraction(-1, 4)))),
             "logits z = W x = (2,1,-1,-1), target 0: the margin term max(0, 1 - z0 + z1) = max(0, 1 - x1) sits "
-            "on its kink (divided by 4 classes)"),
+            "on its kink (divided by 4 classes)",
+            jax=j_multi_margin_logits, jax_note=_NO_MARGIN.format("multi_margin_loss")),
     Program("margin_ranking_scores", p_margin_ranking_scores, (1, 2),
             (_pc("inactive", (1, 0), (0, 0)), _pc("active", (-1, 0), (-1, 0))),
-            "scores s1 = x0+x1, s2 = x1, y = 1, margin 1: max(0, 1 - (s1 - s2)) = max(0, 1 - x0) on its kink"),
+            "scores s1 = x0+x1, s2 = x1, y = 1, margin 1: max(0, 1 - (s1 - s2)) = max(0, 1 - x0) on its kink",
+            jax=j_margin_ranking_scores, jax_note=_NO_MARGIN.format("margin_ranking_loss")),
     Program("cumsum_cummax", p_cumsum_cummax, (1, 0, 1, -1),
             (_pc("c0", (0, -1, 0, 0), (4, 2, 2, 0)), _pc("c1", (0, 1, 0, 0), (4, 3, 2, 0))),
-            "c = cumsum(x) = (1,1,2,1): cummax's second output ties c0 and c1; f = c0 + max(c0,c1) + 2 c2"),
+            "c = cumsum(x) = (1,1,2,1): cummax's second output ties c0 and c1; f = c0 + max(c0,c1) + 2 c2",
+            jax=j_cumsum_cummax),
     Program("cumsum_cummin", p_cumsum_cummin, (1, 0, -1, 1),
             (_pc("c0", (0, 1, 0, 0), (4, 2, 2, 0)), _pc("c1", (0, -1, 0, 0), (4, 3, 2, 0))),
-            "c = cumsum(x) = (1,1,0,1): cummin's second output ties c0 and c1; f = c0 + min(c0,c1) + 2 c2"),
+            "c = cumsum(x) = (1,1,0,1): cummin's second output ties c0 and c1; f = c0 + min(c0,c1) + 2 c2",
+            jax=j_cumsum_cummin),
     Program("scatter_amax", p_scatter_amax, (1, 1, 0, 2),
             (_pc("y0", (1, 0, 0, 0), (2, 0, 0, 2)), _pc("y1", (0, 1, 0, 0), (0, 2, 0, 2))),
-            "y = 2x scattered by index (0,0,1,1) with amax: slot 0 ties y0 = y1 = 2"),
+            "y = 2x scattered by index (0,0,1,1) with amax: slot 0 ties y0 = y1 = 2",
+            jax=j_scatter_amax),
     Program("index_reduce_amax", p_index_reduce_amax, (1, 1, 0, 2),
             (_pc("y0", (1, 0, 0, 0), (2, 0, 0, 2)), _pc("y1", (0, 1, 0, 0), (0, 2, 0, 2))),
-            "as scatter_amax through index_reduce(amax)"),
+            "as scatter_amax through index_reduce(amax)",
+            jax=j_scatter_amax, jax_note=_NO_INDEX_REDUCE),
     Program("normalize_clamp", p_normalize_clamp, (1, 1, 1, 1), _normalize_pieces(),
-            "y = normalize(x) = (1/2,1/2,1/2,1/2) with clamp(max=1/2): all four on their kinks; 14 pieces"),
+            "y = normalize(x) = (1/2,1/2,1/2,1/2) with clamp(max=1/2): all four on their kinks; 14 pieces",
+            jax=j_normalize_clamp, jax_note="JAX has no normalize: x / max(||x||, 1e-12), torch's formula"),
     Program("norm_clamp", p_norm_clamp, (1, 1, 1, 1),
             (_pc("norm", (1, 1, 1, 1), (Fraction(1, 2),) * 4), _pc("const", (-1, -1, -1, -1), (0,) * 4)),
-            "||x|| = 2 with clamp(min=2): on the kink; grad ||x|| = x/||x|| = (1/2,...)"),
+            "||x|| = 2 with clamp(min=2): on the kink; grad ||x|| = x/||x|| = (1/2,...)",
+            jax=j_norm_clamp),
     Program("sort_scores", p_sort_scores, (1, 1, 0),
             (_pc("s1<s2", (1, 0, 0), (5, 4, 3)), _pc("s2<s1", (0, 1, 0), (4, 5, 3))),
-            "s = A x = (2,1,1) sorted, weighted (1,2,3): f = min(s1,s2) + 2 max(s1,s2) + 3 s0"),
+            "s = A x = (2,1,1) sorted, weighted (1,2,3): f = min(s1,s2) + 2 max(s1,s2) + 3 s0",
+            jax=j_sort_scores),
     Program("topk_scores", p_topk_scores, (1, 1, 0),
             (_pc("s1", (0, 1, 0), (1, 3, 2)), _pc("s2", (1, 0, 0), (3, 1, 2))),
-            "s = A x = (2,1,1), topk(2) weighted (1,2): f = s0 + 2 max(s1,s2)"),
+            "s = A x = (2,1,1), topk(2) weighted (1,2): f = s0 + 2 max(s1,s2)",
+            jax=j_topk_scores),
     Program("median_scores", p_median_scores, (0, 1, 1),
             (_pc("s0", (0, 1, 0), (1, 1, 0)), _pc("s2", (0, 0, 1), (1, 0, 1))),
-            "s = A x = (1,2,1): the lower median is max(s0, s2) (the two smallest tie)"),
+            "s = A x = (1,2,1): the lower median is max(s0, s2) (the two smallest tie)",
+            jax=j_median_scores),
     Program("quantile_scores", p_quantile_scores, (0, Fraction(1, 2), 1, 1),
             (_pc("s2<s3", (0, 0, 0, 1), (0, 0, Fraction(3, 2), Fraction(1, 2))),
              _pc("s3<s2", (0, 0, 1, 0), (0, 0, Fraction(1, 2), Fraction(3, 2)))),
-            "s = 2x = (0,1,2,2), quantile 0.75 = (3/4) s_(2) + (1/4) s_(3) with s_(2), s_(3) tied"),
+            "s = 2x = (0,1,2,2), quantile 0.75 = (3/4) s_(2) + (1/4) s_(3) with s_(2), s_(3) tied",
+            jax=j_quantile_scores),
     Program("maximum_branches", p_maximum_branches, (1, 2),
             (_pc("a", (0, 1), (1, 1)), _pc("b", (1, 0), (3, 0))),
-            "maximum(a, b) of two computed branches a = x0+x1 = 3, b = 3 x0 = 3"),
+            "maximum(a, b) of two computed branches a = x0+x1 = 3, b = 3 x0 = 3",
+            jax=j_maximum_branches),
     Program("hardtanh_layer", p_hardtanh_layer, (1, Fraction(1, 2)),
             (_pc("inside", (-1, 0), (Fraction(1, 2), 1)), _pc("clipped", (1, 0), (0, 0))),
-            "y = (1/2, 1) . x = 1: hardtanh on its upper kink"),
+            "y = (1/2, 1) . x = 1: hardtanh on its upper kink",
+            jax=j_hardtanh_layer),
     Program("leaky_relu_layer", p_leaky_relu_layer, (1, 1),
             (_pc("right", (1, 0), (1, -1)), _pc("left", (-1, 0), (_Q, -_Q))),
-            "y = x0 - x1 = 0: leaky_relu (slope 1/4) on its kink"),
+            "y = x0 - x1 = 0: leaky_relu (slope 1/4) on its kink",
+            jax=j_leaky_relu_layer),
     Program("square_amax", p_square_amax, (_A2, _A2, Fraction(1, 2)),
-            (_pc("y0", (1, 0, 0), (2 * _A2, 0, 0)), _pc("y1", (0, 1, 0), (0, 2 * _A2, 0))), _SQUARE + "; amax"),
+            (_pc("y0", (1, 0, 0), (2 * _A2, 0, 0)), _pc("y1", (0, 1, 0), (0, 2 * _A2, 0))), _SQUARE + "; amax",
+            jax=j_square_amax),
     Program("square_amin", p_square_amin, (_A2, _A2, 2),
-            (_pc("y0", (-1, 0, 0), (2 * _A2, 0, 0)), _pc("y1", (0, -1, 0), (0, 2 * _A2, 0))), _SQUARE + "; amin"),
+            (_pc("y0", (-1, 0, 0), (2 * _A2, 0, 0)), _pc("y1", (0, -1, 0), (0, 2 * _A2, 0))), _SQUARE + "; amin",
+            jax=j_square_amin),
     Program("square_max_all", p_square_max_all, (_A2, _A2, Fraction(1, 2)),
             (_pc("y0", (1, 0, 0), (2 * _A2, 0, 0)), _pc("y1", (0, 1, 0), (0, 2 * _A2, 0))),
-            _SQUARE + "; torch.max (the full reduction)"),
+            _SQUARE + "; torch.max (the full reduction)",
+            jax=j_square_max_all),
     Program("square_amax_dim", p_square_amax_dim, (_A2, _A2, Fraction(1, 2)),
             (_pc("y0", (1, 0, 0), (2 * _A2, 0, 0)), _pc("y1", (0, 1, 0), (0, 2 * _A2, 0))),
-            _SQUARE + "; amax(dim=1)"),
+            _SQUARE + "; amax(dim=1)",
+            jax=j_square_amax_dim),
     Program("square_scatter_amax", p_square_scatter_amax, (_A2, _A2, Fraction(1, 2)),
             (_pc("y0", (1, 0, 0), (2 * _A2, 0, 1)), _pc("y1", (0, 1, 0), (0, 2 * _A2, 1))),
-            _SQUARE + "; scatter_reduce(amax) by index (0,0,1): f = max(y0, y1) + y2"),
+            _SQUARE + "; scatter_reduce(amax) by index (0,0,1): f = max(y0, y1) + y2",
+            jax=j_square_scatter_amax),
     Program("square_index_reduce_amax", p_square_index_reduce_amax, (_A2, _A2, Fraction(1, 2)),
             (_pc("y0", (1, 0, 0), (2 * _A2, 0, 1)), _pc("y1", (0, 1, 0), (0, 2 * _A2, 1))),
-            _SQUARE + "; index_reduce(amax) by index (0,0,1)"),
+            _SQUARE + "; index_reduce(amax) by index (0,0,1)",
+            jax=j_square_scatter_amax, jax_note=_NO_INDEX_REDUCE),
     Program("abs_sum", p_abs_sum, (1, -1, 2, -2),
             (_pc("plus", (1, 0, 0, 0), (1, 1, 1, 1)), _pc("minus", (-1, 0, 0, 0), (-1, -1, -1, -1))),
-            "|sum(x)| with sum(x) = 0"),
+            "|sum(x)| with sum(x) = 0",
+            jax=j_abs_sum),
 )
 
 
@@ -568,11 +816,20 @@ def evaluate(program: Program, dtype, device, mode: str, compiled=None) -> Cell:
         raise
     except Exception as exc:  # a mode torch refuses for this program (e.g. no forward-mode formula): recorded
         return Cell(program.name, dtype_name(dt), str(dev), mode, [], "error", "n/a", error=error_text(exc))
-    if not all(math.isfinite(v) for v in vals):  # a NaN/inf gradient: outside every Clarke set, said so
-        return Cell(program.name, dtype_name(dt), str(dev), mode, [str(v) for v in vals], "nonfinite", "no")
+    return judged_cell(program, dtype_name(dt), str(dev), mode, vals)
+
+
+def judged_cell(program: Program, dtype: str, device: str, mode: str, vals: Sequence[float],
+                extra: dict | None = None) -> Cell:
+    """The cell of a returned gradient (``vals``: its float64 values, exact for the dtype), judged by
+    :func:`judge_gradient`; a NaN/inf gradient is ``nonfinite``, outside every Clarke set (torch's cells and
+    JAX's, :mod:`nsverify.conventions.programs_jax`)."""
+    if not all(math.isfinite(v) for v in vals):
+        return Cell(program.name, dtype, device, mode, [str(v) for v in vals], "nonfinite", "no",
+                    extra=dict(extra or {}))
     vec = [Fraction(v) for v in vals]
     piece, inside = judge_gradient(program, vec)
-    return Cell(program.name, dtype_name(dt), str(dev), mode, [float(v) for v in vec], piece, inside)
+    return Cell(program.name, dtype, device, mode, [float(v) for v in vec], piece, inside, extra=dict(extra or {}))
 
 
 def evaluate_compiled(programs: Sequence[Program], dtype, device, mode: str) -> list[Cell]:
@@ -599,6 +856,10 @@ def evaluate_compiled(programs: Sequence[Program], dtype, device, mode: str) -> 
 
 
 def evaluate_batch(programs: Sequence[Program], dtype, device, mode: str) -> list[Cell]:
+    if mode in JAX_MODES:
+        from nsverify.conventions import programs_jax
+
+        return programs_jax.evaluate_batch(programs, dtype, mode)
     if mode in COMPILED:
         return evaluate_compiled(programs, dtype, device, mode)
     return [evaluate(p, dtype, device, mode) for p in programs]
@@ -667,11 +928,18 @@ def plan(names: Sequence[str] | None, dtypes: Sequence, devices: Sequence, modes
     for what, given in (("programs", names), ("dtypes", dtypes), ("devices", devices), ("modes", modes)):
         if given is not None and not list(given):
             raise BadArgumentError(f"{what} is empty, so nothing would be evaluated: name at least one.")
-    bad = [m for m in modes if m not in MODES]
+    bad = [m for m in modes if m not in ALL_MODES]
     if bad:
-        raise BadArgumentError(f"unknown program mode(s) {bad}: choose from {', '.join(MODES)}.")
-    return (select(names), [dtype_name(parse_dtype(d)) for d in dtypes], [str(parse_device(d)) for d in devices],
-            list(modes))
+        raise BadArgumentError(f"unknown program mode(s) {bad}: choose from {', '.join(ALL_MODES)}.")
+    dts, devs = [dtype_name(parse_dtype(d)) for d in dtypes], [str(parse_device(d)) for d in devices]
+    if any(m in JAX_MODES for m in modes):  # checked before any work: jax installed, CPU among the devices
+        from nsverify.conventions import programs_jax
+
+        programs_jax.import_jax()
+        if "cpu" not in devs:
+            raise BadArgumentError(f"the JAX program modes run on the CPU only: add cpu to the devices (got "
+                                   f"{', '.join(devs)}).")
+    return select(names), dts, devs, list(modes)
 
 
 def run_programs(names: Sequence[str] | None = None, dtypes: Sequence = DEFAULT_DTYPES,
@@ -684,6 +952,8 @@ def run_programs(names: Sequence[str] | None = None, dtypes: Sequence = DEFAULT_
     for dev in devs:
         for dt in dts:
             for mode in modes:
+                if mode in JAX_MODES and dev != "cpu":  # JAX's cells: CPU only (checked in plan)
+                    continue
                 if mode in COMPILED and isolate:
                     cells = evaluate_isolated(programs, dt, dev, mode, timeout=timeout, repro_dir=repro_dir)
                 else:
@@ -735,15 +1005,15 @@ def program_findings(rows: Sequence, first_release: str | None = None, script_di
     release (``first_release``: default the installed release, the only one measured by this run)."""
     cells = [r if isinstance(r, Cell) else Cell(**{k: v for k, v in r.items() if k in Cell.__dataclass_fields__})
              for r in rows]
+    jax_cells = [c for c in cells if c.mode in JAX_MODES]  # JAX's findings: its own rule (programs_jax.findings)
+    cells = [c for c in cells if c.mode not in JAX_MODES]
     by: dict = {}
     for c in cells:
         by.setdefault((c.program, c.device), []).append(c)
     out = []
     for (name, dev), cs in by.items():
         measured = [c for c in cs if c.piece not in ("error", "crashed", "not_run")]
-        groups: dict = {}
-        for c in measured:
-            groups.setdefault((tuple(c.gradient), c.piece), []).append(f"{c.dtype}/{c.mode}")
+        groups = _groups(measured)
         outside = [c for c in measured if c.in_clarke == "no"]
         crashed = [c for c in cs if c.piece == "crashed"]
         if len(groups) <= 1 and not outside and not crashed:
@@ -755,12 +1025,7 @@ def program_findings(rows: Sequence, first_release: str | None = None, script_di
         script = program_script(p, dtype, dev, modes)
         finding = {
             "kind": kind, "program": name, "device": dev,
-            "sample": {"op": name, "program": name, "input": [str(Fraction(v)) for v in p.inputs], "args": [],
-                       "kwargs": {}, "expected_gradient": {"clarke_hull_of": {q.label: [str(g) for g in q.gradient]
-                                                                              for q in p.pieces}},
-                       "where": p.where},
-            "cells": [{"gradient": list(g), "piece": piece, "in": sorted(ws)}
-                      for (g, piece), ws in sorted(groups.items(), key=lambda kv: -len(kv[1]))],
+            "sample": finding_sample(p), "cells": cell_groups(measured),
             "crashed": [f"{c.dtype}/{c.mode}: {c.error}" for c in crashed],
             "cause": _cause({(c.dtype, c.mode): c for c in cs}),
             "first_release": first_release or _installed_release(),
@@ -769,7 +1034,33 @@ def program_findings(rows: Sequence, first_release: str | None = None, script_di
         if script_dir is not None:
             finding["repro"] = str(write_script(p, dtype, dev, modes, script_dir, text=script))
         out.append(finding)
+    if jax_cells:
+        from nsverify.conventions import programs_jax
+
+        out += programs_jax.findings(jax_cells, script_dir=script_dir)
     return out
+
+
+def finding_sample(p: Program) -> dict:
+    """A finding's OpInfo-like sample: the program, its input, the expected gradient (the pieces whose hull is the
+    Clarke set) and where the tie sits."""
+    return {"op": p.name, "program": p.name, "input": [str(Fraction(v)) for v in p.inputs], "args": [],
+            "kwargs": {}, "expected_gradient": {"clarke_hull_of": {q.label: [str(g) for g in q.gradient]
+                                                                   for q in p.pieces}},
+            "where": p.where}
+
+
+def _groups(measured: Sequence[Cell]) -> dict:
+    groups: dict = {}
+    for c in measured:
+        groups.setdefault((tuple(c.gradient), c.piece), []).append(f"{c.dtype}/{c.mode}")
+    return groups
+
+
+def cell_groups(measured: Sequence[Cell]) -> list[dict]:
+    """A finding's cells grouped by the gradient they returned, the largest group first."""
+    return [{"gradient": list(g), "piece": piece, "in": sorted(ws)}
+            for (g, piece), ws in sorted(_groups(measured).items(), key=lambda kv: -len(kv[1]))]
 
 
 def finding_line(f: dict) -> str:
@@ -777,7 +1068,8 @@ def finding_line(f: dict) -> str:
     groups = "; ".join(f"{c['piece']} in {', '.join(c['in'][:4])}{' ...' if len(c['in']) > 4 else ''}"
                        for c in f["cells"])
     tail = f" -- {f['cause']}" if f.get("cause") else ""
-    return f"{f['program']} ({f['device']}, torch {f['first_release']}): {f['kind']}: {groups}{tail}"
+    return (f"{f['program']} ({f['device']}, {f.get('framework', 'torch')} {f['first_release']}): {f['kind']}: "
+            f"{groups}{tail}")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -831,14 +1123,15 @@ def program_script(program: Program, dtype: str, device: str, modes: Sequence[st
 
 
 def write_script(program: Program, dtype: str, device: str, modes: Sequence[str], out=None, *, head: str = "",
-                 text: str | None = None) -> Path:
-    """Write :func:`program_script` to ``out`` (a new temporary directory when None); returns its path."""
+                 text: str | None = None, stem: str | None = None) -> Path:
+    """Write :func:`program_script` (or ``text``) to ``out`` (a new temporary directory when None) as ``stem``
+    (default ``program_<name>_<dtype>_<device>``); returns its path."""
     from nsverify.conventions.scripts import safe_name
     from nsverify.files import atomic_write_text
 
     d = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="nsverify-programs-"))
     d.mkdir(parents=True, exist_ok=True)
-    path = d / safe_name(f"program_{program.name}_{dtype}_{device}")
+    path = d / safe_name(stem or f"program_{program.name}_{dtype}_{device}")
     atomic_write_text(path, text if text is not None else program_script(program, dtype, device, modes, head))
     return path
 
@@ -849,8 +1142,12 @@ def write_script(program: Program, dtype: str, device: str, modes: Sequence[str]
 def to_json(cells: Sequence[Cell], meta: dict | None = None) -> dict:
     import torch
 
-    return {"schema": SCHEMA, "torch": torch.__version__, "meta": meta or {},
+    data = {"schema": SCHEMA, "torch": torch.__version__, "meta": meta or {},
             "programs": [asdict(c) for c in cells], "findings": program_findings(cells)}
+    jax = next((c.extra["jax"] for c in cells if c.mode in JAX_MODES and c.extra.get("jax")), None)
+    if jax:
+        data["jax"] = jax
+    return data
 
 
 def compare_with_baseline(cells: Sequence[Cell], baseline: dict | None) -> list[str]:
@@ -911,13 +1208,14 @@ def cli_programs(args) -> int:
     data: dict = {"schema": SCHEMA, "torch": _installed_release(), "programs": [], "findings": []}
     cells: list[Cell] = []
     script_dir = None
+    modes = jax_cli_modes(args)
     if args.json and args.json != "-":
         from nsverify.files import make_output_dir
 
         make_output_dir(Path(args.json).parent, "--json")  # its missing directories, before any work
         script_dir = Path(args.json).with_name(Path(args.json).stem + "-programs")
     if args.programs:
-        cells = run_programs(args.program, args.dtype, args.device, args.program_modes,
+        cells = run_programs(args.program, args.dtype, args.device, modes,
                              isolate=not args.in_process, repro_dir=script_dir,
                              progress=lambda msg: print(f"[programs] {msg}", file=sys.stderr, flush=True))
         data = to_json(cells)
@@ -937,18 +1235,23 @@ def cli_programs(args) -> int:
         atomic_write_text(Path(args.json), text + "\n")
     if cells:
         print(format_table(cells))
-        name, base = _baseline_data(args.baseline)
+        torch_cells = [c for c in cells if c.mode not in JAX_MODES]  # the stored runs are torch's
+        name, base = _baseline_data(args.baseline) if torch_cells else ("", None)
         if name:
-            verdicts = compare_with_baseline(cells, base)
+            verdicts = compare_with_baseline(torch_cells, base)
             counts = {v: verdicts.count(v) for v in dict.fromkeys(verdicts)}
             print(f"\nCompared with the stored run of {name}: "
                   + ", ".join(f"{n} cells {v}" for v, n in counts.items()))
         outside = sum(c.in_clarke == "no" for c in cells)
         print(f"\n{len(cells)} program cells, {outside} outside the Clarke set, "
-              f"{sum(c.piece == 'error' for c in cells)} refused by torch, "
+              f"{sum(c.piece == 'error' for c in cells)} refused by the framework, "
               f"{sum(c.piece == 'crashed' for c in cells)} crashed; {len(data['findings'])} findings:")
         for f in data["findings"]:
             print("  " + finding_line(f) + (f" [{f['repro']}]" if f.get("repro") else ""))
+        if any(c.mode in JAX_MODES for c in cells):
+            from nsverify.conventions import programs_jax
+
+            print(programs_jax.summary(cells))
     if args.grad2:
         print("\nSecond order: the Bouligand piece each mode's Hessian is ('none': the Hessian of no "
               "piece; '!': outside even their hull)")
@@ -957,6 +1260,24 @@ def cli_programs(args) -> int:
             if a["agree"] is False:
                 print(f"  reverse-over-reverse and forward-over-reverse disagree on {a['case']}")
     return 0
+
+
+def jax_cli_modes(args) -> list[str]:
+    """The program modes of a CLI run: ``--program-modes``; with ``--framework jax`` the JAX modes (the default
+    list becomes jax_grad,jax_jit; torch modes named with it are an error naming the fix)."""
+    modes = list(args.program_modes)
+    if getattr(args, "framework", "torch") != "jax":
+        return modes
+    if getattr(args, "grad2", False):
+        raise BadArgumentError("--grad2 measures PyTorch's second order: drop --framework jax (or --grad2).")
+    if modes == list(DEFAULT_MODES):
+        return list(JAX_MODES)
+    torch_modes = [m for m in modes if m not in JAX_MODES]
+    if torch_modes:
+        raise BadArgumentError(f"--framework jax runs the JAX program modes ({', '.join(JAX_MODES)}), not "
+                               f"{', '.join(torch_modes)}: drop --framework jax to mix frameworks in "
+                               "--program-modes, or name only JAX modes.")
+    return modes
 
 
 def release_changes(prev_path, path, exact: bool = True) -> list[dict]:

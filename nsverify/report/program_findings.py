@@ -19,7 +19,8 @@ def program_findings_html(report: dict) -> str:
         groups = "; ".join(f"{c.get('piece')} in {', '.join(c.get('in', [])[:3])}" for c in f.get("cells", []))
         cause = f" ({f['cause']})" if f.get("cause") else ""
         items.append(f'<li class="change"><a href="#sec-programs">{esc(f.get("program"))}</a>: '
-                     f'{esc(f.get("kind"))} on {esc(f.get("device"))}, torch {esc(f.get("first_release"))}: '
+                     f'{esc(f.get("kind"))} on {esc(f.get("device"))}, {esc(f.get("framework", "torch"))} '
+                     f'{esc(f.get("first_release"))}: '
                      f'{esc(groups)}{esc(cause)}</li>')
     return (f'<h3 id="program-findings-title">Program findings ({len(findings)}): modes that disagree at a tie on a '
             f'computed operand</h3><ul id="program-findings">' + "".join(items) + "</ul>")

@@ -1,6 +1,7 @@
 """Report section "Programs": ties and kinks on computed operands inside compiled programs, and second order at
 kinks (issue 37). It runs :mod:`nsverify.conventions.programs` (every program in eager, torch.func.grad, jvp,
-deterministic, aot_eager and Inductor; the compiled cells in child processes) and :mod:`nsverify.conventions.grad2`,
+deterministic, aot_eager and Inductor; the compiled cells in child processes; with JAX installed also jax_grad and
+jax_jit of each program's JAX twin, :mod:`nsverify.conventions.programs_jax`) and :mod:`nsverify.conventions.grad2`,
 and hands the findings to the report's first screen (``data["program_findings"]``, read by
 :mod:`nsverify.report.program_findings`)."""
 from __future__ import annotations
@@ -19,6 +20,12 @@ def programs_section(ctx) -> dict:
     cells = programs.run_programs(None, dtypes, ["cpu"], programs.DEFAULT_MODES,
                                   repro_dir=ctx.scratch_file("program-scripts"),
                                   progress=lambda msg: ctx.progress(msg))
+    from nsverify.conventions import programs_jax  # the JAX column: jax.grad and jax.jit of each twin, when installed
+
+    jax_line = "JAX is not installed here (pip install 'nsverify[jax]'): no JAX cells."
+    if programs_jax.available():
+        cells += programs.run_programs(None, dtypes, ["cpu"], programs.JAX_MODES)
+        jax_line = programs_jax.summary(cells) + "."
     findings = programs.program_findings(cells, script_dir=ctx.scratch_file("program-findings"))
     g2 = grad2.run_grad2()
     agree = grad2.agreement(g2)
@@ -27,13 +34,14 @@ def programs_section(ctx) -> dict:
     h_rows = [[c.case, c.op, c.mode, c.bouligand or "none", c.in_hull, c.consistent or "none", c.error or ""]
               for c in g2]
     outside = [c for c in cells if c.in_clarke == "no"]
+    t_out = [c for c in outside if c.mode not in programs.JAX_MODES]
     not_bouligand = sorted({c.case for c in g2 if c.error is None and c.bouligand is None})
     disagree = [a["case"] for a in agree if a["agree"] is False]
     summary = (f"{len(programs.PROGRAMS)} programs x {len(dtypes)} dtype(s) x {len(programs.DEFAULT_MODES)} modes on "
-               f"CPU: {len(outside)} cells outside the Clarke set, {len(findings)} findings (modes that disagree or "
+               f"CPU: {len(t_out)} cells outside the Clarke set, {len(findings)} findings (modes that disagree or "
                f"leave the Clarke set). Second order ({len(grad2.CASES)} cases, {len(grad2.MODES)} modes, float64): "
                f"the Hessian of no piece for {', '.join(not_bouligand) or 'none'}; reverse-over-reverse and "
-               f"forward-over-reverse disagree for {', '.join(disagree) or 'none'}.")
+               f"forward-over-reverse disagree for {', '.join(disagree) or 'none'}. {jax_line}")
     metrics = [{"key": "program_findings", "kind": "info", "value": len(findings)},
                {"key": "program_cells_outside_clarke", "kind": "counterexample", "value": len(outside)},
                {"key": "grad2_not_bouligand", "kind": "info", "value": len(not_bouligand)}]
