@@ -320,12 +320,15 @@ _VIEWS = {
     aten.slice.Tensor, aten.alias.default, aten.flatten.using_ints, aten.unflatten.int,
     aten._to_copy.default, aten.lift_fresh.default,
 }
+#: views that may keep the last dimension (a bias along it stays the entries' own additive term)
+_LEADING_VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.unsqueeze.default,
+                  aten.flatten.using_ints, aten.unflatten.int}
 _SPLITS = {aten.split_with_sizes.default, aten.split.Tensor, aten.unbind.int, aten.chunk.default}
 #: analytic everywhere: evaluated in float64 with an infinite radius (nothing after them may branch)
 _ANALYTIC = {
     aten._log_softmax.default, aten.nll_loss_forward.default, aten.mse_loss.default, aten.tanh.default,
     aten.sigmoid.default, aten.nll_loss2d_forward.default, aten.binary_cross_entropy_with_logits.default,
-    aten.exp.default, aten._softmax.default, aten.gelu.default, aten.silu.default, aten.softplus.default,
+    aten.exp.default, aten.gelu.default, aten.silu.default, aten.softplus.default,
 }
 #: ops that create tensors from nothing (constants)
 #: the nonsmooth ops of the table: their AD is PyTorch's rule only outside a custom autograd.Function
@@ -360,8 +363,11 @@ class Engine:
         self.recs[id(carrier)] = (carrier, r)
         m = r.mid
         if m.is_floating_point() and m.numel():
-            if not bool(torch.isfinite(m).all()):
-                raise Unsupported("a value overflows (inf or NaN) in float64")
+            fin = torch.isfinite(m)
+            if not bool(fin.all()):
+                exact_inf = torch.isinf(m) & ((r.rad == 0) if r.rad is not None else torch.ones_like(fin))
+                if not bool((fin | exact_inf).all()):
+                    raise Unsupported("a value overflows (inf or NaN) in float64")
             a = m.abs()
             if bool(((a < TINY) & (a > 0)).any()):
                 raise Unsupported("a value's magnitude is below 2^-400 (underflow is not bounded)")
@@ -453,6 +459,9 @@ class Engine:
         if rec.bias is not None and func in (aten.clone.default, aten.contiguous.default, aten.alias.default,
                                              aten._to_copy.default):
             new.bias = dict(rec.bias, chain=rec.bias["chain"] + [id(out)])
+        elif (rec.bias is not None and func in _LEADING_VIEWS and rec.bias["dim"] == t.dim() - 1 and out.dim() >= 1
+              and out.shape[-1] == t.shape[-1]):  # a reshape of the leading dims: the bias stays on the last one
+            new.bias = dict(rec.bias, dim=out.dim() - 1, chain=rec.bias["chain"] + [id(out)])
         return self.put(out, new)
 
     def _split(self, func, args, kwargs):
@@ -566,6 +575,15 @@ def _binary(e: Engine, a, b, op: str):
                                                                     None, None)
     bm, br, _ = e.interval(b) if isinstance(b, torch.Tensor) else (torch.tensor(float(b), dtype=torch.float64),
                                                                     None, None)
+    inf = None
+    if op in ("add", "sub") and not (bool(torch.isfinite(am).all()) and bool(torch.isfinite(bm).all())):
+        # an exact infinity (a constant mask: -inf above the diagonal) absorbs the other, finite operand
+        for xm, xr in ((am, ar), (bm, br)):
+            if xr is not None and bool((~torch.isfinite(xm) & (xr != 0)).any()):
+                raise Unsupported("an infinite value with a radius")
+        inf = ~torch.isfinite(am + bm if op == "add" else am - bm)
+        am, bm = torch.where(torch.isfinite(am), am, torch.zeros_like(am)), \
+            torch.where(torch.isfinite(bm), bm, torch.zeros_like(bm))
     if op == "add":
         mid, r = add_i(am, ar, bm, br)
     elif op == "sub":
@@ -574,6 +592,14 @@ def _binary(e: Engine, a, b, op: str):
         mid, r = mul_i(am, ar, bm, br)
     else:
         mid, r = div_i(am, ar, bm, br)
+    if inf is not None:
+        a0 = e.interval(a)[0] if isinstance(a, torch.Tensor) else torch.tensor(float(a), dtype=torch.float64)
+        b0 = e.interval(b)[0] if isinstance(b, torch.Tensor) else torch.tensor(float(b), dtype=torch.float64)
+        exact = (a0 + b0) if op == "add" else (a0 - b0)
+        if bool(torch.isnan(exact).any()):
+            raise Unsupported("inf - inf in a sum")
+        mid = torch.where(inf, exact, mid)
+        r = None if r is None else torch.where(inf, torch.zeros_like(r), r)
     pa = e.pid(a) if isinstance(a, torch.Tensor) else e.ids.const(am)
     pb = e.pid(b) if isinstance(b, torch.Tensor) else e.ids.const(bm)
     pid = None if pa is None or pb is None else e.ids.relabel(pa, pb)
@@ -793,6 +819,63 @@ def _sum_dim(e: Engine, x, dims=None, keepdim=False, dtype=None):
     return e.emit(mid, x.dtype, rad=rad, pid=None)
 
 
+def _embedding(e: Engine, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    wm, wr, _ = e.interval(weight)
+    if e.dep(indices):
+        raise Unsupported("embedding indices that depend on w")
+    mid, rad = wm[indices], (None if wr is None else wr[indices])
+    pid = indices.double() + e.ids.fresh(int(weight.shape[0]))  # a row per token: one function per index
+    pid = pid.unsqueeze(-1) * weight.shape[1] + torch.arange(weight.shape[1], dtype=torch.float64)
+    return e.emit(mid, weight.dtype, rad=rad, pid=e.ids.relabel(pid))
+
+
+def _layer_norm(e: Engine, x, normalized_shape, weight, bias, eps):
+    xm, xr, _ = e.interval(x)
+    dims = list(range(xm.dim() - len(normalized_shape), xm.dim()))
+    mu, mur = mean_i(xm, xr, dims, keepdim=True)
+    dm, dr = add_i(xm, xr, mu, mur, -1.0)
+    sm, sr = square_i(dm, dr)
+    vm, vr = mean_i(sm, sr, dims, keepdim=True)
+    tm, tr = add_i(vm, vr, torch.tensor(float(eps), dtype=torch.float64), None)
+    qm, qr = sqrt_i(tm, tr)
+    poll_deadline()
+    ym, yr = div_i(dm, dr, qm, qr)
+    if weight is not None:
+        gm, gr, _ = e.interval(weight)
+        ym, yr = mul_i(ym, yr, gm, gr)
+    if bias is not None:
+        bm, br, _ = e.interval(bias)
+        ym, yr = add_i(ym, yr, bm, br)
+    out = e.emit(ym, x.dtype, rad=yr, pid=None)
+    if bias is not None:
+        e.rec(out).bias = _with_bias(e, out, bias, out.dim() - 1)
+    rstd_m, _ = div_i(torch.ones_like(qm), None, qm, qr)
+    return out, mu.to(x.dtype), rstd_m.to(x.dtype)
+
+
+def _softmax(e: Engine, x, dim, half_to_float=False):
+    xm, xr, _ = e.interval(x)
+    c = xm.amax(dim=dim, keepdim=True)  # softmax is invariant to a constant shift: c need not be exact
+    c = torch.where(torch.isfinite(c), c, torch.zeros_like(c))
+    sm, sr = add_i(xm, xr, c, None, -1.0)
+    sm = torch.where(torch.isinf(xm), xm, sm)
+    sr = None if sr is None else torch.where(torch.isinf(xm), torch.zeros_like(sr), sr)
+    em, er = exp_i(sm, sr)
+    tm, tr = sum_i(em, er, [dim % xm.dim()], keepdim=True)
+    ym, yr = div_i(em, er, tm, tr)
+    return e.emit(ym, x.dtype, rad=yr, pid=None)
+
+
+def _masked_fill(e: Engine, x, mask, value):
+    if e.dep(mask) or (isinstance(value, torch.Tensor) and e.dep(value)):
+        raise Unsupported("masked_fill with a mask or value that depends on w")
+    xm, xr, _ = e.interval(x)
+    v = float(value)
+    mid = torch.where(mask, torch.full_like(xm, v), xm)
+    rad = None if xr is None else _none_if_zero(torch.where(mask, torch.zeros_like(xr), xr))
+    return e.emit(mid, x.dtype, rad=rad, pid=None)
+
+
 def _sum_all(e: Engine, x, dtype=None):
     return _sum_dim(e, x, None)
 
@@ -826,6 +909,10 @@ _RULES = {
     aten.mean.dim: _mean_dim,
     aten.sum.dim_IntList: _sum_dim,
     aten.sum.default: _sum_all,
+    aten.embedding.default: _embedding,
+    aten.native_layer_norm.default: _layer_norm,
+    aten._softmax.default: _softmax,
+    aten.masked_fill.Scalar: _masked_fill,
     aten.mean.default: _mean_all,
     aten._adaptive_avg_pool2d.default: _adaptive_avg_pool2d,
 }
