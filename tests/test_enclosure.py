@@ -89,8 +89,9 @@ def _reference(m: Tiny, x: torch.Tensor):
     return pre, logits
 
 
-def _inside(mid: float, rad: float, ref) -> bool:
-    return mpmath.mpf(mid) - mpmath.mpf(rad) <= ref <= mpmath.mpf(mid) + mpmath.mpf(rad)
+def _inside(mid: float, rad: float, ref, lo: float = 0.0) -> bool:
+    c = mpmath.mpf(mid) + mpmath.mpf(lo)  # a double-double's centre, exactly
+    return c - mpmath.mpf(rad) <= ref <= c + mpmath.mpf(rad)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
@@ -101,15 +102,40 @@ def test_every_enclosure_contains_the_60_digit_value(dtype):
     res, eng = enclosure.enclose(fn, w)
     pre_ref, logit_ref = _reference(m, x)
     relu_in = next(rec for t, rec in eng.recs.values() if id(t) == res.relus[0].input_id)
-    mids, rads = relu_in.mid, relu_in.rad
+    mids, rads, lows = relu_in.mid, relu_in.rad, relu_in.lo
     checked = 0
     for idx in torch.cartesian_prod(*(torch.arange(s) for s in mids.shape)).tolist():
         n, c, i, j = idx
         r = 0.0 if rads is None else float(rads[n, c, i, j])
-        assert _inside(float(mids[n, c, i, j]), r, pre_ref[n][c][i][j]), idx
-        assert r <= 1e-12 * (1 + abs(float(mids[n, c, i, j])))  # rigorous, and still tight
+        lo = 0.0 if lows is None else float(lows[n, c, i, j])
+        assert _inside(float(mids[n, c, i, j]), r, pre_ref[n][c][i][j], lo), idx
+        assert r <= 1e-28 * (1 + abs(float(mids[n, c, i, j])))  # rigorous, and double-double tight
         checked += 1
     assert checked == 2 * 3 * 4 * 4 and res.relus[0].undecided == 0
+
+
+@pytest.mark.parametrize("precise", [False, True])
+def test_float64_and_double_double_enclosures_both_contain_the_value(precise, monkeypatch):
+    """The plain float64 rules (Engine.precise False) and the double-double ones, on the same network."""
+    m = _tiny().double()
+    x = torch.randn(2, 2, 4, 4, dtype=torch.float64)
+    fn, w = module_function(m, lambda o, t: o.sum(), x, None)
+    monkeypatch.setattr(enclosure.Engine, "precise", precise, raising=False)
+    orig = enclosure.Engine.__init__
+
+    def init(self, w):
+        orig(self, w)
+        self.precise = precise
+
+    monkeypatch.setattr(enclosure.Engine, "__init__", init)
+    res, eng = enclosure.enclose(fn, w)
+    pre_ref, _ = _reference(m, x)
+    rec = next(r for t, r in eng.recs.values() if id(t) == res.relus[0].input_id)
+    assert (rec.lo is not None) == precise
+    for n, c, i, j in torch.cartesian_prod(*(torch.arange(s) for s in rec.mid.shape)).tolist():
+        r = 0.0 if rec.rad is None else float(rec.rad[n, c, i, j])
+        lo = 0.0 if rec.lo is None else float(rec.lo[n, c, i, j])
+        assert _inside(float(rec.mid[n, c, i, j]), r, pre_ref[n][c][i][j], lo)
 
 
 def test_exp_is_as_accurate_as_the_enclosures_assume():

@@ -46,6 +46,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_leaves
 
+from nsverify.oracle import ddarith as dd
 from nsverify.oracle.context import poll_deadline
 from nsverify.oracle.prepass import _in_custom_function
 
@@ -82,7 +83,8 @@ class Rec:
 
     mid: torch.Tensor  # float64 midpoints (the tensor the program sees is a carrier in its own dtype)
     rad: torch.Tensor | None  # None: exact (radius 0 everywhere)
-    pid: torch.Tensor | None  # float64 provenance ids (exact integers); None: every entry its own function
+    lo: torch.Tensor | None = None  # double-double low parts: the value's centre is mid + lo (exactly)
+    pid: torch.Tensor | None = None  # float64 provenance ids (exact integers); None: every entry its own function
     zero_ad: torch.Tensor | None = None  # bool: the entry is 0 with AD derivative 0 in w (ReLU at/below its kink)
     woff: torch.Tensor | None = None  # int64 coordinates in w, for a pure view of w (a parameter)
     bias: dict | None = None  # see :func:`_with_bias`
@@ -133,6 +135,17 @@ def _bounds(m, r):
     lo = torch.where(r == 0, m, torch.nextafter(m - r, torch.full_like(m, -INF)))
     hi = torch.where(r == 0, m, torch.nextafter(m + r, torch.full_like(m, INF)))
     return lo, hi
+
+
+def _dd_bounds(hi, lo, r):
+    """Outward float64 bounds [a, b] of every value within r of hi + lo (exact where the value is an exact 0 or
+    an exact float64 with no low part and no radius)."""
+    rr = torch.zeros_like(hi) if r is None else r
+    slack = 4 * U * (hi.abs() + lo.abs() + rr)
+    a = hi + (lo - rr) - slack
+    b = hi + (lo + rr) + slack
+    point = (lo == 0) & (rr == 0)
+    return torch.where(point, hi, a), torch.where(point, hi, b)
 
 
 def _from_bounds(lo, hi):
@@ -351,6 +364,8 @@ class Engine:
         self.ids = Ids()
         self.res = Enclosure(uses=torch.zeros(w.numel(), dtype=torch.int32))
         self.calls = 0
+        #: double-double midpoints with error-free products (deep networks); False: plain float64 enclosures
+        self.precise = True
 
     # -- records
     def rec(self, t) -> Rec | None:
@@ -381,14 +396,27 @@ class Engine:
         return self.put(carrier, Rec(mid=mid, **fields))
 
     def interval(self, t):
-        """(mid, rad, pid) of a tensor argument (a constant: exact, ids by value), in float64."""
+        """(mid, rad, pid) of a tensor argument (a constant: exact, ids by value), in float64 (a double-double's
+        low part folded into the radius)."""
         r = self.rec(t)
         if r is not None:
+            if r.lo is not None:
+                fold = r.lo.abs() if r.rad is None else r.rad + r.lo.abs()
+                return r.mid, _none_if_zero(fold * (1 + 4 * U)), r.pid
             return r.mid, r.rad, r.pid
         m = t.detach()
         if m.is_floating_point() and m.dtype != torch.float64:
             m = m.double()
         return m, None, None
+
+    def dd(self, t):
+        """(hi, lo, rad) of a tensor argument: the value lies within rad of hi + lo (rad None: exactly)."""
+        r = self.rec(t)
+        if r is not None:
+            return r.mid, (r.lo if r.lo is not None else torch.zeros_like(r.mid)), r.rad
+        m = t.detach()
+        m = m.double() if m.is_floating_point() and m.dtype != torch.float64 else m
+        return m, torch.zeros_like(m), None
 
     def pid(self, t) -> torch.Tensor | None:
         r = self.rec(t)
@@ -454,8 +482,8 @@ class Engine:
                 return None
             return x.clone() if copy else func(x, *args[1:], **kwargs)
 
-        new = Rec(mid=same(rec.mid), rad=same(rec.rad), pid=same(rec.pid), zero_ad=same(rec.zero_ad),
-                  woff=same(rec.woff))
+        new = Rec(mid=same(rec.mid), rad=same(rec.rad), lo=same(rec.lo), pid=same(rec.pid),
+                  zero_ad=same(rec.zero_ad), woff=same(rec.woff))
         if rec.bias is not None and func in (aten.clone.default, aten.contiguous.default, aten.alias.default,
                                              aten._to_copy.default):
             new.bias = dict(rec.bias, chain=rec.bias["chain"] + [id(out)])
@@ -469,10 +497,10 @@ class Engine:
         rec = self.rec(t)
         outs = func(t, *args[1:], **kwargs)
         parts = {k: (func(v, *args[1:], **kwargs) if v is not None else [None] * len(outs))
-                 for k, v in (("mid", rec.mid), ("rad", rec.rad), ("pid", rec.pid), ("zero_ad", rec.zero_ad),
-                              ("woff", rec.woff))}
+                 for k, v in (("mid", rec.mid), ("rad", rec.rad), ("lo", rec.lo), ("pid", rec.pid),
+                              ("zero_ad", rec.zero_ad), ("woff", rec.woff))}
         for i, o in enumerate(outs):
-            self.put(o, Rec(mid=parts["mid"][i], rad=parts["rad"][i], pid=parts["pid"][i],
+            self.put(o, Rec(mid=parts["mid"][i], rad=parts["rad"][i], lo=parts["lo"][i], pid=parts["pid"][i],
                             zero_ad=parts["zero_ad"][i], woff=parts["woff"][i]))
         return outs
 
@@ -497,6 +525,14 @@ def _conv(e: Engine, x, weight, bias, stride, padding, dilation, transposed, out
     conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[nd]
     kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
     n = (wm.shape[1] * math.prod(wm.shape[2:])) + (1 if bias is not None else 0)
+    if e.precise and wr is None and br is None:
+        hi, lo, r = _exact_product(e, lambda a, b: conv(a, b, None, **kw), x, wm, tuple(range(1, wm.dim())), n,
+                                   bm.reshape((1, -1) + (1,) * nd) if bm is not None else None)
+        out = e.emit(hi, x.dtype, rad=r, lo=lo, pid=_conv_pid(e, x, weight, hi.shape, stride, padding, dilation,
+                                                               groups, nd))
+        if bias is not None:
+            e.rec(out).bias = _with_bias(e, out, bias, 1)
+        return out
     mid = conv(xm, wm, bm, **kw)
     poll_deadline()
     wa = wm.abs()
@@ -513,20 +549,64 @@ def _conv(e: Engine, x, weight, bias, stride, padding, dilation, transposed, out
         r = r + br.reshape((1, -1) + (1,) * nd)
     r = _none_if_zero(_inflate(r, n))
     poll_deadline()
-    pid = None
-    xp = e.pid(x)
-    if groups == 1 and nd == 2 and xp is not None:
-        k = tuple(weight.shape[2:])
-        cols = F.unfold(xp, k, dilation=dilation, padding=padding, stride=stride)  # (N, C*kk, L); pad: id 0
-        nb, _, L = cols.shape
-        wid = e.ids.rows(cols.transpose(1, 2).reshape(nb * L, -1)).reshape(nb, 1, L)
-        cout = mid.shape[1]
-        pid = (wid * cout + _channel_index((nb, cout, L))).reshape(mid.shape)
-        pid = e.ids.relabel(pid)
-    out = e.emit(mid, x.dtype, rad=r, pid=pid)
+    out = e.emit(mid, x.dtype, rad=r, pid=_conv_pid(e, x, weight, mid.shape, stride, padding, dilation, groups, nd))
     if bias is not None:
         e.rec(out).bias = _with_bias(e, out, bias, 1)
     return out
+
+
+def _conv_pid(e: Engine, x, weight, shape, stride, padding, dilation, groups, nd):
+    xp = e.pid(x)
+    if groups != 1 or nd != 2 or xp is None:
+        return None
+    k = tuple(weight.shape[2:])
+    cols = F.unfold(xp, k, dilation=dilation, padding=padding, stride=stride)  # (N, C*kk, L); pad: id 0
+    nb, _, L = cols.shape
+    wid = e.ids.rows(cols.transpose(1, 2).reshape(nb * L, -1)).reshape(nb, 1, L)
+    cout = shape[1]
+    return e.ids.relabel((wid * cout + _channel_index((nb, cout, L))).reshape(shape))
+
+
+def _exact_product(e: Engine, op, x, w, wdims, n: int, bias):
+    """op(x, w) (+ bias) in double-double: x (an enclosure, possibly double-double) and w (exact) cut into
+    slices whose products ``op`` computes exactly (:mod:`nsverify.oracle.ddarith`), summed in double-double; the
+    radius bounds x's radius through |w|, the slices' remainders, and the double-double sums."""
+    xh, xl, xr = e.dd(x)
+    Ex = dd.exponent(xh)
+    Ew = dd.exponent(w, wdims)
+    bx, kx, bw, kw = dd.plan(n, dd.weight_bits(w, wdims))
+    xs, xrem = dd.slices(xh, xl, Ex, bx, kx)
+    ws, wrem = dd.slices(w, torch.zeros_like(w), Ew, bw, kw)
+    acc_h = acc_l = err = None
+    for a in xs:
+        for b in ws:
+            poll_deadline()
+            if not bool(a.any()) or not bool(b.any()):
+                continue
+            p = op(a, b)  # exact: every partial sum is a multiple of both grids, below 2^53 of them
+            if acc_h is None:
+                acc_h, acc_l, err = p, torch.zeros_like(p), torch.zeros_like(p)
+            else:
+                acc_h, t = dd.two_sum(acc_h, p)
+                acc_l = acc_l + t
+                err = err + U * acc_l.abs()
+    if acc_h is None:
+        acc_h = op(torch.zeros_like(xh), w)
+        acc_l, err = torch.zeros_like(acc_h), torch.zeros_like(acc_h)
+    if bias is not None:
+        acc_h, t = dd.two_sum(acc_h, bias.expand_as(acc_h))
+        acc_l = acc_l + t
+        err = err + U * acc_l.abs()
+    hi, lo = dd.two_sum(acc_h, acc_l)
+    wa = w.abs()
+    rad = err * 2 + U * U * hi.abs() * 4
+    if bool(xrem.any()):
+        rad = rad + op(xrem, wa)
+    if bool(wrem.any()):
+        rad = rad + op(xh.abs() + xl.abs() + (xr if xr is not None else 0), wrem)
+    if xr is not None:
+        rad = rad + op(xr, wa)
+    return hi, _none_if_zero(lo), _none_if_zero(_inflate(rad, n))
 
 
 def _addmm(e: Engine, bias, a, b, beta=1, alpha=1):
@@ -584,7 +664,21 @@ def _binary(e: Engine, a, b, op: str):
         inf = ~torch.isfinite(am + bm if op == "add" else am - bm)
         am, bm = torch.where(torch.isfinite(am), am, torch.zeros_like(am)), \
             torch.where(torch.isfinite(bm), bm, torch.zeros_like(bm))
-    if op == "add":
+    low = None
+    if op in ("add", "sub") and e.precise and inf is None:
+        ah, al, ar2 = e.dd(a) if isinstance(a, torch.Tensor) else (am, torch.zeros_like(am), None)
+        bh, bl, br2 = e.dd(b) if isinstance(b, torch.Tensor) else (bm, torch.zeros_like(bm), None)
+        sg = 1.0 if op == "add" else -1.0
+        shape = torch.broadcast_shapes(ah.shape, bh.shape)
+        ah, al, bh, bl = (t.expand(shape) for t in (ah, al, bh, bl))
+        mid, low, err = dd.dd_add(ah, al, sg * bh, sg * bl)
+        r = err
+        for x in (ar2, br2):
+            if x is not None:
+                r = r + x
+        r = _none_if_zero(_inflate(r, 3))
+        low = _none_if_zero(low)
+    elif op == "add":
         mid, r = add_i(am, ar, bm, br)
     elif op == "sub":
         mid, r = add_i(am, ar, bm, br, -1.0)
@@ -604,7 +698,7 @@ def _binary(e: Engine, a, b, op: str):
     pb = e.pid(b) if isinstance(b, torch.Tensor) else e.ids.const(bm)
     pid = None if pa is None or pb is None else e.ids.relabel(pa, pb)
     dt = a.dtype if isinstance(a, torch.Tensor) and e.dep(a) else b.dtype
-    out = e.emit(mid, dt, rad=r, pid=pid)
+    out = e.emit(mid, dt, rad=r, lo=low, pid=pid)
     # a bias stays the entry's own additive term through a sum with an operand that does not read it
     for t, sign in ((a, 1.0), (b, 1.0 if op == "add" else -1.0)):
         ra = e.rec(t) if isinstance(t, torch.Tensor) else None
@@ -642,6 +736,9 @@ def _neg(e, a):
 
 
 def _batch_norm(e: Engine, x, weight, bias, running_mean, running_var, training, momentum, eps):
+    if e.precise and not training and all(t is None or e.interval(t)[1] is None
+                                          for t in (weight, bias, running_mean, running_var)):
+        return _batch_norm_dd(e, x, weight, bias, running_mean, running_var, momentum, eps)
     xm, xr, _ = e.interval(x)
     c = xm.shape[1]
     shape = (1, c) + (1,) * (xm.dim() - 2)
@@ -682,26 +779,76 @@ def _batch_norm(e: Engine, x, weight, bias, running_mean, running_var, training,
     return out, aux[1], aux[2]
 
 
+def _batch_norm_dd(e: Engine, x, weight, bias, running_mean, running_var, momentum, eps):
+    """Eval-mode BatchNorm in double-double: (x - mean) * s + beta with s = gamma / sqrt(var + eps) per channel in
+    120-bit mpmath (rounded to double-double, its error a radius)."""
+    import mpmath
+
+    xh, xl, xr = e.dd(x)
+    c = xh.shape[1]
+    shape = (1, c) + (1,) * (xh.dim() - 2)
+
+    def vals(t, default):
+        return [default] * c if t is None else e.interval(t)[0].reshape(-1).tolist()
+
+    g, rm, rv = vals(weight, 1.0), vals(running_mean, 0.0), vals(running_var, 1.0)
+    sh, sl, sr = [], [], []
+    with mpmath.workprec(120):
+        for k in range(c):
+            t = mpmath.mpf(rv[k]) + mpmath.mpf(eps)
+            if t <= 0:
+                raise Unsupported("BatchNorm: running_var + eps <= 0")
+            sv = mpmath.mpf(g[k]) / mpmath.sqrt(t)
+            h = float(sv)
+            sh.append(h)
+            sl.append(float(sv - h))
+            sr.append(float(abs(sv) * mpmath.mpf(2) ** -110))
+    sh, sl, sr = (torch.tensor(v, dtype=torch.float64).reshape(shape) for v in (sh, sl, sr))
+    rmt = torch.tensor(rm, dtype=torch.float64).reshape(shape)
+    poll_deadline()
+    dh, dl, err1 = dd.dd_add(xh, xl, -rmt.expand_as(xh), torch.zeros_like(xh))
+    yh, yl, err2 = dd.dd_mul(dh, dl, sh.expand_as(dh), sl.expand_as(dh))
+    rad_d = err1 if xr is None else err1 + xr
+    rad = rad_d * (sh.abs() + sl.abs() + sr) + (dh.abs() + dl.abs()) * sr + err2
+    if bias is not None:
+        bh = e.interval(bias)[0].reshape(shape).expand_as(yh)
+        yh, yl, err3 = dd.dd_add(yh, yl, bh, torch.zeros_like(yh))
+        rad = rad + err3
+    px = e.pid(x)
+    pid = None if px is None else e.ids.relabel(px, _channel_index(xh.shape))
+    out = e.emit(yh.contiguous(), x.dtype, rad=_none_if_zero(_inflate(rad, 4)), lo=_none_if_zero(yl.contiguous()),
+                 pid=pid)
+    if bias is not None:
+        e.rec(out).bias = _with_bias(e, out, bias, 1)
+    aux = aten.native_batch_norm.default(x, weight, bias,
+                                         None if running_mean is None else running_mean.clone(),
+                                         None if running_var is None else running_var.clone(),
+                                         False, momentum, eps)
+    return out, aux[1], aux[2]
+
+
 def _legit_no_training(e, x, weight, bias, running_mean, running_var, momentum, eps):
     return _batch_norm(e, x, weight, bias, running_mean, running_var, False, momentum, eps)
 
 
 def _relu(e: Engine, x):
-    m, r, p = e.interval(x)
+    hi, lo, r = e.dd(x)
+    p = e.pid(x) if e.rec(x) is not None else None
     rec = e.rec(x)
-    lo, hi = _bounds(m, r)
-    touch = (m == 0) & ((r == 0) if r is not None else torch.ones_like(m, dtype=torch.bool))
-    undecided = ~touch & (lo <= 0) & (hi >= 0)
-    neg = hi < 0
-    e.res.relus.append(ReluCall(e.calls, tuple(m.shape), touch, int(undecided.sum()),
+    a, b = _dd_bounds(hi, lo, r)
+    touch = (hi == 0) & (lo == 0) & ((r == 0) if r is not None else torch.ones_like(hi, dtype=torch.bool))
+    undecided = ~touch & (a <= 0) & (b >= 0)
+    neg = b < 0
+    e.res.relus.append(ReluCall(e.calls, tuple(hi.shape), touch, int(undecided.sum()),
                                 rec.bias if rec is not None else None, id(x)))
-    mid = torch.where(neg | touch, torch.zeros_like(m), m)
-    rad = None if r is None else _none_if_zero(torch.where(neg | touch, torch.zeros_like(r), r))
+    off = neg | touch
+    mid = torch.where(off, torch.zeros_like(hi), hi)
+    low = _none_if_zero(torch.where(off, torch.zeros_like(lo), lo))
+    rad = None if r is None else _none_if_zero(torch.where(off, torch.zeros_like(r), r))
     pid = None
     if p is not None:
         pid = torch.where(neg, torch.zeros_like(p), e.ids.relabel(p, torch.tensor(-7.0)))
-    zero_ad = neg | touch
-    return e.emit(mid, x.dtype, rad=rad, pid=pid, zero_ad=zero_ad)
+    return e.emit(mid, x.dtype, rad=rad, lo=low, pid=pid, zero_ad=off)
 
 
 def _relu_(e: Engine, x):
@@ -717,7 +864,8 @@ def _threshold(e: Engine, x, threshold, value):
 def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     if ceil_mode:
         raise Unsupported("a ceil_mode max pool")
-    m, r, p = e.interval(x)
+    m, lo_part, r = e.dd(x)
+    p = e.pid(x) if e.rec(x) is not None else None
     rec = e.rec(x)
     k = tuple(kernel_size) if isinstance(kernel_size, (list, tuple)) else (kernel_size, kernel_size)
     k = k * 2 if len(k) == 1 else k
@@ -730,7 +878,9 @@ def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_
     batched = m.dim() == 4
     mb = m if batched else m[None]
     nb, c, h, wd = mb.shape
-    lo, hi = _bounds(mb, None if r is None else (r if batched else r[None]))
+    lpb = lo_part if batched else lo_part[None]
+    rb = None if r is None else (r if batched else r[None])
+    lo, hi = _dd_bounds(mb, lpb, rb)
 
     def unf(t, fill):
         cols = F.unfold(t.reshape(nb * c, 1, h, wd), k, dilation=dl, padding=pd, stride=s)  # (NC, K, L)
@@ -741,7 +891,6 @@ def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_
     lo_w, valid = unf(lo, -INF)
     hi_w, _ = unf(hi, -INF)
     olo = lo_w.max(dim=1).values  # (NC, L)
-    ohi = hi_w.max(dim=1).values
     cand = (hi_w >= olo[:, None, :]) & valid
     ncand = cand.sum(dim=1)
     tied = ncand >= 2
@@ -784,8 +933,15 @@ def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_
             j = int(mixed.nonzero()[0])
             stats.first_mixed = (int(t_idx[j, 0]) // c, int(t_idx[j, 0]) % c, int(t_idx[j, 1]))
     e.res.pools.append(stats)
-    omid, orad = _from_bounds(olo, ohi)
     shape = (nb, c, oh, ow)
+
+    def pick(t):  # the first candidate's value: the unique maximum, or one of identical / zero values
+        w_ = unf(t, 0.0)[0]
+        return w_.gather(1, first.unsqueeze(1)).squeeze(1)
+
+    omid = pick(mb)
+    olow = _none_if_zero(pick(lpb))
+    orad = None if rb is None else _none_if_zero(pick(rb))
     if p is not None:
         pw = unf(p if batched else p[None], -1.0)[0] + 1  # (NC, K, L), 0: padding
         rows = pw.transpose(1, 2).reshape(nb * c * oh * ow, -1)
@@ -796,13 +952,15 @@ def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_
         zero_ad = (zwin | ~cand).all(dim=1).reshape(shape)
     out = omid.reshape(shape)
     orad = None if orad is None else orad.reshape(shape)
+    olow = None if olow is None else olow.reshape(shape)
     indices = idx.reshape(shape).long()
     if not batched:
         out, indices = out[0], indices[0]
         orad = None if orad is None else orad[0]
+        olow = None if olow is None else olow[0]
         pid_out = None if pid_out is None else pid_out[0]
         zero_ad = None if zero_ad is None else zero_ad[0]
-    return e.emit(out, x.dtype, rad=orad, pid=pid_out, zero_ad=zero_ad), indices
+    return e.emit(out, x.dtype, rad=orad, lo=olow, pid=pid_out, zero_ad=zero_ad), indices
 
 
 def _mean_dim(e: Engine, x, dims, keepdim=False, dtype=None):
