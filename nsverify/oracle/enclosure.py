@@ -736,9 +736,8 @@ def _neg(e, a):
 
 
 def _batch_norm(e: Engine, x, weight, bias, running_mean, running_var, training, momentum, eps):
-    if e.precise and not training and all(t is None or e.interval(t)[1] is None
-                                          for t in (weight, bias, running_mean, running_var)):
-        return _batch_norm_dd(e, x, weight, bias, running_mean, running_var, momentum, eps)
+    if e.precise and all(t is None or e.interval(t)[1] is None for t in (weight, bias, running_mean, running_var)):
+        return _batch_norm_dd(e, x, weight, bias, running_mean, running_var, training, momentum, eps)
     xm, xr, _ = e.interval(x)
     c = xm.shape[1]
     shape = (1, c) + (1,) * (xm.dim() - 2)
@@ -779,36 +778,94 @@ def _batch_norm(e: Engine, x, weight, bias, running_mean, running_var, training,
     return out, aux[1], aux[2]
 
 
-def _batch_norm_dd(e: Engine, x, weight, bias, running_mean, running_var, momentum, eps):
-    """Eval-mode BatchNorm in double-double: (x - mean) * s + beta with s = gamma / sqrt(var + eps) per channel in
-    120-bit mpmath (rounded to double-double, its error a radius)."""
+def _group_sums(hi, lo, rad, dims):
+    """Exact sums of hi + lo over ``dims`` (one group per remaining index): a list of 120-bit mpmath sums (group
+    order) and the radius of each (rad summed, and what the slices leave out), as a float64 tensor."""
+    import mpmath
+
+    n = 1
+    for d_ in dims:
+        n *= hi.shape[d_]
+    bits = 52 - math.ceil(math.log2(max(n, 2)))
+    k = math.ceil(112 / bits)
+    E = dd.exponent(hi.abs() + lo.abs(), dims)
+    parts, rem = dd.slices(hi, lo, E, bits, k)
+    sums = [p.sum(dim=dims) for p in parts]  # exact: multiples of one grid, below 2^53 of them
+    r = rem.sum(dim=dims) * (1 + 2 * gamma(n))
+    if rad is not None:
+        r = r + rad.sum(dim=dims) * (1 + 2 * gamma(n))
+    cols = [t.reshape(-1).tolist() for t in sums]
+    with mpmath.workprec(130):
+        out = [mpmath.fsum(mpmath.mpf(c[i]) for c in cols) for i in range(len(cols[0]))]
+    return out, r.reshape(-1)
+
+
+def _to_dd(vals, rads, shape):
+    """mpmath numbers (120 bits) and radii -> (hi, lo, rad) float64 tensors of ``shape``."""
+    import mpmath
+
+    h, lo_, r = [], [], []
+    for v, rv in zip(vals, rads):
+        hv = float(v)
+        lv = float(v - hv)
+        h.append(hv)
+        lo_.append(lv)
+        r.append(float(rv) + float(abs(v) * mpmath.mpf(2) ** -104))
+    return tuple(torch.tensor(t, dtype=torch.float64).reshape(shape) for t in (h, lo_, r))
+
+
+def _batch_norm_dd(e: Engine, x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """BatchNorm in double-double: (x - mean) * s + beta with s = gamma / sqrt(var + eps) per channel in 120-bit
+    mpmath (rounded to double-double, its error a radius); in training mode the batch mean and (biased) variance
+    are exact sums of the double-double values (:func:`_group_sums`), their radii propagated."""
     import mpmath
 
     xh, xl, xr = e.dd(x)
     c = xh.shape[1]
     shape = (1, c) + (1,) * (xh.dim() - 2)
+    dims = [0] + list(range(2, xh.dim()))
+    n = xh.numel() // c
 
     def vals(t, default):
         return [default] * c if t is None else e.interval(t)[0].reshape(-1).tolist()
 
-    g, rm, rv = vals(weight, 1.0), vals(running_mean, 0.0), vals(running_var, 1.0)
-    sh, sl, sr = [], [], []
+    g = vals(weight, 1.0)
+    if training:
+        sums, srad = _group_sums(xh, xl, xr, dims)
+        with mpmath.workprec(120):
+            mean = [v / n for v in sums]
+        mh, ml, mr = _to_dd(mean, (srad / n * (1 + 4 * U)).tolist(), shape)
+        dh, dl, err1 = dd.dd_add(xh, xl, -mh.expand_as(xh), -ml.expand_as(xh))
+        rad_d = err1 + mr if xr is None else err1 + mr + xr
+        qh, ql, err2 = dd.dd_mul(dh, dl, dh, dl)
+        rad_q = 2 * (dh.abs() + dl.abs()) * rad_d + rad_d * rad_d + err2
+        qsums, qrad = _group_sums(qh, ql, rad_q, dims)
+        var_lo = []
+        with mpmath.workprec(120):
+            var = [v / n for v in qsums]
+            vrad = [mpmath.mpf(float(r_)) / n * (1 + 2 ** -40) for r_ in qrad.tolist()]
+            var_lo = [max(v - r_, mpmath.mpf(0)) for v, r_ in zip(var, vrad)]
+    else:
+        rm = vals(running_mean, 0.0)
+        var = [mpmath.mpf(v) for v in vals(running_var, 1.0)]
+        vrad = [mpmath.mpf(0)] * c
+        var_lo = var
+        mh = torch.tensor(rm, dtype=torch.float64).reshape(shape)
+        dh, dl, err1 = dd.dd_add(xh, xl, -mh.expand_as(xh), torch.zeros_like(xh))
+        rad_d = err1 if xr is None else err1 + xr
+    sv_, sr_ = [], []
     with mpmath.workprec(120):
         for k in range(c):
-            t = mpmath.mpf(rv[k]) + mpmath.mpf(eps)
-            if t <= 0:
-                raise Unsupported("BatchNorm: running_var + eps <= 0")
-            sv = mpmath.mpf(g[k]) / mpmath.sqrt(t)
-            h = float(sv)
-            sh.append(h)
-            sl.append(float(sv - h))
-            sr.append(float(abs(sv) * mpmath.mpf(2) ** -110))
-    sh, sl, sr = (torch.tensor(v, dtype=torch.float64).reshape(shape) for v in (sh, sl, sr))
-    rmt = torch.tensor(rm, dtype=torch.float64).reshape(shape)
+            t_lo = var_lo[k] + mpmath.mpf(eps)
+            if t_lo <= 0:
+                raise Unsupported("BatchNorm: var + eps is not bounded away from 0")
+            sv = mpmath.mpf(g[k]) / mpmath.sqrt(var[k] + mpmath.mpf(eps))
+            # |d s / d var| = |gamma| / 2 (var + eps)^-1.5 <= its value at var's lower bound
+            sv_.append(sv)
+            sr_.append(abs(mpmath.mpf(g[k])) / 2 * t_lo ** mpmath.mpf(-1.5) * vrad[k] * (1 + mpmath.mpf(2) ** -40))
+    sh, sl, sr = _to_dd(sv_, sr_, shape)
     poll_deadline()
-    dh, dl, err1 = dd.dd_add(xh, xl, -rmt.expand_as(xh), torch.zeros_like(xh))
     yh, yl, err2 = dd.dd_mul(dh, dl, sh.expand_as(dh), sl.expand_as(dh))
-    rad_d = err1 if xr is None else err1 + xr
     rad = rad_d * (sh.abs() + sl.abs() + sr) + (dh.abs() + dl.abs()) * sr + err2
     if bias is not None:
         bh = e.interval(bias)[0].reshape(shape).expand_as(yh)
@@ -823,7 +880,7 @@ def _batch_norm_dd(e: Engine, x, weight, bias, running_mean, running_var, moment
     aux = aten.native_batch_norm.default(x, weight, bias,
                                          None if running_mean is None else running_mean.clone(),
                                          None if running_var is None else running_var.clone(),
-                                         False, momentum, eps)
+                                         training, momentum, eps)
     return out, aux[1], aux[2]
 
 
