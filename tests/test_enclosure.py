@@ -305,3 +305,39 @@ def test_nsverify_s_own_relu_variant_declines():
     m[1] = ReLUVariant()
     got = _route(m, loss, x, y)
     assert isinstance(got, str)
+
+
+def test_layer_norm_and_softmax_enclosures_contain_the_60_digit_value():
+    """LayerNorm -> linear -> masked softmax -> ReLU input, against a 60-digit loop-by-loop reference."""
+    torch.manual_seed(3)
+    ln, lin = nn.LayerNorm(4).double(), nn.Linear(4, 3).double()
+    with torch.no_grad():
+        ln.weight.uniform_(0.5, 1.5)
+        ln.bias.uniform_(-0.3, 0.3)
+    x = torch.randn(3, 4, dtype=torch.float64)
+    mask = torch.tensor([[False, True, False], [False, False, False], [True, False, False]])
+
+    def fn(wv):
+        g, b, W, c = wv[:4], wv[4:8], wv[8:20].reshape(3, 4), wv[20:23]
+        y = F.layer_norm(x, (4,), g, b) @ W.T + c
+        p = y.masked_fill(mask, float("-inf")).softmax(-1)
+        return torch.relu(p - 0.25).sum()
+
+    w = torch.cat([ln.weight.detach(), ln.bias.detach(), lin.weight.detach().reshape(-1), lin.bias.detach()])
+    res, eng = enclosure.enclose(fn, w)
+    rec = next(r for t, r in eng.recs.values() if id(t) == res.relus[0].input_id)
+    g, b, W, c = (w[:4].tolist(), w[4:8].tolist(), w[8:20].reshape(3, 4).tolist(), w[20:23].tolist())
+    for i in range(3):
+        xs = [mpmath.mpf(v) for v in x[i].tolist()]
+        mu = sum(xs) / 4
+        var = sum((v - mu) ** 2 for v in xs) / 4
+        h = [(v - mu) / mpmath.sqrt(var + mpmath.mpf(1e-5)) * mpmath.mpf(g[k]) + mpmath.mpf(b[k])
+             for k, v in enumerate(xs)]
+        y = [sum(mpmath.mpf(W[j][k]) * h[k] for k in range(4)) + mpmath.mpf(c[j]) for j in range(3)]
+        ex = [mpmath.mpf(0) if mask[i, j] else mpmath.exp(y[j]) for j in range(3)]
+        p = [v / sum(ex) for v in ex]
+        for j in range(3):
+            r = 0.0 if rec.rad is None else float(rec.rad[i, j])
+            lo = 0.0 if rec.lo is None else float(rec.lo[i, j])
+            assert _inside(float(rec.mid[i, j]), r, p[j] - mpmath.mpf(0.25), lo), (i, j)
+            assert r < 1e-25

@@ -567,16 +567,18 @@ def _conv_pid(e: Engine, x, weight, shape, stride, padding, dilation, groups, nd
     return e.ids.relabel((wid * cout + _channel_index((nb, cout, L))).reshape(shape))
 
 
-def _exact_product(e: Engine, op, x, w, wdims, n: int, bias):
-    """op(x, w) (+ bias) in double-double: x (an enclosure, possibly double-double) and w (exact) cut into
-    slices whose products ``op`` computes exactly (:mod:`nsverify.oracle.ddarith`), summed in double-double; the
-    radius bounds x's radius through |w|, the slices' remainders, and the double-double sums."""
+def _exact_product(e: Engine, op, x, w, wdims, n: int, bias, w_lo=None, w_rad=None):
+    """op(x, w) (+ bias) in double-double: x (an enclosure, possibly double-double) and w (exact, or w + w_lo
+    within w_rad) cut into slices whose products ``op`` computes exactly (:mod:`nsverify.oracle.ddarith`), summed
+    in double-double; the radius bounds the operands' radii, the slices' remainders, and the double-double sums."""
     xh, xl, xr = e.dd(x)
+    w_lo = torch.zeros_like(w) if w_lo is None else w_lo
     Ex = dd.exponent(xh)
-    Ew = dd.exponent(w, wdims)
-    bx, kx, bw, kw = dd.plan(n, dd.weight_bits(w, wdims))
+    Ew = dd.exponent(w.abs() + w_lo.abs(), wdims)
+    wbits = dd.weight_bits(w, wdims) if not bool(w_lo.any()) else 104
+    bx, kx, bw, kw = dd.plan(n, min(wbits, 104))
     xs, xrem = dd.slices(xh, xl, Ex, bx, kx)
-    ws, wrem = dd.slices(w, torch.zeros_like(w), Ew, bw, kw)
+    ws, wrem = dd.slices(w, w_lo, Ew, bw, kw)
     acc_h = acc_l = err = None
     for a in xs:
         for b in ws:
@@ -598,14 +600,17 @@ def _exact_product(e: Engine, op, x, w, wdims, n: int, bias):
         acc_l = acc_l + t
         err = err + U * acc_l.abs()
     hi, lo = dd.two_sum(acc_h, acc_l)
-    wa = w.abs()
+    wa = w.abs() + w_lo.abs() if w_rad is None else w.abs() + w_lo.abs() + w_rad
+    xa = xh.abs() + xl.abs() + (xr if xr is not None else 0)
     rad = err * 2 + U * U * hi.abs() * 4
     if bool(xrem.any()):
         rad = rad + op(xrem, wa)
     if bool(wrem.any()):
-        rad = rad + op(xh.abs() + xl.abs() + (xr if xr is not None else 0), wrem)
+        rad = rad + op(xa, wrem)
     if xr is not None:
         rad = rad + op(xr, wa)
+    if w_rad is not None:
+        rad = rad + op(xh.abs() + xl.abs(), w_rad)
     return hi, _none_if_zero(lo), _none_if_zero(_inflate(rad, n))
 
 
@@ -622,6 +627,12 @@ def _mm(e: Engine, a, b):
 
 
 def _matmul(e: Engine, a, b, bias):
+    if e.precise and (bias is None or e.interval(bias)[1] is None):
+        bh, bl, brad = e.dd(b)
+        n = a.shape[-1] + (1 if bias is not None else 0)
+        hi, lo, r = _exact_product(e, torch.matmul, a, bh, (-2,), n,
+                                   None if bias is None else e.interval(bias)[0], w_lo=bl, w_rad=brad)
+        return e.emit(hi, a.dtype, rad=r, lo=lo, pid=None)
     am, ar, _ = e.interval(a)
     bm, br, _ = e.interval(b)
     mm = torch.matmul
@@ -678,6 +689,22 @@ def _binary(e: Engine, a, b, op: str):
                 r = r + x
         r = _none_if_zero(_inflate(r, 3))
         low = _none_if_zero(low)
+    elif op in ("mul", "div") and e.precise and inf is None and (op == "mul" or not _dependent(e, b)):
+        ah, al, ar2 = e.dd(a) if isinstance(a, torch.Tensor) else (am, torch.zeros_like(am), None)
+        if op == "mul":
+            bh, bl, br2 = e.dd(b) if isinstance(b, torch.Tensor) else (bm, torch.zeros_like(bm), None)
+        else:  # a / c for a constant c: a * (1/c), 1/c in double-double from 120-bit mpmath
+            bh, bl, br2 = _reciprocal(bm)
+        shape = torch.broadcast_shapes(ah.shape, bh.shape)
+        ah, al, bh, bl = (t.expand(shape) for t in (ah, al, bh, bl))
+        ar2 = None if ar2 is None else ar2.expand(shape)
+        br2 = None if br2 is None else br2.expand(shape)
+        mid, low, r = _dd_scale(ah, al, ar2 if ar2 is not None else torch.zeros(shape, dtype=torch.float64), bh, bl,
+                                br2 if br2 is not None else torch.zeros(shape, dtype=torch.float64))
+        exact0 = ((ah == 0) & (al == 0) & ((ar2 == 0) if ar2 is not None else True)) | \
+            ((bh == 0) & (bl == 0) & ((br2 == 0) if br2 is not None else True))
+        r = _none_if_zero(torch.where(exact0, torch.zeros_like(r), _inflate(r, 4)))
+        low = _none_if_zero(low)
     elif op == "add":
         mid, r = add_i(am, ar, bm, br)
     elif op == "sub":
@@ -708,6 +735,22 @@ def _binary(e: Engine, a, b, op: str):
             if ro is None or ro.bias is None:
                 e.rec(out).bias = dict(ra.bias, sign=ra.bias["sign"] * sign, chain=ra.bias["chain"] + [id(out)])
     return out
+
+
+def _dependent(e: Engine, t) -> bool:
+    return isinstance(t, torch.Tensor) and e.dep(t)
+
+
+def _reciprocal(c: torch.Tensor):
+    """1/c for a constant tensor c (no zero): double-double and radius."""
+    import mpmath
+
+    flat = c.reshape(-1).tolist()
+    if any(v == 0 for v in flat):
+        raise Unsupported("a division by a constant 0")
+    with mpmath.workprec(120):
+        vals = [1 / mpmath.mpf(v) for v in flat]
+    return _to_dd(vals, [0.0] * len(vals), c.shape)
 
 
 def _add(e, a, b, alpha=1):
@@ -1045,6 +1088,8 @@ def _embedding(e: Engine, weight, indices, padding_idx=-1, scale_grad_by_freq=Fa
 
 
 def _layer_norm(e: Engine, x, normalized_shape, weight, bias, eps):
+    if e.precise and all(t is None or e.interval(t)[1] is None for t in (weight, bias)):
+        return _layer_norm_dd(e, x, normalized_shape, weight, bias, eps)
     xm, xr, _ = e.interval(x)
     dims = list(range(xm.dim() - len(normalized_shape), xm.dim()))
     mu, mur = mean_i(xm, xr, dims, keepdim=True)
@@ -1068,7 +1113,116 @@ def _layer_norm(e: Engine, x, normalized_shape, weight, bias, eps):
     return out, mu.to(x.dtype), rstd_m.to(x.dtype)
 
 
+def _row_stats(e: Engine, xh, xl, xr, dims, eps):
+    """Per group over ``dims``: x - mean (double-double, its radius) and 1 / sqrt(var + eps) (double-double, its
+    radius), from exact sums and 120-bit mpmath (the variance is the biased one, as the normalisations use)."""
+    import mpmath
+
+    n = 1
+    for d_ in dims:
+        n *= xh.shape[d_]
+    shape = list(xh.shape)
+    for d_ in dims:
+        shape[d_] = 1
+    sums, srad = _group_sums(xh, xl, xr, dims)
+    with mpmath.workprec(120):
+        mean = [v / n for v in sums]
+    mh, ml, mr = _to_dd(mean, (srad / n * (1 + 4 * U)).tolist(), shape)
+    dh, dl, err1 = dd.dd_add(xh, xl, -mh.expand_as(xh), -ml.expand_as(xh))
+    rad_d = err1 + mr if xr is None else err1 + mr + xr
+    qh, ql, err2 = dd.dd_mul(dh, dl, dh, dl)
+    rad_q = 2 * (dh.abs() + dl.abs()) * rad_d + rad_d * rad_d + err2
+    qsums, qrad = _group_sums(qh, ql, rad_q, dims)
+    sv, sr = [], []
+    with mpmath.workprec(120):
+        for v, r_ in zip(qsums, qrad.tolist()):
+            var = v / n
+            vr = mpmath.mpf(r_) / n * (1 + mpmath.mpf(2) ** -40)
+            t_lo = max(var - vr, mpmath.mpf(0)) + mpmath.mpf(eps)
+            if t_lo <= 0:
+                raise Unsupported("a normalisation's var + eps is not bounded away from 0")
+            sv.append(1 / mpmath.sqrt(var + mpmath.mpf(eps)))
+            sr.append(t_lo ** mpmath.mpf(-1.5) / 2 * vr * (1 + mpmath.mpf(2) ** -40))
+    sh, sl, srr = _to_dd(sv, sr, shape)
+    return dh, dl, rad_d, sh, sl, srr
+
+
+def _dd_scale(dh, dl, rad_d, sh, sl, sr):
+    """(d) * (s) for double-double enclosures (s broadcast): (hi, lo, rad)."""
+    yh, yl, err = dd.dd_mul(dh, dl, sh.expand_as(dh), sl.expand_as(dh))
+    rad = rad_d * (sh.abs() + sl.abs() + sr) + (dh.abs() + dl.abs()) * sr + err
+    return yh, yl, rad
+
+
+def _layer_norm_dd(e: Engine, x, normalized_shape, weight, bias, eps):
+    xh, xl, xr = e.dd(x)
+    dims = list(range(xh.dim() - len(normalized_shape), xh.dim()))
+    dh, dl, rad_d, sh, sl, sr = _row_stats(e, xh, xl, xr, dims, eps)
+    poll_deadline()
+    yh, yl, rad = _dd_scale(dh, dl, rad_d, sh, sl, sr)
+    if weight is not None:
+        g = e.interval(weight)[0]
+        yh, yl, rad = _dd_scale(yh, yl, rad, g, torch.zeros_like(g), torch.zeros_like(g))
+    if bias is not None:
+        b = e.interval(bias)[0].expand_as(yh)
+        yh, yl, err = dd.dd_add(yh, yl, b, torch.zeros_like(yh))
+        rad = rad + err
+    out = e.emit(yh.contiguous(), x.dtype, rad=_none_if_zero(_inflate(rad, 4)), lo=_none_if_zero(yl.contiguous()))
+    if bias is not None:
+        e.rec(out).bias = _with_bias(e, out, bias, out.dim() - 1)
+    aux = aten.native_layer_norm.default(x, normalized_shape, weight, bias, eps)
+    return out, aux[1], aux[2]
+
+
+def _softmax_dd(e: Engine, x, dim):
+    """softmax in double-double: shifted by each row's largest midpoint (exact in real arithmetic), exp per entry
+    in 120-bit mpmath (with the derivative bound exp(t + r) r for the radius), exact row sums, 1/sum in mpmath."""
+    import mpmath
+
+    xh, xl, xr = e.dd(x)
+    dim = dim % xh.dim()
+    c = xh.amax(dim=dim, keepdim=True)
+    c = torch.where(torch.isfinite(c), c, torch.zeros_like(c))
+    masked = torch.isinf(xh)
+    th, tl, err = dd.dd_add(torch.where(masked, torch.zeros_like(xh), xh), xl, -c.expand_as(xh), torch.zeros_like(xh))
+    tr = err if xr is None else err + xr
+    if xh.numel() > 2_000_000:
+        raise Unsupported("a softmax with more than 2,000,000 entries (exp is taken in mpmath entry by entry)")
+    vals, rads = [], []
+    with mpmath.workprec(120):
+        for h, lw, r_, m in zip(th.reshape(-1).tolist(), tl.reshape(-1).tolist(), tr.reshape(-1).tolist(),
+                                masked.reshape(-1).tolist()):
+            if m:
+                vals.append(mpmath.mpf(0))
+                rads.append(0.0)
+                continue
+            t = mpmath.mpf(h) + mpmath.mpf(lw)
+            v = mpmath.exp(t)
+            vals.append(v)
+            rads.append(float(mpmath.exp(t + mpmath.mpf(r_)) * mpmath.mpf(r_) * (1 + mpmath.mpf(2) ** -40)))
+    poll_deadline()
+    eh, el, er = _to_dd(vals, rads, xh.shape)
+    er = torch.where(masked, torch.zeros_like(er), er)
+    sums, srad = _group_sums(eh, el, er, [dim])
+    shape = list(xh.shape)
+    shape[dim] = 1
+    inv, invr = [], []
+    with mpmath.workprec(120):
+        for v, r_ in zip(sums, srad.tolist()):
+            lo_ = v - mpmath.mpf(r_)
+            if lo_ <= 0:
+                raise Unsupported("a softmax row sum is not bounded away from 0")
+            inv.append(1 / v)
+            invr.append(mpmath.mpf(r_) / lo_ ** 2 * (1 + mpmath.mpf(2) ** -40))
+    ih, il, ir = _to_dd(inv, invr, shape)
+    yh, yl, rad = _dd_scale(eh, el, er, ih, il, ir)
+    rad = torch.where(masked, torch.zeros_like(rad), rad)
+    return e.emit(yh, x.dtype, rad=_none_if_zero(_inflate(rad, 4)), lo=_none_if_zero(yl), pid=None)
+
+
 def _softmax(e: Engine, x, dim, half_to_float=False):
+    if e.precise:
+        return _softmax_dd(e, x, dim)
     xm, xr, _ = e.interval(x)
     c = xm.amax(dim=dim, keepdim=True)  # softmax is invariant to a constant shift: c need not be exact
     c = torch.where(torch.isfinite(c), c, torch.zeros_like(c))
@@ -1084,11 +1238,12 @@ def _softmax(e: Engine, x, dim, half_to_float=False):
 def _masked_fill(e: Engine, x, mask, value):
     if e.dep(mask) or (isinstance(value, torch.Tensor) and e.dep(value)):
         raise Unsupported("masked_fill with a mask or value that depends on w")
-    xm, xr, _ = e.interval(x)
+    xh, xl, xr = e.dd(x)
     v = float(value)
-    mid = torch.where(mask, torch.full_like(xm, v), xm)
+    mid = torch.where(mask, torch.full_like(xh, v), xh)
+    low = _none_if_zero(torch.where(mask, torch.zeros_like(xl), xl))
     rad = None if xr is None else _none_if_zero(torch.where(mask, torch.zeros_like(xr), xr))
-    return e.emit(mid, x.dtype, rad=rad, pid=None)
+    return e.emit(mid, x.dtype, rad=rad, lo=low, pid=None)
 
 
 def _sum_all(e: Engine, x, dtype=None):
