@@ -63,9 +63,12 @@ BERTOIN_16_SHARE = 0.95
 #: that do is tested at FIG1_PAIR_SHARE (ours: the paper shows one pair, read as "typically", one in two)
 FIG1_STEPS, FIG1_PAIR_SHARE = 100, 0.5
 #: Bertoin et al., Fig. 1 / Fig. 6: one bifurcation within 100 float32 iterations (at iteration 65): a rate of
-#: 1/100 per SGD step; at 16 bits bifurcations are frequent: 1/2 per step (ours)
+#: 1/100 per SGD step
 FP32_DIVERGENCE_RATE = 0.01
-SIXTEEN_DIVERGENCE_RATE = 0.5
+#: Bertoin et al., App. D: at 16 bits the zone "is met very often": the share of independent 16-bit trajectory
+#: pairs that separate within FIG1_STEPS steps must exceed SIXTEEN_PAIR_BOUND (a majority, ours), with power
+#: computed at BERTOIN_16_SHARE; one pair (one event) decides nothing (issue 38: >= 5 independent units)
+SIXTEEN_PAIR_BOUND = 0.5
 #: beta sweep (ours): a run "learned" when its final loss is at most half its initial loss; it is "unstable"
 #: when its loss became non-finite or ended at or above its initial value
 LEARNED_FRACTION = 0.5
@@ -159,10 +162,13 @@ CLAIMS = (
               "independent trajectory pairs (own seeds) that differ bitwise within 100 SGD steps, float32",
               "occurs", "sgd pairs32: independent trajectory pairs of 100 steps (the unit)",
               paper_value="separate within 100 iterations"),
-    ClaimSpec("bertoin/appD-16bit-sgd-separate", BERTOIN, "App. D",
-              "16 bits ({name}): the two trajectories separate (bifurcations are frequent)",
-              "SGD steps until the two trajectories differ bitwise, {name}", "occurs_in_time", "steps: SGD steps",
-              paper_value="separate"),
+    ClaimSpec("bertoin/appD-16bit-sgd-separate", BERTOIN,
+              "App. D (the 16-bit zone 'is met very often', read by us as separating SGD trajectories)",
+              "ours ({name}, {path} path): most independent ReLU'(0) = 0 / 1 SGD trajectory pairs separate within "
+              "100 iterations (Bertoin's 16 bits is float16 on a 2080 Ti)",
+              "independent trajectory pairs (own seeds) that differ bitwise within 100 SGD steps, {name}",
+              "share_above", "sgd pairs16: independent trajectory pairs of 100 steps (the unit)",
+              paper_value="very often (float16)", by="ours"),
     ClaimSpec("zones/sec3.4.2-stable", BOUSTANY, "{where}",
               "{bits} bits: training stays stable for beta <= {stable_max:g}",
               "unstable runs (non-finite, or final loss >= initial) among beta <= {stable_max:g} x seeds, {name}",
@@ -669,10 +675,11 @@ def bertoin_dichotomy(draws: int = 4, batches: int = 4, batch_size: int = 128, w
 
 def sgd_pair(dtype, steps: int = 60, width: float = 0.125, batch_size: int = 64, lr: float = 0.05,
              seed: int = 0, rules=("native", "relu1"), model_name: str = "mlp", bn: bool = False,
-             emulate16: bool = True) -> dict:
+             emulate16: bool = True, stop_at_divergence: bool = False) -> dict:
     """Two SGD trajectories from the same init, differing only in the backward rule; ||theta_0 - theta_1||_1
     per step and the first step at which they differ bitwise. 16-bit affine layers are emulated (split bias)
-    unless ``emulate16`` is False; ``kernel_path`` says which."""
+    unless ``emulate16`` is False; ``kernel_path`` says which. ``stop_at_divergence`` ends the run at the first
+    bitwise difference (all a separation test needs)."""
     from nsverify.workloads.datasets import digits28
     from nsverify.workloads.models import build_model
 
@@ -700,14 +707,31 @@ def sgd_pair(dtype, steps: int = 60, width: float = 0.125, batch_size: int = 64,
         dist.append(d)
         if first is None and d != 0:
             first = step + 1
+            if stop_at_divergence:
+                break
     return {"dtype": str(dtype).removeprefix("torch."), "distance": dist, "first_divergence": first,
             "loss": losses, "rules": [program_label(r) for r in rules], "kernel_path": path, "width": width}
 
 
-def sgd_claims(runs: dict, pairs32: list | None = None) -> list[dict]:
+#: the kernel path of a 16-bit run, as the claim names it (emulate.SPLIT / emulate.FUSED)
+_PATH_NAMES = {"split bias": "emulated split-bias", "fused bias": "fused-bias kernel"}
+
+
+def _separations(pairs: list) -> tuple[int, int, str]:
+    """(pairs that separate within :data:`FIG1_STEPS` steps, pairs judged, their first bitwise differences): a
+    pair is judged when it ran FIG1_STEPS steps or separated earlier (a shorter run without a separation says
+    nothing about "within 100 steps")."""
+    within = [p["first_divergence"] is not None and p["first_divergence"] <= FIG1_STEPS for p in pairs]
+    judged = sum(1 for p, w in zip(pairs, within) if w or len(p["distance"]) >= FIG1_STEPS)
+    return sum(within), judged, ", ".join(str(p["first_divergence"]) for p in pairs)
+
+
+def sgd_claims(runs: dict, pairs32: list | None = None, pairs16: dict | None = None) -> list[dict]:
     """Bertoin's trajectory claims from :func:`sgd_pair` results per dtype (a divergence is an event in the
     run's steps); the 32-bit separation from ``pairs32``, independent float32 pairs of :data:`FIG1_STEPS` steps
-    (their own seeds; the dtype's run alone when None): the unit is the pair, one pair gives one event at most."""
+    (their own seeds; the dtype's run alone when None): the unit is the pair, one pair gives one event at most.
+    The 16-bit separation likewise from ``pairs16`` (``{dtype: [pair]}``; the dtype's run alone when absent,
+    which is one unit and decides nothing)."""
     out = []
     ev = lambda r: int(r["first_divergence"] is not None)  # noqa: E731
     text = lambda r: ((f"first bitwise difference at step {r['first_divergence']} of {len(r['distance'])}"
@@ -720,40 +744,48 @@ def sgd_claims(runs: dict, pairs32: list | None = None) -> list[dict]:
                                ev(runs["float32"]) if "float32" in runs else 0),
             threshold=Threshold(FP32_DIVERGENCE_RATE, "paper", "fp32's rate per step (one bifurcation in 100 steps)")))
     if "float32" in runs:
-        pairs = pairs32 if pairs32 is not None else [runs["float32"]]
-        # a pair is judged when it ran FIG1_STEPS steps or separated earlier (a shorter run without a separation
-        # says nothing about "within 100 steps")
-        within = [p["first_divergence"] is not None and p["first_divergence"] <= FIG1_STEPS for p in pairs]
-        full = [p for p, w in zip(pairs, within) if w or len(p["distance"]) >= FIG1_STEPS]
-        k = sum(within)
-        firsts = ", ".join(str(p["first_divergence"]) for p in pairs)
+        k, n, firsts = _separations(pairs32 if pairs32 is not None else [runs["float32"]])
         out.append(SPEC["bertoin/fig1-32bit-sgd-separate"].judge(
-            f"{k} of {len(full)} independent pairs separate within {FIG1_STEPS} steps (first bitwise differences: "
-            f"{firsts})", decide.occurs(k, len(full), FIG1_PAIR_SHARE, what="trajectory pair", whose="our"),
+            f"{k} of {n} independent pairs separate within {FIG1_STEPS} steps (first bitwise differences: "
+            f"{firsts})", decide.occurs(k, n, FIG1_PAIR_SHARE, what="trajectory pair", whose="our"),
             threshold=Threshold(FIG1_PAIR_SHARE, "ours", "the share of pairs that separate, read from Fig. 1's one "
                                                          "pair")))
     for name in ("float16", "bfloat16"):
         if name in runs:
-            r = runs[name]
+            pairs = (pairs16 or {}).get(name) or [runs[name]]
+            k, n, firsts = _separations(pairs)
+            path = pairs[0].get("kernel_path", "")
             out.append(SPEC["bertoin/appD-16bit-sgd-separate"].judge(
-                text(r), decide.occurs_in_time(ev(r), len(r["distance"]), SIXTEEN_DIVERGENCE_RATE),
-                key=name, fields={"name": name}, notes=r.get("kernel_path", ""),
-                threshold=Threshold(SIXTEEN_DIVERGENCE_RATE, "ours", "'frequent' read as one step in two")))
+                f"{k} of {n} independent pairs separate within {FIG1_STEPS} steps (first bitwise differences: "
+                f"{firsts})", decide.share_above(k, n, SIXTEEN_PAIR_BOUND, BERTOIN_16_SHARE, what="trajectory pair",
+                                                 unit="trajectory pair"),
+                key=name, fields={"name": name, "path": _PATH_NAMES.get(path.split(" (")[0], "this")}, notes=path,
+                threshold=Threshold(SIXTEEN_PAIR_BOUND, "ours", "'very often' read as a majority of the pairs")))
     return out
 
 
-def sgd_trajectories(dtypes, steps: int, width: float = 0.125, memo=None, pairs32: int = 1) -> dict:
-    """:func:`sgd_pair` per dtype, and ``pairs32`` independent float32 pairs of :data:`FIG1_STEPS` steps (seeds
-    1000 + i) for Fig. 1's separation: ``{"runs": {dtype: result}, "pairs32": [result], "claims"}``;
+def sgd_trajectories(dtypes, steps: int, width: float = 0.125, memo=None, pairs32: int = 1,
+                     pairs16: int | None = None) -> dict:
+    """:func:`sgd_pair` per dtype, ``pairs32`` independent float32 pairs of :data:`FIG1_STEPS` steps (seeds
+    1000 + i) for Fig. 1's separation, and ``pairs16`` (default ``pairs32``) independent pairs per 16-bit dtype
+    (seeds 2000 + i, stopped at their first bitwise difference) for App. D's:
+    ``{"runs": {dtype: result}, "pairs32": [result], "pairs16": {dtype: [result]}, "claims"}``;
     ``memo(key, fn)`` may cache each run (the report's checkpoints)."""
     memo = memo or (lambda _key, fn: fn())
+    pairs16 = pairs32 if pairs16 is None else pairs16
     runs = {name: memo(f"sgd-{name}-{steps}-{width}", lambda name=name: sgd_pair(getattr(torch, name), steps=steps,
                                                                                 width=width))
             for name in dtypes}
     pairs = [memo(f"sgd-pair32-{1000 + i}-{FIG1_STEPS}-{width}",
                   lambda i=i: sgd_pair(torch.float32, steps=FIG1_STEPS, width=width, seed=1000 + i))
              for i in range(pairs32)] if "float32" in dtypes else []
-    return {"runs": runs, "pairs32": pairs, "claims": sgd_claims(runs, pairs or None)}
+    sixteen = {name: [memo(f"sgd-pair16-{name}-{2000 + i}-{FIG1_STEPS}-{width}",
+                           lambda name=name, i=i: sgd_pair(getattr(torch, name), steps=FIG1_STEPS, width=width,
+                                                           seed=2000 + i, stop_at_divergence=True))
+                      for i in range(pairs16)]
+               for name in dtypes if name in ("float16", "bfloat16")}
+    return {"runs": runs, "pairs32": pairs, "pairs16": sixteen,
+            "claims": sgd_claims(runs, pairs or None, sixteen)}
 
 
 # ---------------------------------------------------------------------------------------------------------
