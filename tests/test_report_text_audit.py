@@ -84,3 +84,22 @@ def test_arnekvist_mse_claim_is_judged_as_a_relative_rise():
     assert two["held"] is None and two["n_required"] is not None and two["n_required"] <= 20
     assert claim([9.4e3, 7.38e3, 8.1e3], [0.353, 0.347, 0.36])["held"] is True
     assert claim([0.36, 0.35, 0.37], [0.353, 0.347, 0.36])["held"] is False  # powered, not significant
+
+
+def test_arnekvist_erratum_cites_the_section_its_prose_is_in():
+    """Arnekvist et al.: Sec. 4 is the affine model; the prose on the lower-left quadrant ('Influence of gamma on
+    convergence without momentum') and Figs. 4-5 are in Sec. 5 (the ReLU unit). The region map's n counts grid
+    points, and its unit now says so (the settings it must agree over are named in the reason)."""
+    from nsverify.claims import decide
+    from nsverify.papers.arnekvist.repro import SPEC, region_claims
+
+    assert "Sec. 5" in SPEC["arnekvist/fig4-majority-converges"].erratum
+    assert "Sec. 4" not in SPEC["arnekvist/fig4-majority-converges"].erratum
+    settings = {"extent 2, tol a": {1.0: {"optimum": 0.63, "dead": 0.37}, 0.001: {"optimum": 0.13, "dead": 0.86}},
+                "extent 2, tol b": {1.0: {"optimum": 0.63, "dead": 0.37}, 0.001: {"optimum": 0.13, "dead": 0.86}}}
+    dead = {"tol a": {(g, b): (0.9 if g == 0.001 else 0.3) + (0.1 if b >= 0.9 and g == 0.001 else 0.0)
+                      for g in (1.0, 0.001) for b in (0.0, 0.5, 0.7, 0.9, 0.99)}}
+    claims = region_claims(settings, {1.0: 0.63, 0.001: 0.0}, dead, 110)
+    assert claims[0]["held"] is False and claims[0]["n"] == 110 and claims[0]["unit"] == "grid point"
+    assert "fails in all 2 grid extent and tolerances" in claims[0]["reason"]
+    assert decide.robust({"a": True}, 7).unit == "setting"  # the default stays the settings' name

@@ -828,22 +828,23 @@ def diff_in_diff(on_a, off_a, on_b, off_b, effect: float, design: tuple[float, f
                                        f"power to detect {effect:g} is {power:.2f}", **base)
 
 
-def robust(outcomes: dict, n: int, what: str = "setting") -> Decision:
+def robust(outcomes: dict, n: int, what: str = "setting", unit: str | None = None) -> Decision:
     """A deterministic computation repeated over settings the paper does not pin down (a tolerance, a grid
     extent): ``outcomes`` maps each setting's label to its boolean verdict. True when every setting agrees on
     True, False when every one says False, None when they disagree (the verdict depends on the setting). ``n``:
-    the points each computation covers (a grid), reported only."""
+    the points each computation covers (a grid), reported only, in ``unit`` (e.g. "grid point"; the settings'
+    name ``what`` when None)."""
     if not outcomes:
         raise DecisionInputError("robust() needs at least one setting's outcome")
     vals = {str(k): bool(v) for k, v in outcomes.items()}
     trues = [k for k, v in vals.items() if v]
     if len(trues) == len(vals):
-        return Decision("robust", True, n, 1.0, 1, reason=f"holds in all {len(vals)} {what}s", unit=what)
+        return Decision("robust", True, n, 1.0, 1, reason=f"holds in all {len(vals)} {what}s", unit=unit or what)
     if not trues:
-        return Decision("robust", False, n, 1.0, 1, reason=f"fails in all {len(vals)} {what}s", unit=what)
+        return Decision("robust", False, n, 1.0, 1, reason=f"fails in all {len(vals)} {what}s", unit=unit or what)
     falses = [k for k, v in vals.items() if not v]
     return Decision("robust", None, n, 1.0, 1, reason=f"depends on the {what}: holds for {', '.join(trues)}; "
-                                                      f"fails for {', '.join(falses)}", unit=what)
+                                                      f"fails for {', '.join(falses)}", unit=unit or what)
 
 
 def all_of(parts: dict[str, Decision]) -> Decision:

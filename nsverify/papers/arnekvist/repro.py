@@ -36,9 +36,10 @@ CLAIMS = (
               "share of initial (w_L, b) ending within the tolerance of the optimum, beta = 0", "robust",
               "grid: initializations per cell; extents x tolerances: the settings the verdict must agree over",
               paper_value="a majority (> 50%)",
-              erratum="the prose of Sec. 4 has the lower-left quadrant evolve towards the linear cone and then the "
-                      "ground truth, while the printed simplified gradient (31)-(32), which the region map "
-                      "integrates, sends it to the dead cone"),
+              erratum="the prose of Sec. 5 ('Influence of gamma on convergence without momentum') has the "
+                      "lower-left quadrant evolve towards the linear cone and then the ground truth, while the "
+                      "printed simplified gradient (31)-(32), which the region map integrates, sends it to the "
+                      "dead cone"),
     ClaimSpec("arnekvist/figs4-5-small-gamma-dies", PAPER, "Figs. 4-5",
               "smaller target scale gamma sends more initializations into the dead cone",
               "dead share at gamma={small:g} vs gamma={big:g}, beta = 0 and 0.9", "robust",
@@ -151,18 +152,18 @@ def region_claims(settings: dict, strict: dict, dead: dict, n: int, notes: str =
             "optimum share per gamma over extents x tolerances: " + "; ".join(
                 f"gamma={g:g}: {fmt(opt[g])} (dead {fmt(dd[g])})" for g in gammas)
             + "; with the previous tolerance 1e-2*max(gamma,1e-3): " + ", ".join(f"{strict[g]:.2f}" for g in gammas),
-            decide.robust(majority, n, what="grid extent and tolerance"),
+            decide.robust(majority, n, what="grid extent and tolerance", unit="grid point"),
             threshold=Threshold(0.5, "paper", "majority"), notes=notes,
         ),
         SPEC["arnekvist/figs4-5-small-gamma-dies"].judge(
             f"beta=0: {d0[(big, 0.0)]:.2f} vs {d0[(small, 0.0)]:.2f}; beta=0.9: {d0[(big, 0.9)]:.2f} vs "
             f"{d0[(small, 0.9)]:.2f}",
-            decide.robust(more_dead, n, what="tolerance"), fields={"small": small, "big": big},
+            decide.robust(more_dead, n, what="tolerance", unit="grid point"), fields={"small": small, "big": big},
         ),
         SPEC["arnekvist/fig5-momentum"].judge(
             f"dead share at beta 0/0.5/0.7: {', '.join(f'{v:.2f}' for v in low[t0])}; at 0.9/0.99: "
             f"{', '.join(f'{v:.2f}' for v in hi[t0])}",
-            decide.robust(like0, n, what="tolerance"), fields={"small": small},
+            decide.robust(like0, n, what="tolerance", unit="grid point"), fields={"small": small},
             threshold=Threshold(LIKE_BETA0_SPREAD, "ours", "largest spread read as 'the same'"),
         ),
     ]
