@@ -123,3 +123,37 @@ def test_innaprop_table44_claims_name_what_they_run_and_the_papers_sizes():
     assert d.held is False
     c = SPEC["innaprop/table4.4-speedup"].judge("m", d, fields={"lo": lo, "hi": 1.96, "problems": "lasso, lad"})
     assert "lasso, lad" in c["claim"] and "lasso, lad" in c["source"]["where"]
+
+
+def test_bfloat16_stand_ins_for_the_papers_float16_are_ours():
+    """Boustany Table 3.2's 16 bits is float16 on a V100; the bfloat16 instance of its first line is ours."""
+    import pytest
+
+    from nsverify.claims import decide
+    from nsverify.claims.record import ClaimError
+    from nsverify.papers.zones.repro import SPEC, table32_draw_claims
+
+    d = {"D": [1.0] * 8, "tau1": 0.5, "tau2": 0.5, "batches": 4, "n": 8}
+    by = {c["id"]: c["by"] for c in table32_draw_claims({"bfloat16": d, "float16": d, "float32": d}, "t")}
+    assert by == {"zones/table3.2-draws|bfloat16": "ours", "zones/table3.2-draws|float16": "paper",
+                  "zones/table3.2-draws|float32": "paper"}
+    with pytest.raises(ClaimError, match="by must be one of"):
+        SPEC["zones/table3.2-draws"].judge("m", decide.never(0, 40), key="x", by="theirs",
+                                           fields={"bits": "b", "paper": "p", "what": "w", "name": "n",
+                                                   "label": "l"})
+
+
+def test_headline_texts_quote_the_papers():
+    """Bertoin App. D.4 (Fig. 12): BN raises the 32-bit volume with 'no significative variation in 16 bits';
+    only Fig. 7 (the MLP) shows the 16-bit decrease. Boustany Figs. 3.5/3.10: R0 vs R1 and NormPool variations
+    are 'significant or none'. Bertoin's bell-shaped curve: the authors' erratum (Boustany Sec. 3.4.2)."""
+    from nsverify.papers.zones.repro import headline_claims
+
+    by_id = {c["id"]: c for c in headline_claims()}
+    bn = by_id["bertoin/figs7-12-bn-volume"]
+    assert "Fig. 7" in bn["claim"] and "no significative variation in 16 bits" in bn["source"]["where"]
+    assert "VGG11" not in bn["reason"]
+    f35 = by_id["zones/fig3.5-programs"]
+    assert "significant or zero" in f35["claim"] and "LeNet-5" in f35["reason"]
+    assert "erratum" in by_id["bertoin/sec4-training-sensitivity|bell"]["claim"]
+    assert "training-loss" in by_id["bertoin/sec4-training-sensitivity|bn"]["claim"]

@@ -212,11 +212,14 @@ class ClaimSpec:
                 raise ClaimError(f"ClaimSpec {self.id}: {name} is empty")
 
     def judge(self, measured: str, decision: Decision, *, key: str = "", fields: dict | None = None,
-              **kw) -> dict:
+              by: str | None = None, **kw) -> dict:
         """The judged claim (checked by :class:`Claim`) as JSON: ``decision`` must come from the declared rule.
         ``key`` tells instances of one declaration apart (id ``"<id>|<key>"``); ``fields`` fill the ``{name}``
-        fields of the text; ``kw``: :class:`Claim`'s optional fields (``threshold``, ``notes``, ``extra``;
-        ``paper_value`` overrides the declared one)."""
+        fields of the text; ``by`` overrides the declared origin for one instance (e.g. a bfloat16 stand-in for
+        the paper's float16 is "ours"); ``kw``: :class:`Claim`'s optional fields (``threshold``, ``notes``,
+        ``extra``; ``paper_value`` overrides the declared one)."""
+        if by is not None and by not in BY:
+            raise ClaimError(f"claim {self.id}: by must be one of {BY}, got {by!r}")
         if decision.rule != self.rule:
             raise ClaimError(f"claim {self.id}: declared rule {self.rule!r}, decided by {decision.rule!r}")
         decision = undecided_if_short(decision)
@@ -226,7 +229,7 @@ class ClaimSpec:
         kw.setdefault("paper_value", self.paper_value.format(**f))
         kw.setdefault("erratum", self.erratum)
         source = Source(self.paper.format(**f), self.where.format(**f), statement)
-        return Claim(source, self.metric.format(**f), measured, decision, by=self.by, id=cid, **kw).to_json()
+        return Claim(source, self.metric.format(**f), measured, decision, by=by or self.by, id=cid, **kw).to_json()
 
 
 def undecided_if_short(d: Decision) -> Decision:

@@ -73,9 +73,10 @@ CLAIMS = (
 )
 CLAIMS = CLAIMS + (
     ClaimSpec("arnekvist/sec5-complex-eigenvalues", PAPER, "Sec. 5 (eqs. 19-20)",
-              "at eta = 0.1 the heavy-ball linear system has complex eigenvalues for beta > 0.67",
+              "at eta = 0.1 the heavy-ball linear system has complex eigenvalues for beta > 0.67 (the paper prints "
+              "'beta > 0.7', Sec. 5, and 'beta ~ 0.7', Sec. 4; checked here to two digits, which implies it)",
               "sign of the discriminant of A(eta, beta) in exact rationals, beta on a 1/1000 grid", "exact",
-              "one exact computation over the grid", paper_value="complex for beta > 0.67"),
+              "one exact computation over the grid", paper_value="complex for beta > 0.7 (~0.7)"),
     ClaimSpec("arnekvist/fig6-depth-residual", PAPER, "Fig. 6",
               "deeper networks, and residual networks with BN, get more dead units and faster",
               "dead share over training per depth, plain vs residual + BN", "not_run",

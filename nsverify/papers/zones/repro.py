@@ -199,16 +199,20 @@ HEADLINES = (
     ClaimSpec("zones/fig3.6-depth", BOUSTANY, "Fig. 3.6",
               "the impacted share is alike across VGG11, VGG13, VGG16 and VGG19", "impacted share per VGG depth, fp32",
               "not_run", _NOT_RUN, paper_value="alike"),
-    ClaimSpec("zones/fig3.5-programs", BOUSTANY, "Fig. 3.5",
-              "the ReLU-derived max and NormPool programs also produce impacted minibatches (Fig. 3.5)",
-              "impacted share per program, fp32", "not_run", _NOT_RUN, paper_value="impacted"),
+    ClaimSpec("zones/fig3.5-programs", BOUSTANY, "Figs. 3.5 and 3.10 (Secs. 3.3.1, 3.5.2)",
+              "with ReLU-derived programs (ReLU'(0) = 0 vs 1, Fig. 3.5) and NormPool programs (Fig. 3.10) the "
+              "backprop variation is either significant or zero, without MaxPool's machine-precision minor "
+              "variations", "D(P, Q) per (draw, batch) pair: the share of pairs at machine precision (0 < D <= the "
+              "cut), LeNet-5", "not_run", _NOT_RUN, paper_value="significant or none"),
     ClaimSpec("zones/sec3.4.2-bn-adam", BOUSTANY, "Sec. 3.4.2, Fig. 3.8",
               "at large beta, batch normalization stabilises 32-bit training and Adam mitigates the instability",
               "unstable runs at beta > 1e3 with BN / with Adam, fp32", "not_run", _NOT_RUN, paper_value="stabilises"),
-    ClaimSpec("bertoin/figs7-12-bn-volume", BERTOIN, "Figs. 7 and 12",
-              "batch normalization raises the 32-bit bifurcation volume and lowers the 16-bit one",
+    ClaimSpec("bertoin/figs7-12-bn-volume", BERTOIN, "App. D.2, Fig. 7 (MLP, MNIST); App. D.4, Fig. 12 (ResNet18: "
+              "32 bits up, 'no significative variation in 16 bits')",
+              "batch normalization raises the 32-bit bifurcation volume and lowers the 16-bit one (Fig. 7, the "
+              "fully connected network on MNIST)",
               "share of minibatches with backprop_0 != backprop_1, with and without BN, 16 and 32 bits", "not_run",
-              _NOT_RUN, paper_value="32 bits up, 16 bits down"),
+              _NOT_RUN, paper_value="32 bits up, 16 bits down (Fig. 7)"),
     ClaimSpec("bertoin/sec4-training-sensitivity", BERTOIN, "Sec. 4 (Figs. 2-5)", "{statement}",
               "test accuracy over ReLU'(0) in [0, 1], CIFAR-10 training", "not_run", _NOT_RUN,
               paper_value="{paper}"),
@@ -217,9 +221,12 @@ CLAIMS = CLAIMS + HEADLINES
 SPEC = spec_table(CLAIMS)
 #: Bertoin et al.'s training-sensitivity results (Sec. 4): key -> (statement, the paper's figure)
 BERTOIN_TRAINING = {
-    "bell": ("test accuracy is bell-shaped in ReLU'(0) (best at 0, degrading as |ReLU'(0)| grows)", "bell-shaped"),
+    "bell": ("test accuracy is bell-shaped in ReLU'(0) (best at 0, degrading as |ReLU'(0)| grows; the authors' "
+             "later erratum, reported in Boustany Sec. 3.4.2, finds the effect considerably less pronounced)",
+             "bell-shaped"),
     "adam": ("Adam is less sensitive to ReLU'(0) than SGD", "less sensitive"),
-    "bn": ("batch normalization removes the accuracy oscillations over ReLU'(0)", "no oscillations with BN"),
+    "bn": ("batch normalization removes the training-loss oscillations over ReLU'(0) (App. D.3, Fig. 9)",
+           "no oscillations with BN"),
     "resnet18": ("ResNet18 without BN fails to train for ReLU'(0) above 0.2", "fails above 0.2"),
 }
 
@@ -235,14 +242,17 @@ def headline_claims() -> list[dict]:
             "CIFAR-10, e.g. scripts/gpu/claims.py with those models", "a depth sweep at full width needs GPU hours; "
             + cifar)),
         SPEC["zones/fig3.5-programs"].judge("not measured", decide.not_run(
-            "measure_pairs with the ReLU-derived max (Fig. 3.9) and NormPool programs against the native max pool, "
-            "VGG11 on CIFAR-10", "the programs are not wired into the pair experiment; " + cifar)),
+            "measure_pairs on LeNet-5 with R0 vs R1 (ReLU'(0) = 0 vs 1) and with two NormPool-derived programs, "
+            "the share of pairs at machine precision judged against 0 (Figs. 3.5, 3.10: MNIST, M = 1000)",
+            "NormPool programs are not wired into the pair experiment, and the R0/R1 LeNet-5 pairs are not "
+            "judged for this dichotomy yet")),
         SPEC["zones/sec3.4.2-bn-adam"].judge("not measured", decide.not_run(
             "training_sweep at beta in {1e3, 1e4} with BN and with Adam, >= 5 seeds, VGG11 on CIFAR-10 in float32",
             "the sweep runs LeNet-5 with SGD only, no BN or Adam arm; " + cifar)),
         SPEC["bertoin/figs7-12-bn-volume"].judge("not measured", decide.not_run(
-            "bertoin_dichotomy on VGG11 with and without BN in float16 and float32 on a GPU (Figs. 7, 12: CIFAR-10)",
-            "the dichotomy runs the MLP, which has no BN variant; float16 needs a GPU")),
+            "bertoin_dichotomy on the 784-2048^3-10 MLP with and without BN (Fig. 7's network) in float16 and "
+            "float32, MNIST-like data, on a GPU (float16 there is the paper's kernel path)",
+            "the dichotomy's MLP has no BN variant yet (nsverify.workloads.models), and float16 needs a GPU")),
     ]
     for key, (statement, paper) in BERTOIN_TRAINING.items():
         out.append(SPEC["bertoin/sec4-training-sensitivity"].judge(
@@ -276,7 +286,7 @@ def table32_draw_claims(s: dict, label: str) -> list[dict]:
                                         "such a draw does not contradict it (every draw impacted would confirm it)")
         out.append(SPEC["zones/table3.2-draws"].judge(
             f"{sum(hit)} of {len(hit)} draws with an impacted minibatch (at {'tau2' if bits == 16 else 'tau1'})",
-            dec, key=name,
+            dec, key=name, by="ours" if name == "bfloat16" else None,
             fields={"bits": "16 bits (ours: bfloat16 in place of float16)" if name == "bfloat16" else f"{bits} bits",
                     "paper": paper, "what": what, "name": name, "label": label}))
     return out
