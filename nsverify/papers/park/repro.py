@@ -180,11 +180,11 @@ def table1_lemma_rows(max_examples: int = 200, progress=None) -> dict:
     return {"rows": rows, "claims": claims}
 
 
-def overhead_claims(overhead: dict, data: str) -> list[dict]:
+def overhead_claims(overhead: dict, data: str, where: str = "mini networks on {data} inputs on this CPU") -> list[dict]:
     """Our claim that the monitor's overhead stays within Park's 1.77x, decided per network on the per-step log
     ratios (monitored / plain, interleaved on the same batches). ``overhead``: ``{network: {"per_step": [{
     "plain_s", "monitored_s", "tied", "tied_positive"}], ...}}`` (from :func:`~.experiments.overhead` or any
-    function returning that shape)."""
+    function returning that shape). ``where`` names the networks and machine in the notes (``{data}`` filled)."""
     parts, texts = {}, []
     for name, o in overhead.items():
         steps = o["per_step"]
@@ -197,7 +197,7 @@ def overhead_claims(overhead: dict, data: str) -> list[dict]:
     return [SPEC["park/monitor-overhead"].judge(
         "; ".join(texts), decide.all_of(parts),
         threshold=Threshold(PAPER_OVERHEAD, "paper", "419 s / 237 s per epoch"),
-        notes=f"mini networks on {data} inputs on this CPU; the monitor is ours, not Park et al.'s Algorithm 2 code",
+        notes=f"{where.format(data=data)}; the monitor is ours, not Park et al.'s Algorithm 2 code",
     )]
 
 
