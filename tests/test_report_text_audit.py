@@ -183,3 +183,18 @@ def test_overhead_notes_name_the_machine_of_the_run():
     (gpu,) = overhead_claims({"net": {"per_step": steps}}, "natural", "the stored GPU run's networks on {data} "
                                                                      "inputs (NVIDIA H200)")
     assert "on this CPU" not in gpu["notes"] and "natural inputs (NVIDIA H200)" in gpu["notes"]
+
+
+def test_park_table2_rate_text_and_reason_count_the_same_unit():
+    """Park Table 2 (18.4% of steps): the quick report printed '0 of 3 steps = 0.0% [CP 95% 0.00%, 70.8%]' (an
+    interval over steps, which are not independent) next to n = 0 blocks and 'premise not exercised: 0 steps'."""
+    from nsverify.papers.park.repro import PAPER_NONTRIVIAL_RATE, _nontrivial_rate, _rate_text
+
+    three = [False, True, False]
+    assert _rate_text(three, PAPER_NONTRIVIAL_RATE) == ("1 of 3 steps with a non-trivial first-pool tie, 0 whole "
+                                                       "5-step block(s) judged (a trailing 3 step(s) left out); the "
+                                                       "paper's rate 18.4%")
+    d = _nontrivial_rate(three)
+    assert d.held is None and "no whole 5-step block: 3 step(s) measured" in d.reason
+    assert "CP 95%" not in _rate_text([True] * 12, PAPER_NONTRIVIAL_RATE)
+    assert "2 whole 5-step block(s) judged (a trailing 2 step(s) left out)" in _rate_text([True] * 12, 0.184)
