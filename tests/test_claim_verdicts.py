@@ -395,9 +395,9 @@ def test_sgd_trajectory_claims_flip():
         return {"first_divergence": first, "distance": [0.0] * steps, "kernel_path": "test"}
 
     held = lambda runs, pairs=None: [c["held"] for c in sgd_claims(runs, pairs)]  # noqa: E731
-    # 32 and 16 bits: one run is one pair, one event at most: neither separation claim can rest on it (issue 38:
-    # >= 5 independent units), undecided either way; the 64-bit claim decides on its contrast and its witness
-    assert held({"float64": r(None, 200), "float32": r(65, 200), "bfloat16": r(1, 200)}) == [True, None, None]
+    # one run is one pair, one event at most: no claim can rest on it alone (issue 38: >= 5 independent units),
+    # undecided either way; a 64-bit separation is still a witness against "never separate"
+    assert held({"float64": r(None, 200), "float32": r(65, 200), "bfloat16": r(1, 200)}) == [None, None, None]
     assert held({"float64": r(7, 200), "float32": r(None, 200), "bfloat16": r(None, 200)}) == [False, None, None]
     # R independent pairs of 100 steps (issue 38): the unit is the pair; 5 of 6 separate within 100 steps: held;
     # none of 6 (power 1 - 0.5^6 = 0.98 at one pair in two): not reproduced; 2 pairs: too few
@@ -410,6 +410,29 @@ def test_sgd_trajectory_claims_flip():
     # 64 bits "no separation" needs the 32-bit contrast
     assert held({"float64": r(None, 200), "float32": r(None, 200)}) == [None, None]
     assert held({"float64": r(None, 30), "float32": r(None, 30), "bfloat16": r(None, 1)}) == [None, None, None]
+
+
+def test_sixty_four_bit_no_separation_is_judged_on_independent_pairs():
+    """Issue 38 audit (i38a): Bertoin App. B's 64-bit "the trajectories do not separate" counted the steps of ONE
+    pair as its units. It is now judged on independent float64 pairs against the alternative that they separate
+    as 32-bit pairs are read to (one in two): 5 pairs without a separation give power 1 - 0.5^5 = 0.97 (held,
+    given the 32-bit contrast); 4 are too few; one separating pair refutes it at any n."""
+    from nsverify.papers.zones.repro import FIG1_STEPS, sgd_claims
+
+    def r(first, steps=FIG1_STEPS):
+        return {"first_divergence": first, "distance": [0.0] * steps, "kernel_path": "test"}
+
+    def claim(p64, p32):
+        runs = {"float64": r(None), "float32": r(None)}
+        (c,) = [c for c in sgd_claims(runs, p32, None, p64) if c["id"] == "bertoin/appB-64bit-sgd-together"]
+        return c
+
+    contrast = [r(65)] + [r(None)] * 4
+    five = claim([r(None)] * 5, contrast)
+    assert five["held"] is True and five["n"] == 5 and five["unit"] == "trajectory pair"
+    assert claim([r(None)] * 4, contrast)["held"] is None
+    assert claim([r(None)] * 4 + [r(12)], contrast)["held"] is False
+    assert claim([r(None)] * 5, [r(None)] * 5)["held"] is None  # no 32-bit separation: no contrast
 
 
 def test_sixteen_bit_separation_is_judged_on_independent_pairs():
