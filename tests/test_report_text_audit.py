@@ -179,7 +179,7 @@ def test_overhead_notes_name_the_machine_of_the_run():
 
     steps = [{"plain_s": 0.01, "monitored_s": 0.012 + 0.0001 * i, "tied": 1, "tied_positive": 1} for i in range(8)]
     (cpu,) = overhead_claims({"net": {"per_step": steps}}, "natural")
-    assert "on this CPU" in cpu["notes"]
+    assert "on this CPU" in cpu["notes"] and "a timing claim" in cpu["notes"]
     (gpu,) = overhead_claims({"net": {"per_step": steps}}, "natural", "the stored GPU run's networks on {data} "
                                                                      "inputs (NVIDIA H200)")
     assert "on this CPU" not in gpu["notes"] and "natural inputs (NVIDIA H200)" in gpu["notes"]
