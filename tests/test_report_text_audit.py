@@ -198,3 +198,23 @@ def test_park_table2_rate_text_and_reason_count_the_same_unit():
     assert d.held is None and "no whole 5-step block: 3 step(s) measured" in d.reason
     assert "CP 95%" not in _rate_text([True] * 12, PAPER_NONTRIVIAL_RATE)
     assert "2 whole 5-step block(s) judged (a trailing 2 step(s) left out)" in _rate_text([True] * 12, 0.184)
+
+
+def test_an_undecided_claim_full_mode_cannot_decide_says_why_on_the_page():
+    """Issue 38: n_required reachable in full mode, or the claim says why not. The 'why not' lived only in the
+    declaration's budget (and docs/report.md); an undecided instance now carries it in its reason."""
+    from nsverify.claims import decide
+    from nsverify.papers.zones.repro import BERTOIN_FP32_SHARE_LO, SPEC
+
+    spec = SPEC["bertoin/fig1-32bit-some"]
+    und = spec.judge("0 of 32", decide.between(0, 32, BERTOIN_FP32_SHARE_LO), fields={"label": "t"})
+    assert und["held"] is None and "full mode cannot reach n_required (about 6400 draws)" in und["reason"]
+    # a decided instance of such a claim (an exclusion of Park's 18.4% over 40 blocks) keeps its reason
+    from nsverify.papers.park.repro import SPEC as PARK
+    from nsverify.papers.park.repro import _nontrivial_rate
+
+    decided = PARK["park/table2-nontrivial-ties"].judge("m", _nontrivial_rate([True] * 200))
+    assert decided["held"] is False and "full mode cannot reach" not in decided["reason"]
+    # a claim whose budget does not say so is left as it was
+    other = SPEC["zones/table3.2-64bit"].judge("0 of 4", decide.never(0, 4), fields={"label": "t"})
+    assert other["held"] is None and "full mode cannot reach" not in other["reason"]
