@@ -133,7 +133,7 @@ def test_report_of_every_section_shows_no_none_and_no_raw_json(tmp_path, fake_se
 def test_the_papers_errata_are_listed_apart_from_the_claims():
     """The errata the papers declare (``ClaimSpec(erratum=...)``), judged by the real code path: ``Claim.to_json``
     writes the erratum's text, and the page lists each in the errata list, not among the claims not reproduced
-    (DINAdam's Algorithm 6 sign, Boustany's Tables 2.2-2.3 bounds, Arnekvist et al.'s Sec. 4 prose)."""
+    (DINAdam's Algorithm 6 sign, Boustany's Tables 2.2-2.3 bounds, Arnekvist et al.'s Sec. 5 prose)."""
     from nsverify.claims import decide
     from nsverify.papers.arnekvist.repro import SPEC as ARNEKVIST
     from nsverify.papers.costs.repro import SPEC as COSTS

@@ -635,7 +635,11 @@ def ratio_vs(log_ratios: Sequence[float], threshold: float, below: bool = True, 
     mean, sd, lo, hi = _mean_ci(vals)
     if n < MIN_N or sd == 0 or len(set(vals)) == 1:  # no power from a constant sample or from a handful
         why = _too_few(n, what) if n < MIN_N else f"zero variance over {n} {what}s: no power can be computed"
-        return Decision("ratio_vs", None, n, None, None, math.exp(mean), math.exp(lo), math.exp(hi),
+        # the n it needs, from the spread measured (rough with a handful; none without a spread)
+        need = None if sd == 0 else _floor(n_required(lambda m: _t_power(m, math.log(margin) / sd), n_max=10**5))
+        if need is not None:
+            why += f"; about {need} {what}s at the measured spread"
+        return Decision("ratio_vs", None, n, None, need, math.exp(mean), math.exp(lo), math.exp(hi),
                         "one-sided 95% t bounds on the log ratio", reason=f"{why} (ratio {math.exp(mean):.3g})",
                         unit=what)
     d = math.log(margin) / sd
@@ -679,6 +683,20 @@ def ratio_vs(log_ratios: Sequence[float], threshold: float, below: bool = True, 
                     **base)
 
 
+def _greater_need(xa: list[float], xb: list[float], effect: float) -> int | None:
+    """The units (both arms, equal halves) a one-sided Welch test needs for power 0.8 at ``effect``, at the
+    spread of ``xa`` and ``xb`` (None without a spread: fewer than 2 samples in an arm, or none varies)."""
+    if len(xa) < 2 or len(xb) < 2:
+        return None
+    var = lambda x: sum((v - sum(x) / len(x)) ** 2 for v in x) / (len(x) - 1)  # noqa: E731
+    sd = math.sqrt((var(xa) + var(xb)) / 2)
+    if sd == 0:
+        return None
+    d = effect / sd / math.sqrt(2)
+    per_arm = n_required(lambda m: _t_power(m, d), n_max=10**5)
+    return None if per_arm is None else _floor(2 * per_arm)
+
+
 def greater(a: Sequence[float], b: Sequence[float], effect: float, what: str = "seed") -> Decision:
     """mean(a) > mean(b) over independent runs (seeds, the unit): one-sided Welch t test. True when significant;
     False when significant the other way (mean(a) < mean(b)) or not significant although power >= 0.8 to detect
@@ -689,10 +707,13 @@ def greater(a: Sequence[float], b: Sequence[float], effect: float, what: str = "
     xa, xb = _samples(a, "a"), _samples(b, "b")
     na, nb = len(xa), len(xb)
     n = na + nb
-    if na < 3 or nb < 3 or n < MIN_N:  # a variance from 2 samples gives no usable power
-        return Decision("greater", None, n, None, None, reason=f"too few {what}s: {na} and {nb} (>= 3 each and "
+    if na < 3 or nb < 3 or n < MIN_N:  # a variance from 2 samples gives no usable power: no verdict, but the
+        # n it needs is reported, estimated from that spread (rough; issue 38: every rule reports its n_required)
+        need = _greater_need(xa, xb, effect)
+        est = "" if need is None else f"; about {need} {what}s in all at the measured spread"
+        return Decision("greater", None, n, None, need, reason=f"too few {what}s: {na} and {nb} (>= 3 each and "
                                                                  f">= {MIN_N} in all: no power from the spread "
-                                                                 f"of 2 samples)", unit=what)
+                                                                 f"of 2 samples){est}", unit=what)
     ma, mb = sum(xa) / na, sum(xb) / nb
     va = sum((v - ma) ** 2 for v in xa) / (na - 1)
     vb = sum((v - mb) ** 2 for v in xb) / (nb - 1)
@@ -807,22 +828,23 @@ def diff_in_diff(on_a, off_a, on_b, off_b, effect: float, design: tuple[float, f
                                        f"power to detect {effect:g} is {power:.2f}", **base)
 
 
-def robust(outcomes: dict, n: int, what: str = "setting") -> Decision:
+def robust(outcomes: dict, n: int, what: str = "setting", unit: str | None = None) -> Decision:
     """A deterministic computation repeated over settings the paper does not pin down (a tolerance, a grid
     extent): ``outcomes`` maps each setting's label to its boolean verdict. True when every setting agrees on
     True, False when every one says False, None when they disagree (the verdict depends on the setting). ``n``:
-    the points each computation covers (a grid), reported only."""
+    the points each computation covers (a grid), reported only, in ``unit`` (e.g. "grid point"; the settings'
+    name ``what`` when None)."""
     if not outcomes:
         raise DecisionInputError("robust() needs at least one setting's outcome")
     vals = {str(k): bool(v) for k, v in outcomes.items()}
     trues = [k for k, v in vals.items() if v]
     if len(trues) == len(vals):
-        return Decision("robust", True, n, 1.0, 1, reason=f"holds in all {len(vals)} {what}s", unit=what)
+        return Decision("robust", True, n, 1.0, 1, reason=f"holds in all {len(vals)} {what}s", unit=unit or what)
     if not trues:
-        return Decision("robust", False, n, 1.0, 1, reason=f"fails in all {len(vals)} {what}s", unit=what)
+        return Decision("robust", False, n, 1.0, 1, reason=f"fails in all {len(vals)} {what}s", unit=unit or what)
     falses = [k for k, v in vals.items() if not v]
     return Decision("robust", None, n, 1.0, 1, reason=f"depends on the {what}: holds for {', '.join(trues)}; "
-                                                      f"fails for {', '.join(falses)}", unit=what)
+                                                      f"fails for {', '.join(falses)}", unit=unit or what)
 
 
 def all_of(parts: dict[str, Decision]) -> Decision:

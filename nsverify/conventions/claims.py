@@ -111,12 +111,13 @@ def gpu_unreadable_claim(problem: str) -> dict:
     return SPEC["conventions/gpu-readable"].judge(problem, decide.exact(False))
 
 
-def cuda_claim(differ: int, evaluations: int, device_name: str, torch_version) -> dict:
-    """The stored GPU run's rules equal this run's CPU rules: ``differ`` of its ``evaluations`` differ (run on
-    ``device_name`` with torch ``torch_version``)."""
+def cuda_claim(differ: int, evaluations: int, device_name: str, torch_version, against: str = "") -> dict:
+    """The stored GPU run's rules equal the CPU rules ``against`` names (the stored run's own CPU rows, same
+    torch; or this run's): ``differ`` of its ``evaluations`` differ (run on ``device_name`` with torch
+    ``torch_version``). The measured text names both sides, so a release change cannot pass for a device one."""
     return SPEC["conventions/cuda-equals-cpu"].judge(
-        f"{differ} of {evaluations} GPU evaluations differ from CPU ({device_name}, torch {torch_version})",
-        decide.exact(differ == 0))
+        f"{differ} of {evaluations} GPU evaluations differ from CPU ({device_name}, torch {torch_version}"
+        + (f"; against {against}" if against else "") + ")", decide.exact(differ == 0))
 
 
 # ----------------------------------------------------------------------------------------------------------

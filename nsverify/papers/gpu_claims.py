@@ -71,7 +71,8 @@ def load(path: Path | str = CLAIMS_JSON) -> dict | None:
     for key, s in bertoin.items():
         claims += bertoin_claims(s, f"MLP width {sizes.get('mlp_width')} x 2048, {key} kernels, {prov['device']}",
                                  setting=key, path=f"{key} CUDA")
-    park = overhead_claims(raw["park_overhead"], "natural") if raw.get("park_overhead") else []
+    on_gpu = f"the stored GPU run's networks on {{data}} inputs ({prov['device']})"
+    park = overhead_claims(raw["park_overhead"], "natural", on_gpu) if raw.get("park_overhead") else []
     newer, park_fresh = newest_monitor_run(raw), []
     if newer is not None:  # the monitor was rewritten since: this run's overhead is stale, the newest one judges
         why = (f"stale: measured before the monitor's rewrite (this run {prov['date']}, commit "

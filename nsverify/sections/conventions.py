@@ -164,9 +164,12 @@ def _gpu_part(cv, cpu_results) -> dict | None:
                 "claim": gpu_unreadable_claim(str(exc))}
     # the stored run's own CPU rows (same torch, same machine) are the comparison; this run's CPU rows (another
     # torch release, perhaps) only when the stored run has none
+    import torch
+
     own = [r for r in gpu if r.device == "cpu"]
     cuda = [r for r in gpu if r.device != "cpu"]
-    ref_rows, ref = (own, "the stored run's own CPU rows") if own else (cpu_results, "this run's CPU rows")
+    ref_rows, ref = ((own, f"the stored run's own CPU rows, torch {data.get('torch')}") if own else
+                     (cpu_results, f"this run's CPU rows, torch {torch.__version__}"))
     cpu = {(r.op, r.case, r.dtype, r.mode): r.rule for r in ref_rows}
     rows, differ, compared = [], 0, 0
     for r in cuda:
@@ -181,4 +184,4 @@ def _gpu_part(cv, cpu_results) -> dict | None:
     title = (f"CUDA vs CPU ({meta.get('device_name', 'GPU')}, torch {data.get('torch')}, against {ref}): "
              f"{differ} of {compared} matched evaluations differ")
     return {"results": gpu, "table": table(title, ["op", "case", "dtype", "mode", "cpu", "cuda"], rows),
-            "claim": cuda_claim(differ, compared, meta.get("device_name", "GPU"), data.get("torch"))}
+            "claim": cuda_claim(differ, compared, meta.get("device_name", "GPU"), data.get("torch"), ref)}

@@ -9,6 +9,12 @@ from __future__ import annotations
 from nsverify.report import section, table
 
 
+def gradient_text(values, shown: int = 6) -> str:
+    """A cell's returned gradient for the table: its first ``shown`` entries, floats to 4 significant digits; a
+    non-finite cell stores its entries as text ("nan", "inf"), printed as they are."""
+    return ", ".join(f"{v:.4g}" if isinstance(v, (int, float)) else str(v) for v in values[:shown])
+
+
 @section("programs", "Programs: ties on computed operands in compiled regions; second order at kinks", order=12,
          description="matmul -> amax, conv -> relu -> max_pool, attention -> softmax -> max, ... in eager, func, jvp, "
                      "deterministic, aot_eager and Inductor; double backward and forward-over-reverse at kinks")
@@ -29,8 +35,8 @@ def programs_section(ctx) -> dict:
     findings = programs.program_findings(cells, script_dir=ctx.scratch_file("program-findings"))
     g2 = grad2.run_grad2()
     agree = grad2.agreement(g2)
-    rows = [[c.program, c.dtype, c.mode, c.piece, c.in_clarke, ", ".join(f"{v:.4g}" for v in c.gradient[:6]),
-             c.error or ""] for c in cells]
+    rows = [[c.program, c.dtype, c.mode, c.piece, c.in_clarke, gradient_text(c.gradient), c.error or ""]
+            for c in cells]
     h_rows = [[c.case, c.op, c.mode, c.bouligand or "none", c.in_hull, c.consistent or "none", c.error or ""]
               for c in g2]
     outside = [c for c in cells if c.in_clarke == "no"]

@@ -14,7 +14,8 @@ QUICK = dict(fig33=(3, 2),
              table=dict(width=0.0625, batch_size=16, datasets={"natural": (2, 2)}),
              trend=dict(batch_sizes=(8, 32), width=0.0625, draws=2, batches=1),
              dich=dict(draws=2, batches=2, batch_size=128, width=0.125, fused_too=False),
-             sgd=dict(dtypes=("float64", "float32", "bfloat16"), steps=30, width=0.125, pairs32=2),
+             sgd=dict(dtypes=("float64", "float32", "bfloat16"), steps=30, width=0.125, pairs32=2, pairs16=5,
+                      pairs64=5),
              sweep=dict(seeds=(0,), steps=15, betas=(0.0, 1e2, 1e4)))
 #: full mode: every design-determined n_required is reached (tests/test_claims_budgets.py): Fig. 3.3's tail needs
 #: 132 draws and its bulk 110 at total intra-draw correlation; Table 3.2's 64-bit claim 32 draws, its 32-bit one 38
@@ -22,7 +23,8 @@ FULL = dict(fig33=(136, 4),
             table=dict(width=0.125, batch_size=64, datasets={"natural": (40, 4), "plateaus": (4, 2)}),
             trend=dict(batch_sizes=(8, 32, 128, 512), width=0.125, draws=8, batches=2),
             dich=dict(draws=42, batches=4, batch_size=128, width=1.0, fused_too=True),
-            sgd=dict(dtypes=("float64", "float32", "bfloat16"), steps=200, width=1.0, pairs32=6),
+            sgd=dict(dtypes=("float64", "float32", "bfloat16"), steps=200, width=1.0, pairs32=6, pairs16=8,
+                     pairs64=6),
             sweep=dict(seeds=(0, 1, 2, 3, 4), steps=400, betas=(0.0, 1e2, 1e3, 1e4)))
 
 
@@ -278,7 +280,8 @@ def _sgd(ctx, size: dict, p: Parts, data: dict) -> dict:
     sg = size["sgd"]
     ctx.progress(f"SGD trajectories ReLU'(0)=0 vs 1, {sg['steps']} steps")
     sgd = p.collect_claims(repro.sgd_trajectories(sg["dtypes"], sg["steps"], width=sg["width"],
-                                                  memo=ctx.checkpoint, pairs32=sg.get("pairs32", 1)))["runs"]
+                                                  memo=ctx.checkpoint, pairs32=sg.get("pairs32", 1),
+                                                  pairs16=sg.get("pairs16"), pairs64=sg.get("pairs64")))["runs"]
     data["sgd"] = sgd
     p.tables.append(table(f"SGD trajectories, ReLU'(0) = 0 vs 1 (MLP width {sg['width']} x 2048, digits28)",
                           ["dtype", "kernel path", "steps", "first bitwise difference", "final L1 distance"],
