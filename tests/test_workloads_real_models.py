@@ -265,3 +265,21 @@ def test_lemma2_bad_arguments_are_named():
         models.lemma2_logit(nn.Sequential(nn.Linear(2, 3)), param="0.bias", index=5)
     with pytest.raises(NsverifyError, match="logit=7.*3 logits"):
         models.lemma2_logit(nn.Linear(2, 3), logit=7)(torch.ones(1, 2))
+
+
+@pytest.mark.parametrize("param", [None, "2.bias"])
+def test_the_oracle_finds_the_lemma2_term_on_a_small_float32_model(param):
+    """The derivation above predicts not_member (AD misses the slope of the loss in logit 0); on a 4-6-3 ReLU
+    network in float32 with PyTorch's default initialisation the oracle must say so, never member."""
+    import torch.nn.functional as F
+
+    import nsverify
+
+    torch.manual_seed(0)
+    base = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+    x, y = torch.randn(2, 4), torch.tensor([1, 2])
+    model = models.lemma2_logit(base, logit=0, param=param, index=1)
+    with torch.no_grad():
+        assert abs(_softmax_slope(base(x).double().numpy(), y.numpy(), 0)) > 1e-3
+    v = nsverify.check_module(model, F.cross_entropy, x, y, time_limit=60, progress=False)
+    assert v.status == "not_member", v
