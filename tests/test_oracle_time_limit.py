@@ -30,12 +30,12 @@ def _bound(limit: float, plain: float = 0.0) -> float:
     return 1.1 * limit + 1.0 + plain
 
 
-def _plain_step(model, x, y) -> float:
+def _plain_step(model, x, y, loss=F.cross_entropy) -> float:
     """Seconds of one plain float forward and backward (the faster of two: the first pays for warm-up)."""
     best = float("inf")
     for _ in range(2):
         t0 = time.perf_counter()
-        F.cross_entropy(model(x), y).backward()
+        loss(model(x), y).backward()
         best = min(best, time.perf_counter() - t0)
         model.zero_grad(set_to_none=True)
     return best
@@ -70,6 +70,62 @@ def test_resnet18_full_width_returns_within_the_limit():
     """11.2M parameters, time_limit=10: about 13 s in all on the 2-core machine (under the ~30 s that would put it
     behind the ``slow`` marker)."""
     _stops_in_time(*_resnet_case(1.0), limit=10.0)
+
+
+# ----------------------------------------------- issue 34's real-model workloads (nsverify.workloads.real_models)
+#: "ran out during <stage> after <n> pieces": the stage the decision had reached when the limit ran out
+STAGE = re.compile(r"ran out during (?P<stage>.+?) after (?P<pieces>\d+) pieces")
+
+
+def _real(kind: str, limit: float, **kw):
+    """The workload from real_models.build (float32, default init, dead unit, BN statistics from real images),
+    checked under ``limit``: the call returns within the bound; an unknown names the stage reached, and a decided
+    Lemma 2 case must be not_member (Park et al., Lemma 2: AD is outside the Clarke set)."""
+    from nsverify.workloads import real_models
+
+    model, loss, x, y = real_models.build(kind, **kw)
+    plain = _plain_step(model, x, y, loss)
+    t0 = time.perf_counter()
+    v = nsverify.check_module(model, loss, x, y, wrt="parameters", time_limit=limit, on_limit="unknown",
+                              progress=False)
+    wall = time.perf_counter() - t0
+    assert wall <= _bound(limit, plain), (wall, plain, v.reason)
+    if v.status == "unknown":
+        assert STAGE.search(v.reason), v.reason
+    elif kw.get("lemma2"):
+        assert v.status == "not_member", v
+    return v
+
+
+def test_opt_decoder_returns_within_the_limit():
+    """Target (d): the OPT-style decoder (3.3M parameters, one dead MLP unit, 2x32 tokens), time_limit=5."""
+    _real("opt_decoder", 5.0)
+
+
+#: on main (64e5aef) under load 6-8 some calls overran by 0.1-4 s: stacks sampled past the limit sat in PyTorch's
+#: float autograd pass run under the prepass dispatch mode (api._decide -> Evaluation.float_ad ->
+#: interp.float_autograd -> prepass.__torch_dispatch__), which does not poll the deadline and costs several plain
+#: steps; so these cases fail now and then until it polls
+UNPOLLED_FLOAT_AD = pytest.mark.xfail(strict=False, reason="issue 34 item 4: the float autograd pass under the "
+                                      "prepass dispatch mode does not poll the deadline")
+
+
+@UNPOLLED_FLOAT_AD
+def test_resnet18_quarter_width_real_setup_returns_within_the_limit():
+    """ResNet-18 width 1/4 (701k parameters) in target (a)'s setup (eval mode), time_limit=5."""
+    _real("resnet18", 5.0, width=0.25)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind,kw", [
+    pytest.param("resnet18", {}, id="resnet18-eval"), pytest.param("resnet18", {"train": True}, id="resnet18-train"),
+    pytest.param("vgg11_bn", {}, id="vgg11_bn"), pytest.param("resnet18", {"lemma2": True}, id="resnet18-lemma2"),
+    # measured on main (64e5aef) under load 6-8: 15.5 s against a bound of 15.3 s once, 11.7 s another time
+    pytest.param("opt_decoder", {}, id="opt_decoder", marks=UNPOLLED_FLOAT_AD),
+])
+def test_full_width_real_models_return_within_a_10s_limit(kind, kw):
+    """Issue 34's targets (a)-(e) at full width with time_limit=10."""
+    _real(kind, 10.0, **kw)
 
 
 # -------------------------------------------------------------------------------------- one test per polling point

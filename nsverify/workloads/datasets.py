@@ -13,8 +13,9 @@ Provided here (no download): ``digits28`` (scikit-learn's 8x8 digits, values k/1
 24x24 and zero-padded to 28x28: all three mechanisms), ``digits64`` (the same digits as flat vectors),
 ``digits_upsampled`` (nearest interpolation to any size, with synthetic plateau images: Park's experiments),
 ``plateaus`` (CIFAR-shaped 3x32x32 images made of constant dyadic blocks on an exact-zero background, some
-blocks duplicated).  ``load_mnist``/``load_cifar10`` read files a user already has and fail with a clear
-message otherwise.
+blocks duplicated), ``natural_crops`` (crops of scikit-learn's two sample photographs), ``text_tokens`` (byte
+tokens of the English dataset descriptions that ship with scikit-learn, for language models).
+``load_mnist``/``load_cifar10`` read files a user already has and fail with a clear message otherwise.
 """
 from __future__ import annotations
 
@@ -145,6 +146,35 @@ def natural_crops(n: int = 512, seed: int = 0, shape: tuple[int, int, int] = (3,
         centre = q + (w - 1) * step / 2
         y[i] = (k * bands + min(bands - 1, int(centre / W * bands))) % classes
     return torch.tensor(x, dtype=dtype), torch.tensor(y)
+
+
+@functools.lru_cache(maxsize=1)
+def _english_text() -> bytes:
+    """The English prose that ships with scikit-learn: its dataset descriptions (``sklearn/datasets/descr/*.rst``),
+    concatenated in name order, whitespace runs collapsed to one space."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn")
+    folder = Path(spec.submodule_search_locations[0]) / "datasets" / "descr" if spec else None
+    if folder is None or not folder.is_dir():
+        raise DataNotFoundError("text_tokens: scikit-learn's dataset descriptions (sklearn/datasets/descr/*.rst) "
+                                "were not found; install scikit-learn (pip install scikit-learn)")
+    text = b" ".join(p.read_bytes() for p in sorted(folder.glob("*.rst")))
+    return b" ".join(text.split())
+
+
+def text_tokens(n: int = 2, seq: int = 32, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` windows of ``seq + 1`` consecutive byte tokens (ids 0..255) of real English text (:func:`_english_text`)
+    at random offsets: ``(tokens, next_tokens)``, both (n, seq) ``torch.long``, ``next_tokens`` shifted by one
+    (a language model's inputs and targets)."""
+    if n < 1 or seq < 1:
+        raise NsverifyError(f"text_tokens: n={n}, seq={seq}; give positive sizes")
+    text = np.frombuffer(_english_text(), dtype=np.uint8)
+    if seq + 1 > len(text):
+        raise NsverifyError(f"text_tokens: seq={seq} is longer than the text ({len(text)} bytes)")
+    starts = np.random.default_rng(seed).integers(0, len(text) - seq, size=n)
+    windows = np.stack([text[s:s + seq + 1] for s in starts]).astype(np.int64)
+    return torch.tensor(windows[:, :-1]), torch.tensor(windows[:, 1:])
 
 
 def _find(root: Path, names: list[str], what: str, hint: str) -> Path:

@@ -7,14 +7,24 @@
 * ``resnet18``: torchvision's ResNet18 adapted to CIFAR as in Bertoin App. D.1 (first conv 3x3, 10 classes,
   BatchNorm optional -> Identity); it keeps torchvision's 3x3/stride-2/padding-1 maxpool (overlapping windows);
 * :class:`PreNormTransformer`: a pre-norm transformer encoder on feature sequences (LayerNorm, multi-head softmax
-  attention, a GELU MLP, residual adds) with a mean-pooled ReLU head -- the shape of issue 23's target (b).
+  attention, a GELU MLP, residual adds) with a mean-pooled ReLU head -- the shape of issue 23's target (b);
+* :func:`opt_decoder`: an OPT-style causal language model (token and learned position embeddings, pre-LayerNorm
+  blocks with causal self-attention written out and a ReLU MLP, a final LayerNorm, an LM head tied to the token
+  embedding), built from PyTorch's own modules; :func:`plant_dead_unit` puts one MLP unit exactly at its kink;
+* :class:`Lemma2Logit` (:func:`lemma2_logit`): any classifier with Park, Chun and Lee's Lemma 2 term
+  ``relu(u) - relu(-u)`` added to one logit (App. D.2), so that AD is provably outside the Clarke set.
 
-Every ReLU is a :class:`nsverify.ad.ReLUVariant` and every maxpool a :class:`nsverify.ad.MaxPool2dVariant`, both
-built without a rule, so the backward rule is chosen at backward time (:func:`nsverify.ad.backward_rules`, or a
-zone program with :func:`nsverify.papers.zones.use_rule`).
+In the CNNs and the MLP every ReLU is a :class:`nsverify.ad.ReLUVariant` and every maxpool a
+:class:`nsverify.ad.MaxPool2dVariant`, both built without a rule, so the backward rule is chosen at backward time
+(:func:`nsverify.ad.backward_rules`, or a zone program with :func:`nsverify.papers.zones.use_rule`);
+:func:`plain_layers` swaps them for PyTorch's own modules.
 """
 from __future__ import annotations
 
+import math
+
+import torch
+import torch.nn.functional as F
 from torch import nn
 
 from nsverify.ad import MaxPool2dVariant, ReLUVariant
@@ -181,3 +191,169 @@ def plain_layers(model: nn.Module) -> nn.Module:
         else:
             plain_layers(child)
     return model
+
+
+# ----------------------------------------------------------------------------------------- OPT-style decoder
+class OPTBlock(nn.Module):
+    """One OPT decoder layer (pre-LayerNorm, as OPT-125m..66b): ``x + out(attn(LN(x)))`` with causal multi-head
+    self-attention written out (q/k/v ``nn.Linear``, ``scores = q @ k^T / sqrt(dh)``, the future masked, softmax,
+    ``@ v``), then ``x + fc2(ReLU(fc1(LN(x))))`` with a ``d -> 4d -> d`` MLP.  ``mask``: ``"fill"`` masks the
+    future with ``masked_fill(-inf)``; ``"additive"`` adds a float mask holding ``torch.finfo(dtype).min`` there
+    (as Hugging Face's OPT does)."""
+
+    def __init__(self, d: int, heads: int, mask: str = "fill"):
+        super().__init__()
+        if d % heads:
+            raise NsverifyError(f"the model width d={d} must be a multiple of heads={heads}")
+        if mask not in MASKS:
+            raise NsverifyError(f"mask={mask!r}: choose from {', '.join(MASKS)}")
+        self.heads, self.mask = heads, mask
+        self.self_attn_layer_norm = nn.LayerNorm(d)
+        self.q_proj, self.k_proj, self.v_proj = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.out_proj = nn.Linear(d, d)
+        self.final_layer_norm = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.activation = nn.ReLU()
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def attention(self, h: torch.Tensor) -> torch.Tensor:
+        b, n, d = h.shape
+        dh = d // self.heads
+
+        def split(t):  # (b, n, d) -> (b, heads, n, dh)
+            return t.reshape(b, n, self.heads, dh).transpose(1, 2)
+
+        q, k, v = split(self.q_proj(h)), split(self.k_proj(h)), split(self.v_proj(h))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(dh)
+        future = torch.ones(n, n, dtype=torch.bool, device=h.device).triu(1)
+        if self.mask == "fill":
+            scores = scores.masked_fill(future, float("-inf"))
+        else:
+            scores = scores + torch.zeros(n, n, dtype=h.dtype, device=h.device).masked_fill(
+                future, torch.finfo(h.dtype).min)
+        return self.out_proj((scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, n, d))
+
+    def forward(self, x):
+        x = x + self.attention(self.self_attn_layer_norm(x))
+        return x + self.fc2(self.activation(self.fc1(self.final_layer_norm(x))))
+
+
+#: the causal masks :class:`OPTBlock` can apply
+MASKS = ("fill", "additive")
+
+
+class OPTDecoder(nn.Module):
+    """Token ids (batch, seq) -> next-token logits (batch, seq, vocab): token + learned position embeddings,
+    ``layers`` :class:`OPTBlock`, a final LayerNorm and an LM head tied to the token embedding (``logits =
+    h @ embed_tokens.weight^T``, so the embedding is one parameter, counted once)."""
+
+    def __init__(self, layers: int = 4, d: int = 256, heads: int = 4, vocab: int = 512, seq: int = 32,
+                 mask: str = "fill"):
+        super().__init__()
+        if min(layers, d, heads, vocab, seq) < 1:
+            raise NsverifyError(f"opt_decoder: layers={layers}, d={d}, heads={heads}, vocab={vocab}, seq={seq}; "
+                                "give positive sizes")
+        self.seq = seq
+        self.embed_tokens = nn.Embedding(vocab, d)
+        self.embed_positions = nn.Embedding(seq, d)
+        self.layers = nn.ModuleList([OPTBlock(d, heads, mask) for _ in range(layers)])
+        self.final_layer_norm = nn.LayerNorm(d)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        if tokens.dim() != 2 or tokens.dtype != torch.long:
+            raise NsverifyError(f"OPTDecoder takes token ids of shape (batch, seq) and dtype torch.long, got "
+                                f"{tuple(tokens.shape)} {tokens.dtype}")
+        n = tokens.shape[1]
+        if n > self.seq:
+            raise NsverifyError(f"OPTDecoder: {n} tokens, but the position embedding has {self.seq}; build it with "
+                                f"seq >= {n}")
+        x = self.embed_tokens(tokens) + self.embed_positions(torch.arange(n, device=tokens.device))
+        for blk in self.layers:
+            x = blk(x)
+        return F.linear(self.final_layer_norm(x), self.embed_tokens.weight)
+
+
+def opt_decoder(layers: int = 4, d: int = 256, heads: int = 4, vocab: int = 512, seq: int = 32,
+                mask: str = "fill") -> OPTDecoder:
+    """An OPT-style decoder (:class:`OPTDecoder`) with PyTorch's default initialisation (seed it first).  The
+    defaults are issue 34's target (d): 4 layers, d = 256, 4 heads, 512 tokens, 32 positions (3,299,328
+    parameters)."""
+    return OPTDecoder(layers, d, heads, vocab, seq, mask)
+
+
+def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of next-token logits (batch, seq, vocab) against the following tokens (batch, seq), averaged
+    over every position (the language-model loss)."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def plant_dead_unit(model: OPTDecoder, layer: int = 0, unit: int = 0) -> OPTDecoder:
+    """Zero row ``unit`` of ``layers[layer].fc1`` (weight row and bias), in place: that MLP unit's ReLU input is
+    exactly 0 on every token (0 * finite summed, plus 0), in any float dtype -- a ReLU at its kink.  Returns the
+    model."""
+    if not isinstance(model, OPTDecoder):
+        raise NsverifyError(f"plant_dead_unit takes an OPTDecoder, got {type(model).__name__}")
+    if not 0 <= layer < len(model.layers):
+        raise NsverifyError(f"plant_dead_unit: layer={layer}, the model has layers 0..{len(model.layers) - 1}")
+    fc1 = model.layers[layer].fc1
+    if not 0 <= unit < fc1.out_features:
+        raise NsverifyError(f"plant_dead_unit: unit={unit}, the MLP has units 0..{fc1.out_features - 1}")
+    with torch.no_grad():
+        fc1.weight[unit].zero_()
+        fc1.bias[unit] = 0.0
+    return model
+
+
+# ------------------------------------------------------------------------------------ Park's Lemma 2 term
+class Lemma2Logit(nn.Module):
+    """``model(x)`` with Park, Chun and Lee's Lemma 2 term (App. D.2) added to logit ``logit`` (the last axis):
+    ``relu(u) - relu(-u)``, where ``u = p[index] - c`` for a parameter ``p`` of the model and ``c`` its value when
+    the wrapper was built (a constant), so that ``u`` is exactly 0 at the point.
+
+    As a function the term equals ``u`` (``relu(u) - relu(-u) = u`` for every real ``u``), so the true partial
+    derivative of ``loss(wrapper(x), y)`` along ``p[index]`` is the model's own partial plus
+    ``d loss / d logit`` summed over the logit's positions; PyTorch's AD takes ``relu'(0) = 0`` in both ReLUs and
+    misses that second part.  With ``param=None`` the wrapper owns a fresh parameter ``u`` (value 0, ``c = 0``),
+    whose AD is exactly 0 and whose true derivative is that second part alone."""
+
+    def __init__(self, model: nn.Module, logit: int = 0, param: str | None = None, index: int = 0):
+        super().__init__()
+        self.model, self.logit = model, logit
+        if param is None:
+            self.u = nn.Parameter(torch.zeros(1, dtype=next(model.parameters()).dtype))
+            self.param, self.index = "u", 0
+        else:
+            params = dict(model.named_parameters())
+            if param not in params:
+                raise NsverifyError(f"lemma2_logit: the model has no parameter {param!r}; choose one of "
+                                    f"{', '.join(list(params)[:8])}{', ...' if len(params) > 8 else ''}")
+            if not 0 <= index < params[param].numel():
+                raise NsverifyError(f"lemma2_logit: index={index}, but {param!r} has {params[param].numel()} "
+                                    "entries")
+            self.param, self.index = f"model.{param}", index
+        self.register_buffer("c", self.point_value().detach().clone())
+
+    def point_value(self) -> torch.Tensor:
+        """The chosen coordinate ``p[index]`` (a one-entry tensor, in the graph)."""
+        p = self
+        for part in self.param.split("."):  # attributes, not get_parameter: functional calls swap in plain tensors
+            p = getattr(p, part)
+        return p.reshape(-1)[self.index:self.index + 1]
+
+    def term(self) -> torch.Tensor:
+        u = self.point_value() - self.c
+        return F.relu(u) - F.relu(-u)
+
+    def forward(self, x):
+        out = self.model(x)
+        if not -out.shape[-1] <= self.logit < out.shape[-1]:
+            raise NsverifyError(f"lemma2_logit: logit={self.logit}, but the model has {out.shape[-1]} logits")
+        onehot = torch.zeros(out.shape[-1], dtype=out.dtype, device=out.device)
+        onehot[self.logit] = 1.0
+        return out + self.term() * onehot
+
+
+def lemma2_logit(model: nn.Module, logit: int = 0, param: str | None = None, index: int = 0) -> Lemma2Logit:
+    """``model`` with Park's Lemma 2 term on logit ``logit`` (:class:`Lemma2Logit`): AD is not in the Clarke set
+    along the term's coordinate whenever ``d loss / d logit`` (summed over the logit's positions) is not 0."""
+    return Lemma2Logit(model, logit, param, index)
