@@ -33,6 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from nsverify.errors import UnsupportedOpError
+from nsverify.oracle.context import poll_deadline
 
 #: the longest message the refusal prints (names of further ops are counted, not listed)
 MAX_MESSAGE = 300
@@ -90,6 +91,7 @@ class OpSurvey(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        poll_deadline()  # the float run of a large model takes seconds: the time limit holds inside it too
         out = func(*args, **kwargs)
         name = func.__name__.removesuffix(".default")
         where = self._modules[-1] if self._modules else None

@@ -132,7 +132,15 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     fast = fastexact.matmul(a, b)  # plain rationals: integer arithmetic, one normalisation per output entry
     if fast is None:  # rationals with intervals: exact endpoint products, one outward rounding per entry
         fast = fastexact.interval_matmul(a, b)
-    return fast if fast is not None else np.asarray(np.matmul(a, b), dtype=object)
+    if fast is not None:
+        return fast
+    if a.ndim >= 2 and a.shape[-2] > 1:  # object entries (jets, surds): one row at a time, polling between rows
+        rows = []
+        for i in range(a.shape[-2]):
+            context.poll_deadline()
+            rows.append(np.asarray(np.matmul(a[..., i:i + 1, :], b), dtype=object))
+        return np.concatenate(rows, axis=-2)
+    return np.asarray(np.matmul(a, b), dtype=object)
 
 
 def _mm(a, b):
