@@ -5,6 +5,7 @@ found; the route decides member only in its premises and declines otherwise (bot
 from __future__ import annotations
 
 import json
+import math
 import time
 
 import mpmath
@@ -341,3 +342,50 @@ def test_layer_norm_and_softmax_enclosures_contain_the_60_digit_value():
             lo = 0.0 if rec.lo is None else float(rec.lo[i, j])
             assert _inside(float(rec.mid[i, j]), r, p[j] - mpmath.mpf(0.25), lo), (i, j)
             assert r < 1e-25
+
+
+@pytest.mark.parametrize("cin,k", [(3, 3), (64, 3), (512, 3)])
+def test_slice_products_are_computed_exactly_by_float64_convolution(cin, k):
+    """Every product of two slices (Ozaki et al.'s condition b_x + b_w + ceil(log2 n) + 1 <= 53) equals the
+    integer convolution of the slices' integer coefficients, computed independently in int64 (unfold + matmul)."""
+    from nsverify.oracle import ddarith as dd
+
+    g = torch.Generator().manual_seed(cin)
+    x = torch.randn(1, cin, 6, 6, generator=g, dtype=torch.float64)
+    xl = x * 2.0 ** -60 * torch.rand(x.shape, generator=g, dtype=torch.float64)
+    w = ((torch.rand(4, cin, k, k, generator=g, dtype=torch.float64) * 2 - 1) / math.sqrt(cin * k * k)).float().double()
+    n = cin * k * k
+    bx, kx, bw, kw = dd.plan(n, dd.weight_bits(w, (1, 2, 3)))
+    Ex, Ew = dd.exponent(x), dd.exponent(w, (1, 2, 3))
+    xs, xrem = dd.slices(x, xl, Ex, bx, kx)
+    ws, wrem = dd.slices(w, torch.zeros_like(w), Ew, bw, kw)
+    assert not bool(wrem.any())  # float32 weights are covered exactly
+    assert float(xrem.max()) <= float(torch.exp2(Ex - bx * kx))
+    for i, a in enumerate(xs):
+        for j, b in enumerate(ws):
+            ga, gb = torch.exp2(Ex - bx * (i + 1)), torch.exp2(Ew - bw * (j + 1))
+            ai, bi = (a / ga).round().long(), (b / gb).round().long()
+            assert bool((ai.double() * ga == a).all()) and bool((bi.double() * gb == b).all())
+            cols = F.unfold(ai.double(), k, padding=1).long()  # (1, cin*k*k, L): exact small integers
+            exact = torch.einsum("ok,bkl->bol", bi.reshape(4, -1), cols).reshape(1, 4, 6, 6)
+            got = F.conv2d(a, b, padding=1)
+            assert bool((got == exact.double() * ga * gb.reshape(1, 4, 1, 1)).all()), (i, j)
+
+
+def test_double_double_primitives_are_exact():
+    from nsverify.oracle import ddarith as dd
+
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(1000, generator=g, dtype=torch.float64) * torch.exp2(torch.randint(-30, 30, (1000,), generator=g))
+    b = torch.randn(1000, generator=g, dtype=torch.float64)
+    s, e = dd.two_sum(a, b)
+    p, q = dd.two_prod(a, b)
+    for k in range(0, 1000, 97):
+        fa, fb = F_(a[k]), F_(b[k])
+        assert F_(s[k]) + F_(e[k]) == fa + fb and F_(p[k]) + F_(q[k]) == fa * fb
+
+
+def F_(t):
+    from fractions import Fraction
+
+    return Fraction(float(t))
