@@ -238,7 +238,7 @@ def test_lemma_2s_pair_is_never_member_by_the_route():
         m.lin.weight[3].zero_()
         m.lin.bias[3] = 0.0
     got = _route(m, lambda o, t: o.sum(), torch.randn(4, 200), None)
-    assert isinstance(got, str) and "read more than once" in got
+    assert isinstance(got, str) and "Lemma 2 pair" in got  # y is a layer's output: no one-coordinate certificate
 
 
 def test_a_touch_without_its_own_bias_declines():
@@ -389,3 +389,63 @@ def F_(t):
     from fractions import Fraction
 
     return Fraction(float(t))
+
+
+# ------------------------------------------------------------------------------------- Lemma 2 (not_member)
+def _lemma2_mlp(param=None, index=0):
+    from nsverify.workloads.models import lemma2_logit
+
+    m, loss, x, y = _mlp()
+    return lemma2_logit(m, logit=1, param=param, index=index), loss, x, y
+
+
+def _one_sided(model, loss, x, y, name, index, h=2.0 ** -20):
+    """The true partial derivative along one parameter entry, by float64 one-sided differences on both sides
+    (independent of the oracle: relu(u) - relu(-u) = u, so both sides agree)."""
+    import copy
+
+    m = copy.deepcopy(model).double()
+    p = dict(m.named_parameters())[name]
+    vals = []
+    for s in (h, -h):
+        with torch.no_grad():
+            p.view(-1)[index] += s
+            vals.append(float(loss(m(x.double()), y)))
+            p.view(-1)[index] -= s
+    f0 = float(loss(m(x.double()), y))
+    return (vals[0] - f0) / h, (f0 - vals[1]) / h
+
+
+def test_park_lemma_2_on_a_logit_is_not_member_with_the_missed_derivative():
+    m, loss, x, y = _lemma2_mlp()
+    v = nsverify.check_module(m, loss, x, y, progress=False)
+    assert v.status == "not_member" and v.certificate["kind"] == "lemma2_pair", v.reason
+    j = v.certificate["coordinate"]
+    assert j == 0  # the wrapper's own parameter u comes first in named_parameters()
+    right, left = _one_sided(m, loss, x, y, "u", 0)
+    lo, hi = (float(t) for t in v.certificate["delta"])
+    assert v.ad[j] == 0.0  # PyTorch takes relu'(0) = 0 in both ReLUs
+    for d in (right, left):  # the truth (AD's 0 plus the missed part) lies in the certified enclosure
+        assert lo - 1e-6 <= d <= hi + 1e-6
+    assert verify_certificate(v.to_json())
+    fn, w = module_function(m, loss, x, y)
+    assert verify_certificate(v, fn)
+    bad = json.loads(v.to_json())
+    bad["certificate"]["delta"] = ["-0.1", "0.1"]  # an enclosure that contains 0 proves nothing
+    assert not verify_certificate(bad)
+
+
+def test_lemma_2_on_an_existing_bias_entry():
+    m, loss, x, y = _lemma2_mlp(param="2.bias", index=1)
+    v = nsverify.check_module(m, loss, x, y, progress=False)
+    assert v.status == "not_member", v.reason
+    assert v.certificate["coordinate"] == 200 * 100 + 100 + 100 * 3 + 1  # the second Linear's bias, entry 1
+
+
+def test_lemma_2_whose_coordinate_reaches_another_kink_declines():
+    """u = (first layer's bias of the dead unit) - c: that coordinate also moves the dead unit's kink, so its
+    partial derivative is not continuous: no one-coordinate certificate (never a wrong not_member)."""
+    m, loss, x, y = _lemma2_mlp(param="0.bias", index=7)
+    fn, w = module_function(m, loss, x, y)
+    got = enclosed.decide(fn, w)
+    assert isinstance(got, str) and "also reaches ReLU call" in got

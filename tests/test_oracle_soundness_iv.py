@@ -345,6 +345,10 @@ def _records() -> dict:
     add(_check(lambda w: torch.linalg.vector_norm(w), _w(0, 0)))  # norm ball (a norm at its zero)
     add(_check(lambda w: torch.sqrt((w ** 2).sum()), _w(0, 0), ad=[float("nan"), 0]))  # NaN of a Lipschitz function
     add(nsverify.check_module(*_dead_unit_mlp(), progress=False))  # Theorem 8 from enclosures (>= 20,000 parameters)
+    from nsverify.workloads.models import lemma2_logit
+
+    m, loss, x, y = _dead_unit_mlp()
+    add(nsverify.check_module(lemma2_logit(m, logit=1), loss, x, y, progress=False))  # Lemma 2 (not_member)
     return out
 
 
@@ -376,7 +380,7 @@ def _tampered(record: dict) -> list:
         return r
 
     out = [copy(tested_is="the_exact_ad"), copy(tested_is=None)]
-    if record["certificate"]["kind"] == "park_theorem8_enclosed":  # the exact AD as a rule: no vector may appear
+    if record["certificate"]["kind"] in ("park_theorem8_enclosed", "lemma2_pair"):  # the exact AD as a rule
         return out + [copy(tested=["0"]), copy(exact_ad=["0"]), copy(tested=["0"], exact_ad=["0"])]
     if record["tested_is"] == "ad":  # the caller's vector, relabelled as the exact AD it is not
         return out + [copy(tested_is="exact_ad")]
@@ -415,7 +419,7 @@ def test_kinds_are_built_once():
     assert src.count("KINDS[") == 0 and src.count("KINDS = ") == 1
     assert set(KINDS) == {"convex_weights", "interval_bracket", "adjacent_piece", "separating_direction",
                           "block_product", "park_theorem8", "park_theorem5", "norm_ball", "nonfinite_diagnosis",
-                          "park_theorem8_enclosed"}
+                          "park_theorem8_enclosed", "lemma2_pair"}
 
 
 # --------------------------------------------------------------------------------------------------------------

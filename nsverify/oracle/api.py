@@ -28,6 +28,7 @@ from nsverify.oracle.certificates import (
     BlockProduct,
     ConvexWeights,
     IntervalBracket,
+    Lemma2PairCertificate,
     ParkTheorem5,
     ParkTheorem8,
     ParkTheorem8Enclosed,
@@ -35,7 +36,7 @@ from nsverify.oracle.certificates import (
     adjacent_piece,
     park_proxies,
 )
-from nsverify.oracle.context import TimeLimitExceeded, deadline, tracking
+from nsverify.oracle.context import Site, TimeLimitExceeded, deadline, tracking
 from nsverify.oracle.interp import Evaluation, module_function
 from nsverify.oracle.jets import certify_rays
 from nsverify.oracle.membership import (
@@ -160,7 +161,6 @@ def enclosure_first(w: torch.Tensor) -> bool:
 
 def _enclosed_verdict(fn, w, tracker) -> Verdict | str:
     """member from Park et al.'s Theorem 8 decided on rigorous float enclosures, or why not (a string)."""
-    from nsverify.oracle.context import Site
     from nsverify.oracle.interp import float_autograd
 
     got = enclosed.decide(fn, w, tracker)
@@ -170,6 +170,22 @@ def _enclosed_verdict(fn, w, tracker) -> Verdict | str:
     float_ad = float_autograd(fn, w)
     if not all(math.isfinite(x) for x in float_ad):
         return "enclosures: PyTorch's float gradient holds NaN or inf (diagnosed by the exact route)"
+    n = w.numel()
+    point = tuple(Fraction(x) for x in w.detach().double().tolist()) if n <= MAX_RECORDED_POINT else None
+    where = dict(point=point, shape=tuple(w.shape) if point is not None else None,
+                 dtype=str(w.dtype).removeprefix("torch.") if point is not None else None)
+    if isinstance(got, enclosed.Lemma2Pair):
+        cert = Lemma2PairCertificate(got.coordinate, tuple(got.calls), tuple(got.delta))
+        j, (lo, hi) = got.coordinate, got.delta
+        stats = {"pieces": 0, "shortcut": "lemma2_pair", "coordinate": j, "delta": [lo, hi],
+                 "exact_ad_from": "not materialized (PyTorch's rule, decided as a rule)", **got.stats}
+        reason = (f"Park, Chun and Lee's Lemma 2: relu(y) - relu(-y) = y sits at y = 0 and coordinate {j} reaches no "
+                  f"other kink; the Clarke set's projection on it is one number, and the exact AD misses it by "
+                  f"[{lo:.6g}, {hi:.6g}] (PyTorch's float gradient there: {float_ad[j]:.6g})")
+        return Verdict(status="not_member", exact=False, bouligand=[], certificate=cert.to_json(), distance=math.nan,
+                       kinks=[Site("relu", c, (), Fraction(0)) for c in got.calls], exact_ad=None, ad=float_ad,
+                       tested=(), tested_is="exact_ad", outer=[], reason=reason, value=None, stats=stats,
+                       ad_distance=None, distance_bounds=(min(abs(lo), abs(hi)), math.inf), **where)
     cert = ParkTheorem8Enclosed(tuple((L.call, L.kinks, tuple(L.channels), dict(L.direction)) for L in got.layers),
                                 {"relu": park_proxies()["relu"]})
     sites = []
@@ -186,13 +202,9 @@ def _enclosed_verdict(fn, w, tracker) -> Verdict | str:
                           f"{str(w.dtype).removeprefix('torch.')} values read exactly (constants as PyTorch computed "
                           "them in the program's dtype) -- against the Clarke subdifferential of the exact function; "
                           "PyTorch's float gradient is reported as ad")}
-    n = w.numel()
-    point = tuple(Fraction(x) for x in w.detach().double().tolist()) if n <= MAX_RECORDED_POINT else None
     return Verdict(status="member", exact=False, bouligand=[], certificate=cert.to_json(), distance=0.0,
                    kinks=sites, exact_ad=None, ad=float_ad, tested=(), tested_is="exact_ad", outer=[], reason="",
-                   value=None, stats=stats, ad_distance=None, distance_bounds=(0.0, 0.0), point=point,
-                   shape=tuple(w.shape) if point is not None else None,
-                   dtype=str(w.dtype).removeprefix("torch.") if point is not None else None)
+                   value=None, stats=stats, ad_distance=None, distance_bounds=(0.0, 0.0), **where)
 
 
 def _hard_limit_message(ev: Evaluation | None, tracker: Tracker, max_pieces: int, time_limit: float) -> str:

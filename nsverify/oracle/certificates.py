@@ -531,7 +531,7 @@ def _verify(verdict, fn, samples: int, seed: int) -> Check:
     if isinstance(c, NonFiniteGradient):  # its tested vector holds NaN/inf: checked on its own terms
         why = c.check(d) or (None if fn is None else c.replay(fn, _point(d)))
         return Check(False, why) if why else Check(True, "", ("json",) if fn is None else ("json", "trace replay"))
-    if isinstance(c, ParkTheorem8Enclosed):  # the exact AD as a rule (not materialized): checked on its own terms
+    if isinstance(c, (ParkTheorem8Enclosed, Lemma2PairCertificate)):  # the exact AD as a rule, not materialized
         why = c.check(d) or (None if fn is None else c.replay(fn, _point(d)))
         return Check(False, why) if why else Check(True, "", ("json",) if fn is None else ("json", "enclosed replay"))
     why = _tested_is_named(d) or c.check(d)
@@ -1262,6 +1262,67 @@ class ParkTheorem8Enclosed:
 
 
 @dataclass(frozen=True)
+class Lemma2PairCertificate:
+    """not_member: Park, Chun and Lee's Lemma 2 found in the program: an identity pair relu(y) - relu(-y) at y = 0,
+    with y = slope * w[j] + c, and coordinate j reaching no other kink or tie.  relu(y) - relu(-y) = y, so the
+    partial derivative in w_j is continuous near the point: the Clarke set's projection on coordinate j is the one
+    number D_j, while the exact AD's entry j is D_j - delta (AD takes 0 for the pair where the truth takes 1);
+    ``delta`` is a rigorous enclosure away from 0.  The JSON-only check verifies the form and that the enclosure
+    excludes 0, trusting the data; with ``fn`` the decision is replayed at the record's point."""
+
+    kind: ClassVar[str] = "lemma2_pair"
+    status: ClassVar[str] = "not_member"
+    coordinate: int
+    calls: tuple
+    delta: tuple  # (lo, hi)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "coordinate": self.coordinate, "calls": list(self.calls),
+                "delta": [repr(float(self.delta[0])), repr(float(self.delta[1]))]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Lemma2PairCertificate:
+        try:
+            lo, hi = (float(x) for x in d["delta"])
+            if isinstance(d["coordinate"], bool):
+                raise Malformed("coordinate")
+            return cls(int(d["coordinate"]), tuple(int(c) for c in d["calls"]), (lo, hi))
+        except (*_MALFORMED, Malformed):
+            return cls(-1, (), (0.0, 0.0))
+
+    def check(self, record: dict) -> str | None:
+        if record.get("tested_is") != "exact_ad" or record.get("exact_ad") is not None or record.get("tested") != []:
+            return ("a Lemma 2 record is about the exact AD as PyTorch's rule: tested_is 'exact_ad', an empty tested "
+                    "vector and no exact_ad")
+        lo, hi = self.delta
+        if self.coordinate < 0 or len(self.calls) != 2 or len(set(self.calls)) != 2:
+            return "a Lemma 2 certificate needs a coordinate of w and the pair's two ReLU calls"
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi and (lo > 0 or hi < 0)):
+            return "the enclosure of AD's difference from the Clarke set's projection must exclude 0"
+        return None
+
+    def replay(self, fn, w) -> str | None:
+        from nsverify.oracle.park import enclosed
+
+        got = enclosed.decide(fn, w)
+        if not isinstance(got, enclosed.Lemma2Pair):
+            why = got if isinstance(got, str) else "it decides member"
+            return f"replaying the enclosed decision does not find the Lemma 2 pair: {why}"
+        if got.coordinate != self.coordinate or tuple(got.calls) != tuple(self.calls):
+            return "replaying the enclosed decision gives another coordinate or pair"
+        lo, hi = got.delta
+        return None if lo <= self.delta[1] and self.delta[0] <= hi else "replaying gives a disjoint enclosure"
+
+    def used(self) -> dict:
+        return {}
+
+    def describe(self) -> str:
+        return (f"lemma2_pair: relu(y) - relu(-y) = y at y = 0 (ReLU calls {self.calls[0]}, {self.calls[1]}); on "
+                f"coordinate {self.coordinate} the exact AD is off the Clarke set's one value by "
+                f"[{self.delta[0]:.6g}, {self.delta[1]:.6g}]")
+
+
+@dataclass(frozen=True)
 class NormBall:
     """member / not_member: the Clarke set of a function that is, near w, a smooth part plus one multiple of a
     seminorm (a norm at its zero, no kink): ``center + |scale| {M^(1/2) u : |u| <= 1}``, M = sum_i c_i g_i g_i^T."""
@@ -1356,6 +1417,7 @@ class NonFiniteGradient:
 
 
 KINDS = {c.kind: c for c in (ConvexWeights, IntervalBracket, AdjacentPiece, SeparatingDirection, BlockProduct,
-                             ParkTheorem8, ParkTheorem5, NormBall, NonFiniteGradient, ParkTheorem8Enclosed)}
+                             ParkTheorem8, ParkTheorem5, NormBall, NonFiniteGradient, ParkTheorem8Enclosed,
+                             Lemma2PairCertificate)}
 Certificate = ConvexWeights | IntervalBracket | AdjacentPiece | SeparatingDirection | BlockProduct | ParkTheorem8 \
-    | ParkTheorem5 | NormBall | NonFiniteGradient | ParkTheorem8Enclosed
+    | ParkTheorem5 | NormBall | NonFiniteGradient | ParkTheorem8Enclosed | Lemma2PairCertificate

@@ -77,6 +77,15 @@ def _inflate(r: torch.Tensor, n: int = 1) -> torch.Tensor:
     return torch.nan_to_num(r, nan=INF, posinf=INF)
 
 
+class Lazy:
+    """Provenance ids computed only when a max pool asks for them (most networks have one pool, early)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+
 @dataclass
 class Rec:
     """What the engine knows about one w-dependent tensor besides its midpoint."""
@@ -88,6 +97,9 @@ class Rec:
     zero_ad: torch.Tensor | None = None  # bool: the entry is 0 with AD derivative 0 in w (ReLU at/below its kink)
     woff: torch.Tensor | None = None  # int64 coordinates in w, for a pure view of w (a parameter)
     bias: dict | None = None  # see :func:`_with_bias`
+    orig: frozenset | None = None  # the parameters (chunks of w, by number) the value depends on
+    tan: tuple | None = None  # (mid, rad): the tangent along the Lemma 2 direction (see :func:`_identity_pair`)
+    coord: tuple | None = None  # (j, slope): the value is slope * w[j] + a constant (one entry)
 
 
 @dataclass
@@ -100,11 +112,15 @@ class ReluCall:
     undecided: int  # entries whose enclosure contains 0 but is not the point 0
     bias: dict | None  # the input's own additive parameters (see _with_bias), or None
     input_id: int
+    output_id: int = 0
+    orig: frozenset = frozenset()  # the parameter chunks its input depends on
+    pair: int | None = None  # the other ReLU call of an identity pair relu(y) - relu(-y) (see _identity_pair)
 
 
 @dataclass
 class PoolCall:
     call: int
+    orig: frozenset
     windows: int
     tied: int  # windows with two or more candidates for the maximum
     identical: int  # of those: all candidates one function (equal ids)
@@ -125,6 +141,11 @@ class Enclosure:
     consumers: dict = field(default_factory=dict)  # id(tensor) -> number of ops that read it
     analytic: set = field(default_factory=set)  # analytic ops evaluated without an enclosure (radius inf)
     max_rel_radius: float = 0.0  # the widest relative radius met (a health figure)
+    pairs: list = field(default_factory=list)  # identity pairs: (relu call A, relu call B, id of z, touches)
+    neg_of: dict = field(default_factory=dict)  # id(-y) -> id(y)
+    chunks: list = field(default_factory=list)  # (start, end) of each parameter chunk of w
+    tangent_lost: str | None = None  # an op that a tangent reached and has no tangent rule
+    output_tan: tuple | None = None  # the program output's tangent (mid, rad), when one was seeded
 
 
 # ------------------------------------------------------------------------------------------------ the rules
@@ -339,7 +360,7 @@ _LEADING_VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.def
 _SPLITS = {aten.split_with_sizes.default, aten.split.Tensor, aten.unbind.int, aten.chunk.default}
 #: analytic everywhere: evaluated in float64 with an infinite radius (nothing after them may branch)
 _ANALYTIC = {
-    aten._log_softmax.default, aten.nll_loss_forward.default, aten.mse_loss.default, aten.tanh.default,
+    aten.mse_loss.default, aten.tanh.default,
     aten.sigmoid.default, aten.nll_loss2d_forward.default, aten.binary_cross_entropy_with_logits.default,
     aten.exp.default, aten.gelu.default, aten.silu.default, aten.softplus.default,
 }
@@ -379,7 +400,7 @@ class Engine:
         m = r.mid
         if m.is_floating_point() and m.numel():
             fin = torch.isfinite(m)
-            if not bool(fin.all()):
+            if not bool(fin.all()):  # (one pass when all are finite)
                 exact_inf = torch.isinf(m) & ((r.rad == 0) if r.rad is not None else torch.ones_like(fin))
                 if not bool((fin | exact_inf).all()):
                     raise Unsupported("a value overflows (inf or NaN) in float64")
@@ -421,6 +442,8 @@ class Engine:
     def pid(self, t) -> torch.Tensor | None:
         r = self.rec(t)
         if r is not None:
+            if isinstance(r.pid, Lazy):
+                r.pid = r.pid.fn()
             return r.pid
         return self.ids.const(t)
 
@@ -450,25 +473,34 @@ class Engine:
                 self.res.uses.index_add_(0, r.woff.reshape(-1), torch.ones(r.woff.numel(), dtype=torch.int32))
         if func in _KINKED and _in_custom_function():
             raise Unsupported(f"{func} runs inside a custom autograd.Function (its backward is not PyTorch's rule)")
+        origins = frozenset().union(*(self.rec(x).orig or frozenset() for x in leaves if self.dep(x)))
+        tangents = [x for x in leaves if self.dep(x) and self.rec(x).tan is not None]
+        with _disable_current_modes():
+            out = self._run(func, args, kwargs)
+            for o in tree_leaves(out):
+                r = self.rec(o)
+                if r is not None and r.orig is None:
+                    r.orig = origins
+            if tangents:
+                _tangent(self, func, args, kwargs, out)
+        return out
+
+    def _run(self, func, args, kwargs):
         rule = _RULES.get(func)
         if rule is not None:
-            with _disable_current_modes():
-                return rule(self, *args, **kwargs)
+            return rule(self, *args, **kwargs)
         if func in _VIEWS:
-            with _disable_current_modes():
-                return self._view(func, args, kwargs)
+            return self._view(func, args, kwargs)
         if func in _SPLITS:
-            with _disable_current_modes():
-                return self._split(func, args, kwargs)
+            return self._split(func, args, kwargs)
         if func in _ANALYTIC:
-            with _disable_current_modes():
-                out = func(*args, **kwargs)  # on the carriers, in the program's dtype
-                self.res.analytic.add(str(func))
-                for o in tree_leaves(out):
-                    if isinstance(o, torch.Tensor) and o.is_floating_point():
-                        m = o.detach().double()
-                        self.put(o, Rec(mid=m, rad=torch.full_like(m, INF), pid=None))
-                return out
+            out = func(*args, **kwargs)  # on the carriers, in the program's dtype
+            self.res.analytic.add(str(func))
+            for o in tree_leaves(out):
+                if isinstance(o, torch.Tensor) and o.is_floating_point():
+                    m = o.detach().double()
+                    self.put(o, Rec(mid=m, rad=torch.full_like(m, INF), pid=None))
+            return out
         raise Unsupported(f"{func} is not in the enclosure table")
 
     def _view(self, func, args, kwargs):
@@ -482,8 +514,13 @@ class Engine:
                 return None
             return x.clone() if copy else func(x, *args[1:], **kwargs)
 
-        new = Rec(mid=same(rec.mid), rad=same(rec.rad), lo=same(rec.lo), pid=same(rec.pid),
+        lazy_pid = Lazy(lambda: same(self.pid(t))) if isinstance(rec.pid, Lazy) else same(rec.pid)
+        new = Rec(mid=same(rec.mid), rad=same(rec.rad), lo=same(rec.lo), pid=lazy_pid,
                   zero_ad=same(rec.zero_ad), woff=same(rec.woff))
+        if new.woff is not None and new.woff.numel() == 1:
+            new.coord = (int(new.woff.reshape(-1)[0]), 1.0)
+        elif rec.coord is not None and out.numel() == 1:
+            new.coord = rec.coord
         if rec.bias is not None and func in (aten.clone.default, aten.contiguous.default, aten.alias.default,
                                              aten._to_copy.default):
             new.bias = dict(rec.bias, chain=rec.bias["chain"] + [id(out)])
@@ -497,11 +534,18 @@ class Engine:
         rec = self.rec(t)
         outs = func(t, *args[1:], **kwargs)
         parts = {k: (func(v, *args[1:], **kwargs) if v is not None else [None] * len(outs))
-                 for k, v in (("mid", rec.mid), ("rad", rec.rad), ("lo", rec.lo), ("pid", rec.pid),
+                 for k, v in (("mid", rec.mid), ("rad", rec.rad), ("lo", rec.lo), ("pid", self.pid(t)),
                               ("zero_ad", rec.zero_ad), ("woff", rec.woff))}
+        root = rec.orig == frozenset({"w"})
+        if root:
+            starts = 0
+            for o in outs:
+                self.res.chunks.append((starts, starts + o.numel()))
+                starts += o.numel()
         for i, o in enumerate(outs):
             self.put(o, Rec(mid=parts["mid"][i], rad=parts["rad"][i], lo=parts["lo"][i], pid=parts["pid"][i],
-                            zero_ad=parts["zero_ad"][i], woff=parts["woff"][i]))
+                            zero_ad=parts["zero_ad"][i], woff=parts["woff"][i],
+                            orig=frozenset({i}) if root else rec.orig))
         return outs
 
 
@@ -556,8 +600,14 @@ def _conv(e: Engine, x, weight, bias, stride, padding, dilation, transposed, out
 
 
 def _conv_pid(e: Engine, x, weight, shape, stride, padding, dilation, groups, nd):
+    if groups != 1 or nd != 2:
+        return None
+    return Lazy(lambda: _conv_pid_now(e, x, weight, shape, stride, padding, dilation))
+
+
+def _conv_pid_now(e: Engine, x, weight, shape, stride, padding, dilation):
     xp = e.pid(x)
-    if groups != 1 or nd != 2 or xp is None:
+    if xp is None:
         return None
     k = tuple(weight.shape[2:])
     cols = F.unfold(xp, k, dilation=dilation, padding=padding, stride=stride)  # (N, C*kk, L); pad: id 0
@@ -658,7 +708,8 @@ def _bmm(e: Engine, a, b):
 
 
 def _elementwise(e: Engine, x, fn_pid_tag):
-    return e.ids.relabel(e.pid(x), torch.tensor(float(fn_pid_tag)))
+    p = e.pid(x)
+    return None if p is None else e.ids.relabel(p, torch.tensor(float(fn_pid_tag)))
 
 
 def _binary(e: Engine, a, b, op: str):
@@ -721,11 +772,19 @@ def _binary(e: Engine, a, b, op: str):
             raise Unsupported("inf - inf in a sum")
         mid = torch.where(inf, exact, mid)
         r = None if r is None else torch.where(inf, torch.zeros_like(r), r)
-    pa = e.pid(a) if isinstance(a, torch.Tensor) else e.ids.const(am)
-    pb = e.pid(b) if isinstance(b, torch.Tensor) else e.ids.const(bm)
-    pid = None if pa is None or pb is None else e.ids.relabel(pa, pb)
+    def pid_now(a=a, b=b, am=am, bm=bm):
+        pa = e.pid(a) if isinstance(a, torch.Tensor) else e.ids.const(am)
+        pb = e.pid(b) if isinstance(b, torch.Tensor) else e.ids.const(bm)
+        return None if pa is None or pb is None else e.ids.relabel(pa, pb)
+
+    pid = Lazy(pid_now)
     dt = a.dtype if isinstance(a, torch.Tensor) and e.dep(a) else b.dtype
     out = e.emit(mid, dt, rad=r, lo=low, pid=pid)
+    ra_, rb_ = (e.rec(t) if isinstance(t, torch.Tensor) else None for t in (a, b))
+    if op in ("add", "sub") and ra_ is not None and ra_.coord is not None and not _dependent(e, b):
+        e.rec(out).coord = ra_.coord  # w[j] + a constant
+    if op == "sub" and _identity_pair(e, a, b, out):
+        return out
     # a bias stays the entry's own additive term through a sum with an operand that does not read it
     for t, sign in ((a, 1.0), (b, 1.0 if op == "add" else -1.0)):
         ra = e.rec(t) if isinstance(t, torch.Tensor) else None
@@ -753,6 +812,135 @@ def _reciprocal(c: torch.Tensor):
     return _to_dd(vals, [0.0] * len(vals), c.shape)
 
 
+def _identity_pair(e: Engine, a, b, out) -> bool:
+    """``out = relu(y) - relu(-y)``: equal to y for every real y (Park, Chun and Lee, Lemma 2), so ``out`` gets
+    y's record -- a smooth value, not a kink -- and the pair is recorded: PyTorch's AD gives it derivative
+    relu'(y) + relu'(-y), which is 0 where y is exactly 0 (the touches) and 1 elsewhere.  At the touches the
+    difference from the true derivative (1) is seeded as ``out``'s tangent, to be carried to the program's output.
+    (Both ReLU outputs must be read only here: checked when the run ends.)"""
+    calls = {c.output_id: c for c in e.res.relus}
+    ca, cb = calls.get(id(a)), calls.get(id(b))
+    if ca is None or cb is None or e.res.neg_of.get(cb.input_id) != ca.input_id:
+        return False
+    y = next(t for t, r in e.recs.values() if id(t) == ca.input_id)
+    ry, ro = e.rec(y), e.rec(out)
+    if tuple(y.shape) != tuple(out.shape):
+        return False
+    ro.mid, ro.lo, ro.rad = ry.mid.clone(), None if ry.lo is None else ry.lo.clone(), \
+        None if ry.rad is None else ry.rad.clone()
+    ro.zero_ad, ro.bias = None, None
+    ca.pair, cb.pair = cb.call, ca.call
+    touches = ca.touches
+    e.res.pairs.append((ca.call, cb.call, id(out), int(touches.sum()), ry.coord))
+    if bool(touches.any()):
+        seed = touches.double()
+        ro.tan = (seed, None)
+    return True
+
+
+def _tangent(e: Engine, func, args, kwargs, out) -> None:
+    """Carry the tangent (the Lemma 2 direction) through ``func``: linear ops and the smooth losses only."""
+    def tan(t):
+        r = e.rec(t) if isinstance(t, torch.Tensor) else None
+        return (None, None) if r is None or r.tan is None else r.tan
+
+    ro = e.rec(out) if isinstance(out, torch.Tensor) else (e.rec(out[0]) if isinstance(out, tuple) else None)
+    if ro is None:
+        return
+    t0m, t0r = tan(args[0])
+    if func in _VIEWS or func in (aten.expand.default,):
+        ro.tan = (func(t0m, *args[1:], **kwargs), None if t0r is None else func(t0r, *args[1:], **kwargs)) \
+            if func is not aten._to_copy.default else (t0m.clone(), t0r)
+        return
+    if func in (aten.add.Tensor, aten.sub.Tensor):
+        tb = tan(args[1])
+        am = t0m if t0m is not None else torch.zeros_like(ro.mid)
+        bm = tb[0] if tb[0] is not None else torch.zeros_like(ro.mid)
+        m, r = add_i(am.expand_as(ro.mid), t0r, bm.expand_as(ro.mid), tb[1], 1.0 if func is aten.add.Tensor else -1.0)
+        ro.tan = (m, r)
+        return
+    if func is aten.mul.Tensor:  # (a b)' = a' b + a b'
+        a, b = args
+        terms = []
+        for t, other in ((a, b), (b, a)):
+            tm, tr = tan(t)
+            if tm is None:
+                continue
+            om, orr, _ = e.interval(other) if isinstance(other, torch.Tensor) else \
+                (torch.tensor(float(other), dtype=torch.float64), None, None)
+            terms.append(mul_i(tm, tr, om, orr))
+        m, r = terms[0]
+        for m2, r2 in terms[1:]:
+            m, r = add_i(m, r, m2, r2)
+        ro.tan = (m.expand_as(ro.mid).clone(), None if r is None else r.expand_as(ro.mid).clone())
+        return
+    if func is aten._log_softmax.default:  # y' = x' - sum_j softmax_j x'_j
+        x, dim = args[0], args[1]
+        xm, xr, _ = e.interval(x)
+        c = xm.amax(dim=dim, keepdim=True)
+        em, er = exp_i(*add_i(xm, xr, c, None, -1.0))
+        sm, sr = sum_i(em, er, [dim % xm.dim()], keepdim=True)
+        pm, pr = div_i(em, er, sm, sr)
+        qm, qr = mul_i(pm, pr, t0m, t0r)
+        wm, wr = sum_i(qm, qr, [dim % xm.dim()], keepdim=True)
+        ro.tan = add_i(t0m, t0r, wm, wr, -1.0)
+        return
+    if func is aten.nll_loss_forward.default:  # -(1/N) sum_b x'[b, t_b] (mean) or the sum
+        _x, target, weight, reduction, ignore = args[:5]
+        if weight is not None or reduction not in (1, 2) or bool((target == ignore).any()):
+            e.res.tangent_lost = f"{func} (class weights, reduction or ignore_index)"
+            return
+        tm = t0m if t0m.dim() == 2 else t0m.unsqueeze(0)
+        tr = None if t0r is None else (t0r if t0r.dim() == 2 else t0r.unsqueeze(0))
+        tgt = target.reshape(-1, 1)
+        gm = tm.gather(1, tgt).reshape(-1)
+        gr = None if tr is None else tr.gather(1, tgt).reshape(-1)
+        m, r = (mean_i if reduction == 1 else sum_i)(gm, gr, [0])
+        ro.tan = (-m, r)
+        return
+    if func in (aten.sum.default, aten.mean.default, aten.sum.dim_IntList, aten.mean.dim):
+        dims = list(range(t0m.dim())) if len(args) < 2 or args[1] is None else [d % t0m.dim() for d in args[1]]
+        keep = bool(args[2]) if len(args) > 2 else False
+        ro.tan = (sum_i if func in (aten.sum.default, aten.sum.dim_IntList) else mean_i)(t0m, t0r, dims, keep)
+        return
+    e.res.tangent_lost = str(func)
+
+
+def _log_softmax(e: Engine, x, dim, half_to_float=False):
+    """log_softmax with an enclosure: x - c - log(sum exp(x - c)) (c: each row's largest midpoint, an exact
+    shift), log monotone (the C library's accuracy assumed as for exp)."""
+    xm, xr, _ = e.interval(x)
+    c = xm.amax(dim=dim, keepdim=True)
+    sm, sr = add_i(xm, xr, c, None, -1.0)
+    em, er = exp_i(sm, sr)
+    tm, tr = sum_i(em, er, [dim % xm.dim()], keepdim=True)
+    lo, hi = _bounds(tm, tr)
+    if bool((lo <= 0).any()):
+        raise Unsupported("log_softmax: a row sum is not bounded away from 0")
+    lm, lr = _from_bounds(lo.log() - (lo.log().abs() + 1) * LIBM, hi.log() + (hi.log().abs() + 1) * LIBM)
+    ym, yr = add_i(sm, sr, lm, lr, -1.0)
+    return e.emit(ym, x.dtype, rad=yr, pid=None)
+
+
+def _nll_loss(e: Engine, x, target, weight, reduction, ignore_index):
+    if weight is not None or reduction not in (1, 2) or e.dep(target) or bool((target == ignore_index).any()):
+        with _disable_current_modes():
+            out = aten.nll_loss_forward.default(x, target, weight, reduction, ignore_index)
+        m = out[0].detach().double()
+        e.put(out[0], Rec(mid=m, rad=torch.full_like(m, INF), pid=None))
+        return out
+    xm, xr, _ = e.interval(x)
+    xm2 = xm if xm.dim() == 2 else xm.unsqueeze(0)
+    xr2 = None if xr is None else (xr if xr.dim() == 2 else xr.unsqueeze(0))
+    tgt = target.reshape(-1, 1)
+    gm = xm2.gather(1, tgt).reshape(-1)
+    gr = None if xr2 is None else xr2.gather(1, tgt).reshape(-1)
+    m, r = (mean_i if reduction == 1 else sum_i)(gm, gr, [0])
+    out = e.emit(-m, x.dtype, rad=r, pid=None)
+    total = torch.tensor(float(tgt.numel()), dtype=x.dtype)
+    return out, total
+
+
 def _add(e, a, b, alpha=1):
     if alpha != 1:
         raise Unsupported("add with alpha")
@@ -774,8 +962,13 @@ def _div(e, a, b):
 
 
 def _neg(e, a):
-    m, r, p = e.interval(a)
-    return e.emit(-m, a.dtype, rad=r, pid=None if p is None else _elementwise(e, a, -1))
+    h, lo, r = e.dd(a)
+    out = e.emit(-h, a.dtype, rad=r, lo=_none_if_zero(-lo), pid=Lazy(lambda: _elementwise(e, a, -1)))
+    e.res.neg_of[id(out)] = id(a)
+    c = e.rec(a).coord
+    if c is not None:
+        e.rec(out).coord = (c[0], -c[1])
+    return out
 
 
 def _batch_norm(e: Engine, x, weight, bias, running_mean, running_var, training, momentum, eps):
@@ -809,8 +1002,7 @@ def _batch_norm(e: Engine, x, weight, bias, running_mean, running_var, training,
     ym, yr = mul_i(dm, dr, sm_, sr_)
     bm, br = chan(bias, 0.0)
     om, orad = add_i(ym, yr, bm, br)
-    px = e.pid(x)
-    pid = None if px is None else e.ids.relabel(px, _channel_index(xm.shape))
+    pid = Lazy(lambda: _channel_pid(e, x))
     out = e.emit(om.contiguous(), x.dtype, rad=None if orad is None else orad.contiguous(), pid=pid)
     if bias is not None:
         e.rec(out).bias = _with_bias(e, out, bias, 1)
@@ -914,8 +1106,7 @@ def _batch_norm_dd(e: Engine, x, weight, bias, running_mean, running_var, traini
         bh = e.interval(bias)[0].reshape(shape).expand_as(yh)
         yh, yl, err3 = dd.dd_add(yh, yl, bh, torch.zeros_like(yh))
         rad = rad + err3
-    px = e.pid(x)
-    pid = None if px is None else e.ids.relabel(px, _channel_index(xh.shape))
+    pid = Lazy(lambda: _channel_pid(e, x))
     out = e.emit(yh.contiguous(), x.dtype, rad=_none_if_zero(_inflate(rad, 4)), lo=_none_if_zero(yl.contiguous()),
                  pid=pid)
     if bias is not None:
@@ -927,28 +1118,36 @@ def _batch_norm_dd(e: Engine, x, weight, bias, running_mean, running_var, traini
     return out, aux[1], aux[2]
 
 
+def _channel_pid(e: Engine, x):
+    px = e.pid(x)
+    return None if px is None else e.ids.relabel(px, _channel_index(px.shape))
+
+
 def _legit_no_training(e, x, weight, bias, running_mean, running_var, momentum, eps):
     return _batch_norm(e, x, weight, bias, running_mean, running_var, False, momentum, eps)
 
 
 def _relu(e: Engine, x):
     hi, lo, r = e.dd(x)
-    p = e.pid(x) if e.rec(x) is not None else None
     rec = e.rec(x)
     a, b = _dd_bounds(hi, lo, r)
     touch = (hi == 0) & (lo == 0) & ((r == 0) if r is not None else torch.ones_like(hi, dtype=torch.bool))
     undecided = ~touch & (a <= 0) & (b >= 0)
     neg = b < 0
     e.res.relus.append(ReluCall(e.calls, tuple(hi.shape), touch, int(undecided.sum()),
-                                rec.bias if rec is not None else None, id(x)))
+                                rec.bias if rec is not None else None, id(x),
+                                orig=(rec.orig or frozenset()) if rec is not None else frozenset()))
     off = neg | touch
     mid = torch.where(off, torch.zeros_like(hi), hi)
     low = _none_if_zero(torch.where(off, torch.zeros_like(lo), lo))
     rad = None if r is None else _none_if_zero(torch.where(off, torch.zeros_like(r), r))
-    pid = None
-    if p is not None:
-        pid = torch.where(neg, torch.zeros_like(p), e.ids.relabel(p, torch.tensor(-7.0)))
-    return e.emit(mid, x.dtype, rad=rad, lo=low, pid=pid, zero_ad=off)
+    def pid_now():
+        p = e.pid(x)
+        return None if p is None else torch.where(neg, torch.zeros_like(p), e.ids.relabel(p, torch.tensor(-7.0)))
+
+    out = e.emit(mid, x.dtype, rad=rad, lo=low, pid=Lazy(pid_now), zero_ad=off)
+    e.res.relus[-1].output_id = id(out)
+    return out
 
 
 def _relu_(e: Engine, x):
@@ -965,7 +1164,6 @@ def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_
     if ceil_mode:
         raise Unsupported("a ceil_mode max pool")
     m, lo_part, r = e.dd(x)
-    p = e.pid(x) if e.rec(x) is not None else None
     rec = e.rec(x)
     k = tuple(kernel_size) if isinstance(kernel_size, (list, tuple)) else (kernel_size, kernel_size)
     k = k * 2 if len(k) == 1 else k
@@ -982,9 +1180,11 @@ def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_
     rb = None if r is None else (r if batched else r[None])
     lo, hi = _dd_bounds(mb, lpb, rb)
 
+    valid = F.unfold(torch.ones((1, 1, h, wd), dtype=torch.float64), k, dilation=dl, padding=pd, stride=s) > 0
+
     def unf(t, fill):
-        cols = F.unfold(t.reshape(nb * c, 1, h, wd), k, dilation=dl, padding=pd, stride=s)  # (NC, K, L)
-        valid = F.unfold(torch.ones((1, 1, h, wd), dtype=torch.float64), k, dilation=dl, padding=pd, stride=s) > 0
+        cols = F.unfold(t.reshape(nb, c, h, wd), k, dilation=dl, padding=pd, stride=s)  # (N, C*K, L): one call
+        cols = cols.reshape(nb * c, -1, cols.shape[-1])  # (NC, K, L)
         return torch.where(valid, cols, torch.full_like(cols, fill)), valid
 
     poll_deadline()
@@ -995,7 +1195,8 @@ def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_
     ncand = cand.sum(dim=1)
     tied = ncand >= 2
     first = cand.int().argmax(dim=1)  # the first candidate in window order: PyTorch's first maximal index
-    stats = PoolCall(e.calls, int(olo.numel()), int(tied.sum()), 0, 0, 0)
+    stats = PoolCall(e.calls, (rec.orig or frozenset()) if rec is not None else frozenset(), int(olo.numel()),
+                     int(tied.sum()), 0, 0, 0)
     oh = (h + 2 * pd[0] - dl[0] * (k[0] - 1) - 1) // s[0] + 1
     ow = (wd + 2 * pd[1] - dl[1] * (k[1] - 1) - 1) // s[1] + 1
     # the flat input index (within a channel's plane) of each window entry
@@ -1005,6 +1206,7 @@ def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_
     idx = pos.T[torch.arange(L).expand(nb * c, L), first]  # (NC, L)
     zero_ad = None
     pid_out = None
+    p = e.pid(x) if bool(tied.any()) else None
     if bool(tied.any()):
         pw = unf((p if batched else p[None]) if p is not None else None, -1.0)[0] if p is not None else None
         zw = None
@@ -1042,10 +1244,16 @@ def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_
     omid = pick(mb)
     olow = _none_if_zero(pick(lpb))
     orad = None if rb is None else _none_if_zero(pick(rb))
-    if p is not None:
-        pw = unf(p if batched else p[None], -1.0)[0] + 1  # (NC, K, L), 0: padding
+    def pool_pid():
+        px = e.pid(x)
+        if px is None:
+            return None
+        pw = unf(px if batched else px[None], -1.0)[0] + 1  # (NC, K, L), 0: padding
         rows = pw.transpose(1, 2).reshape(nb * c * oh * ow, -1)
-        pid_out = e.ids.rows(rows).reshape(shape)  # one function for every channel: no parameters
+        got = e.ids.rows(rows).reshape(shape)  # one function for every channel: no parameters
+        return got if batched else got[0]
+
+    pid_out = Lazy(pool_pid)
     if rec is not None and rec.zero_ad is not None:
         zb = rec.zero_ad if batched else rec.zero_ad[None]
         zwin = unf(zb.double(), 1.0)[0] > 0  # padding counts as zero-AD (it is never chosen)
@@ -1058,7 +1266,6 @@ def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_
         out, indices = out[0], indices[0]
         orad = None if orad is None else orad[0]
         olow = None if olow is None else olow[0]
-        pid_out = None if pid_out is None else pid_out[0]
         zero_ad = None if zero_ad is None else zero_ad[0]
     return e.emit(out, x.dtype, rad=orad, lo=olow, pid=pid_out, zero_ad=zero_ad), indices
 
@@ -1282,6 +1489,8 @@ _RULES = {
     aten.embedding.default: _embedding,
     aten.native_layer_norm.default: _layer_norm,
     aten._softmax.default: _softmax,
+    aten._log_softmax.default: _log_softmax,
+    aten.nll_loss_forward.default: _nll_loss,
     aten.masked_fill.Scalar: _masked_fill,
     aten.mean.default: _mean_all,
     aten._adaptive_avg_pool2d.default: _adaptive_avg_pool2d,
@@ -1295,9 +1504,12 @@ def enclose(fn, w: torch.Tensor) -> tuple[Enclosure, Engine]:
     carrier = w.detach().clone()
     e.put(carrier, Rec(mid=w.detach().double(), rad=None,
                        pid=torch.arange(w.numel(), dtype=torch.float64) + e.ids.fresh(w.numel()),
-                       woff=torch.arange(w.numel())))
+                       woff=torch.arange(w.numel()), orig=frozenset({"w"})))
     with torch.enable_grad(), _Mode(e):
         out = fn(carrier)
+    r = e.rec(out)
+    if r is not None and r.tan is not None:
+        e.res.output_tan = r.tan
     if not isinstance(out, torch.Tensor) or out.numel() != 1:
         raise Unsupported("fn must return a scalar tensor")
     return e.res, e

@@ -53,6 +53,19 @@ class TouchedLayer:
 
 
 @dataclass
+class Lemma2Pair:
+    """not_member: an identity pair relu(y) - relu(-y) (Park, Chun and Lee, Lemma 2) with y exactly 0 at the
+    point, y = slope * w[j] + c, and w[j] reaching no other kink or tie: the Clarke set's projection on coordinate
+    j is one number D_j, and the exact AD's entry j is D_j - delta with delta enclosed away from 0."""
+
+    coordinate: int
+    calls: tuple  # the pair's two ReLU calls
+    touches: int
+    delta: tuple  # (lo, hi) floats: an enclosure of (true - AD) on coordinate j
+    stats: dict = field(default_factory=dict)
+
+
+@dataclass
 class Enclosed:
     layers: list  # TouchedLayer
     relu_calls: int
@@ -73,7 +86,19 @@ def decide(fn, w: torch.Tensor, tracker=None) -> Enclosed | str:
     except Exception as e:  # noqa: BLE001 - a program the rules cannot run: the exact route decides
         return f"enclosures: the run failed ({type(e).__name__}: {e})"
     poll_deadline()
+    paired = {r.call for r in res.relus if r.pair is not None}
+    calls = {r.call: r for r in res.relus}
+    for a, b, _z, _n, _coord in res.pairs:
+        for c in (a, b):  # the pair's outputs must be read only by its difference
+            if res.consumers.get(calls[c].output_id, 0) != 1:
+                return (f"enclosures: the ReLU outputs of the pair relu(y) - relu(-y) (calls {a}, {b}) are read "
+                        "elsewhere")
+    touched_pairs = [p for p in res.pairs if p[3]]
+    if touched_pairs:
+        return _lemma2(res, touched_pairs, paired)
     for r in res.relus:
+        if r.call in paired:
+            continue  # relu(y) - relu(-y) = y: smooth, whatever y's sign
         if r.undecided:
             return (f"enclosures: ReLU call {r.call} has {r.undecided} of {_numel(r.shape)} input entries whose "
                     "enclosure contains 0 but is not the point 0 (a kink or a near one: not decided by float "
@@ -85,6 +110,8 @@ def decide(fn, w: torch.Tensor, tracker=None) -> Enclosed | str:
     layers = []
     for r in res.relus:
         poll_deadline()
+        if r.call in paired:
+            continue
         n = int(r.touches.sum())
         if not n:
             continue
@@ -111,6 +138,43 @@ def decide(fn, w: torch.Tensor, tracker=None) -> Enclosed | str:
              "pools": [{"call": p.call, "windows": p.windows, "tied": p.tied, "identical": p.identical,
                         "zero_ad": p.zero_ad} for p in res.pools]}
     return Enclosed(layers, len(res.relus), res.pools, stats)
+
+
+def _lemma2(res, touched_pairs, paired) -> Lemma2Pair | str:
+    """not_member from one identity pair at its kink (see :class:`Lemma2Pair`), or why not."""
+    if len(touched_pairs) != 1:
+        return "enclosures: several Lemma 2 pairs at their kink (one coordinate decides only one)"
+    a, b, _z, touches, coord = touched_pairs[0]
+    if coord is None:
+        return ("enclosures: a Lemma 2 pair relu(y) - relu(-y) sits at its kink, but y is not one coordinate of w "
+                "plus a constant (the not_member certificate needs that)")
+    j, _slope = coord
+    chunk = next((i for i, (lo, hi) in enumerate(res.chunks) if lo <= j < hi), None)
+    if chunk is None:
+        return "enclosures: the Lemma 2 pair's coordinate is not in a parameter"
+    for r in res.relus:
+        if r.call in paired:
+            continue
+        if (int(r.touches.sum()) or r.undecided) and chunk in r.orig:
+            return (f"enclosures: the Lemma 2 pair's coordinate {j} also reaches ReLU call {r.call}, which has a kink "
+                    "or an undecided sign")
+    for p in res.pools:
+        if (p.mixed or p.zero_ad) and chunk in p.orig:
+            return f"enclosures: the Lemma 2 pair's coordinate {j} also reaches a tied max pool (call {p.call})"
+    if res.tangent_lost is not None:
+        return f"enclosures: the Lemma 2 direction meets {res.tangent_lost}, which has no tangent rule"
+    if res.output_tan is None:
+        return "enclosures: the Lemma 2 direction does not reach the program's output"
+    m, r = res.output_tan
+    m = float(m.reshape(-1)[0])
+    r = 0.0 if r is None else float(r.reshape(-1)[0])
+    lo, hi = m - r, m + r
+    if not (lo > 0 or hi < 0):
+        return f"enclosures: the Lemma 2 pair's effect on the output, [{lo:.3g}, {hi:.3g}], is not away from 0"
+    # the tangent was seeded with +1 at the touches of z = y; y = slope * w[j] + c: d/dw_j = slope * (that)
+    s_ = coord[1]
+    d = (lo * s_, hi * s_) if s_ > 0 else (hi * s_, lo * s_)
+    return Lemma2Pair(j, (a, b), touches, d, {"pairs": len(res.pairs), "ops": res.ops})
 
 
 def _numel(shape) -> int:
