@@ -75,7 +75,15 @@ def test_fn_calls_network_certified_by_its_adjacent_piece():
     assert v.certificate["kind"] == "adjacent_piece" and v.stats["pieces"] == 4 and calls[0] == 3 + 4 + 1
 
 
-def test_fn_calls_time_limit_stops_before_the_first_pieces_trace():
+def _float_run_unpolled(monkeypatch):
+    """These tests are about the exact traces: the float run (which polls too) completes first."""
+    from nsverify.oracle import prepass
+
+    monkeypatch.setattr(prepass, "poll_deadline", lambda: None)
+
+
+def test_fn_calls_time_limit_stops_before_the_first_pieces_trace(monkeypatch):
+    _float_run_unpolled(monkeypatch)
     f, calls = _counted(lambda w: torch.relu(w).sum())
     v = nsverify.check_gradient(f, torch.zeros(3, dtype=torch.float64), ad=[3.0] * 3, time_limit=0.0,
                                 on_limit="unknown")
@@ -83,11 +91,12 @@ def test_fn_calls_time_limit_stops_before_the_first_pieces_trace():
     assert calls[0] == 2  # float, then the forward trace, stopped by the deadline poll at its first exact op
 
 
-def test_fn_calls_hard_deadline_reuses_the_float_ad():
+def test_fn_calls_hard_deadline_reuses_the_float_ad(monkeypatch):
     """time_limit=0 is the hard stop at once: the exact forward trace's next op raises (after the sleep below);
     the "unknown" verdict then reports the float AD already computed instead of running fn again."""
     import time
 
+    _float_run_unpolled(monkeypatch)
     def slow(w):
         if type(w).__name__ == "ExactTensor":
             time.sleep(1.05)

@@ -216,11 +216,16 @@ def _hard_limit_message(ev: Evaluation | None, tracker: Tracker, max_pieces: int
     if tracker.how_far():
         far.append(tracker.how_far())
     if ev is None:
-        far.append("w has too many coordinates to be read as exact rationals in that time")
+        if tracker.stage.startswith("enclosures"):
+            far.append("the enclosed route's one float64 run over the whole model did not finish (a model this "
+                       "size needs a longer limit on this machine)")
+        else:
+            far.append("w has too many coordinates to be read as exact rationals in that time")
         what = f"the time limit of {time_limit:g} s ran out during {tracker.stage} after 0 pieces"
         return limit_message(what, 0, max_pieces, time_limit, "; ".join(far))
-    first = not ev.ran("forward") and tracker.stage.startswith("exact AD")
-    where = "the first exact trace (the AD trace)" if first else tracker.stage
+    first = not ev.ran("forward") and tracker.stage.startswith(("exact AD", "PyTorch's float autograd"))
+    where = "the first exact trace (the AD trace)" if first and tracker.stage.startswith("exact AD") else \
+        tracker.stage
     what = f"the time limit of {time_limit:g} s ran out during {where} after {tracker.pieces} pieces"
     if first:
         what += "; the AD trace had not finished, so its kink/tie sites are not counted yet"

@@ -134,7 +134,7 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         fast = fastexact.interval_matmul(a, b)
     if fast is not None:
         return fast
-    if a.ndim >= 2 and a.shape[-2] > 1:  # object entries (jets, surds): one row at a time, polling between rows
+    if a.ndim >= 2 and b.ndim >= 2 and a.shape[-2] > 1:  # object entries (jets, surds): a row at a time, polling
         rows = []
         for i in range(a.shape[-2]):
             context.poll_deadline()
