@@ -449,3 +449,45 @@ def test_lemma_2_whose_coordinate_reaches_another_kink_declines():
     fn, w = module_function(m, loss, x, y)
     got = enclosed.decide(fn, w)
     assert isinstance(got, str) and "also reaches ReLU call" in got
+
+
+# ----------------------------------------------------------------------- the two routes never contradict
+def _small_cases():
+    from nsverify.workloads.models import lemma2_logit
+
+    out = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        m = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 3)).double()
+        with torch.no_grad():
+            m[0].weight[seed].zero_()
+            m[0].bias[seed] = 0.0  # a dead unit
+            if seed == 2:
+                m[2].weight[1].zero_()
+                m[2].bias[1] = 0.0  # a second touched layer
+        x, y = torch.randn(3, 6, dtype=torch.float64), torch.tensor([0, 1, 2])
+        out.append((m, F.cross_entropy, x, y))
+        out.append((lemma2_logit(m, logit=seed), F.cross_entropy, x, y))
+    torch.manual_seed(7)
+    c = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8, 2)).double()
+    with torch.no_grad():
+        c[0].weight[0].zero_()
+        c[0].bias[0] = 0.0
+    xi = torch.zeros(2, 1, 4, 4, dtype=torch.float64)
+    xi[:, :, :2] = 0.5  # constant blocks: ties between identical functions
+    out.append((c, F.cross_entropy, xi, torch.tensor([0, 1])))
+    return out
+
+
+@pytest.mark.slow  # the exact route takes 10-60 s per case
+@pytest.mark.parametrize("case", range(7))
+def test_the_enclosed_route_never_contradicts_the_exact_route(case):
+    m, loss, x, y = _small_cases()[case]
+    fn, w = module_function(m, loss, x, y)
+    got = enclosed.decide(fn, w)
+    assert not isinstance(got, str), got  # every case here is in the route's premises
+    exact = nsverify.check_module(m, loss, x, y, progress=False, time_limit=120, on_limit="unknown")
+    if isinstance(got, enclosed.Lemma2Pair):
+        assert exact.status in ("not_member", "unknown"), exact.reason
+    else:
+        assert exact.status in ("member", "unknown"), exact.reason
