@@ -491,3 +491,23 @@ def test_the_enclosed_route_never_contradicts_the_exact_route(case):
         assert exact.status in ("not_member", "unknown"), exact.reason
     else:
         assert exact.status in ("member", "unknown"), exact.reason
+
+
+def test_an_undecided_entry_of_a_lemma_2_pair_declines(monkeypatch):
+    """y's enclosure straddles 0 without being the point 0: it may be an exact 0 where AD gives 0 and the identity
+    1, so neither member nor not_member may be claimed."""
+    m, loss, x, y = _lemma2_mlp()
+    orig = enclosure._dd_bounds
+
+    def widened(hi, lo, r):  # pretend the pair's input is known only to within 1e-3
+        a, b = orig(hi, lo, r)
+        scalar = hi.numel() == 1
+        return (torch.where(torch.tensor(scalar), a - 1e-3, a), torch.where(torch.tensor(scalar), b + 1e-3, b))
+
+    monkeypatch.setattr(enclosure, "_dd_bounds", widened)
+    with torch.no_grad():
+        m.u.fill_(2.0 ** -30)  # not 0: so not a touch, and its enclosure now straddles 0
+        m.c.fill_(0.0)
+    fn, w = module_function(m, loss, x, y)
+    got = enclosed.decide(fn, w)
+    assert isinstance(got, str) and "pair relu(y) - relu(-y)" in got

@@ -93,6 +93,10 @@ def decide(fn, w: torch.Tensor, tracker=None) -> Enclosed | str:
             if res.consumers.get(calls[c].output_id, 0) != 1:
                 return (f"enclosures: the ReLU outputs of the pair relu(y) - relu(-y) (calls {a}, {b}) are read "
                         "elsewhere")
+    for r in res.relus:
+        if r.call in paired and r.undecided:  # y may be exactly 0 there: AD's 0 against the identity's 1, unknown
+            return (f"enclosures: ReLU call {r.call} of a pair relu(y) - relu(-y) has {r.undecided} entries whose "
+                    "enclosure contains 0 but is not the point 0")
     touched_pairs = [p for p in res.pairs if p[3]]
     if touched_pairs:
         return _lemma2(res, touched_pairs, paired)
