@@ -52,7 +52,7 @@ from torch import nn
 
 from nsverify.ad import Activation
 from nsverify.errors import UnsupportedOpError
-from nsverify.kernels import count_equal, tie_scan, tie_scan_windows
+from nsverify.kernels import count_equal, monitor_pool_scan, tie_scan, tie_scan_windows
 from nsverify.oracle.park.algorithm1 import AffineRows, algorithm1_layer
 from nsverify.oracle.park.cone import LayerCheck
 from nsverify.oracle.park.rank import full_column_rank
@@ -365,7 +365,10 @@ class Monitor:
             if torch.is_grad_enabled():
                 d = self._store.setdefault(L.name, {})
                 d.update(y=inp[0], a=out)
-                d["kinks"] = self._count_kinks(L, inp[0])  # now, while y is still in the cache
+                d.pop("kinks", None)
+                if L.pool_module is None or _deferred(inp[0]):
+                    d["kinks"] = self._count_kinks(L, inp[0])  # now, while y is still in the cache
+                # else (CPU, a pool follows): the pool's hook counts them in its scan, one kernel call per layer
 
         return hook
 
@@ -377,9 +380,11 @@ class Monitor:
                 if "a" not in d or d.get("a") is not inp[0]:
                     d.setdefault("y", inp[0])
                     d["a"] = inp[0]
-                    if "kinks" not in d:  # the activation's hook counted them already where there is one
-                        d["kinks"] = self._count_kinks(L, d["y"])
-                d["scan"] = self._scan_pool(L, inp[0], out)  # now, while the pool's input is in the cache
+                # kink touches not counted yet (on the CPU the activation's hook leaves them to this scan)
+                y = d["y"] if "kinks" not in d else None
+                d["scan"], kinks = self._scan_pool(L, inp[0], out, y)  # now, while the pool's input is in the cache
+                if y is not None:
+                    d["kinks"] = kinks
 
         return hook
 
@@ -553,11 +558,13 @@ class Monitor:
         """Kink touches of pre-activations y (0-d int64 on y's device), or None for an activation without kinks."""
         return count_equal(y.detach(), L.breakpoints) if L.breakpoints else None
 
-    @staticmethod
-    def _scan_pool(L: _Layer, a: torch.Tensor, out: torch.Tensor):
-        """``(counts, windows)`` of the pool's tied windows (:func:`nsverify.kernels.tie_scan_windows`: windows with
-        |S_j| >= 2, and those Algorithm 2 counts, whose maximum is not a saturated value; windows: the latter as
-        (sample, window) pairs), on the model's device. Off the CPU, windows is the mask of
+    @classmethod
+    def _scan_pool(cls, L: _Layer, a: torch.Tensor, out: torch.Tensor, y: torch.Tensor | None = None):
+        """``((counts, windows), kinks)``: the pool's tied windows (:func:`nsverify.kernels.tie_scan_windows`: windows
+        with |S_j| >= 2, and those Algorithm 2 counts, whose maximum is not a saturated value; windows: the latter
+        as (sample, window) pairs), on the model's device, and the kink touches of the pre-activations ``y``
+        (:meth:`_count_kinks`; None without y). On the CPU one call does both
+        (:func:`nsverify.kernels.monitor_pool_scan`, one C++ pass per layer). Off the CPU, windows is the mask of
         :func:`nsverify.kernels.tie_scan` instead (a Triton kernel on CUDA): its (sample, window) pairs are read in
         :meth:`check` after the step's one transfer, and only for a layer with counted ties, so that the forward
         never waits for the device."""
@@ -574,8 +581,11 @@ class Monitor:
         if a2.dim() == 3:  # (B, 1, L) from a (B, L) activation
             a2, o2 = a2.unsqueeze(1), o2.unsqueeze(1)
         if _deferred(a2):  # the mask only: its windows (nonzero waits for the device) in check()
-            return tie_scan(a2, o2, *geom, saturated=L.saturated)
-        return tie_scan_windows(a2, o2, *geom, saturated=L.saturated)
+            return tie_scan(a2, o2, *geom, saturated=L.saturated), None if y is None else cls._count_kinks(L, y)
+        if y is None or not L.breakpoints:
+            return tie_scan_windows(a2, o2, *geom, saturated=L.saturated), None
+        counts, windows = monitor_pool_scan(y.detach(), L.breakpoints, a2, o2, *geom, saturated=L.saturated)
+        return (counts[1:], windows), counts[0]
 
     @staticmethod
     def _detect(L: _Layer, d: dict):
@@ -584,7 +594,9 @@ class Monitor:
         int (known on the host), and the (sample, window) pairs of the Algorithm-2 ties, or their mask off the CPU
         (None without a pool). Nothing reaches the host here: the forward hooks computed them as the tensors were
         made, and :meth:`check` reads every layer's counts in one transfer."""
-        kinks = d.get("kinks")
+        if "kinks" not in d:  # the pool's hook, which counts them on the CPU, did not run in this forward
+            d["kinks"] = Monitor._count_kinks(L, d["y"])
+        kinks = d["kinks"]
         if L.pool_module is None or "pool_out" not in d:
             return kinks, 0, None, None
         counts, positive = d["scan"]

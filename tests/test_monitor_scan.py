@@ -1,0 +1,149 @@
+"""The training monitor's one-call detection per pool layer (nsverify.kernels.monitor_pool_scan: the kink touches of
+the pre-activations and the pool's tie scan in one C++ call on the CPU) against an independent enumeration: the
+registry's pool windows (nsverify.registry.pool2d_windows) walked in Python over float64 values, with Park et al.'s
+Algorithm 2 rule (App. F, line 7: windows whose maximum is a saturated activation value are not counted).  Also: the
+rows of a large input split over threads give the same pairs in the same order, and the Monitor counts each
+layer's kink touches once, in the pool's hook, as many as the pre-activations' own entries at the kink."""
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from nsverify import kernels
+from nsverify.papers.park.monitor import Monitor
+from nsverify.pytest_plugin import budget
+from nsverify.registry import pool2d_windows
+
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+#: saturated values and kinks to draw from: 0.1 is not representable in any of the dtypes (nothing equals it)
+VALUES = [0.0, 1.0, 2.0, 3.0, 0.1, float("-inf"), float("inf")]
+
+
+def expected(y, kinks, x, out, geom, saturated):
+    """(counts, pairs) by enumeration: [entries of y equal to a kink, windows with >= 2 entries equal to their max,
+    those whose max is not saturated] and the latter's (sample, channel * Ho * Wo + j) pairs, row-major."""
+    k, s, p, d = geom
+    n, c, h, w = x.shape
+    (ho, wo), wins = pool2d_windows(h, w, k, s, p, d, False)
+    assert tuple(out.shape[-2:]) == (ho, wo)
+    touches = 0 if y is None else sum(1 for v in y.double().reshape(-1).tolist() if v in kinks)
+    planes = x.double().reshape(n * c, h * w).tolist()
+    maxima = out.double().reshape(n * c, ho * wo).tolist()
+    tied, counted, pairs = 0, 0, []
+    for pl_i, (pl, mx) in enumerate(zip(planes, maxima)):
+        for j, win in enumerate(wins):
+            m = mx[j]
+            if sum(1 for i in win if pl[i] == m) >= 2:  # NaN max: no entry equals it
+                tied += 1
+                if m not in saturated:
+                    counted += 1
+                    pairs.append([pl_i // c, (pl_i % c) * ho * wo + j])
+    return [touches, tied, counted], pairs
+
+
+@st.composite
+def scan_cases(draw):
+    kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    ph, pw = draw(st.integers(0, kh // 2)), draw(st.integers(0, kw // 2))
+    if draw(st.booleans()):  # the monitor's common case: 2x2 windows, stride 2 (odd sizes leave a row/column out)
+        kh = kw = sh = sw = 2
+        ph = pw = 0
+        dh = dw = 1
+    h = draw(st.integers(max(1, (kh - 1) * dh + 1 - 2 * ph), 9))
+    w = draw(st.integers(max(1, (kw - 1) * dw + 1 - 2 * pw), 9))
+    n, c = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dtype = draw(st.sampled_from(DTYPES))
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
+    x = torch.randint(0, draw(st.integers(1, 4)), (n, c, h, w), generator=gen).to(dtype)  # ties everywhere
+    for v in draw(st.lists(st.sampled_from([float("nan"), float("-inf"), float("inf")]), max_size=3)):
+        x.view(-1)[int(torch.randint(0, x.numel(), (1,), generator=gen))] = v
+    y = None
+    if draw(st.booleans()):
+        y = (torch.randint(-1, 3, (n, c, h, w), generator=gen).to(dtype) - (0.5 if draw(st.booleans()) else 0))
+        y.view(-1)[0] = float("nan")
+    kinks = draw(st.lists(st.sampled_from(VALUES), max_size=3, unique=True))
+    saturated = draw(st.lists(st.sampled_from(VALUES), max_size=4, unique=True))  # > 2: the general loop
+    geom = ((kh, kw), (sh, sw), (ph, pw), (dh, dw))
+    return y, kinks, x, geom, saturated
+
+
+@settings(max_examples=budget(60), deadline=None)
+@given(case=scan_cases(), mode=st.sampled_from(["reference", "auto"]))
+def test_monitor_pool_scan_equals_the_window_enumeration(case, mode):
+    y, kinks, x, geom, saturated = case
+    out = F.max_pool2d(x, *geom)
+    want_counts, want_pairs = expected(y, kinks, x, out, geom, saturated)
+    with kernels.use(mode):
+        counts, pairs = kernels.monitor_pool_scan(y, kinks, x, out, *geom, saturated=saturated)
+        total, mask = kernels.tie_scan(x, out, *geom, saturated=saturated)
+        total_w, windows = kernels.tie_scan_windows(x, out, *geom, saturated=saturated)
+    assert counts.dtype == torch.int64 and counts.tolist() == want_counts
+    assert pairs.tolist() == want_pairs
+    assert total.tolist() == want_counts[1:] and total_w.tolist() == want_counts[1:]
+    assert windows.tolist() == want_pairs and mask.reshape(x.shape[0], -1).nonzero().tolist() == want_pairs
+
+
+@pytest.mark.parametrize("shape", [(8, 16, 64, 64), (64, 128, 4, 4), (64, 64, 9, 7)])
+def test_rows_split_over_threads_give_the_pairs_in_row_major_order(shape):
+    """Inputs large enough for several parallel ranges: the C++ scan on 1 and on 2 threads against the vectorised
+    PyTorch path (mode reference: nsverify.kernels.tie_counts, checked against the registry windows in
+    test_kernels)."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randint(0, 3, shape, generator=gen).float()
+    y = torch.randint(-1, 2, shape, generator=gen).float()
+    out = F.max_pool2d(x, 2, 2)
+    geom = ((2, 2), (2, 2), (0, 0), (1, 1))
+    with kernels.use("reference"):
+        want_counts, want_pairs = kernels.monitor_pool_scan(y, [0.0], x, out, *geom, saturated=(0.0,))
+    assert want_counts.tolist() == [int((y == 0).sum()), int(((kernels.tie_counts(x, out, *geom) >= 2)).sum()),
+                                    len(want_pairs)]
+    threads = torch.get_num_threads()
+    try:
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            counts, pairs = kernels.monitor_pool_scan(y, [0.0], x, out, *geom, saturated=(0.0,))
+            assert torch.equal(counts, want_counts) and torch.equal(pairs, want_pairs)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _net(act: nn.Module, pool: bool):
+    torch.manual_seed(0)
+    conv = nn.Conv2d(1, 3, 3, padding=1)
+    with torch.no_grad():  # channel 0 is all zero: every pre-activation there sits at ReLU's kink
+        conv.weight[0].zero_()
+        conv.bias[0] = 0.0
+    layers = [conv, act] + ([nn.MaxPool2d(2)] if pool else [])
+    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(27 if pool else 108, 2))
+
+
+@pytest.mark.parametrize("pool", [True, False], ids=["relu+pool", "relu alone"])
+def test_the_monitor_counts_each_kink_touch_once(pool):
+    """Kink touches of a layer with a pool are counted in the pool's hook (one call), of a layer without one in the
+    activation's: either way the record equals (y == 0).sum() read from the conv's output by a hook of ours."""
+    net = _net(nn.ReLU(), pool)
+    x = torch.round(torch.rand(2, 1, 6, 6, generator=torch.Generator().manual_seed(3)) * 2)  # ties in the pools
+    seen = []
+    net[0].register_forward_hook(lambda m, i, o: seen.append(int((o == 0).sum())))
+    with Monitor(net) as mon:
+        net(x).sum()
+        rec = mon.check()
+    assert seen[-1] >= 2 * 36  # the zero channel at least
+    assert rec.layers[0].kink_touches == seen[-1]
+
+
+def test_kinks_are_counted_when_the_pool_hook_does_not_run():
+    """A forward that stops after the activation (the pool's hook never runs) still gets its kink touches counted,
+    in check(): a layer is never recorded without them."""
+    net = _net(nn.ReLU(), True)
+    x = torch.rand(2, 1, 6, 6)
+    with Monitor(net) as mon:
+        y = net[0](x)
+        net[1](y)  # the activation only
+        rec = mon.check()
+    assert rec.layers[0].kink_touches == int((y == 0).sum()) >= 2 * 36
+    assert rec.layers[0].windows == 0
