@@ -147,3 +147,69 @@ def test_kinks_are_counted_when_the_pool_hook_does_not_run():
         rec = mon.check()
     assert rec.layers[0].kink_touches == int((y == 0).sum()) >= 2 * 36
     assert rec.layers[0].windows == 0
+
+
+def _record(model, x, mode):
+    with kernels.use(mode), Monitor(model) as mon:
+        model(x)
+        rec = mon.check()
+    return [(c.status, c.kink_touches, c.tied_windows, c.tied_positive, c.nontrivial_windows, c.sum_nontrivial,
+             c.unchecked, c.tj_flat, c.tj_patch, c.tj_field, c.tj_exact,
+             sorted(tuple(sorted(r.items())) for r in c.rows)) for c in rec.layers]
+
+
+def _tie_net(act, bn=False, dtype=torch.float32):
+    torch.manual_seed(0)
+    c = 4
+    first = [nn.Conv2d(3, c, 3, padding=1)] + ([nn.BatchNorm2d(c)] if bn else [])
+    layers = first + ([act()] if act else []) + [nn.MaxPool2d(2), nn.Conv2d(c, c, 3, padding=1)]
+    layers += ([act()] if act else []) + [nn.MaxPool2d(2), nn.Flatten(), nn.Linear(c * 4 * 4, 3)]
+    return nn.Sequential(*layers).to(dtype)
+
+
+@pytest.mark.parametrize("act, bn, dtype", [
+    (nn.ReLU, False, torch.float32), (nn.ReLU, False, torch.float64), (nn.ReLU, True, torch.float32),
+    (nn.ReLU6, False, torch.float32), (nn.LeakyReLU, False, torch.float32), (nn.Hardtanh, False, torch.float32),
+    (None, False, torch.float32), (nn.ReLU, False, torch.bfloat16)],
+    ids=["relu", "relu-f64", "relu-bn", "relu6", "leaky", "hardtanh", "pool-only", "relu-bf16"])
+def test_the_c_pairs_pass_gives_the_pytorch_paths_records(act, bn, dtype):
+    """Algorithm 1's tied pairs from the C++ pass (pool_tie_pairs, mode auto) against the PyTorch path (mode
+    reference): the same verdicts, counters and constraint rows, on plateau images (ties in both pools), scaled so
+    that ReLU6's and HardTanh's flat ends are reached. Leaky ReLU (slope 0.01) and bfloat16 take the PyTorch path
+    in both modes."""
+    from tests.test_monitor import _plateau_images
+
+    model = _tie_net(act, bn, dtype)
+    for seed, scale in ((0, 1.0), (1, 8.0)):
+        x = (_plateau_images(n=4, seed=seed) * scale).to(dtype)
+        model.train(seed == 0)
+        want = _record(model, x, "reference")
+        assert sum(layer[3] for layer in want) > 0  # ties to decide
+        assert _record(model, x, "auto") == want
+
+
+def test_the_c_pairs_pass_leaves_members_at_a_kink_to_autograd():
+    """A tie member whose pre-activation sits at a breakpoint (AD's rule decides D^AD rho there) or is NaN: the C++
+    pass declines (None) and algorithm1 takes the PyTorch path; off the breakpoints it gives the pairs with the
+    pieces' slopes, by hand: window 0 = entries (0, 1, 4, 5) of a 4x4 plane."""
+    from nsverify.ad import Activation
+    from nsverify.oracle.park import algorithm1
+
+    relu = Activation("relu")
+    win = algorithm1.pool_index_windows((1, 4, 4), 2, 2)
+    rows = torch.tensor([[0, 0]])
+    y = torch.full((1, 16), -1.0)
+    y[0, [0, 1, 5]] = 2.0  # members 0, 1, 5 (value 2): pairs (0, 1) and (0, 5), slopes 1
+    a = torch.relu(y)
+    flat, (rr, bb, si, ii, rp_s, rp_i), _ = algorithm1._fused_pairs(relu, y, a, rows, win)
+    assert flat == 0 and rr.tolist() == [0, 0] and bb.tolist() == [0, 0] and si.tolist() == [0, 0]
+    assert ii.tolist() == [1, 5] and rp_s.tolist() == [1.0, 1.0] and rp_i.tolist() == [1.0, 1.0]
+    y0 = torch.full((1, 16), -1.0)
+    y0[0, [0, 1]] = -2.0  # all four entries at relu's max 0, slope 0 everywhere: three both-flat pairs, none left
+    flat, (rr, *_), _ = algorithm1._fused_pairs(relu, y0, torch.relu(y0), rows, win)
+    assert flat == 3 and rr.tolist() == []
+    for bad in (0.0, float("nan")):  # entry 4 (a member: alpha 0 = the max) at the kink, or NaN
+        yb = y0.clone()
+        yb[0, 4] = bad
+        ab = torch.relu(yb).nan_to_num(0.0)
+        assert algorithm1._fused_pairs(relu, yb, ab, rows, win) is None

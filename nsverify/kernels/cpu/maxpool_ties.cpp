@@ -660,6 +660,98 @@ std::tuple<at::Tensor, at::Tensor> monitor_pool_scan(const c10::optional<at::Ten
   return {total, idx};
 }
 
+// Algorithm 1's tied pairs of the training monitor's tied windows (nsverify.oracle.park.algorithm1, the "auto" T_j
+// test), in one pass: for each window r (sample rows[r, 0], window rows[r, 1] of the table win, -1 = padding), its
+// tie set (entries of a equal to the window's maximum; none when the maximum is NaN), i* = the first member, and for
+// each other member i the pair (i*, i) -- unless D^AD rho is 0 at both (counted in stats[0], tj_flat).  D^AD rho is
+// the slope of the piece of y: slopes[p] for the first breakpoint bps[p] above y, else the last slope; a member
+// whose pre-activation sits at a breakpoint or is NaN (where AD's rule decides) sets stats[1] (the caller takes the
+// autograd path instead).  Returns ints (m, 4) = (r, sample, i*, i), vals (m, 4) = (rho'(y_i*), rho'(y_i), y_i*, y_i)
+// in a's dtype (float32 or float64), stats = [both-flat pairs, fallback].
+std::tuple<at::Tensor, at::Tensor, at::Tensor> pool_tie_pairs(const at::Tensor& a, const at::Tensor& y,
+                                                              const at::Tensor& rows, const at::Tensor& win,
+                                                              at::ArrayRef<double> bps, at::ArrayRef<double> slopes) {
+  TORCH_CHECK(a.dim() == 2 && y.sizes() == a.sizes() && y.scalar_type() == a.scalar_type() && rows.dim() == 2 &&
+                  rows.size(1) == 2 && rows.scalar_type() == at::kLong && win.dim() == 2 &&
+                  win.scalar_type() == at::kLong && slopes.size() == bps.size() + 1,
+              "pool_tie_pairs: a, y (B, M) of one dtype, rows (n, 2) and win (windows, K) int64, one slope per piece");
+  const at::Tensor ac = a.contiguous(), yc = y.contiguous(), rc = rows.contiguous(), wc = win.contiguous();
+  const int64_t n = rc.size(0), K = wc.size(1), M = ac.size(1);
+  std::vector<int64_t> ints;
+  std::vector<double> vals;
+  int64_t flat = 0, fallback = 0;
+  at::Tensor vt;
+  AT_DISPATCH_FLOATING_TYPES(ac.scalar_type(), "pool_tie_pairs", [&] {  // float32, float64: op_t = scalar_t
+    using op_t = scalar_t;
+    const scalar_t* ap = ac.const_data_ptr<scalar_t>();
+    const scalar_t* yp = yc.const_data_ptr<scalar_t>();
+    const int64_t* rp = rc.const_data_ptr<int64_t>();
+    const int64_t* wp = wc.const_data_ptr<int64_t>();
+    std::vector<int64_t> members(K);
+    // D^AD rho off the breakpoints; NaN (= "AD decides") at a breakpoint or for a NaN pre-activation
+    // (compared in the tensor's dtype, as PyTorch compares a tensor with a Python number)
+    std::vector<op_t> bp(bps.size());
+    for (size_t p = 0; p < bps.size(); ++p) bp[p] = static_cast<op_t>(bps[p]);
+    auto slope = [&](op_t v) -> double {
+      if (v != v) return std::numeric_limits<double>::quiet_NaN();
+      for (size_t p = 0; p < bp.size(); ++p) {
+        if (v == bp[p]) return std::numeric_limits<double>::quiet_NaN();
+        if (v < bp[p]) return slopes[p];
+      }
+      return slopes[bp.size()];
+    };
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t b = rp[2 * r], j = rp[2 * r + 1];
+      const scalar_t* arow = ap + b * M;
+      const scalar_t* yrow = yp + b * M;
+      const int64_t* w = wp + j * K;
+      op_t mx = -std::numeric_limits<op_t>::infinity();
+      bool nan = false;
+      for (int64_t k = 0; k < K; ++k) {
+        if (w[k] < 0) continue;
+        const op_t v = ld<scalar_t>(arow[w[k]]);
+        nan |= v != v;
+        mx = v > mx ? v : mx;
+      }
+      if (nan) continue;  // torch.max is NaN: no entry equals it, no tie set
+      int64_t m = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        if (w[k] >= 0 && ld<scalar_t>(arow[w[k]]) == mx) members[m++] = w[k];
+      }
+      if (m < 2) continue;
+      const int64_t istar = members[0];
+      const op_t ys = ld<scalar_t>(yrow[istar]);
+      const double ss = slope(ys);
+      for (int64_t q = 1; q < m; ++q) {
+        const int64_t i = members[q];
+        const op_t yi = ld<scalar_t>(yrow[i]);
+        const double si = slope(yi);
+        if (ss != ss || si != si) {
+          fallback = 1;
+          continue;
+        }
+        if (ss == 0.0 && si == 0.0) {
+          ++flat;
+          continue;
+        }
+        ints.insert(ints.end(), {r, b, istar, i});
+        vals.insert(vals.end(), {ss, si, static_cast<double>(ys), static_cast<double>(yi)});
+      }
+    }
+    const int64_t pairs = static_cast<int64_t>(ints.size() / 4);
+    vt = at::empty({pairs, 4}, ac.options());
+    scalar_t* vp = vt.mutable_data_ptr<scalar_t>();
+    for (int64_t q = 0; q < 4 * pairs; ++q) vp[q] = static_cast<scalar_t>(vals[q]);  // one rounding, as full_like
+  });
+  const int64_t pairs = static_cast<int64_t>(ints.size() / 4);
+  at::Tensor it = at::empty({pairs, 4}, at::TensorOptions().dtype(at::kLong));
+  std::copy(ints.begin(), ints.end(), it.mutable_data_ptr<int64_t>());
+  at::Tensor stats = at::empty({2}, at::TensorOptions().dtype(at::kLong));
+  stats.mutable_data_ptr<int64_t>()[0] = flat;
+  stats.mutable_data_ptr<int64_t>()[1] = fallback;
+  return {it, vt, stats};
+}
+
 }  // namespace
 
 TORCH_LIBRARY(nsverify_kernels, m) {
@@ -679,6 +771,9 @@ TORCH_LIBRARY(nsverify_kernels, m) {
   m.def(
       "monitor_pool_scan(Tensor? y, float[] kinks, Tensor x, Tensor out, int[] kernel, int[] stride, int[] padding, "
       "int[] dilation, float[] saturated) -> (Tensor, Tensor)");
+  m.def(
+      "pool_tie_pairs(Tensor a, Tensor y, Tensor rows, Tensor win, float[] bps, float[] slopes) -> "
+      "(Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(nsverify_kernels, CPU, m) {
@@ -688,4 +783,5 @@ TORCH_LIBRARY_IMPL(nsverify_kernels, CPU, m) {
   m.impl("patch_pairs_equal", &patch_pairs_equal);
   m.impl("count_equal", &count_equal);
   m.impl("monitor_pool_scan", &monitor_pool_scan);
+  m.impl("pool_tie_pairs", &pool_tie_pairs);
 }

@@ -117,8 +117,8 @@ def algorithm1_layer(
         shape = tuple(a.shape[1:]) if a.dim() > 2 else (1, a.shape[1])
         win = pool_index_windows(shape, *pool).to(a.device)
         af = a.reshape(B, -1)
-        neg = torch.tensor(float("-inf"), dtype=af.dtype, device=af.device)
         if windows is None:  # every window: find the tied ones
+            neg = torch.tensor(float("-inf"), dtype=af.dtype, device=af.device)
             valid = win >= 0
             vals = torch.where(valid, af[:, win.clamp(min=0)], neg)
             mx = vals.max(dim=2, keepdim=True).values
@@ -128,11 +128,20 @@ def algorithm1_layer(
             out.tied_positive = int((many & (mx.squeeze(2) > 0)).sum())
             windows = many.nonzero().tolist()
         rows = torch.as_tensor(windows, dtype=torch.long, device=a.device).reshape(-1, 2)
-        wr = win[rows[:, 1]]  # (tied windows, K): each one's entries (flat per sample; -1: padding)
-        entries = (rows[:, :1], wr.clamp(min=0))  # index of the windows' entries into (B, per sample) tensors
-        vr = torch.where(wr >= 0, af[entries], neg)
-        tie = (vr == vr.max(dim=1, keepdim=True).values) & (wr >= 0)
-        if len(windows):
+        fused = (_fused_pairs(act, yf, af, rows, win) if tie_test == "auto" and rho is not None and len(rows)
+                 else None)
+        if fused is not None:  # the pairs (i*, i) from one C++ pass; then the same tests as below
+            # the BatchNorm form needs the pre-activations and no kink rows in the layer
+            y_pairs = fused[2] if affine is not None and affine.bn is not None and not constraints else None
+            out.tj_flat += fused[0]
+            _pairs_constraints(out, constraints, alpha, *fused[1], y_pairs, params_l, params_upto, max_checks,
+                               same_patch, affine)
+        elif len(rows):
+            wr = win[rows[:, 1]]  # (tied windows, K): each one's entries (flat per sample; -1: padding)
+            entries = (rows[:, :1], wr.clamp(min=0))  # index of the windows' entries into (B, per sample) tensors
+            neg = torch.tensor(float("-inf"), dtype=af.dtype, device=af.device)
+            vr = torch.where(wr >= 0, af[entries], neg)
+            tie = (vr == vr.max(dim=1, keepdim=True).values) & (wr >= 0)
             y_win = yf[entries] if tie_test == "auto" else None  # pre-activations at the windows' entries
             if rho is not None and tie_test == "auto":  # AD derivative of rho at the windows' entries: (n, K)
                 rho_prime = _rho_prime(act, rho, y_win)
@@ -480,7 +489,50 @@ def _pool_constraints_auto(
     rr, kk = left.nonzero().unbind(1)  # the pairs still open, window by window
     if not len(rr):
         return
-    bb, si, ii = b[rr], istar[rr], w[rr, kk]
+    y_pairs = (y_entries[rr, first[rr]], y_entries[rr, kk]) if y_entries is not None else None
+    _pairs_constraints(out, constraints, alpha, rr, b[rr], istar[rr], w[rr, kk], rp[rr, first[rr]], rp[rr, kk],
+                       y_pairs, params_l, params_upto, max_checks, same_patch, affine)
+
+
+def _fused_pairs(act: Activation, yf: torch.Tensor, af: torch.Tensor, rows: torch.Tensor, win: torch.Tensor):
+    """The head of :func:`_pool_constraints_auto` in one C++ pass (``pool_tie_pairs``) where it gives the same
+    pairs: CPU float32/float64 tensors and an activation of pieces of slope 0 or 1 (:func:`_rho_prime`'s fast
+    form). ``(both-flat pairs, (rr, bb, si, ii, rho'(y_si), rho'(y_ii)), (y_si, y_ii))`` -- or None, also when a
+    member's pre-activation sits at a breakpoint or is NaN (AD's own rule decides there: the PyTorch path)."""
+    if (yf.dtype not in (torch.float32, torch.float64) or af.dtype != yf.dtype
+            or not kernels.cpu_kernels_ok(yf, af)):
+        return None
+    if act.key == "identity":
+        bps, slopes = [], [1.0]
+    else:
+        p = act.primitive()
+        if p is None:
+            return None
+        slopes = []
+        for piece in p.pieces:
+            poly = tuple(piece.poly) if piece.poly is not None else None
+            if poly is None or len(poly) > 2 or (len(poly) == 2 and poly[1] not in (0, 1)):
+                return None
+            slopes.append(float(poly[1]) if len(poly) == 2 else 0.0)
+        bps = [float(b) for b in p.breakpoints]
+        if not slopes or len(slopes) != len(bps) + 1:
+            return None
+    ints, vals, stats = torch.ops.nsverify_kernels.pool_tie_pairs(af, yf, rows, win, bps, slopes)
+    flat, fallback = stats.tolist()
+    if fallback:
+        return None
+    rr, bb, si, ii = ints.unbind(1)
+    rp_s, rp_i, y_s, y_i = vals.unbind(1)
+    return flat, (rr, bb, si, ii, rp_s, rp_i), (y_s, y_i)
+
+
+def _pairs_constraints(out, constraints, alpha, rr, bb, si, ii, rp_s, rp_i, y_pairs, params_l, params_upto,
+                       max_checks, same_patch, affine):
+    """The tail of :func:`_pool_constraints_auto`: tests 2-4 and the constraints for the open pairs (i*, i) =
+    (bb, si), (bb, ii) of windows rr (in window order), with D^AD rho rp_s, rp_i at them and, for the BatchNorm
+    form, their pre-activations ``y_pairs`` = (y_si, y_ii) (else None)."""
+    if not len(rr):
+        return
     member = torch.zeros(len(rr), dtype=torch.bool, device=rr.device)
     outside = torch.zeros_like(member)
     if affine is not None:
@@ -489,12 +541,12 @@ def _pool_constraints_auto(
         # BatchNorm after the conv: the difference form needs equal pre-activations, gamma_c != 0, one channel and
         # no other rows in the layer (first layer, no kink rows); else the exact test decides every pair
         sgn = affine.channel_sign(cs)
-        ok = (len(params_upto) == len(params_l) and y_entries is not None and bool((cs == ci).all())
-              and bool((y_entries[rr, first[rr]] == y_entries[rr, kk]).all()) and bool((sgn != 0).all()))
+        ok = (len(params_upto) == len(params_l) and y_pairs is not None and bool((cs == ci).all())
+              and bool((y_pairs[0] == y_pairs[1]).all()) and bool((sgn != 0).all()))
         if not ok:
             affine = None
     if affine is not None:
-        scale_s, scale_i = rp[rr, first[rr]], rp[rr, kk]
+        scale_s, scale_i = rp_s, rp_i
         if affine.bn is not None:  # the rows' common factor sign(gamma_c) (see AffineRows)
             scale_s, scale_i = scale_s * sgn, scale_i * sgn
         equal = affine.pairs_equal(bb, si, ii, scale_s, scale_i)

@@ -134,12 +134,14 @@ def _same_field(x: torch.Tensor, y: torch.Tensor, fov, single_layer: bool = Fals
     (rf_h, jh, sh), (rf_w, jw, sw) = fov
     ho, wo = y.shape[-2:]
     h, w = x.shape[-2:]
-    xf = x.contiguous().reshape(-1)
-    dr, dc = torch.arange(rf_h, device=x.device), torch.arange(rf_w, device=x.device)
-    chans = torch.arange(x.shape[1], device=x.device) * (h * w)
-    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    consts = []  # made at the first call: most layers' pairs are decided before this test
 
     def fields(b, i):  # the zero-padded fields, gathered from x itself (positions outside the image read 0)
+        if not consts:
+            consts.extend((x.contiguous().reshape(-1), torch.arange(rf_h, device=x.device),
+                           torch.arange(rf_w, device=x.device), torch.arange(x.shape[1], device=x.device) * (h * w),
+                           torch.zeros((), dtype=x.dtype, device=x.device)))
+        xf, dr, dc, chans, zero = consts
         pos = i % (ho * wo)
         oh, ow = pos // wo, pos % wo
         r0, c0 = sh + oh * jh, sw + ow * jw
@@ -424,8 +426,13 @@ class Monitor:
         return found, det, torch.cat(flat) if flat else None
 
     def _check(self) -> StepRecord:
-        found, det, flat = self._counts()
-        host = flat.tolist() if flat is not None else []  # the step's one device-to-host transfer
+        found = [(L, self._store.get(L.name)) for L in self.layers]
+        det = [self._detect(L, d) if d and "y" in d else None for L, d in found]
+        counts = [t for dt in det if dt is not None for t in (dt[0], dt[2]) if t is not None]
+        if all(t.device.type == "cpu" for t in counts):  # read in place: no transfer to make one of
+            host = [v for t in counts for v in t.reshape(-1).tolist()]
+        else:
+            host = torch.cat([t.reshape(-1) for t in counts]).tolist()  # the step's one device-to-host transfer
         return self._finish(found, det, host)
 
     def _check_async(self) -> StepRecord | None:
