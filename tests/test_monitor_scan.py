@@ -213,3 +213,29 @@ def test_the_c_pairs_pass_leaves_members_at_a_kink_to_autograd():
         yb[0, 4] = bad
         ab = torch.relu(yb).nan_to_num(0.0)
         assert algorithm1._fused_pairs(relu, yb, ab, rows, win) is None
+
+
+@pytest.mark.parametrize("fov, single", [(((8, 2, -3), (8, 2, -3)), False), (((3, 1, -1), (3, 1, -1)), True),
+                                         (((4, 2, -1), (6, 2, -2)), False), (((5, 1, 0), (3, 3, -2)), False)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_receptive_field_test_by_the_c_patch_pass_equals_the_gathered_fields(fov, single, dtype):
+    """_same_field's C++ form (the fields as the patches of a convolution, compared by patch_pairs_equal) against
+    its PyTorch form (mode reference: the zero-padded fields gathered and compared entry by entry), on plateau
+    inputs with NaN and -0.0 entries: the same answer for every pair, many of them True."""
+    from nsverify.papers.park.monitor import _same_field
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 2, (4, 3, 20, 20), generator=g).to(dtype)
+    x[:, :, :, :12] = 0.5
+    x[0, 0, 3, 3], x[1, 2, 5, 7] = float("nan"), -0.0
+    y = torch.zeros(4, 5, 10, 10, dtype=dtype)
+    n = 4000
+    b = torch.randint(0, 4, (n,), generator=g)
+    i = torch.randint(0, 500, (n,), generator=g)
+    k = (i + torch.randint(-3, 4, (n,), generator=g)).clamp(0, 499)  # mostly near pairs, a few far ones
+    k[: n // 4] = torch.randint(0, 500, (n // 4,), generator=g)
+    got = _same_field(x, y, fov, single)(b, i, k)
+    with kernels.use("reference"):
+        want = _same_field(x, y, fov, single)(b, i, k)
+    assert want.sum() > 100 and (~want).sum() > 100
+    assert torch.equal(got, want)

@@ -314,6 +314,33 @@ _PATCH_OFFSETS: dict = {}
 
 
 
+
+def patch_offsets(chw: tuple, plane: int, geom: tuple, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(offsets, valid)``, both (positions, K): the flat offsets in one sample of an input of shape ``chw`` =
+    (C, H, W) of every output position's patch entries, in a convolution weight's (C, kh, kw) order (clamped into
+    the image), and whether each entry lies in the image (else it reads the zero padding). ``plane``: output
+    positions; ``geom`` = (Wo, (kh, kw), (sh, sw), (dh, dw), (ph, pw)). Computed once per geometry and shape (the
+    patches of :class:`AffineRows`, the monitor's receptive fields)."""
+    wo, (kh, kw), (sh, sw), (dh, dw), (ph, pw) = geom
+    cin, h, w = chw
+    key = (cin, h, w, plane, geom, device)
+    hit = _PATCH_OFFSETS.get(key)
+    if hit is None:
+        dev = device
+        pos = torch.arange(plane, device=dev)
+        r = (pos // wo)[:, None] * sh + torch.arange(kh, device=dev) * dh - ph  # (P, kh)
+        c = (pos % wo)[:, None] * sw + torch.arange(kw, device=dev) * dw - pw  # (P, kw)
+        inside = ((r >= 0) & (r < h))[:, :, None] & ((c >= 0) & (c < w))[:, None, :]  # (P, kh, kw)
+        flat = (r.clamp(0, h - 1) * w)[:, :, None] + c.clamp(0, w - 1)[:, None, :]
+        offsets = (torch.arange(cin, device=dev) * (h * w))[None, :, None, None] + flat[:, None]
+        valid = inside[:, None].expand(-1, cin, -1, -1)
+        hit = (offsets.reshape(plane, -1).contiguous(), valid.reshape(plane, -1).contiguous())
+        if len(_PATCH_OFFSETS) > 64:
+            _PATCH_OFFSETS.clear()
+        _PATCH_OFFSETS[key] = hit
+    return hit
+
+
 class AffineRows:
     r"""The rows pi_i = dy_i / dw_l of a layer whose pre-activation y is the output of one ``nn.Conv1d``/``Conv2d``
     (groups 1, zero padding) or ``nn.Linear`` with w_l = (weight, bias) flattened in this order: entry i's input
@@ -420,27 +447,8 @@ class AffineRows:
         return ((self.channels(i) == self.channels(k)) & (vi == vk).all(dim=1)) | zero
 
     def _patch_offsets(self):
-        """``(offsets, valid)``, both (positions, K): the flat offsets in one sample of z of every output position's
-        patch entries, in the weight's (in_channels, kh, kw) order (clamped into the image), and whether each entry
-        lies in the image (else it reads the zero padding). Computed once per geometry and shape."""
-        wo, (kh, kw), (sh, sw), (dh, dw), (ph, pw) = self.geom
-        _, cin, h, w = self.z.shape
-        key = (cin, h, w, self.plane, self.geom, self.z.device)
-        hit = _PATCH_OFFSETS.get(key)
-        if hit is None:
-            dev = self.z.device
-            pos = torch.arange(self.plane, device=dev)
-            r = (pos // wo)[:, None] * sh + torch.arange(kh, device=dev) * dh - ph  # (P, kh)
-            c = (pos % wo)[:, None] * sw + torch.arange(kw, device=dev) * dw - pw  # (P, kw)
-            inside = ((r >= 0) & (r < h))[:, :, None] & ((c >= 0) & (c < w))[:, None, :]  # (P, kh, kw)
-            flat = (r.clamp(0, h - 1) * w)[:, :, None] + c.clamp(0, w - 1)[:, None, :]
-            offsets = (torch.arange(cin, device=dev) * (h * w))[None, :, None, None] + flat[:, None]
-            valid = inside[:, None].expand(-1, cin, -1, -1)
-            hit = (offsets.reshape(self.plane, -1).contiguous(), valid.reshape(self.plane, -1).contiguous())
-            if len(_PATCH_OFFSETS) > 64:
-                _PATCH_OFFSETS.clear()
-            _PATCH_OFFSETS[key] = hit
-        return hit
+        """``(offsets, valid)`` of :func:`patch_offsets` for this layer's input and geometry."""
+        return patch_offsets(tuple(self.z.shape[1:]), self.plane, self.geom, self.z.device)
 
     def columns(self, ch: torch.Tensor) -> torch.Tensor:
         """(n, K [+ 1]): the columns of w_l that :meth:`values` of output channels ``ch`` fill."""
@@ -570,13 +578,19 @@ def _pairs_constraints(out, constraints, alpha, rr, bb, si, ii, rp_s, rp_i, y_pa
     if bool(outside.any()):
         q = outside.nonzero().flatten()
         vs, vi = affine.values(bb[q], si[q], scale_s[q]), affine.values(bb[q], ii[q], scale_i[q])
-        cols_s, cols_i = affine.columns(cs[q]).tolist(), affine.columns(ci[q]).tolist()
-        val_s, val_i = vs.to(torch.float64).tolist(), vi.to(torch.float64).tolist()
-        for j, qq in enumerate(q.tolist()):
-            row = dict(zip(cols_s[j], val_s[j]))
-            for c_, v in zip(cols_i[j], val_i[j]):
-                row[c_] = row.get(c_, 0.0) - v
-            patch_rows[qq] = {c_: v for c_, v in row.items() if v != 0}
+        vs, vi = vs.to(torch.float64), vi.to(torch.float64)
+        # row = pi-block of i* minus that of i: one channel -> the same columns, vs - vi; two channels -> disjoint
+        # columns, vs on i*'s and 0 - vi on i's; zeros dropped, in i*'s columns' order then i's
+        one = (cs[q] == ci[q])[:, None]
+        cols = torch.cat([affine.columns(cs[q]), affine.columns(ci[q])], dim=1)
+        vals = torch.cat([torch.where(one, vs - vi, vs), 0.0 - vi], dim=1)
+        keep = vals != 0
+        keep[:, vs.shape[1]:] &= ~one
+        nz_cols, nz_vals = cols[keep].tolist(), vals[keep].tolist()
+        at = 0
+        for qq, n_nz in zip(q.tolist(), keep.sum(dim=1).tolist()):
+            patch_rows[qq] = dict(zip(nz_cols[at:at + n_nz], nz_vals[at:at + n_nz]))
+            at += n_nz
     # the exact test for the rest: entries (b, i*) and (b, i) of the open pairs, window by window, within budget
     pair_r = rr.tolist()
     open_pairs = open_.nonzero().flatten().tolist()

@@ -50,10 +50,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from nsverify import kernels
 from nsverify.ad import Activation
 from nsverify.errors import UnsupportedOpError
 from nsverify.kernels import count_equal, monitor_pool_scan, tie_scan, tie_scan_windows
-from nsverify.oracle.park.algorithm1 import AffineRows, algorithm1_layer
+from nsverify.oracle.park.algorithm1 import AffineRows, algorithm1_layer, patch_offsets
 from nsverify.oracle.park.cone import LayerCheck
 from nsverify.oracle.park.rank import full_column_rank
 from nsverify.oracle.park.walk import layer_groups, unsupported, walk
@@ -153,10 +154,32 @@ def _same_field(x: torch.Tensor, y: torch.Tensor, fov, single_layer: bool = Fals
         f = torch.where(ok[:, None], xf[flat], zero)
         return f, oh, ow, inside_h, inside_w
 
+    fused = x.dtype in (torch.float32, torch.float64) and kernels.cpu_kernels_ok(x)
+
+    def same_fused(b, i, k):  # the same comparison by the C++ patch test (scale 1, one channel, no bias column)
+        if not consts:
+            geom = (wo, (rf_h, rf_w), (jh, jw), (1, 1), (-sh, -sw))  # a field = the patch of this convolution
+            offsets, valid = patch_offsets(tuple(x.shape[1:]), ho * wo, geom, x.device)
+            pos = torch.arange(ho * wo, device=x.device)
+            oh, ow = pos // wo, pos % wo
+            r0, c0 = sh + oh * jh, sw + ow * jw
+            inside = torch.stack([(r0 >= 0) & (r0 + rf_h <= h), (c0 >= 0) & (c0 + rf_w <= w)], dim=1)
+            consts.extend((x.contiguous(), offsets, valid, inside, torch.stack([oh, ow], dim=1)))
+        xc, offsets, valid, inside, ohw = consts
+        pi, pk = i % (ho * wo), k % (ho * wo)
+        zero, one = torch.zeros_like(b), torch.ones(b.shape, dtype=x.dtype, device=x.device)
+        res = torch.ops.nsverify_kernels.patch_pairs_equal(xc, offsets, valid, b, pi, pk, zero, zero, one, one, False)
+        if not single_layer:
+            res &= ((inside[pi] & inside[pk]) | (ohw[pi] == ohw[pk])).all(dim=1)
+        return res
+
     def same(b, i, k):
         scalar = isinstance(b, int)
         if scalar:
             b, i, k = (torch.tensor([v], device=x.device) for v in (b, i, k))
+        if fused:
+            res = same_fused(b, i, k)
+            return bool(res[0]) if scalar else res
         fi, ohi, owi, ihi, iwi = fields(b, i)
         fk, ohk, owk, ihk, iwk = fields(b, k)
         res = (fi == fk).flatten(1).all(dim=1)
