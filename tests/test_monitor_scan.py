@@ -239,3 +239,19 @@ def test_receptive_field_test_by_the_c_patch_pass_equals_the_gathered_fields(fov
         want = _same_field(x, y, fov, single)(b, i, k)
     assert want.sum() > 100 and (~want).sum() > 100
     assert torch.equal(got, want)
+
+
+def test_the_ratio_command_tracks_both_widths_in_15_interleaved_rounds():
+    """asv_bench/ratios.py --area monitor (issue 39): VGG11 and ResNet18 at width 0.25 and at width 1, by default
+    15 interleaved rounds (the median and its per-round IQR)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "asv_bench" / "ratios.py"
+    spec = importlib.util.spec_from_file_location("nsverify_bench_ratios_monitor", path)
+    ratios = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = ratios  # dataclasses look their module up there
+    spec.loader.exec_module(ratios)
+    assert ratios.monitor_widths(False) == [("vgg11", 0.25), ("vgg11", 1.0), ("resnet18", 0.25), ("resnet18", 1.0)]
+    assert ratios.parse_args(["--area", "monitor"]).repeat == 15 and ratios.MONITOR_TARGET == 1.15

@@ -23,7 +23,9 @@ Cheap when nothing ties. Detection runs in the forward hooks, on tensors just wr
 (``y == b`` for each kink b, :func:`nsverify.kernels.count_equal`) in the activation's hook, and the tied windows of
 the pool (:func:`nsverify.kernels.tie_scan_windows`: one pass against the pool's own output, no re-run, the
 counted windows as (sample, window) pairs) in the pool's. Each is one kernel per layer (C++ on the CPU, Triton on
-CUDA), and nothing in the forward waits for the device: on CUDA the pool's hook keeps the mask of the counted
+CUDA); on the CPU a layer with a pool gets both in one C++ call in the pool's hook
+(:func:`nsverify.kernels.monitor_pool_scan`), and small layers run without a parallel region. Nothing in the
+forward waits for the device: on CUDA the pool's hook keeps the mask of the counted
 windows, and :meth:`Monitor.check` reads their (sample, window) pairs only for the layers whose counts, read in
 the step's one transfer, show counted ties. ``tied_windows`` counts every window with |S_j| >= 2;
 ``tied_positive`` counts them as Park et al.'s Algorithm 2 does (App. F, line 7): a tie whose maximum is a
@@ -36,7 +38,10 @@ counts reach the host in one transfer per step, and the checks run on one intra-
 pair by pair by the cheapest sufficient test (``tie_test="auto"``,
 :func:`nsverify.oracle.park.algorithm1._pool_constraints_auto`): D^AD rho 0 at both entries, the w_l blocks read
 from the layer input's patches when the layer is one Conv/Linear, or a first Conv + BatchNorm (no backward pass;
-on the CPU one C++ pass over all pairs), identical receptive fields, and only then the exact AD gradients; each
+on the CPU one C++ pass over all pairs), identical receptive fields (on the CPU the same C++ pass, a field being the
+patch of a convolution), and only then the exact AD gradients; on the CPU the pairs (i*, i) themselves -- tie sets,
+i*, D^AD rho by the pieces' slopes -- come from one C++ pass over the tied windows
+(:func:`nsverify.oracle.park.algorithm1._fused_pairs`). Each
 layer's record counts how often each test decided (``tj_flat``, ``tj_patch``, ``tj_field``, ``tj_exact``;
 :attr:`StepRecord.tj_paths`).
 """
