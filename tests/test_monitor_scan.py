@@ -255,3 +255,21 @@ def test_the_ratio_command_tracks_both_widths_in_15_interleaved_rounds():
     spec.loader.exec_module(ratios)
     assert ratios.monitor_widths(False) == [("vgg11", 0.25), ("vgg11", 1.0), ("resnet18", 0.25), ("resnet18", 1.0)]
     assert ratios.parse_args(["--area", "monitor"]).repeat == 15 and ratios.MONITOR_TARGET == 1.15
+
+
+@pytest.mark.parametrize("h, w", [(1, 1), (2, 3), (3, 2), (5, 5), (6, 7), (8, 8), (9, 4)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_resnet_stem_pool_geometry_equals_the_window_enumeration(h, w, dtype):
+    """The 3x3 / stride 2 / padding 1 windows (ResNet's stem pool, a loop of its own in the C++ scan), even and
+    odd sizes, against the enumeration, with 0 (ReLU's saturated value) and 2.0 tying."""
+    gen = torch.Generator().manual_seed(h * 10 + w)
+    x = torch.randint(0, 3, (2, 3, h, w), generator=gen).to(dtype)
+    y = torch.randint(-1, 2, (2, 3, h, w), generator=gen).to(dtype)
+    geom = ((3, 3), (2, 2), (1, 1), (1, 1))
+    out = F.max_pool2d(x, *geom)
+    want_counts, want_pairs = expected(y, [0.0], x, out, geom, (0.0,))
+    counts, pairs = kernels.monitor_pool_scan(y, [0.0], x, out, *geom, saturated=(0.0,))
+    assert counts.tolist() == want_counts and pairs.tolist() == want_pairs
+    total, mask = kernels.tie_scan(x, out, *geom, saturated=(0.0, 1.0, 5.0))  # > 2 saturated values
+    want_counts3, want_pairs3 = expected(None, [], x, out, geom, (0.0, 1.0, 5.0))
+    assert total.tolist() == want_counts3[1:] and mask.reshape(2, -1).nonzero().tolist() == want_pairs3

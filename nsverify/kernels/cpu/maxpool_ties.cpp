@@ -361,6 +361,14 @@ struct ScanPart {
   std::vector<int64_t> pairs;
 };
 
+// cnt[ow] += (x row xr at column ow * stride + off == mrow[ow]) for ow in [lo, hi]; STRIDE 0: the stride sw.
+template <int STRIDE, typename scalar_t, typename op_t>
+inline void count_offset(const scalar_t* xr, int64_t off, int64_t lo, int64_t hi, int64_t sw, const op_t* mrow,
+                         op_t* cnt) {
+  const int64_t s = STRIDE > 0 ? STRIDE : sw;
+  for (int64_t ow = lo; ow <= hi; ++ow) cnt[ow] += ld<scalar_t>(xr[ow * s + off]) == mrow[ow] ? op_t(1) : op_t(0);
+}
+
 // Scan output rows [r0, r1) of x (N, C, H, W) / out (N, C, Ho, Wo): counts into part, the kept windows' pairs when
 // ``pairs``, and the kept windows of out's row R at mask + R * Wo when mask is not null.  per_sample = C * Ho * Wo.
 template <typename scalar_t>
@@ -370,6 +378,8 @@ void scan_rows(const scalar_t* x, const scalar_t* out, bool* mask, const Geom& G
   using op_t = typename OpMath<scalar_t>::type;
   const bool two_by_two = G.kh == 2 && G.kw == 2 && G.sh == 2 && G.sw == 2 && G.ph == 0 && G.pw == 0 && G.dh == 1 &&
                           G.dw == 1 && 2 * G.Ho <= G.H && 2 * G.Wo <= G.W;
+  const bool three_by_two = G.kh == 3 && G.kw == 3 && G.sh == 2 && G.sw == 2 && G.ph == 1 && G.pw == 1 &&
+                            G.dh == 1 && G.dw == 1;
   const bool fast_sat = sat.rest.empty();
   std::vector<op_t> cnt(G.Wo), mrow(G.Wo), keep_buf(G.Wo);
   op_t* keep = keep_buf.data();
@@ -396,6 +406,38 @@ void scan_rows(const scalar_t* x, const scalar_t* out, bool* mask, const Geom& G
         q += k;
         keep[ow] = k;
       }
+    } else if (three_by_two) {  // ResNet's stem pool: 3 rows (0/1 weights for the padding rows), 9 loads a window
+      const scalar_t* xr[3];
+      op_t rv[3];
+      for (int64_t ka = 0; ka < 3; ++ka) {
+        const int64_t ih = 2 * oh - 1 + ka;
+        rv[ka] = ih >= 0 && ih < G.H ? op_t(1) : op_t(0);
+        xr[ka] = xp + std::min<int64_t>(std::max<int64_t>(ih, 0), G.H - 1) * G.W;
+      }
+      const int64_t hi_in = std::min<int64_t>(G.Wo - 1, (G.W - 2) / 2);  // columns 2ow-1 .. 2ow+1 inside for ow >= 1
+      const scalar_t *x0 = xr[0], *x1 = xr[1], *x2 = xr[2];
+      const op_t v0 = rv[0], v1 = rv[1], v2 = rv[2];
+      auto eq = [](scalar_t v, op_t m) { return ld<scalar_t>(v) == m ? op_t(1) : op_t(0); };
+      for (int64_t ow = 1; ow <= hi_in; ++ow) {
+        const op_t m = ld<scalar_t>(orow[ow]);
+        const int64_t c = 2 * ow - 1;  // the window's first column
+        cnt[ow] = v0 * (eq(x0[c], m) + eq(x0[c + 1], m) + eq(x0[c + 2], m)) +
+                  v1 * (eq(x1[c], m) + eq(x1[c + 1], m) + eq(x1[c + 2], m)) +
+                  v2 * (eq(x2[c], m) + eq(x2[c + 1], m) + eq(x2[c + 2], m));
+        mrow[ow] = m;
+      }
+      for (int64_t ow = 0; ow < G.Wo; ++ow) {  // the edge windows (ow = 0, and past hi_in), entry by entry
+        if (ow >= 1 && ow <= hi_in) continue;
+        const op_t m = ld<scalar_t>(orow[ow]);
+        op_t c = op_t(0);
+        for (int64_t ka = 0; ka < 3; ++ka) {
+          for (int64_t iw = 2 * ow - 1; iw <= 2 * ow + 1; ++iw) {
+            if (iw >= 0 && iw < G.W && ld<scalar_t>(xr[ka][iw]) == m) c += rv[ka];
+          }
+        }
+        mrow[ow] = m;
+        cnt[ow] = c;
+      }
     } else {  // any geometry: kernel offset by kernel offset, a loop over the row's windows that GCC vectorizes
       for (int64_t ow = 0; ow < G.Wo; ++ow) {
         mrow[ow] = ld<scalar_t>(orow[ow]);
@@ -409,11 +451,17 @@ void scan_rows(const scalar_t* x, const scalar_t* out, bool* mask, const Geom& G
           const int64_t off = kb * G.dw - G.pw;  // input column of window ow: ow * sw + off
           const int64_t lo = off >= 0 ? 0 : (-off + G.sw - 1) / G.sw;
           const int64_t hi = G.W - 1 - off < 0 ? -1 : std::min<int64_t>(G.Wo - 1, (G.W - 1 - off) / G.sw);
-          for (int64_t ow = lo; ow <= hi; ++ow) {
-            cnt[ow] += ld<scalar_t>(xr[ow * G.sw + off]) == mrow[ow] ? op_t(1) : op_t(0);
+          if (G.sw == 1) {  // strides 1 and 2 (ResNet's 3x3/2 stem pool) as constants: loops GCC vectorizes
+            count_offset<1>(xr, off, lo, hi, G.sw, mrow.data(), cnt.data());
+          } else if (G.sw == 2) {
+            count_offset<2>(xr, off, lo, hi, G.sw, mrow.data(), cnt.data());
+          } else {
+            count_offset<0>(xr, off, lo, hi, G.sw, mrow.data(), cnt.data());
           }
         }
       }
+    }
+    if (!(two_by_two && fast_sat)) {  // ties and keep from the counts (the 2x2 loop made them itself)
       for (int64_t ow = 0; ow < G.Wo; ++ow) {
         const op_t tie = cnt[ow] > op_t(1) ? op_t(1) : op_t(0);
         const op_t k = sat.has(mrow[ow]) ? op_t(0) : tie;
