@@ -93,14 +93,20 @@ def ad_ops_cases(dtype, device, small) -> Iterator[RatioCase]:
 MONITOR_TARGET = 1.15
 
 
+def monitor_widths(small: bool) -> list[tuple[str, float | None]]:
+    """The monitor area's (network, width) cases: each network at its reduced width and at full width (width 1),
+    so that both are tracked; ``small``: VGG11 at width 1/16 only (checks that the case runs)."""
+    from nsverify.papers.park.overhead import OVERHEAD_MODELS
+
+    return [("vgg11", None)] if small else [(n, w) for n in common.MONITOR_MODELS for w in (OVERHEAD_MODELS[n][0], 1.0)]
+
+
 def monitor_cases(dtype, device, small) -> Iterator[RatioCase]:
     """Park's monitor: monitored / plain training step, VGG11 / ResNet18 on natural crops, at the reduced width
-    and at full width (width 1), so that both are tracked."""
-    from nsverify.papers.park.overhead import OVERHEAD_MODELS, tj_path_totals
+    and at full width (width 1), so that both are tracked (:func:`monitor_widths`)."""
+    from nsverify.papers.park.overhead import tj_path_totals
 
-    cases = [("vgg11", None)] if small else [(n, w) for n in common.MONITOR_MODELS
-                                             for w in (OVERHEAD_MODELS[n][0], 1.0)]
-    for name, width in cases:
+    for name, width in monitor_widths(small):
         run = common.monitor_steps(name, dtype, device, small, steps=4 if small else 12, width=width)
         run.plain()
         run.monitored()

@@ -32,7 +32,7 @@ from nsverify.kernels import loader
 
 __all__ = ["ENV", "MODES", "KernelUnavailableError", "KernelModeError", "mode", "set_mode", "use", "status",
            "maxpool2d_tie_backward", "fused_applies", "tie_counts", "tie_scan", "tie_scan_windows",
-           "count_equal", "cpu_kernels_ok"]
+           "count_equal", "cpu_kernels_ok", "monitor_pool_scan"]
 
 log = logging.getLogger("nsverify.kernels")
 
@@ -268,3 +268,21 @@ def count_equal(y: torch.Tensor, values) -> torch.Tensor:
     for v in values:
         total = total + (y == v).sum()
     return total
+
+
+def monitor_pool_scan(y: torch.Tensor | None, kinks, x: torch.Tensor, out: torch.Tensor, kernel, stride,
+                      padding=(0, 0), dilation=(1, 1), saturated=()) -> tuple[torch.Tensor, torch.Tensor]:
+    """The training monitor's detection for one layer with a 2-d max pool in one call: ``(counts, windows)``,
+    ``counts`` = int64 ``[kink touches of y (entries equal to one of kinks; 0 when y is None), windows with
+    |A_j| >= 2, those whose max is not in saturated]`` and ``windows`` the latter's (sample, window) pairs, as
+    :func:`count_equal` and :func:`tie_scan_windows` give them. On CPU one call of the C++ kernel (one parallel
+    region at most); elsewhere those two functions."""
+    if (cpu_kernels_ok(x, out, *(() if y is None else (y,))) and x.dim() == 4 and x.is_contiguous()
+            and out.is_contiguous() and (y is None or y.dtype == x.dtype)):
+        return torch.ops.nsverify_kernels.monitor_pool_scan(
+            y, [float(v) for v in kinks], x, out, list(kernel), list(stride), list(padding), list(dilation),
+            [float(v) for v in saturated])
+    counts, windows = tie_scan_windows(x, out, kernel, stride, padding, dilation, saturated)
+    touches = (count_equal(y, kinks) if y is not None and len(kinks)
+               else torch.zeros((), dtype=torch.int64, device=x.device))
+    return torch.cat([touches.reshape(1), counts.to(torch.int64)]), windows

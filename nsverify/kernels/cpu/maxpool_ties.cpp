@@ -25,7 +25,9 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <tuple>
@@ -320,76 +322,231 @@ at::Tensor maxpool2d_tie_backward(const at::Tensor& g, const at::Tensor& x, cons
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Tie detection for the training monitor (nsverify.papers.park.monitor): one read of x and out per pool layer.
+// Tie detection for the training monitor (nsverify.papers.park.monitor): one read of x and out per pool layer, and
+// in monitor_pool_scan the kink touches of the layer's pre-activations in the same call (one pass per layer).
+//
+// The pool's windows are scanned output row by output row over all (n, c) planes at once: row R is row
+// R % Ho of plane R / Ho, so that small planes (8x8, 4x4) cost no per-plane set-up.  Per row: |A_j| >= 2 (tie),
+// the maximum not a saturated value (keep), the counts, and the kept windows as (sample, window) pairs when asked.
+// The saturated values are compared in the compute type, those it cannot represent dropped (no entry equals them:
+// the same answer as comparing in double); up to two (ReLU's 0, ReLU6's and HardTanh's two ends) go through the
+// branch-free loop, padded with NaN (equal to nothing).
 
-// Per plane: how many windows tie (|A_j| >= 2) and how many of those have a maximum outside ``sat`` (the saturated
-// values of the activation); mask[j] = the latter.
+// The saturated values as the compute type sees them: sat[0..1] (NaN-padded) for the fast loop, all of them in rest.
+template <typename op_t>
+struct Saturated {
+  op_t s0, s1;
+  std::vector<op_t> rest;  // more than two representable values (then every value is here)
+  Saturated(const std::vector<double>& sat) {
+    const op_t nan = std::numeric_limits<op_t>::quiet_NaN();
+    std::vector<op_t> rep;
+    for (double v : sat) {
+      const op_t c = static_cast<op_t>(v);
+      if (static_cast<double>(c) == v) rep.push_back(c);
+    }
+    s0 = rep.size() > 0 && rep.size() <= 2 ? rep[0] : nan;
+    s1 = rep.size() == 2 ? rep[1] : nan;
+    if (rep.size() > 2) rest = rep;
+  }
+  inline bool has(op_t m) const {
+    bool s = (m == s0) | (m == s1);
+    for (op_t v : rest) s |= m == v;
+    return s;
+  }
+};
+
+// What one range of rows found: counts, and the kept windows' (sample, window) pairs in row-major order.
+struct ScanPart {
+  int64_t begin = 0, tied = 0, positive = 0;
+  std::vector<int64_t> pairs;
+};
+
+// cnt[ow] += (x row xr at column ow * stride + off == mrow[ow]) for ow in [lo, hi]; STRIDE 0: the stride sw.
+template <int STRIDE, typename scalar_t, typename op_t>
+inline void count_offset(const scalar_t* xr, int64_t off, int64_t lo, int64_t hi, int64_t sw, const op_t* mrow,
+                         op_t* cnt) {
+  const int64_t s = STRIDE > 0 ? STRIDE : sw;
+  for (int64_t ow = lo; ow <= hi; ++ow) cnt[ow] += ld<scalar_t>(xr[ow * s + off]) == mrow[ow] ? op_t(1) : op_t(0);
+}
+
+// Scan output rows [r0, r1) of x (N, C, H, W) / out (N, C, Ho, Wo): counts into part, the kept windows' pairs when
+// ``pairs``, and the kept windows of out's row R at mask + R * Wo when mask is not null.  per_sample = C * Ho * Wo.
 template <typename scalar_t>
-void scan_plane(const scalar_t* x, const scalar_t* out, bool* mask, const Geom& G, const std::vector<double>& sat,
-                int64_t& tied, int64_t& positive) {
+void scan_rows(const scalar_t* x, const scalar_t* out, bool* mask, const Geom& G, const Saturated<
+                   typename OpMath<scalar_t>::type>& sat, int64_t r0, int64_t r1, int64_t per_sample, bool pairs,
+               ScanPart& part) {
   using op_t = typename OpMath<scalar_t>::type;
   const bool two_by_two = G.kh == 2 && G.kw == 2 && G.sh == 2 && G.sw == 2 && G.ph == 0 && G.pw == 0 && G.dh == 1 &&
                           G.dw == 1 && 2 * G.Ho <= G.H && 2 * G.Wo <= G.W;
-  std::vector<op_t> cnt(two_by_two ? 0 : G.Wo), mrow_buf(two_by_two ? 0 : G.Wo);  // the general path's row buffers
-  for (int64_t oh = 0; oh < G.Ho; ++oh) {
-    if (two_by_two) {
-      const scalar_t* r0 = x + 2 * oh * G.W;
-      const scalar_t* r1 = r0 + G.W;
-      const scalar_t* orow = out + oh * G.Wo;
-      bool* mrow = mask + oh * G.Wo;
-      for (int64_t ow = 0; ow < G.Wo; ++ow) {  // float indicators: the form GCC vectorizes
+  const bool three_by_two = G.kh == 3 && G.kw == 3 && G.sh == 2 && G.sw == 2 && G.ph == 1 && G.pw == 1 &&
+                            G.dh == 1 && G.dw == 1;
+  const bool fast_sat = sat.rest.empty();
+  std::vector<op_t> cnt(G.Wo), mrow(G.Wo), keep_buf(G.Wo);
+  op_t* keep = keep_buf.data();
+  const op_t s0 = sat.s0, s1 = sat.s1;
+  for (int64_t R = r0; R < r1; ++R) {
+    const int64_t plane = R / G.Ho, oh = R - plane * G.Ho;
+    const scalar_t* xp = x + plane * G.H * G.W;
+    const scalar_t* orow = out + R * G.Wo;
+    // per window: tie (|A_j| >= 2) and keep (a tie whose maximum is not saturated) as 0/1 in op_t, branch-free
+    // (ties are frequent, their side unpredictable): the form GCC vectorizes; row sums are exact (< 2^24)
+    op_t t = 0, q = 0;
+    if (two_by_two && fast_sat) {
+      const scalar_t* a = xp + 2 * oh * G.W;
+      const scalar_t* b = a + G.W;
+      for (int64_t ow = 0; ow < G.Wo; ++ow) {
         const op_t m = ld<scalar_t>(orow[ow]);
-        const op_t cnt = (ld<scalar_t>(r0[2 * ow]) == m ? op_t(1) : op_t(0)) +
-                         (ld<scalar_t>(r0[2 * ow + 1]) == m ? op_t(1) : op_t(0)) +
-                         (ld<scalar_t>(r1[2 * ow]) == m ? op_t(1) : op_t(0)) +
-                         (ld<scalar_t>(r1[2 * ow + 1]) == m ? op_t(1) : op_t(0));
-        mrow[ow] = cnt > op_t(1);
+        const op_t c = (ld<scalar_t>(a[2 * ow]) == m ? op_t(1) : op_t(0)) +
+                       (ld<scalar_t>(a[2 * ow + 1]) == m ? op_t(1) : op_t(0)) +
+                       (ld<scalar_t>(b[2 * ow]) == m ? op_t(1) : op_t(0)) +
+                       (ld<scalar_t>(b[2 * ow + 1]) == m ? op_t(1) : op_t(0));
+        const op_t tie = c > op_t(1) ? op_t(1) : op_t(0);
+        const op_t k = ((m == s0) | (m == s1)) ? op_t(0) : tie;
+        t += tie;
+        q += k;
+        keep[ow] = k;
+      }
+    } else if (three_by_two) {  // ResNet's stem pool: 3 rows (0/1 weights for the padding rows), 9 loads a window
+      const scalar_t* xr[3];
+      op_t rv[3];
+      for (int64_t ka = 0; ka < 3; ++ka) {
+        const int64_t ih = 2 * oh - 1 + ka;
+        rv[ka] = ih >= 0 && ih < G.H ? op_t(1) : op_t(0);
+        xr[ka] = xp + std::min<int64_t>(std::max<int64_t>(ih, 0), G.H - 1) * G.W;
+      }
+      const int64_t hi_in = std::min<int64_t>(G.Wo - 1, (G.W - 2) / 2);  // columns 2ow-1 .. 2ow+1 inside for ow >= 1
+      const scalar_t *x0 = xr[0], *x1 = xr[1], *x2 = xr[2];
+      const op_t v0 = rv[0], v1 = rv[1], v2 = rv[2];
+      auto eq = [](scalar_t v, op_t m) { return ld<scalar_t>(v) == m ? op_t(1) : op_t(0); };
+      for (int64_t ow = 1; ow <= hi_in; ++ow) {
+        const op_t m = ld<scalar_t>(orow[ow]);
+        const int64_t c = 2 * ow - 1;  // the window's first column
+        cnt[ow] = v0 * (eq(x0[c], m) + eq(x0[c + 1], m) + eq(x0[c + 2], m)) +
+                  v1 * (eq(x1[c], m) + eq(x1[c + 1], m) + eq(x1[c + 2], m)) +
+                  v2 * (eq(x2[c], m) + eq(x2[c + 1], m) + eq(x2[c + 2], m));
+        mrow[ow] = m;
+      }
+      for (int64_t ow = 0; ow < G.Wo; ++ow) {  // the edge windows (ow = 0, and past hi_in), entry by entry
+        if (ow >= 1 && ow <= hi_in) continue;
+        const op_t m = ld<scalar_t>(orow[ow]);
+        op_t c = op_t(0);
+        for (int64_t ka = 0; ka < 3; ++ka) {
+          for (int64_t iw = 2 * ow - 1; iw <= 2 * ow + 1; ++iw) {
+            if (iw >= 0 && iw < G.W && ld<scalar_t>(xr[ka][iw]) == m) c += rv[ka];
+          }
+        }
+        mrow[ow] = m;
+        cnt[ow] = c;
       }
     } else {  // any geometry: kernel offset by kernel offset, a loop over the row's windows that GCC vectorizes
       for (int64_t ow = 0; ow < G.Wo; ++ow) {
-        mrow_buf[ow] = ld<scalar_t>(out[oh * G.Wo + ow]);
+        mrow[ow] = ld<scalar_t>(orow[ow]);
         cnt[ow] = op_t(0);
       }
-      for (int64_t a = 0; a < G.kh; ++a) {
-        const int64_t ih = oh * G.sh - G.ph + a * G.dh;
+      for (int64_t ka = 0; ka < G.kh; ++ka) {
+        const int64_t ih = oh * G.sh - G.ph + ka * G.dh;
         if (ih < 0 || ih >= G.H) continue;  // a padding row
-        const scalar_t* xr = x + ih * G.W;
-        for (int64_t b = 0; b < G.kw; ++b) {
-          const int64_t off = b * G.dw - G.pw;  // input column of window ow: ow * sw + off
+        const scalar_t* xr = xp + ih * G.W;
+        for (int64_t kb = 0; kb < G.kw; ++kb) {
+          const int64_t off = kb * G.dw - G.pw;  // input column of window ow: ow * sw + off
           const int64_t lo = off >= 0 ? 0 : (-off + G.sw - 1) / G.sw;
           const int64_t hi = G.W - 1 - off < 0 ? -1 : std::min<int64_t>(G.Wo - 1, (G.W - 1 - off) / G.sw);
-          for (int64_t ow = lo; ow <= hi; ++ow) {
-            cnt[ow] += ld<scalar_t>(xr[ow * G.sw + off]) == mrow_buf[ow] ? op_t(1) : op_t(0);
+          if (G.sw == 1) {  // strides 1 and 2 (ResNet's 3x3/2 stem pool) as constants: loops GCC vectorizes
+            count_offset<1>(xr, off, lo, hi, G.sw, mrow.data(), cnt.data());
+          } else if (G.sw == 2) {
+            count_offset<2>(xr, off, lo, hi, G.sw, mrow.data(), cnt.data());
+          } else {
+            count_offset<0>(xr, off, lo, hi, G.sw, mrow.data(), cnt.data());
           }
         }
       }
-      for (int64_t ow = 0; ow < G.Wo; ++ow) mask[oh * G.Wo + ow] = cnt[ow] > op_t(1);
+    }
+    if (!(two_by_two && fast_sat)) {  // ties and keep from the counts (the 2x2 loop made them itself)
+      for (int64_t ow = 0; ow < G.Wo; ++ow) {
+        const op_t tie = cnt[ow] > op_t(1) ? op_t(1) : op_t(0);
+        const op_t k = sat.has(mrow[ow]) ? op_t(0) : tie;
+        t += tie;
+        q += k;
+        keep[ow] = k;
+      }
+    }
+    if (mask) {
+      bool* mrow_out = mask + R * G.Wo;
+      for (int64_t ow = 0; ow < G.Wo; ++ow) mrow_out[ow] = keep[ow] != op_t(0);
+    }
+    const int64_t ti = static_cast<int64_t>(t), qi = static_cast<int64_t>(q);
+    part.tied += ti;
+    part.positive += qi;
+    if (pairs && qi) {
+      for (int64_t ow = 0; ow < G.Wo; ++ow) {
+        if (keep[ow] != op_t(0)) {
+          const int64_t J = R * G.Wo + ow;  // flat index into out: (sample, window) = divmod(J, per_sample)
+          part.pairs.push_back(J / per_sample);
+          part.pairs.push_back(J % per_sample);
+        }
+      }
     }
   }
-  // counts, and the mask cleared at saturated maxima: branch-free (ties are frequent, their side unpredictable)
-  int64_t t = 0, q = 0;
-  for (int64_t j = 0; j < G.Ho * G.Wo; ++j) {
-    const bool tie = mask[j];
-    const double m = static_cast<double>(ld<scalar_t>(out[j]));
-    bool saturated = false;
-    for (double v : sat) saturated |= m == v;
-    const bool keep = tie && !saturated;
-    t += tie;
-    q += keep;
-    mask[j] = keep;
-  }
-  tied += t;
-  positive += q;
 }
 
 // The scans' inputs checked (contiguous 4-d x and out of one dtype) and their pool geometry.
 Geom scan_geom(const at::Tensor& x, const at::Tensor& out, at::IntArrayRef kernel, at::IntArrayRef stride,
                at::IntArrayRef padding, at::IntArrayRef dilation, const char* name) {
   TORCH_CHECK(x.dim() == 4 && out.dim() == 4 && x.is_contiguous() && out.is_contiguous() &&
-                  x.scalar_type() == out.scalar_type(),
+                  x.scalar_type() == out.scalar_type() && x.size(0) == out.size(0) && x.size(1) == out.size(1),
               name, ": contiguous x (N, C, H, W) and out (N, C, Ho, Wo) of one dtype");
+  TORCH_CHECK(out.size(3) < (int64_t(1) << 24), name, ": rows of fewer than 2^24 windows (the row counts are exact)");
   return Geom{x.size(2), x.size(3), out.size(2), out.size(3), kernel[0], kernel[1], stride[0], stride[1],
               padding[0], padding[1], dilation[0], dilation[1], false};
+}
+
+// Rows per parallel task: a parallel region only where each of the threads gets at least kMinTask input entries
+// (small layers run inline: on a loaded machine a parallel region waits for every descheduled thread).
+constexpr int64_t kMinTask = 1 << 17;
+
+inline int64_t row_grain(const Geom& G) {
+  const int64_t per_row = std::max<int64_t>(1, G.W * std::max<int64_t>(1, G.kh));
+  return std::max<int64_t>(1, kMinTask / per_row);
+}
+
+// The scan over all rows, in parallel ranges, parts in row order.  mask: nullptr, or (N, C, Ho, Wo) bool.
+template <typename scalar_t>
+std::vector<ScanPart> scan_all(const at::Tensor& x, const at::Tensor& out, bool* mask, const Geom& G,
+                               const std::vector<double>& saturated, bool pairs) {
+  const Saturated<typename OpMath<scalar_t>::type> sat(saturated);
+  const int64_t rows = x.size(0) * x.size(1) * G.Ho, per_sample = x.size(1) * G.Ho * G.Wo;
+  const scalar_t* xp = x.const_data_ptr<scalar_t>();
+  const scalar_t* op = out.const_data_ptr<scalar_t>();
+  std::vector<ScanPart> parts;
+  std::mutex mu;
+  at::parallel_for(0, rows, row_grain(G), [&](int64_t b, int64_t e) {
+    ScanPart part;
+    part.begin = b;
+    scan_rows<scalar_t>(xp, op, mask, G, sat, b, e, per_sample, pairs, part);
+    std::lock_guard<std::mutex> lock(mu);
+    parts.push_back(std::move(part));
+  });
+  std::sort(parts.begin(), parts.end(), [](const ScanPart& a, const ScanPart& b) { return a.begin < b.begin; });
+  return parts;
+}
+
+// (tied, positive) of the parts, and their pairs as an (n, 2) int64 tensor in row-major window order.
+std::pair<std::array<int64_t, 2>, at::Tensor> gather_parts(const std::vector<ScanPart>& parts, bool pairs) {
+  std::array<int64_t, 2> c{0, 0};
+  for (const ScanPart& part : parts) {
+    c[0] += part.tied;
+    c[1] += part.positive;
+  }
+  at::Tensor idx;
+  if (pairs) {
+    idx = at::empty({c[1], 2}, at::TensorOptions().dtype(at::kLong));
+    int64_t* ip = idx.mutable_data_ptr<int64_t>();
+    for (const ScanPart& part : parts) {
+      std::copy(part.pairs.begin(), part.pairs.end(), ip);
+      ip += part.pairs.size();
+    }
+  }
+  return {c, idx};
 }
 
 std::tuple<at::Tensor, at::Tensor> maxpool2d_tie_scan(const at::Tensor& x, const at::Tensor& out,
@@ -397,30 +554,16 @@ std::tuple<at::Tensor, at::Tensor> maxpool2d_tie_scan(const at::Tensor& x, const
                                                       at::IntArrayRef padding, at::IntArrayRef dilation,
                                                       at::ArrayRef<double> saturated) {
   const Geom G = scan_geom(x, out, kernel, stride, padding, dilation, "maxpool2d_tie_scan");
-  const int64_t planes = x.size(0) * x.size(1);
   at::Tensor mask = at::empty(out.sizes(), out.options().dtype(at::kBool));
-  std::vector<int64_t> counts(2 * planes, 0);
   const std::vector<double> sat(saturated.begin(), saturated.end());
+  std::vector<ScanPart> parts;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "maxpool2d_tie_scan", [&] {
-    const scalar_t* xp = x.const_data_ptr<scalar_t>();
-    const scalar_t* op = out.const_data_ptr<scalar_t>();
-    bool* mp = mask.mutable_data_ptr<bool>();
-    const int64_t in_plane = G.H * G.W, out_plane = G.Ho * G.Wo;
-    at::parallel_for(0, planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_plane)), [&](int64_t b, int64_t e) {
-      for (int64_t p = b; p < e; ++p) {
-        scan_plane<scalar_t>(xp + p * in_plane, op + p * out_plane, mp + p * out_plane, G, sat, counts[2 * p],
-                             counts[2 * p + 1]);
-      }
-    });
+    parts = scan_all<scalar_t>(x, out, mask.mutable_data_ptr<bool>(), G, sat, false);
   });
-  int64_t tied = 0, positive = 0;
-  for (int64_t p = 0; p < planes; ++p) {
-    tied += counts[2 * p];
-    positive += counts[2 * p + 1];
-  }
+  const auto c = gather_parts(parts, false).first;
   at::Tensor total = at::empty({2}, at::TensorOptions().dtype(at::kLong));
-  total.mutable_data_ptr<int64_t>()[0] = tied;
-  total.mutable_data_ptr<int64_t>()[1] = positive;
+  total.mutable_data_ptr<int64_t>()[0] = c[0];
+  total.mutable_data_ptr<int64_t>()[1] = c[1];
   return {total, mask};
 }
 
@@ -432,50 +575,15 @@ std::tuple<at::Tensor, at::Tensor> maxpool2d_tie_scan_windows(const at::Tensor& 
                                                               at::IntArrayRef padding, at::IntArrayRef dilation,
                                                               at::ArrayRef<double> saturated) {
   const Geom G = scan_geom(x, out, kernel, stride, padding, dilation, "maxpool2d_tie_scan_windows");
-  const int64_t C = x.size(1), planes = x.size(0) * C, out_plane = G.Ho * G.Wo;
   const std::vector<double> sat(saturated.begin(), saturated.end());
-  // one part per parallel range (contiguous planes): its counts and its (sample, window) pairs, in plane order
-  struct Part {
-    int64_t begin, tied, positive;
-    std::vector<int64_t> pairs;
-  };
-  std::vector<Part> parts;
-  std::mutex mu;
+  std::vector<ScanPart> parts;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "maxpool2d_tie_scan_windows", [&] {
-    const scalar_t* xp = x.const_data_ptr<scalar_t>();
-    const scalar_t* op = out.const_data_ptr<scalar_t>();
-    const int64_t in_plane = G.H * G.W;
-    at::parallel_for(0, planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_plane)), [&](int64_t b, int64_t e) {
-      Part part{b, 0, 0, {}};
-      std::unique_ptr<bool[]> mask(new bool[out_plane]);
-      for (int64_t p = b; p < e; ++p) {
-        scan_plane<scalar_t>(xp + p * in_plane, op + p * out_plane, mask.get(), G, sat, part.tied, part.positive);
-        for (int64_t j = 0; j < out_plane; ++j) {
-          if (mask[j]) {
-            part.pairs.push_back(p / C);
-            part.pairs.push_back((p % C) * out_plane + j);
-          }
-        }
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      parts.push_back(std::move(part));
-    });
+    parts = scan_all<scalar_t>(x, out, nullptr, G, sat, true);
   });
-  std::sort(parts.begin(), parts.end(), [](const Part& a, const Part& b) { return a.begin < b.begin; });
-  int64_t tied = 0, positive = 0;
-  for (const Part& part : parts) {
-    tied += part.tied;
-    positive += part.positive;
-  }
+  auto [c, idx] = gather_parts(parts, true);
   at::Tensor total = at::empty({2}, at::TensorOptions().dtype(at::kLong));
-  total.mutable_data_ptr<int64_t>()[0] = tied;
-  total.mutable_data_ptr<int64_t>()[1] = positive;
-  at::Tensor idx = at::empty({positive, 2}, at::TensorOptions().dtype(at::kLong));
-  int64_t* ip = idx.mutable_data_ptr<int64_t>();
-  for (const Part& part : parts) {
-    std::copy(part.pairs.begin(), part.pairs.end(), ip);
-    ip += part.pairs.size();
-  }
+  total.mutable_data_ptr<int64_t>()[0] = c[0];
+  total.mutable_data_ptr<int64_t>()[1] = c[1];
   return {total, idx};
 }
 
@@ -529,34 +637,167 @@ at::Tensor patch_pairs_equal(const at::Tensor& z, const at::Tensor& offsets, con
   return out;
 }
 
+// How many of the n entries at p equal one of ``values`` (kink touches), in one read: blocks of kBlock entries
+// counted in int32 (the form GCC vectorizes), in parallel ranges of at least kMinTask entries.
+constexpr int64_t kBlock = 1 << 14;
+
+template <typename scalar_t>
+int64_t count_equal_ptr(const scalar_t* p, int64_t n, const std::vector<double>& values) {
+  using op_t = typename OpMath<scalar_t>::type;
+  std::vector<op_t> vals;
+  for (double dv : values) {
+    const op_t v = static_cast<op_t>(dv);
+    if (static_cast<double>(v) == dv) vals.push_back(v);  // not representable: no entry equals it
+  }
+  if (vals.empty() || n == 0) return 0;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<int64_t> part(blocks, 0);
+  at::parallel_for(0, blocks, std::max<int64_t>(1, kMinTask / kBlock), [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      const int64_t lo = c * kBlock, hi = std::min(n, lo + kBlock);
+      int32_t hits = 0;
+      for (op_t v : vals) {
+        for (int64_t i = lo; i < hi; ++i) hits += ld<scalar_t>(p[i]) == v;
+      }
+      part[c] = hits;
+    }
+  });
+  int64_t total = 0;
+  for (int64_t h : part) total += h;
+  return total;
+}
+
 // How many entries of y equal one of ``values`` (kink touches), in one read of y.
 at::Tensor count_equal(const at::Tensor& y, at::ArrayRef<double> values) {
   const at::Tensor yc = y.contiguous();
-  const int64_t n = yc.numel();
   const std::vector<double> vals(values.begin(), values.end());
   int64_t total = 0;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, yc.scalar_type(), "count_equal", [&] {
-    using op_t = typename OpMath<scalar_t>::type;
-    const scalar_t* p = yc.const_data_ptr<scalar_t>();
-    const int64_t chunk = 1 << 16, chunks = (n + chunk - 1) / chunk;
-    std::vector<int64_t> part(chunks, 0);
-    at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
-      for (int64_t c = b; c < e; ++c) {
-        int64_t hits = 0;
-        const int64_t end = std::min(n, (c + 1) * chunk);
-        for (double dv : vals) {
-          const op_t v = static_cast<op_t>(dv);
-          if (static_cast<double>(v) != dv) continue;  // not representable: no entry equals it
-          for (int64_t i = c * chunk; i < end; ++i) hits += ld<scalar_t>(p[i]) == v;
-        }
-        part[c] = hits;
-      }
-    });
-    for (int64_t h : part) total += h;
+    total = count_equal_ptr<scalar_t>(yc.const_data_ptr<scalar_t>(), yc.numel(), vals);
   });
   at::Tensor out = at::empty({}, at::TensorOptions().dtype(at::kLong));
   out.mutable_data_ptr<int64_t>()[0] = total;
   return out;
+}
+
+// The training monitor's detection for one layer with a max pool, in one call: [kink touches of y (any shape; 0
+// without y), tied windows, Algorithm-2-counted windows] and the latter's (sample, window) pairs, as
+// maxpool2d_tie_scan_windows and count_equal give them.
+std::tuple<at::Tensor, at::Tensor> monitor_pool_scan(const c10::optional<at::Tensor>& y, at::ArrayRef<double> kinks,
+                                                     const at::Tensor& x, const at::Tensor& out,
+                                                     at::IntArrayRef kernel, at::IntArrayRef stride,
+                                                     at::IntArrayRef padding, at::IntArrayRef dilation,
+                                                     at::ArrayRef<double> saturated) {
+  const Geom G = scan_geom(x, out, kernel, stride, padding, dilation, "monitor_pool_scan");
+  const bool with_y = y.has_value() && y->defined();
+  TORCH_CHECK(!with_y || y->scalar_type() == x.scalar_type(), "monitor_pool_scan: y and x of one dtype");
+  const at::Tensor yc = with_y ? y->contiguous() : at::Tensor();
+  const std::vector<double> sat(saturated.begin(), saturated.end()), vals(kinks.begin(), kinks.end());
+  std::vector<ScanPart> parts;
+  int64_t touches = 0;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "monitor_pool_scan", [&] {
+    if (with_y) touches = count_equal_ptr<scalar_t>(yc.const_data_ptr<scalar_t>(), yc.numel(), vals);
+    parts = scan_all<scalar_t>(x, out, nullptr, G, sat, true);
+  });
+  auto [c, idx] = gather_parts(parts, true);
+  at::Tensor total = at::empty({3}, at::TensorOptions().dtype(at::kLong));
+  int64_t* tp = total.mutable_data_ptr<int64_t>();
+  tp[0] = touches;
+  tp[1] = c[0];
+  tp[2] = c[1];
+  return {total, idx};
+}
+
+// Algorithm 1's tied pairs of the training monitor's tied windows (nsverify.oracle.park.algorithm1, the "auto" T_j
+// test), in one pass: for each window r (sample rows[r, 0], window rows[r, 1] of the table win, -1 = padding), its
+// tie set (entries of a equal to the window's maximum; none when the maximum is NaN), i* = the first member, and for
+// each other member i the pair (i*, i) -- unless D^AD rho is 0 at both (counted in stats[0], tj_flat).  D^AD rho is
+// the slope of the piece of y: slopes[p] for the first breakpoint bps[p] above y, else the last slope; a member
+// whose pre-activation sits at a breakpoint or is NaN (where AD's rule decides) sets stats[1] (the caller takes the
+// autograd path instead).  Returns ints (m, 4) = (r, sample, i*, i), vals (m, 4) = (rho'(y_i*), rho'(y_i), y_i*, y_i)
+// in a's dtype (float32 or float64), stats = [both-flat pairs, fallback].
+std::tuple<at::Tensor, at::Tensor, at::Tensor> pool_tie_pairs(const at::Tensor& a, const at::Tensor& y,
+                                                              const at::Tensor& rows, const at::Tensor& win,
+                                                              at::ArrayRef<double> bps, at::ArrayRef<double> slopes) {
+  TORCH_CHECK(a.dim() == 2 && y.sizes() == a.sizes() && y.scalar_type() == a.scalar_type() && rows.dim() == 2 &&
+                  rows.size(1) == 2 && rows.scalar_type() == at::kLong && win.dim() == 2 &&
+                  win.scalar_type() == at::kLong && slopes.size() == bps.size() + 1,
+              "pool_tie_pairs: a, y (B, M) of one dtype, rows (n, 2) and win (windows, K) int64, one slope per piece");
+  const at::Tensor ac = a.contiguous(), yc = y.contiguous(), rc = rows.contiguous(), wc = win.contiguous();
+  const int64_t n = rc.size(0), K = wc.size(1), M = ac.size(1);
+  std::vector<int64_t> ints;
+  std::vector<double> vals;
+  int64_t flat = 0, fallback = 0;
+  at::Tensor vt;
+  AT_DISPATCH_FLOATING_TYPES(ac.scalar_type(), "pool_tie_pairs", [&] {  // float32, float64: op_t = scalar_t
+    using op_t = scalar_t;
+    const scalar_t* ap = ac.const_data_ptr<scalar_t>();
+    const scalar_t* yp = yc.const_data_ptr<scalar_t>();
+    const int64_t* rp = rc.const_data_ptr<int64_t>();
+    const int64_t* wp = wc.const_data_ptr<int64_t>();
+    std::vector<int64_t> members(K);
+    // D^AD rho off the breakpoints; NaN (= "AD decides") at a breakpoint or for a NaN pre-activation
+    // (compared in the tensor's dtype, as PyTorch compares a tensor with a Python number)
+    std::vector<op_t> bp(bps.size());
+    for (size_t p = 0; p < bps.size(); ++p) bp[p] = static_cast<op_t>(bps[p]);
+    auto slope = [&](op_t v) -> double {
+      if (v != v) return std::numeric_limits<double>::quiet_NaN();
+      for (size_t p = 0; p < bp.size(); ++p) {
+        if (v == bp[p]) return std::numeric_limits<double>::quiet_NaN();
+        if (v < bp[p]) return slopes[p];
+      }
+      return slopes[bp.size()];
+    };
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t b = rp[2 * r], j = rp[2 * r + 1];
+      const scalar_t* arow = ap + b * M;
+      const scalar_t* yrow = yp + b * M;
+      const int64_t* w = wp + j * K;
+      op_t mx = -std::numeric_limits<op_t>::infinity();
+      bool nan = false;
+      for (int64_t k = 0; k < K; ++k) {
+        if (w[k] < 0) continue;
+        const op_t v = ld<scalar_t>(arow[w[k]]);
+        nan |= v != v;
+        mx = v > mx ? v : mx;
+      }
+      if (nan) continue;  // torch.max is NaN: no entry equals it, no tie set
+      int64_t m = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        if (w[k] >= 0 && ld<scalar_t>(arow[w[k]]) == mx) members[m++] = w[k];
+      }
+      if (m < 2) continue;
+      const int64_t istar = members[0];
+      const op_t ys = ld<scalar_t>(yrow[istar]);
+      const double ss = slope(ys);
+      for (int64_t q = 1; q < m; ++q) {
+        const int64_t i = members[q];
+        const op_t yi = ld<scalar_t>(yrow[i]);
+        const double si = slope(yi);
+        if (ss != ss || si != si) {
+          fallback = 1;
+          continue;
+        }
+        if (ss == 0.0 && si == 0.0) {
+          ++flat;
+          continue;
+        }
+        ints.insert(ints.end(), {r, b, istar, i});
+        vals.insert(vals.end(), {ss, si, static_cast<double>(ys), static_cast<double>(yi)});
+      }
+    }
+    const int64_t pairs = static_cast<int64_t>(ints.size() / 4);
+    vt = at::empty({pairs, 4}, ac.options());
+    scalar_t* vp = vt.mutable_data_ptr<scalar_t>();
+    for (int64_t q = 0; q < 4 * pairs; ++q) vp[q] = static_cast<scalar_t>(vals[q]);  // one rounding, as full_like
+  });
+  const int64_t pairs = static_cast<int64_t>(ints.size() / 4);
+  at::Tensor it = at::empty({pairs, 4}, at::TensorOptions().dtype(at::kLong));
+  std::copy(ints.begin(), ints.end(), it.mutable_data_ptr<int64_t>());
+  at::Tensor stats = at::empty({2}, at::TensorOptions().dtype(at::kLong));
+  stats.mutable_data_ptr<int64_t>()[0] = flat;
+  stats.mutable_data_ptr<int64_t>()[1] = fallback;
+  return {it, vt, stats};
 }
 
 }  // namespace
@@ -575,6 +816,12 @@ TORCH_LIBRARY(nsverify_kernels, m) {
       "patch_pairs_equal(Tensor z, Tensor offsets, Tensor valid, Tensor b, Tensor pos_s, Tensor pos_i, Tensor ch_s, "
       "Tensor ch_i, Tensor scale_s, Tensor scale_i, bool bias) -> Tensor");
   m.def("count_equal(Tensor y, float[] values) -> Tensor");
+  m.def(
+      "monitor_pool_scan(Tensor? y, float[] kinks, Tensor x, Tensor out, int[] kernel, int[] stride, int[] padding, "
+      "int[] dilation, float[] saturated) -> (Tensor, Tensor)");
+  m.def(
+      "pool_tie_pairs(Tensor a, Tensor y, Tensor rows, Tensor win, float[] bps, float[] slopes) -> "
+      "(Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(nsverify_kernels, CPU, m) {
@@ -583,4 +830,6 @@ TORCH_LIBRARY_IMPL(nsverify_kernels, CPU, m) {
   m.impl("maxpool2d_tie_scan_windows", &maxpool2d_tie_scan_windows);
   m.impl("patch_pairs_equal", &patch_pairs_equal);
   m.impl("count_equal", &count_equal);
+  m.impl("monitor_pool_scan", &monitor_pool_scan);
+  m.impl("pool_tie_pairs", &pool_tie_pairs);
 }

@@ -117,8 +117,8 @@ def algorithm1_layer(
         shape = tuple(a.shape[1:]) if a.dim() > 2 else (1, a.shape[1])
         win = pool_index_windows(shape, *pool).to(a.device)
         af = a.reshape(B, -1)
-        neg = torch.tensor(float("-inf"), dtype=af.dtype, device=af.device)
         if windows is None:  # every window: find the tied ones
+            neg = torch.tensor(float("-inf"), dtype=af.dtype, device=af.device)
             valid = win >= 0
             vals = torch.where(valid, af[:, win.clamp(min=0)], neg)
             mx = vals.max(dim=2, keepdim=True).values
@@ -128,11 +128,20 @@ def algorithm1_layer(
             out.tied_positive = int((many & (mx.squeeze(2) > 0)).sum())
             windows = many.nonzero().tolist()
         rows = torch.as_tensor(windows, dtype=torch.long, device=a.device).reshape(-1, 2)
-        wr = win[rows[:, 1]]  # (tied windows, K): each one's entries (flat per sample; -1: padding)
-        entries = (rows[:, :1], wr.clamp(min=0))  # index of the windows' entries into (B, per sample) tensors
-        vr = torch.where(wr >= 0, af[entries], neg)
-        tie = (vr == vr.max(dim=1, keepdim=True).values) & (wr >= 0)
-        if len(windows):
+        fused = (_fused_pairs(act, yf, af, rows, win) if tie_test == "auto" and rho is not None and len(rows)
+                 else None)
+        if fused is not None:  # the pairs (i*, i) from one C++ pass; then the same tests as below
+            # the BatchNorm form needs the pre-activations and no kink rows in the layer
+            y_pairs = fused[2] if affine is not None and affine.bn is not None and not constraints else None
+            out.tj_flat += fused[0]
+            _pairs_constraints(out, constraints, alpha, *fused[1], y_pairs, params_l, params_upto, max_checks,
+                               same_patch, affine)
+        elif len(rows):
+            wr = win[rows[:, 1]]  # (tied windows, K): each one's entries (flat per sample; -1: padding)
+            entries = (rows[:, :1], wr.clamp(min=0))  # index of the windows' entries into (B, per sample) tensors
+            neg = torch.tensor(float("-inf"), dtype=af.dtype, device=af.device)
+            vr = torch.where(wr >= 0, af[entries], neg)
+            tie = (vr == vr.max(dim=1, keepdim=True).values) & (wr >= 0)
             y_win = yf[entries] if tie_test == "auto" else None  # pre-activations at the windows' entries
             if rho is not None and tie_test == "auto":  # AD derivative of rho at the windows' entries: (n, K)
                 rho_prime = _rho_prime(act, rho, y_win)
@@ -305,6 +314,33 @@ _PATCH_OFFSETS: dict = {}
 
 
 
+
+def patch_offsets(chw: tuple, plane: int, geom: tuple, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(offsets, valid)``, both (positions, K): the flat offsets in one sample of an input of shape ``chw`` =
+    (C, H, W) of every output position's patch entries, in a convolution weight's (C, kh, kw) order (clamped into
+    the image), and whether each entry lies in the image (else it reads the zero padding). ``plane``: output
+    positions; ``geom`` = (Wo, (kh, kw), (sh, sw), (dh, dw), (ph, pw)). Computed once per geometry and shape (the
+    patches of :class:`AffineRows`, the monitor's receptive fields)."""
+    wo, (kh, kw), (sh, sw), (dh, dw), (ph, pw) = geom
+    cin, h, w = chw
+    key = (cin, h, w, plane, geom, device)
+    hit = _PATCH_OFFSETS.get(key)
+    if hit is None:
+        dev = device
+        pos = torch.arange(plane, device=dev)
+        r = (pos // wo)[:, None] * sh + torch.arange(kh, device=dev) * dh - ph  # (P, kh)
+        c = (pos % wo)[:, None] * sw + torch.arange(kw, device=dev) * dw - pw  # (P, kw)
+        inside = ((r >= 0) & (r < h))[:, :, None] & ((c >= 0) & (c < w))[:, None, :]  # (P, kh, kw)
+        flat = (r.clamp(0, h - 1) * w)[:, :, None] + c.clamp(0, w - 1)[:, None, :]
+        offsets = (torch.arange(cin, device=dev) * (h * w))[None, :, None, None] + flat[:, None]
+        valid = inside[:, None].expand(-1, cin, -1, -1)
+        hit = (offsets.reshape(plane, -1).contiguous(), valid.reshape(plane, -1).contiguous())
+        if len(_PATCH_OFFSETS) > 64:
+            _PATCH_OFFSETS.clear()
+        _PATCH_OFFSETS[key] = hit
+    return hit
+
+
 class AffineRows:
     r"""The rows pi_i = dy_i / dw_l of a layer whose pre-activation y is the output of one ``nn.Conv1d``/``Conv2d``
     (groups 1, zero padding) or ``nn.Linear`` with w_l = (weight, bias) flattened in this order: entry i's input
@@ -411,27 +447,8 @@ class AffineRows:
         return ((self.channels(i) == self.channels(k)) & (vi == vk).all(dim=1)) | zero
 
     def _patch_offsets(self):
-        """``(offsets, valid)``, both (positions, K): the flat offsets in one sample of z of every output position's
-        patch entries, in the weight's (in_channels, kh, kw) order (clamped into the image), and whether each entry
-        lies in the image (else it reads the zero padding). Computed once per geometry and shape."""
-        wo, (kh, kw), (sh, sw), (dh, dw), (ph, pw) = self.geom
-        _, cin, h, w = self.z.shape
-        key = (cin, h, w, self.plane, self.geom, self.z.device)
-        hit = _PATCH_OFFSETS.get(key)
-        if hit is None:
-            dev = self.z.device
-            pos = torch.arange(self.plane, device=dev)
-            r = (pos // wo)[:, None] * sh + torch.arange(kh, device=dev) * dh - ph  # (P, kh)
-            c = (pos % wo)[:, None] * sw + torch.arange(kw, device=dev) * dw - pw  # (P, kw)
-            inside = ((r >= 0) & (r < h))[:, :, None] & ((c >= 0) & (c < w))[:, None, :]  # (P, kh, kw)
-            flat = (r.clamp(0, h - 1) * w)[:, :, None] + c.clamp(0, w - 1)[:, None, :]
-            offsets = (torch.arange(cin, device=dev) * (h * w))[None, :, None, None] + flat[:, None]
-            valid = inside[:, None].expand(-1, cin, -1, -1)
-            hit = (offsets.reshape(self.plane, -1).contiguous(), valid.reshape(self.plane, -1).contiguous())
-            if len(_PATCH_OFFSETS) > 64:
-                _PATCH_OFFSETS.clear()
-            _PATCH_OFFSETS[key] = hit
-        return hit
+        """``(offsets, valid)`` of :func:`patch_offsets` for this layer's input and geometry."""
+        return patch_offsets(tuple(self.z.shape[1:]), self.plane, self.geom, self.z.device)
 
     def columns(self, ch: torch.Tensor) -> torch.Tensor:
         """(n, K [+ 1]): the columns of w_l that :meth:`values` of output channels ``ch`` fill."""
@@ -480,7 +497,50 @@ def _pool_constraints_auto(
     rr, kk = left.nonzero().unbind(1)  # the pairs still open, window by window
     if not len(rr):
         return
-    bb, si, ii = b[rr], istar[rr], w[rr, kk]
+    y_pairs = (y_entries[rr, first[rr]], y_entries[rr, kk]) if y_entries is not None else None
+    _pairs_constraints(out, constraints, alpha, rr, b[rr], istar[rr], w[rr, kk], rp[rr, first[rr]], rp[rr, kk],
+                       y_pairs, params_l, params_upto, max_checks, same_patch, affine)
+
+
+def _fused_pairs(act: Activation, yf: torch.Tensor, af: torch.Tensor, rows: torch.Tensor, win: torch.Tensor):
+    """The head of :func:`_pool_constraints_auto` in one C++ pass (``pool_tie_pairs``) where it gives the same
+    pairs: CPU float32/float64 tensors and an activation of pieces of slope 0 or 1 (:func:`_rho_prime`'s fast
+    form). ``(both-flat pairs, (rr, bb, si, ii, rho'(y_si), rho'(y_ii)), (y_si, y_ii))`` -- or None, also when a
+    member's pre-activation sits at a breakpoint or is NaN (AD's own rule decides there: the PyTorch path)."""
+    if (yf.dtype not in (torch.float32, torch.float64) or af.dtype != yf.dtype
+            or not kernels.cpu_kernels_ok(yf, af)):
+        return None
+    if act.key == "identity":
+        bps, slopes = [], [1.0]
+    else:
+        p = act.primitive()
+        if p is None:
+            return None
+        slopes = []
+        for piece in p.pieces:
+            poly = tuple(piece.poly) if piece.poly is not None else None
+            if poly is None or len(poly) > 2 or (len(poly) == 2 and poly[1] not in (0, 1)):
+                return None
+            slopes.append(float(poly[1]) if len(poly) == 2 else 0.0)
+        bps = [float(b) for b in p.breakpoints]
+        if not slopes or len(slopes) != len(bps) + 1:
+            return None
+    ints, vals, stats = torch.ops.nsverify_kernels.pool_tie_pairs(af, yf, rows, win, bps, slopes)
+    flat, fallback = stats.tolist()
+    if fallback:
+        return None
+    rr, bb, si, ii = ints.unbind(1)
+    rp_s, rp_i, y_s, y_i = vals.unbind(1)
+    return flat, (rr, bb, si, ii, rp_s, rp_i), (y_s, y_i)
+
+
+def _pairs_constraints(out, constraints, alpha, rr, bb, si, ii, rp_s, rp_i, y_pairs, params_l, params_upto,
+                       max_checks, same_patch, affine):
+    """The tail of :func:`_pool_constraints_auto`: tests 2-4 and the constraints for the open pairs (i*, i) =
+    (bb, si), (bb, ii) of windows rr (in window order), with D^AD rho rp_s, rp_i at them and, for the BatchNorm
+    form, their pre-activations ``y_pairs`` = (y_si, y_ii) (else None)."""
+    if not len(rr):
+        return
     member = torch.zeros(len(rr), dtype=torch.bool, device=rr.device)
     outside = torch.zeros_like(member)
     if affine is not None:
@@ -489,12 +549,12 @@ def _pool_constraints_auto(
         # BatchNorm after the conv: the difference form needs equal pre-activations, gamma_c != 0, one channel and
         # no other rows in the layer (first layer, no kink rows); else the exact test decides every pair
         sgn = affine.channel_sign(cs)
-        ok = (len(params_upto) == len(params_l) and y_entries is not None and bool((cs == ci).all())
-              and bool((y_entries[rr, first[rr]] == y_entries[rr, kk]).all()) and bool((sgn != 0).all()))
+        ok = (len(params_upto) == len(params_l) and y_pairs is not None and bool((cs == ci).all())
+              and bool((y_pairs[0] == y_pairs[1]).all()) and bool((sgn != 0).all()))
         if not ok:
             affine = None
     if affine is not None:
-        scale_s, scale_i = rp[rr, first[rr]], rp[rr, kk]
+        scale_s, scale_i = rp_s, rp_i
         if affine.bn is not None:  # the rows' common factor sign(gamma_c) (see AffineRows)
             scale_s, scale_i = scale_s * sgn, scale_i * sgn
         equal = affine.pairs_equal(bb, si, ii, scale_s, scale_i)
@@ -518,13 +578,19 @@ def _pool_constraints_auto(
     if bool(outside.any()):
         q = outside.nonzero().flatten()
         vs, vi = affine.values(bb[q], si[q], scale_s[q]), affine.values(bb[q], ii[q], scale_i[q])
-        cols_s, cols_i = affine.columns(cs[q]).tolist(), affine.columns(ci[q]).tolist()
-        val_s, val_i = vs.to(torch.float64).tolist(), vi.to(torch.float64).tolist()
-        for j, qq in enumerate(q.tolist()):
-            row = dict(zip(cols_s[j], val_s[j]))
-            for c_, v in zip(cols_i[j], val_i[j]):
-                row[c_] = row.get(c_, 0.0) - v
-            patch_rows[qq] = {c_: v for c_, v in row.items() if v != 0}
+        vs, vi = vs.to(torch.float64), vi.to(torch.float64)
+        # row = pi-block of i* minus that of i: one channel -> the same columns, vs - vi; two channels -> disjoint
+        # columns, vs on i*'s and 0 - vi on i's; zeros dropped, in i*'s columns' order then i's
+        one = (cs[q] == ci[q])[:, None]
+        cols = torch.cat([affine.columns(cs[q]), affine.columns(ci[q])], dim=1)
+        vals = torch.cat([torch.where(one, vs - vi, vs), 0.0 - vi], dim=1)
+        keep = vals != 0
+        keep[:, vs.shape[1]:] &= ~one
+        nz_cols, nz_vals = cols[keep].tolist(), vals[keep].tolist()
+        at = 0
+        for qq, n_nz in zip(q.tolist(), keep.sum(dim=1).tolist()):
+            patch_rows[qq] = dict(zip(nz_cols[at:at + n_nz], nz_vals[at:at + n_nz]))
+            at += n_nz
     # the exact test for the rest: entries (b, i*) and (b, i) of the open pairs, window by window, within budget
     pair_r = rr.tolist()
     open_pairs = open_.nonzero().flatten().tolist()

@@ -23,7 +23,9 @@ Cheap when nothing ties. Detection runs in the forward hooks, on tensors just wr
 (``y == b`` for each kink b, :func:`nsverify.kernels.count_equal`) in the activation's hook, and the tied windows of
 the pool (:func:`nsverify.kernels.tie_scan_windows`: one pass against the pool's own output, no re-run, the
 counted windows as (sample, window) pairs) in the pool's. Each is one kernel per layer (C++ on the CPU, Triton on
-CUDA), and nothing in the forward waits for the device: on CUDA the pool's hook keeps the mask of the counted
+CUDA); on the CPU a layer with a pool gets both in one C++ call in the pool's hook
+(:func:`nsverify.kernels.monitor_pool_scan`), and small layers run without a parallel region. Nothing in the
+forward waits for the device: on CUDA the pool's hook keeps the mask of the counted
 windows, and :meth:`Monitor.check` reads their (sample, window) pairs only for the layers whose counts, read in
 the step's one transfer, show counted ties. ``tied_windows`` counts every window with |S_j| >= 2;
 ``tied_positive`` counts them as Park et al.'s Algorithm 2 does (App. F, line 7): a tie whose maximum is a
@@ -36,7 +38,10 @@ counts reach the host in one transfer per step, and the checks run on one intra-
 pair by pair by the cheapest sufficient test (``tie_test="auto"``,
 :func:`nsverify.oracle.park.algorithm1._pool_constraints_auto`): D^AD rho 0 at both entries, the w_l blocks read
 from the layer input's patches when the layer is one Conv/Linear, or a first Conv + BatchNorm (no backward pass;
-on the CPU one C++ pass over all pairs), identical receptive fields, and only then the exact AD gradients; each
+on the CPU one C++ pass over all pairs), identical receptive fields (on the CPU the same C++ pass, a field being the
+patch of a convolution), and only then the exact AD gradients; on the CPU the pairs (i*, i) themselves -- tie sets,
+i*, D^AD rho by the pieces' slopes -- come from one C++ pass over the tied windows
+(:func:`nsverify.oracle.park.algorithm1._fused_pairs`). Each
 layer's record counts how often each test decided (``tj_flat``, ``tj_patch``, ``tj_field``, ``tj_exact``;
 :attr:`StepRecord.tj_paths`).
 """
@@ -50,10 +55,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from nsverify import kernels
 from nsverify.ad import Activation
 from nsverify.errors import UnsupportedOpError
-from nsverify.kernels import count_equal, tie_scan, tie_scan_windows
-from nsverify.oracle.park.algorithm1 import AffineRows, algorithm1_layer
+from nsverify.kernels import count_equal, monitor_pool_scan, tie_scan, tie_scan_windows
+from nsverify.oracle.park.algorithm1 import AffineRows, algorithm1_layer, patch_offsets
 from nsverify.oracle.park.cone import LayerCheck
 from nsverify.oracle.park.rank import full_column_rank
 from nsverify.oracle.park.walk import layer_groups, unsupported, walk
@@ -134,12 +140,14 @@ def _same_field(x: torch.Tensor, y: torch.Tensor, fov, single_layer: bool = Fals
     (rf_h, jh, sh), (rf_w, jw, sw) = fov
     ho, wo = y.shape[-2:]
     h, w = x.shape[-2:]
-    xf = x.contiguous().reshape(-1)
-    dr, dc = torch.arange(rf_h, device=x.device), torch.arange(rf_w, device=x.device)
-    chans = torch.arange(x.shape[1], device=x.device) * (h * w)
-    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    consts = []  # made at the first call: most layers' pairs are decided before this test
 
     def fields(b, i):  # the zero-padded fields, gathered from x itself (positions outside the image read 0)
+        if not consts:
+            consts.extend((x.contiguous().reshape(-1), torch.arange(rf_h, device=x.device),
+                           torch.arange(rf_w, device=x.device), torch.arange(x.shape[1], device=x.device) * (h * w),
+                           torch.zeros((), dtype=x.dtype, device=x.device)))
+        xf, dr, dc, chans, zero = consts
         pos = i % (ho * wo)
         oh, ow = pos // wo, pos % wo
         r0, c0 = sh + oh * jh, sw + ow * jw
@@ -151,10 +159,32 @@ def _same_field(x: torch.Tensor, y: torch.Tensor, fov, single_layer: bool = Fals
         f = torch.where(ok[:, None], xf[flat], zero)
         return f, oh, ow, inside_h, inside_w
 
+    fused = x.dtype in (torch.float32, torch.float64) and kernels.cpu_kernels_ok(x)
+
+    def same_fused(b, i, k):  # the same comparison by the C++ patch test (scale 1, one channel, no bias column)
+        if not consts:
+            geom = (wo, (rf_h, rf_w), (jh, jw), (1, 1), (-sh, -sw))  # a field = the patch of this convolution
+            offsets, valid = patch_offsets(tuple(x.shape[1:]), ho * wo, geom, x.device)
+            pos = torch.arange(ho * wo, device=x.device)
+            oh, ow = pos // wo, pos % wo
+            r0, c0 = sh + oh * jh, sw + ow * jw
+            inside = torch.stack([(r0 >= 0) & (r0 + rf_h <= h), (c0 >= 0) & (c0 + rf_w <= w)], dim=1)
+            consts.extend((x.contiguous(), offsets, valid, inside, torch.stack([oh, ow], dim=1)))
+        xc, offsets, valid, inside, ohw = consts
+        pi, pk = i % (ho * wo), k % (ho * wo)
+        zero, one = torch.zeros_like(b), torch.ones(b.shape, dtype=x.dtype, device=x.device)
+        res = torch.ops.nsverify_kernels.patch_pairs_equal(xc, offsets, valid, b, pi, pk, zero, zero, one, one, False)
+        if not single_layer:
+            res &= ((inside[pi] & inside[pk]) | (ohw[pi] == ohw[pk])).all(dim=1)
+        return res
+
     def same(b, i, k):
         scalar = isinstance(b, int)
         if scalar:
             b, i, k = (torch.tensor([v], device=x.device) for v in (b, i, k))
+        if fused:
+            res = same_fused(b, i, k)
+            return bool(res[0]) if scalar else res
         fi, ohi, owi, ihi, iwi = fields(b, i)
         fk, ohk, owk, ihk, iwk = fields(b, k)
         res = (fi == fk).flatten(1).all(dim=1)
@@ -365,7 +395,10 @@ class Monitor:
             if torch.is_grad_enabled():
                 d = self._store.setdefault(L.name, {})
                 d.update(y=inp[0], a=out)
-                d["kinks"] = self._count_kinks(L, inp[0])  # now, while y is still in the cache
+                d.pop("kinks", None)
+                if L.pool_module is None or _deferred(inp[0]):
+                    d["kinks"] = self._count_kinks(L, inp[0])  # now, while y is still in the cache
+                # else (CPU, a pool follows): the pool's hook counts them in its scan, one kernel call per layer
 
         return hook
 
@@ -377,9 +410,11 @@ class Monitor:
                 if "a" not in d or d.get("a") is not inp[0]:
                     d.setdefault("y", inp[0])
                     d["a"] = inp[0]
-                    if "kinks" not in d:  # the activation's hook counted them already where there is one
-                        d["kinks"] = self._count_kinks(L, d["y"])
-                d["scan"] = self._scan_pool(L, inp[0], out)  # now, while the pool's input is in the cache
+                # kink touches not counted yet (on the CPU the activation's hook leaves them to this scan)
+                y = d["y"] if "kinks" not in d else None
+                d["scan"], kinks = self._scan_pool(L, inp[0], out, y)  # now, while the pool's input is in the cache
+                if y is not None:
+                    d["kinks"] = kinks
 
         return hook
 
@@ -419,8 +454,13 @@ class Monitor:
         return found, det, torch.cat(flat) if flat else None
 
     def _check(self) -> StepRecord:
-        found, det, flat = self._counts()
-        host = flat.tolist() if flat is not None else []  # the step's one device-to-host transfer
+        found = [(L, self._store.get(L.name)) for L in self.layers]
+        det = [self._detect(L, d) if d and "y" in d else None for L, d in found]
+        counts = [t for dt in det if dt is not None for t in (dt[0], dt[2]) if t is not None]
+        if all(t.device.type == "cpu" for t in counts):  # read in place: no transfer to make one of
+            host = [v for t in counts for v in t.reshape(-1).tolist()]
+        else:
+            host = torch.cat([t.reshape(-1) for t in counts]).tolist()  # the step's one device-to-host transfer
         return self._finish(found, det, host)
 
     def _check_async(self) -> StepRecord | None:
@@ -553,11 +593,13 @@ class Monitor:
         """Kink touches of pre-activations y (0-d int64 on y's device), or None for an activation without kinks."""
         return count_equal(y.detach(), L.breakpoints) if L.breakpoints else None
 
-    @staticmethod
-    def _scan_pool(L: _Layer, a: torch.Tensor, out: torch.Tensor):
-        """``(counts, windows)`` of the pool's tied windows (:func:`nsverify.kernels.tie_scan_windows`: windows with
-        |S_j| >= 2, and those Algorithm 2 counts, whose maximum is not a saturated value; windows: the latter as
-        (sample, window) pairs), on the model's device. Off the CPU, windows is the mask of
+    @classmethod
+    def _scan_pool(cls, L: _Layer, a: torch.Tensor, out: torch.Tensor, y: torch.Tensor | None = None):
+        """``((counts, windows), kinks)``: the pool's tied windows (:func:`nsverify.kernels.tie_scan_windows`: windows
+        with |S_j| >= 2, and those Algorithm 2 counts, whose maximum is not a saturated value; windows: the latter
+        as (sample, window) pairs), on the model's device, and the kink touches of the pre-activations ``y``
+        (:meth:`_count_kinks`; None without y). On the CPU one call does both
+        (:func:`nsverify.kernels.monitor_pool_scan`, one C++ pass per layer). Off the CPU, windows is the mask of
         :func:`nsverify.kernels.tie_scan` instead (a Triton kernel on CUDA): its (sample, window) pairs are read in
         :meth:`check` after the step's one transfer, and only for a layer with counted ties, so that the forward
         never waits for the device."""
@@ -574,8 +616,11 @@ class Monitor:
         if a2.dim() == 3:  # (B, 1, L) from a (B, L) activation
             a2, o2 = a2.unsqueeze(1), o2.unsqueeze(1)
         if _deferred(a2):  # the mask only: its windows (nonzero waits for the device) in check()
-            return tie_scan(a2, o2, *geom, saturated=L.saturated)
-        return tie_scan_windows(a2, o2, *geom, saturated=L.saturated)
+            return tie_scan(a2, o2, *geom, saturated=L.saturated), None if y is None else cls._count_kinks(L, y)
+        if y is None or not L.breakpoints:
+            return tie_scan_windows(a2, o2, *geom, saturated=L.saturated), None
+        counts, windows = monitor_pool_scan(y.detach(), L.breakpoints, a2, o2, *geom, saturated=L.saturated)
+        return (counts[1:], windows), counts[0]
 
     @staticmethod
     def _detect(L: _Layer, d: dict):
@@ -584,7 +629,9 @@ class Monitor:
         int (known on the host), and the (sample, window) pairs of the Algorithm-2 ties, or their mask off the CPU
         (None without a pool). Nothing reaches the host here: the forward hooks computed them as the tensors were
         made, and :meth:`check` reads every layer's counts in one transfer."""
-        kinks = d.get("kinks")
+        if "kinks" not in d:  # the pool's hook, which counts them on the CPU, did not run in this forward
+            d["kinks"] = Monitor._count_kinks(L, d["y"])
+        kinks = d["kinks"]
         if L.pool_module is None or "pool_out" not in d:
             return kinks, 0, None, None
         counts, positive = d["scan"]
