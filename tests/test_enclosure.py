@@ -511,3 +511,37 @@ def test_an_undecided_entry_of_a_lemma_2_pair_declines(monkeypatch):
     fn, w = module_function(m, loss, x, y)
     got = enclosed.decide(fn, w)
     assert isinstance(got, str) and "pair relu(y) - relu(-y)" in got
+
+
+def test_an_in_place_relu_is_decided_like_the_out_of_place_one():
+    m, loss, x, y = _mlp()
+    m2, *_ = _mlp()
+    m2[1] = nn.ReLU(inplace=True)
+    a, b = _route(m, loss, x, y), _route(m2, loss, x, y)
+    assert not isinstance(b, str), b
+    assert [(L.kinks, L.channels, L.direction) for L in a.layers] == [(L.kinks, L.channels, L.direction)
+                                                                      for L in b.layers]
+    v = nsverify.check_module(m2, loss, x, y, progress=False)
+    assert v.status == "member" and v.certificate["kind"] == "park_theorem8_enclosed"
+
+
+def test_an_in_place_relu_after_a_value_read_twice_declines():
+    """y = x @ W + b read by the ReLU and by a sum: the bias is not the layer's own parameter (in place or not)."""
+
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.out = nn.Linear(200, 120), nn.Linear(120, 3)
+
+        def forward(self, x):
+            y = self.lin(x)
+            s = y.sum()
+            return self.out(torch.relu_(y)) + s
+
+    torch.manual_seed(0)
+    m = Twice()
+    with torch.no_grad():
+        m.lin.weight[5].zero_()
+        m.lin.bias[5] = 0.0
+    got = _route(m, F.cross_entropy, torch.randn(4, 200), torch.tensor([0, 1, 2, 0]))
+    assert isinstance(got, str) and "read more than once" in got

@@ -1141,8 +1141,11 @@ def _relu(e: Engine, x):
     mid = torch.where(off, torch.zeros_like(hi), hi)
     low = _none_if_zero(torch.where(off, torch.zeros_like(lo), lo))
     rad = None if r is None else _none_if_zero(torch.where(off, torch.zeros_like(r), r))
-    def pid_now():
-        p = e.pid(x)
+
+    def pid_now():  # from the input's record (an in-place ReLU replaces the tensor's record by this one)
+        if rec is not None and isinstance(rec.pid, Lazy):
+            rec.pid = rec.pid.fn()
+        p = rec.pid if rec is not None else e.ids.const(x)
         return None if p is None else torch.where(neg, torch.zeros_like(p), e.ids.relabel(p, torch.tensor(-7.0)))
 
     out = e.emit(mid, x.dtype, rad=rad, lo=low, pid=Lazy(pid_now), zero_ad=off)
@@ -1151,7 +1154,22 @@ def _relu(e: Engine, x):
 
 
 def _relu_(e: Engine, x):
-    raise Unsupported("an in-place ReLU (nn.ReLU(inplace=True)); use inplace=False for the check")
+    """``nn.ReLU(inplace=True)``: the out-of-place rule, then the result written into ``x`` and ``x``'s record
+    replaced.  The input's reads are kept under a key of their own, so that the bias chain's "read once" check
+    counts the reads of the pre-activation, not those of the activation that now lives in the same tensor."""
+    out = _relu(e, x)
+    call = e.res.relus[-1]
+    key = ("inplace", e.calls)
+    e.res.consumers[key] = e.res.consumers.pop(id(x), 0)
+    if call.bias is not None:
+        call.bias = dict(call.bias, chain=[key if t == id(x) else t for t in call.bias["chain"]])
+    call.input_id = key
+    rec_out = e.rec(out)
+    x.copy_(out)
+    del e.recs[id(out)]
+    e.recs[id(x)] = (x, rec_out)
+    call.output_id = id(x)
+    return x
 
 
 def _threshold(e: Engine, x, threshold, value):
