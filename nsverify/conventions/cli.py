@@ -286,6 +286,7 @@ def _cli(args) -> int:
     from nsverify.files import make_output_dir
 
     if args.programs or args.grad2:
+        from nsverify.conventions import programs_jax  # noqa: F401 - registers the JAX modes (jax is imported lazily)
         from nsverify.conventions.programs import cli_programs
 
         return cli_programs(args)

@@ -855,11 +855,23 @@ def evaluate_compiled(programs: Sequence[Program], dtype, device, mode: str) -> 
     return out
 
 
+#: the JAX side of the table (:mod:`nsverify.conventions.programs_jax`), set when that module is imported: it builds
+#: on this one, so this one never imports it; the callers that ask for the JAX modes import it first (the CLI with
+#: JAX modes, the report's programs section, the tests)
+JAX_BACKEND = None
+
+
+def jax_backend():
+    """The JAX side, or a clear error naming what to import."""
+    if JAX_BACKEND is None:
+        raise BadArgumentError("the JAX program modes need nsverify.conventions.programs_jax: import it first "
+                               "(`nsverify conventions --programs --framework jax` and the report do)")
+    return JAX_BACKEND
+
+
 def evaluate_batch(programs: Sequence[Program], dtype, device, mode: str) -> list[Cell]:
     if mode in JAX_MODES:
-        from nsverify.conventions import programs_jax
-
-        return programs_jax.evaluate_batch(programs, dtype, mode)
+        return jax_backend().evaluate_batch(programs, dtype, mode)
     if mode in COMPILED:
         return evaluate_compiled(programs, dtype, device, mode)
     return [evaluate(p, dtype, device, mode) for p in programs]
@@ -933,9 +945,7 @@ def plan(names: Sequence[str] | None, dtypes: Sequence, devices: Sequence, modes
         raise BadArgumentError(f"unknown program mode(s) {bad}: choose from {', '.join(ALL_MODES)}.")
     dts, devs = [dtype_name(parse_dtype(d)) for d in dtypes], [str(parse_device(d)) for d in devices]
     if any(m in JAX_MODES for m in modes):  # checked before any work: jax installed, CPU among the devices
-        from nsverify.conventions import programs_jax
-
-        programs_jax.import_jax()
+        jax_backend().import_jax()
         if "cpu" not in devs:
             raise BadArgumentError(f"the JAX program modes run on the CPU only: add cpu to the devices (got "
                                    f"{', '.join(devs)}).")
@@ -1035,9 +1045,7 @@ def program_findings(rows: Sequence, first_release: str | None = None, script_di
             finding["repro"] = str(write_script(p, dtype, dev, modes, script_dir, text=script))
         out.append(finding)
     if jax_cells:
-        from nsverify.conventions import programs_jax
-
-        out += programs_jax.findings(jax_cells, script_dir=script_dir)
+        out += jax_backend().findings(jax_cells, script_dir=script_dir)
     return out
 
 
@@ -1249,9 +1257,7 @@ def cli_programs(args) -> int:
         for f in data["findings"]:
             print("  " + finding_line(f) + (f" [{f['repro']}]" if f.get("repro") else ""))
         if any(c.mode in JAX_MODES for c in cells):
-            from nsverify.conventions import programs_jax
-
-            print(programs_jax.summary(cells))
+            print(jax_backend().summary(cells))
     if args.grad2:
         print("\nSecond order: the Bouligand piece each mode's Hessian is ('none': the Hessian of no "
               "piece; '!': outside even their hull)")

@@ -247,3 +247,14 @@ def summary(cells: Sequence) -> str:
     return (f"JAX {version}: {len(jc)} cells, {sum(c.in_clarke == 'no' for c in jc)} outside the Clarke set, "
             f"{sum(not _measured(c) for c in jc)} refused or without a twin, {split} of {len(pairs)} "
             "jax_grad/jax_jit pairs disagree")
+
+
+def _register() -> None:
+    import sys
+
+    from nsverify.conventions import programs as P
+
+    P.JAX_BACKEND = sys.modules[__name__]
+
+
+_register()
