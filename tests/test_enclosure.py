@@ -428,6 +428,7 @@ def test_park_lemma_2_on_a_logit_is_not_member_with_the_missed_derivative():
     for d in (right, left):  # the truth (AD's 0 plus the missed part) lies in the certified enclosure
         assert lo - 1e-6 <= d <= hi + 1e-6
     assert verify_certificate(v.to_json())
+    assert "Lemma 2" in v.explain().splitlines()[1] and f"coordinate {j}" in v.explain()
     fn, w = module_function(m, loss, x, y)
     assert verify_certificate(v, fn)
     bad = json.loads(v.to_json())

@@ -316,6 +316,8 @@ def _method_lines(v: Verdict, kind, fmt) -> list:
                    "this point")
     elif kind in _METHOD:
         out.append(f"how: {_METHOD[kind]}")
+    if st.get("shortcut") == "lemma2_pair":
+        return out
     if st.get("shortcut") == "park_theorem8_enclosed":
         enc = st.get("enclosures") or {}
         pools = enc.get("pools") or []
@@ -354,6 +356,8 @@ def _method_lines(v: Verdict, kind, fmt) -> list:
 def _exclusion(v: Verdict, fmt) -> str:
     """Why the tested vector is excluded, with the nearest element and one distance (exact or rigorously
     bounded)."""
+    if (v.certificate or {}).get("kind") == "lemma2_pair":  # one coordinate decides: the reason says which
+        return v.reason.rstrip(".")
     if v.exact:
         near = _nearest(v.tested, v.bouligand)
         if near is not None:
