@@ -1059,49 +1059,21 @@ def _batch_norm_dd(e: Engine, x, weight, bias, running_mean, running_var, traini
     c = xh.shape[1]
     shape = (1, c) + (1,) * (xh.dim() - 2)
     dims = [0] + list(range(2, xh.dim()))
-    n = xh.numel() // c
 
     def vals(t, default):
         return [default] * c if t is None else e.interval(t)[0].reshape(-1).tolist()
 
     g = vals(weight, 1.0)
     if training:
-        sums, srad = _group_sums(xh, xl, xr, dims)
-        with mpmath.workprec(120):
-            mean = [v / n for v in sums]
-        mh, ml, mr = _to_dd(mean, (srad / n * (1 + 4 * U)).tolist(), shape)
-        dh, dl, err1 = dd.dd_add(xh, xl, -mh.expand_as(xh), -ml.expand_as(xh))
-        rad_d = err1 + mr if xr is None else err1 + mr + xr
-        qh, ql, err2 = dd.dd_mul(dh, dl, dh, dl)
-        rad_q = 2 * (dh.abs() + dl.abs()) * rad_d + rad_d * rad_d + err2
-        qsums, qrad = _group_sums(qh, ql, rad_q, dims)
-        var_lo = []
-        with mpmath.workprec(120):
-            var = [v / n for v in qsums]
-            vrad = [mpmath.mpf(float(r_)) / n * (1 + 2 ** -40) for r_ in qrad.tolist()]
-            var_lo = [max(v - r_, mpmath.mpf(0)) for v, r_ in zip(var, vrad)]
+        dh, dl, rad_d, var, vrad = _centred(xh, xl, xr, dims, shape)
     else:
-        rm = vals(running_mean, 0.0)
-        var = [mpmath.mpf(v) for v in vals(running_var, 1.0)]
-        vrad = [mpmath.mpf(0)] * c
-        var_lo = var
-        mh = torch.tensor(rm, dtype=torch.float64).reshape(shape)
+        mh = torch.tensor(vals(running_mean, 0.0), dtype=torch.float64).reshape(shape)
+        var, vrad = [mpmath.mpf(v) for v in vals(running_var, 1.0)], [mpmath.mpf(0)] * c
         dh, dl, err1 = dd.dd_add(xh, xl, -mh.expand_as(xh), torch.zeros_like(xh))
         rad_d = err1 if xr is None else err1 + xr
-    sv_, sr_ = [], []
-    with mpmath.workprec(120):
-        for k in range(c):
-            t_lo = var_lo[k] + mpmath.mpf(eps)
-            if t_lo <= 0:
-                raise Unsupported("BatchNorm: var + eps is not bounded away from 0")
-            sv = mpmath.mpf(g[k]) / mpmath.sqrt(var[k] + mpmath.mpf(eps))
-            # |d s / d var| = |gamma| / 2 (var + eps)^-1.5 <= its value at var's lower bound
-            sv_.append(sv)
-            sr_.append(abs(mpmath.mpf(g[k])) / 2 * t_lo ** mpmath.mpf(-1.5) * vrad[k] * (1 + mpmath.mpf(2) ** -40))
-    sh, sl, sr = _to_dd(sv_, sr_, shape)
+    sh, sl, sr = _inv_std(var, vrad, eps, shape, "BatchNorm", g)
     poll_deadline()
-    yh, yl, err2 = dd.dd_mul(dh, dl, sh.expand_as(dh), sl.expand_as(dh))
-    rad = rad_d * (sh.abs() + sl.abs() + sr) + (dh.abs() + dl.abs()) * sr + err2
+    yh, yl, rad = _dd_scale(dh, dl, rad_d, sh, sl, sr)
     if bias is not None:
         bh = e.interval(bias)[0].reshape(shape).expand_as(yh)
         yh, yl, err3 = dd.dd_add(yh, yl, bh, torch.zeros_like(yh))
@@ -1338,17 +1310,14 @@ def _layer_norm(e: Engine, x, normalized_shape, weight, bias, eps):
     return out, mu.to(x.dtype), rstd_m.to(x.dtype)
 
 
-def _row_stats(e: Engine, xh, xl, xr, dims, eps):
-    """Per group over ``dims``: x - mean (double-double, its radius) and 1 / sqrt(var + eps) (double-double, its
-    radius), from exact sums and 120-bit mpmath (the variance is the biased one, as the normalisations use)."""
+def _centred(xh, xl, xr, dims, shape):
+    """Per group over ``dims`` (``shape``: the groups' keepdim shape): x - mean (double-double and its radius) and
+    the biased variance with its radius (120-bit mpmath lists), from exact sums (:func:`_group_sums`)."""
     import mpmath
 
     n = 1
     for d_ in dims:
         n *= xh.shape[d_]
-    shape = list(xh.shape)
-    for d_ in dims:
-        shape[d_] = 1
     sums, srad = _group_sums(xh, xl, xr, dims)
     with mpmath.workprec(120):
         mean = [v / n for v in sums]
@@ -1358,18 +1327,38 @@ def _row_stats(e: Engine, xh, xl, xr, dims, eps):
     qh, ql, err2 = dd.dd_mul(dh, dl, dh, dl)
     rad_q = 2 * (dh.abs() + dl.abs()) * rad_d + rad_d * rad_d + err2
     qsums, qrad = _group_sums(qh, ql, rad_q, dims)
+    with mpmath.workprec(120):
+        var = [v / n for v in qsums]
+        vrad = [mpmath.mpf(r_) / n * (1 + mpmath.mpf(2) ** -40) for r_ in qrad.tolist()]
+    return dh, dl, rad_d, var, vrad
+
+
+def _inv_std(var, vrad, eps, shape, what: str, gamma=None):
+    """gamma / sqrt(var + eps) per group (gamma None: 1) in 120-bit mpmath, as double-double with its radius:
+    |d/dvar| = |gamma| / 2 (var + eps)^-1.5, bounded at var's lower end."""
+    import mpmath
+
     sv, sr = [], []
     with mpmath.workprec(120):
-        for v, r_ in zip(qsums, qrad.tolist()):
-            var = v / n
-            vr = mpmath.mpf(r_) / n * (1 + mpmath.mpf(2) ** -40)
-            t_lo = max(var - vr, mpmath.mpf(0)) + mpmath.mpf(eps)
+        for k, (v, vr) in enumerate(zip(var, vrad)):
+            t_lo = min(v, max(v - vr, mpmath.mpf(0))) + mpmath.mpf(eps)  # v itself when exact (vr = 0)
             if t_lo <= 0:
-                raise Unsupported("a normalisation's var + eps is not bounded away from 0")
-            sv.append(1 / mpmath.sqrt(var + mpmath.mpf(eps)))
-            sr.append(t_lo ** mpmath.mpf(-1.5) / 2 * vr * (1 + mpmath.mpf(2) ** -40))
-    sh, sl, srr = _to_dd(sv, sr, shape)
-    return dh, dl, rad_d, sh, sl, srr
+                raise Unsupported(f"{what}: var + eps is not bounded away from 0")
+            g = mpmath.mpf(1) if gamma is None else mpmath.mpf(gamma[k])
+            sv.append(g / mpmath.sqrt(v + mpmath.mpf(eps)))
+            sr.append(abs(g) / 2 * t_lo ** mpmath.mpf(-1.5) * vr * (1 + mpmath.mpf(2) ** -40))
+    return _to_dd(sv, sr, shape)
+
+
+def _row_stats(e: Engine, xh, xl, xr, dims, eps):
+    """Per group over ``dims``: x - mean (double-double, its radius) and 1 / sqrt(var + eps) (double-double, its
+    radius), from exact sums and 120-bit mpmath (the variance is the biased one, as the normalisations use)."""
+    shape = list(xh.shape)
+    for d_ in dims:
+        shape[d_] = 1
+    dh, dl, rad_d, var, vrad = _centred(xh, xl, xr, dims, shape)
+    sh, sl, sr = _inv_std(var, vrad, eps, shape, "a normalisation")
+    return dh, dl, rad_d, sh, sl, sr
 
 
 def _dd_scale(dh, dl, rad_d, sh, sl, sr):
