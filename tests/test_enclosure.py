@@ -546,3 +546,19 @@ def test_an_in_place_relu_after_a_value_read_twice_declines():
         m.lin.bias[5] = 0.0
     got = _route(m, F.cross_entropy, torch.randn(4, 200), torch.tensor([0, 1, 2, 0]))
     assert isinstance(got, str) and "read more than once" in got
+
+
+def test_a_stop_after_an_undecided_sign_reports_the_sign_first(monkeypatch):
+    """An undecided ReLU entry widens everything after it until some later op cannot go on: the reason names the
+    undecided sign (the cause), then the stop."""
+    m, loss, x, y = _mlp(dead=())
+    orig = enclosure._dd_bounds
+
+    def widened(hi, lo, r):
+        a, b = orig(hi, lo, r)
+        return a - 1e3, b + 1e3  # every ReLU entry undecided
+
+    monkeypatch.setattr(enclosure, "_dd_bounds", widened)
+    fn, w = module_function(m, loss, x, y)
+    got = enclosed.decide(lambda v: fn(v) + torch.abs(v).sum(), w)  # abs: not in the enclosure table
+    assert isinstance(got, str) and got.startswith("enclosures: ReLU call") and "then: aten.abs" in got

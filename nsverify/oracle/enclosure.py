@@ -1512,8 +1512,12 @@ def enclose(fn, w: torch.Tensor) -> tuple[Enclosure, Engine]:
     e.put(carrier, Rec(mid=w.detach().double(), rad=None,
                        pid=torch.arange(w.numel(), dtype=torch.float64) + e.ids.fresh(w.numel()),
                        woff=torch.arange(w.numel()), orig=frozenset({"w"})))
-    with torch.enable_grad(), _Mode(e):
-        out = fn(carrier)
+    try:
+        with torch.enable_grad(), _Mode(e):
+            out = fn(carrier)
+    except Unsupported as ex:
+        ex.partial = e.res  # what was found before the stop (an undecided sign upstream explains more)
+        raise
     r = e.rec(out)
     if r is not None and r.tan is not None:
         e.res.output_tan = r.tan

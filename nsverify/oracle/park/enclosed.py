@@ -80,7 +80,9 @@ def decide(fn, w: torch.Tensor, tracker=None) -> Enclosed | str:
     try:
         res, _eng = enclose(fn, w)
     except Unsupported as e:
-        return f"enclosures: {e}"
+        partial = getattr(e, "partial", None)
+        first = None if partial is None else next((r for r in partial.relus if r.undecided), None)
+        return f"{_undecided(first)}; then: {e}" if first is not None else f"enclosures: {e}"
     except TooManyPieces:  # the time limit: the caller reports it
         raise
     except Exception as e:  # noqa: BLE001 - a program the rules cannot run: the exact route decides
@@ -104,9 +106,7 @@ def decide(fn, w: torch.Tensor, tracker=None) -> Enclosed | str:
         if r.call in paired:
             continue  # relu(y) - relu(-y) = y: smooth, whatever y's sign
         if r.undecided:
-            return (f"enclosures: ReLU call {r.call} has {r.undecided} of {_numel(r.shape)} input entries whose "
-                    "enclosure contains 0 but is not the point 0 (a kink or a near one: not decided by float "
-                    "enclosures)")
+            return _undecided(r)
     for p in res.pools:
         if p.mixed:
             return (f"enclosures: max pool call {p.call} has {p.mixed} windows where different functions may tie "
@@ -179,6 +179,11 @@ def _lemma2(res, touched_pairs, paired) -> Lemma2Pair | str:
     s_ = coord[1]
     d = (lo * s_, hi * s_) if s_ > 0 else (hi * s_, lo * s_)
     return Lemma2Pair(j, (a, b), touches, d, {"pairs": len(res.pairs), "ops": res.ops})
+
+
+def _undecided(r) -> str:
+    return (f"enclosures: ReLU call {r.call} has {r.undecided} of {_numel(r.shape)} input entries whose enclosure "
+            "contains 0 but is not the point 0 (a kink or a near one: not decided by float enclosures)")
 
 
 def _numel(shape) -> int:
