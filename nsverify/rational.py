@@ -313,13 +313,65 @@ def _face_projection(face: Sequence[Sequence[Fraction]], t: Sequence[Fraction]) 
     return project_affine(N, [dot(r, v0) for r in N], t)
 
 
+#: hulls with at most this many vertices are solved exactly by Wolfe's algorithm, with no float solver (the
+#: conventions matrix's kinks and ties, a 17-way sort tie included); larger ones ask the float QP for their face
+EXACT_HULL = 2048
+
+
+def _affine_min_norm(Q: Sequence[Sequence[Fraction]]) -> list[Fraction] | None:
+    """Affine weights ``w`` (sum 1, any sign) of the point of aff(Q) nearest to the origin, exactly; None when Q's
+    points are affinely dependent. The optimality system [Q Q^T 1; 1^T 0] [w; mu] = [0; 1]."""
+    k = len(Q)
+    A = [[dot(Q[i], Q[j]) for j in range(k)] + [Fraction(1)] for i in range(k)] + [[Fraction(1)] * k + [Fraction(0)]]
+    sol = solve_unique(A, [Fraction(0)] * k + [Fraction(1)])
+    return None if sol is None else sol[:k]
+
+
+def _wolfe(verts: Sequence[Sequence[Fraction]], t: Sequence[Fraction], max_iter: int = 10_000
+           ) -> tuple[list[Fraction], list[Fraction]] | None:
+    """Wolfe's minimum-norm-point algorithm (Wolfe 1976) in exact arithmetic: the point of conv(verts) nearest to
+    ``t`` and convex weights, or None when it does not finish in ``max_iter`` steps (a degenerate hull)."""
+    P = [[a - b for a, b in zip(v, t)] for v in verts]
+    j = min(range(len(P)), key=lambda i: dot(P[i], P[i]))
+    lam = {j: Fraction(1)}
+
+    def point():
+        return [sum((lam[i] * P[i][c] for i in lam), Fraction(0)) for c in range(len(t))]
+
+    x = point()
+    for _ in range(max_iter):
+        k = min(range(len(P)), key=lambda i: dot(x, P[i]))
+        if dot(x, P[k]) >= dot(x, x):  # <x, v - x> >= 0 for every vertex: x is the nearest point
+            weights = [lam.get(i, Fraction(0)) for i in range(len(P))]
+            return [xc + tc for xc, tc in zip(x, t)], weights
+        if k in lam:
+            return None
+        lam[k] = Fraction(0)
+        for _ in range(max_iter):  # minor cycle: the nearest point of the affine hull, or a step towards it
+            S = list(lam)
+            w = _affine_min_norm([P[i] for i in S])
+            if w is None:
+                return None
+            if all(wi >= 0 for wi in w):
+                lam = {i: wi for i, wi in zip(S, w) if wi > 0}
+                break
+            theta = min(lam[i] / (lam[i] - wi) for i, wi in zip(S, w) if wi < 0)
+            lam = {i: (1 - theta) * lam[i] + theta * wi for i, wi in zip(S, w)}
+            lam = {i: li for i, li in lam.items() if li > 0}
+        else:
+            return None
+        x = point()
+    return None
+
+
 def nearest_point(vertices: Sequence[Sequence], point: Sequence | None = None
                   ) -> tuple[list[Fraction], list[Fraction]] | None:
     """The point of conv(vertices) nearest to ``point`` (default: the origin, i.e. the minimum-norm element of
     the hull) and convex weights reproducing it, both exact, or None when the float proposal could not be
     confirmed (then nothing is claimed).
 
-    The QP is solved in floats (:func:`hull_qp_float`, cvxpy); its active face (the vertices with a weight above a
+    A hull of at most :data:`EXACT_HULL` vertices is solved by Wolfe's algorithm in exact arithmetic (no
+    solver; :func:`_wolfe`). Otherwise the QP is solved in floats (:func:`hull_qp_float`, cvxpy) and its active face (the vertices with a weight above a
     tolerance, tried at several tolerances) is then solved exactly: the projection onto the face's affine hull
     (:func:`project_affine`), convex weights for it (:func:`hull_weights`: the projection lies in the face), and
     the optimality condition over every vertex (:func:`nearest_point_kkt`). A returned point is exact and
@@ -334,6 +386,13 @@ def nearest_point(vertices: Sequence[Sequence], point: Sequence | None = None
     closest = min(verts, key=lambda v: dot([a - b for a, b in zip(v, t)], [a - b for a, b in zip(v, t)]))
     if nearest_point_kkt(list(closest), verts, t):  # the nearest vertex (no QP needed: a one-sided rule's answer)
         return list(closest), [Fraction(int(u == closest)) for u in verts]
+    if len(verts) <= EXACT_HULL:
+        found = _wolfe(verts, t)
+        if found is None or not nearest_point_kkt(found[0], verts, t):
+            return None
+        if not check_weights(found[0], [list(v) for v in verts], dict(enumerate(found[1]))):  # pragma: no cover
+            return None
+        return found
     lam = hull_qp_float(verts, t)
     tried = set()
     for tol in (1e-7, 1e-5, 1e-9, 1e-3, 1e-11):

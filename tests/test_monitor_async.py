@@ -23,7 +23,7 @@ def _run(model, xs, asynchronous):
     returned = []
     with Monitor(model, asynchronous=asynchronous) as mon:
         for x in xs:
-            loss = nn.functional.cross_entropy(model(x), torch.zeros(len(x), dtype=torch.long))
+            loss = nn.functional.cross_entropy(model(x), torch.zeros(len(x), dtype=torch.long, device=x.device))
             returned.append(mon.check())
             loss.backward()
             model.zero_grad()

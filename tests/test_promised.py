@@ -408,3 +408,40 @@ def test_promise_claims_fail_and_stay_undecided_as_they_should():
                    "promised/maximum-x-0-breaks": False}
     out = {c["id"]: c["held"] for c in promise_claims(hist, ["2.13.0"], None)}
     assert out["promised/clamp-follows-from-2.14"] is None and out["promised/maximum-x-0-breaks"] is None
+
+
+def test_hulls_up_to_exact_hull_need_no_float_solver(monkeypatch):
+    """Up to EXACT_HULL vertices Wolfe's algorithm runs in exact arithmetic, so the conventions matrix runs where
+    cvxpy is not installed (a GPU machine's own environment); a larger hull still asks the float QP for its face."""
+    from nsverify import rational
+
+    def no_solver(*_a, **_k):
+        raise ModuleNotFoundError("No module named 'cvxpy'")
+
+    monkeypatch.setattr(rational, "hull_qp_float", no_solver)
+    assert nearest_point([[-1], [1]])[0] == [0]
+    assert nearest_point([[1, 0, 0], [0, 1, 0], [0, 0, 1]])[0] == [F(1, 3)] * 3
+    assert nearest_point([[1, 2], [3, -1], [5, 5], [2, 7]])[0] == [F(21, 13), F(14, 13)]
+    # a 17-way tie (sort_unstable's): the unit vectors, nearest point their centroid
+    eye = [[int(i == j) for j in range(17)] for i in range(17)]
+    assert nearest_point(eye)[0] == [F(1, 17)] * 17
+    big = [[1, 0], [-1, 0]] + [[i, 5 + i] for i in range(rational.EXACT_HULL - 1)]  # nearest: 0, not a vertex
+    with pytest.raises(ModuleNotFoundError):
+        nearest_point(big)
+
+
+@pytest.mark.parametrize("exact_hull", [2048, 0])
+def test_both_routes_match_brute_force(monkeypatch, exact_hull):
+    """Wolfe's exact algorithm and the float QP's face (forced with EXACT_HULL = 0) against the brute force."""
+    from nsverify import rational
+
+    monkeypatch.setattr(rational, "EXACT_HULL", exact_hull)
+    rng = random.Random(11)
+    for _ in range(40):
+        n, m = rng.randint(1, 4), rng.randint(2, 7)
+        verts = [[F(rng.randint(-4, 4), rng.choice([1, 2, 4])) for _ in range(n)] for _ in range(m)]
+        point = [F(rng.randint(-2, 2)) for _ in range(n)] if rng.random() < 0.5 else None
+        shifted = verts if point is None else [[a - b for a, b in zip(v, point)] for v in verts]
+        got = nearest_point(verts, point)
+        want = _brute_force_min_norm(shifted)
+        assert got is not None and [a - b for a, b in zip(got[0], point or [0] * n)] == want, (verts, point)

@@ -266,14 +266,27 @@ def evaluate_batch(cases: Sequence[Case], dtype, device, mode: str, backend: str
     if mode != "compile":
         return [evaluate_case(c, dt, dev, mode) for c in cases], ""
     t0 = time.monotonic()
+    grads = _compiled_grads_split(list(cases), dt, dev, backend)
+    results = [Result(c.op, c.label, dtype_name(dt), str(dev), mode, [], "error", "n/a", str(c.rule_for(mode)),
+                      False, error=error_text(g)) if isinstance(g, Exception) else evaluate_case(c, dt, dev, mode, g)
+               for c, g in zip(cases, grads)]
+    failed = sum(isinstance(g, Exception) for g in grads)
+    return results, (f"compiled {len(cases)} cases ({dtype_name(dt)}, {dev}) in {time.monotonic() - t0:.1f}s"
+                     + (f"; {failed} failed to compile" if failed else ""))
+
+
+def _compiled_grads_split(cases: list[Case], dtype, device, backend: str) -> list:
+    """:func:`_compiled_grads`, and where the compile of the whole batch fails, of each half again (one case that
+    Inductor cannot compile, such as an op without a derivative formula, costs about 2 log2(n) compiles, not the
+    whole batch): per case its gradients, or the exception of the single-case compile that failed."""
     try:
-        grads = _compiled_grads(cases, dt, dev, backend)
-    except Exception as exc:  # compile failed as a whole: record per case
-        msg = error_text(exc)
-        return [Result(c.op, c.label, dtype_name(dt), str(dev), mode, [], "error", "n/a", str(c.rule_for(mode)),
-                       False, error=msg) for c in cases], ""
-    results = [evaluate_case(c, dt, dev, mode, g) for c, g in zip(cases, grads)]
-    return results, f"compiled {len(cases)} cases ({dtype_name(dt)}, {dev}) in {time.monotonic() - t0:.1f}s"
+        return _compiled_grads(cases, dtype, device, backend)
+    except Exception as exc:  # noqa: BLE001 - recorded per case below
+        if len(cases) == 1:
+            return [exc]
+    half = len(cases) // 2
+    return (_compiled_grads_split(cases[:half], dtype, device, backend)
+            + _compiled_grads_split(cases[half:], dtype, device, backend))
 
 
 def crashed_result(case: Case, dtype, device, mode: str, why: str, repro_dir=None) -> Result:

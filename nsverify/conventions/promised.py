@@ -21,9 +21,9 @@ that a new entry gets its promise without code of its own:
   cone, checked on the cone's generators). Ranks that mix (median, kthvalue, topk with these cotangents) come out
   neither; sort with increasing weights comes out convex.
 
-The minimum-norm element of a hull is the quadratic program of :func:`nsverify.rational.nearest_point` (cvxpy
-proposes the active face, the face is solved and the optimality conditions checked in Fractions): the recorded
-value is the exact one. A cell *follows* the promise when its derivative equals it exactly or is its rounding to
+The minimum-norm element of a hull is the quadratic program of :func:`nsverify.rational.nearest_point` (Wolfe's
+minimum-norm-point algorithm in Fractions, the optimality conditions checked; the matrix's largest hull, 150
+vertices in 9 dimensions, takes 0.15 s): the recorded value is the exact one. A cell *follows* the promise when its derivative equals it exactly or is its rounding to
 the cell's dtype (:func:`follows`). JAX cells are judged against JAX's own documented convention where JAX
 documents one (:data:`JAX_DOCUMENTED`), else against the same rule, labelled so.
 """
