@@ -361,3 +361,28 @@ def test_the_release_entry_point_writes_programs_and_grad2(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     data = json.loads(out.read_text())
     assert len(data["programs"]) == len(P.PROGRAMS) and data["grad2"] and data["grad2_agreement"]
+
+
+def test_the_stored_cuda_run_is_summarised_with_its_provenance(tmp_path):
+    """The programs section's CUDA line counts the stored run's cells itself (outside, non-finite, refused) and
+    names the run; a stored file without provenance is refused, not shown."""
+    import json
+
+    from nsverify.claims.provenance import ProvenanceError
+    from nsverify.sections.programs import cuda_cells
+
+    cells = [{"program": "p", "dtype": "float16", "device": "cuda", "mode": m, "gradient": g, "piece": piece,
+              "in_clarke": inside, "error": None, "extra": {}}
+             for m, g, piece, inside in (("eager", [0.5], "hull", "yes"), ("inductor", ["nan"], "nonfinite", "no"),
+                                         ("jvp", [], "error", "n/a"), ("func", [2.0], "none", "no"))]
+    prov = {"device": "NVIDIA H200", "torch": "2.11.0+cu130", "date": "2026-11-28T18:24:05Z", "command": "x",
+            "commit": "758b65e5cc96"}
+    path = tmp_path / "programs.json"
+    path.write_text(json.dumps({"provenance": prov, "programs": cells, "findings": []}))
+    got = cuda_cells(path)
+    assert (got["cells"], got["outside"], got["nonfinite"], got["refused"]) == (4, 2, 1, 1)
+    assert "NVIDIA H200" in got["line"] and "2026-11-28" in got["line"] and "758b65e" in got["line"]
+    path.write_text(json.dumps({"programs": cells, "findings": []}))
+    with pytest.raises(ProvenanceError):
+        cuda_cells(path)
+    assert cuda_cells(tmp_path / "absent.json") is None

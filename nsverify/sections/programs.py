@@ -48,6 +48,9 @@ def programs_section(ctx) -> dict:
                f"leave the Clarke set). Second order ({len(grad2.CASES)} cases, {len(grad2.MODES)} modes, float64): "
                f"the Hessian of no piece for {', '.join(not_bouligand) or 'none'}; reverse-over-reverse and "
                f"forward-over-reverse disagree for {', '.join(disagree) or 'none'}. {jax_line}")
+    cuda = cuda_cells()
+    if cuda is not None:
+        summary += " " + cuda["line"]
     metrics = [{"key": "program_findings", "kind": "info", "value": len(findings)},
                {"key": "program_cells_outside_clarke", "kind": "counterexample", "value": len(outside)},
                {"key": "grad2_not_bouligand", "kind": "info", "value": len(not_bouligand)}]
@@ -58,5 +61,34 @@ def programs_section(ctx) -> dict:
                                                                   for f in findings]),
                        table("Second order at kinks and ties", ["case", "op", "mode", "Bouligand Hessian of",
                                                                 "in hull", "same piece as the gradient", "error"],
-                             h_rows)],
+                             h_rows)]
+            + ([cuda["table"]] if cuda is not None else []),
             "data": {"metrics": metrics, "program_findings": findings}}
+
+
+#: the stored CUDA run of the programs (``nsverify conventions --device cuda --programs --json``, on a lent GPU)
+GPU_PROGRAMS = "programs"
+
+
+def cuda_cells(path=None) -> dict | None:
+    """The stored CUDA run of the programs (``nsverify/data/gpu/programs.json``), or None without one: a summary
+    line with its provenance (GPU, torch, date, commit) and the findings' table. A file without its provenance
+    raises :class:`~nsverify.claims.provenance.ProvenanceError`."""
+    from nsverify.claims.provenance import gpu_file, load_measurement
+    from nsverify.conventions import programs
+
+    data = load_measurement(path or gpu_file(GPU_PROGRAMS))
+    if data is None:
+        return None
+    prov, cells = data["provenance"], data["programs"]
+    outside = [c for c in cells if c["in_clarke"] == "no"]
+    nonfinite = [c for c in outside if c["piece"] == "nonfinite"]
+    refused = [c for c in cells if c["piece"] == "error"]
+    commit = (prov.get("commit") or "?")[:7]
+    line = (f"On CUDA (stored run: {prov['device']}, torch {prov['torch']}, {prov['date'][:10]}, commit {commit}): "
+            f"{len(cells)} cells, {len(outside)} outside the Clarke set ({len(nonfinite)} of them non-finite), "
+            f"{len(refused)} refused by the framework, {len(data['findings'])} findings.")
+    rows = [[f["program"], programs.finding_line(f)] for f in data["findings"]]
+    return {"line": line, "table": table(f"Findings on CUDA ({prov['device']}, torch {prov['torch']}, "
+                                         f"{prov['date'][:10]})", ["program", "finding"], rows),
+            "cells": len(cells), "outside": len(outside), "nonfinite": len(nonfinite), "refused": len(refused)}

@@ -59,6 +59,9 @@ def main(argv=None) -> int:
             "cuda": torch.version.cuda, "compile_backend": backend, "compile_seconds": compile_times,
             "compile_skipped": skipped, "seconds": round(time.monotonic() - t0, 1), "smoke": args.smoke}
     data = cv.to_json(results, meta)
+    from nsverify.claims.provenance import provenance
+
+    data["provenance"] = provenance(meta["device_name"])
     path = out / "conventions.json"
     path.write_text(json.dumps(data, indent=1))
     print(f"wrote {path}: {len(results)} evaluations, {len(data['unexpected'])} not as expected, "
