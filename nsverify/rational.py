@@ -370,12 +370,12 @@ def nearest_point(vertices: Sequence[Sequence], point: Sequence | None = None
     the hull) and convex weights reproducing it, both exact, or None when the float proposal could not be
     confirmed (then nothing is claimed).
 
-    A hull of at most :data:`EXACT_HULL` vertices is solved by Wolfe's algorithm in exact arithmetic (no
-    solver; :func:`_wolfe`). Otherwise the QP is solved in floats (:func:`hull_qp_float`, cvxpy) and its active face (the vertices with a weight above a
-    tolerance, tried at several tolerances) is then solved exactly: the projection onto the face's affine hull
-    (:func:`project_affine`), convex weights for it (:func:`hull_weights`: the projection lies in the face), and
-    the optimality condition over every vertex (:func:`nearest_point_kkt`). A returned point is exact and
-    checked; the floats only choose the face."""
+    A hull of at most :data:`EXACT_HULL` vertices is solved by Wolfe's algorithm in exact arithmetic (no solver;
+    :func:`_wolfe`). Otherwise the QP is solved in floats (:func:`hull_qp_float`, cvxpy) and its active face (the
+    vertices with a weight above a tolerance, tried at several tolerances) is then solved exactly: the projection
+    onto the face's affine hull (:func:`project_affine`), convex weights for it (:func:`hull_weights`: the
+    projection lies in the face), and the optimality condition over every vertex (:func:`nearest_point_kkt`). A
+    returned point is exact and checked; the floats only choose the face."""
     verts = [tuple(Fraction(x) for x in v) for v in vertices]
     if not verts:
         return None

@@ -23,9 +23,10 @@ that a new entry gets its promise without code of its own:
 
 The minimum-norm element of a hull is the quadratic program of :func:`nsverify.rational.nearest_point` (Wolfe's
 minimum-norm-point algorithm in Fractions, the optimality conditions checked; the matrix's largest hull, 150
-vertices in 9 dimensions, takes 0.15 s): the recorded value is the exact one. A cell *follows* the promise when its derivative equals it exactly or is its rounding to
-the cell's dtype (:func:`follows`). JAX cells are judged against JAX's own documented convention where JAX
-documents one (:data:`JAX_DOCUMENTED`), else against the same rule, labelled so.
+vertices in 9 dimensions, takes 0.15 s): the recorded value is the exact one. A cell *follows* the promise when its
+derivative equals it exactly or is its rounding to the cell's dtype (:func:`follows`). JAX cells are judged against
+JAX's own documented convention where JAX documents one (:data:`JAX_DOCUMENTED`), else against the same rule,
+labelled so.
 """
 from __future__ import annotations
 

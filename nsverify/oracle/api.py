@@ -197,14 +197,28 @@ def _enclosed_verdict(fn, w, tracker) -> Verdict | str:
     kinks = sum(L.kinks for L in got.layers)
     stats = {"pieces": 0, "shortcut": "park_theorem8_enclosed", "kink_touches": kinks,
              "layers": [{"call": L.call, "kinks": L.kinks, "channels": len(L.channels)} for L in got.layers],
-             "enclosures": got.stats, "exact_ad_from": "not materialized (PyTorch's rule, decided as a rule)",
+             "enclosures": got.stats, "enclosure_bits": got.stats.get("enclosure_bits"),
+             "float_only_ties": got.stats.get("float_only_ties"),
+             "exact_ad_from": "not materialized (PyTorch's rule, decided as a rule)",
              "question": (f"the exact AD -- PyTorch's backward formulas applied in exact arithmetic at w's "
                           f"{str(w.dtype).removeprefix('torch.')} values read exactly (constants as PyTorch computed "
                           "them in the program's dtype) -- against the Clarke subdifferential of the exact function; "
-                          "PyTorch's float gradient is reported as ad")}
+                          "PyTorch's float gradient is reported as ad" + _float_only_text(got.stats, w.dtype))}
     return Verdict(status="member", exact=False, bouligand=[], certificate=cert.to_json(), distance=0.0,
                    kinks=sites, exact_ad=None, ad=float_ad, tested=(), tested_is="exact_ad", outer=[], reason="",
                    value=None, stats=stats, ad_distance=None, distance_bounds=(0.0, 0.0), **where)
+
+
+def _float_only_text(stats: dict, dtype) -> str:
+    """What the verdict says of the ties that exist only in the program's dtype (``stats["float_only_ties"]`` of
+    the enclosed route): none, or how many, and that the exact question does not see them."""
+    fo = stats.get("float_only_ties") or {}
+    if not any(fo.values()):
+        return ""
+    name = str(dtype).removeprefix("torch.")
+    return (f"; {fo.get('relu', 0)} ReLU inputs are 0 and {fo.get('max_pool', 0)} max-pool windows tie only once "
+            f"rounded to {name} (their exact values differ, so they are no kinks or ties of the exact function: "
+            f"ties of {name} alone)")
 
 
 def _hard_limit_message(ev: Evaluation | None, tracker: Tracker, max_pieces: int, time_limit: float) -> str:

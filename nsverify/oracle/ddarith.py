@@ -64,6 +64,40 @@ def dd_mul(ah, al, bh, bl):
     return hi, lo, err
 
 
+def td_add(a, b):
+    """(hi, lo, tail, err) for a + b, each a triple (hi, lo, tail) of float64 tensors whose exact real sum is the
+    value: hi + lo + tail is a + b up to err (elementwise, rigorous; err is of order 2^-159 |a + b| when the
+    operands are normalised)."""
+    s1, e1 = two_sum(a[0], b[0])
+    s2, e2 = two_sum(a[1], b[1])
+    s3 = a[2] + b[2]  # error <= U |s3|
+    t1, f1 = two_sum(s1, s2)
+    g, f2 = two_sum(e1, e2)
+    h, f3 = two_sum(f1, g)
+    rest = (f3 + f2) + s3  # error <= 2 U (|f2| + |f3| + |s3|) (1 + U)
+    hi, x = two_sum(t1, h)
+    lo, tail = two_sum(x, rest)
+    return hi, lo, tail, 3 * U * (f2.abs() + f3.abs() + s3.abs()) * (1 + 8 * U)
+
+
+def td_mul(a, b):
+    """(hi, lo, tail, err) for a * b (triples as in :func:`td_add`): the products of order 2^-106 and above are
+    kept exactly (TwoProduct), those of order 2^-159 in floats, the rest bounded."""
+    p, e = two_prod(a[0], b[0])
+    q1, r1 = two_prod(a[0], b[1])
+    q2, r2 = two_prod(a[1], b[0])
+    c_terms = (a[0] * b[2], a[1] * b[1], a[2] * b[0], r1, r2)
+    c = c_terms[0] + c_terms[1] + c_terms[2] + c_terms[3] + c_terms[4]  # error <= 7 U sum |terms| (5 products)
+    s, f1 = two_sum(e, q1)
+    s2, f2 = two_sum(s, q2)
+    rest = (f1 + f2) + c  # error <= 2 U (|f1| + |f2| + |c|) (1 + U)
+    hi, x = two_sum(p, s2)
+    lo, tail = two_sum(x, rest)
+    neglected = (a[1] * b[2]).abs() + (a[2] * b[1]).abs() + (a[2] * b[2]).abs()
+    mag = sum(t.abs() for t in c_terms) + f1.abs() + f2.abs() + c.abs()
+    return hi, lo, tail, (9 * U * mag + neglected) * (1 + 16 * U)
+
+
 def exponent(t: torch.Tensor, dims=None) -> torch.Tensor:
     """E with max |t| < 2^E over ``dims`` (all: a scalar tensor), as float64; 0 for all-zero groups."""
     a = t.abs()
@@ -73,18 +107,23 @@ def exponent(t: torch.Tensor, dims=None) -> torch.Tensor:
     return e
 
 
-def slices(hi, lo, E, bits: int, count: int):
-    """``count`` slices of ``hi + lo`` on the grids 2^(E - bits k), k = 1..count (E broadcast), and a bound of
-    the remainder's magnitude (elementwise).  Every slice entry is an integer multiple of its grid of magnitude
-    at most 2^bits grids."""
+def slices(hi, lo, E, bits: int, count: int, tail=None):
+    """``count`` slices of ``hi + lo (+ tail)`` on the grids 2^(E - bits k), k = 1..count (E broadcast), and a
+    bound of the remainder's magnitude (elementwise).  Every slice entry is an integer multiple of its grid of
+    magnitude at most 2^bits grids.  (``th - s`` is exact: s is th rounded to a grid no finer than th's ulp, or th
+    itself; the two_sums keep the sum of the parts exact.)"""
     out = []
     th, tl = hi, lo
+    tt = torch.zeros_like(hi) if tail is None else tail
     for k in range(1, count + 1):
         g = torch.exp2(E - bits * k)
         s = torch.round(th / g) * g
         th, tl = two_sum(th - s, tl)
+        if tail is not None:
+            tl, tt = two_sum(tl, tt)
+            th, tl = two_sum(th, tl)
         out.append(s)
-    return out, th.abs() + tl.abs()
+    return out, th.abs() + tl.abs() + tt.abs()
 
 
 def plan(n_terms: int, weight_bits: int, target_bits: int = 104) -> tuple[int, int, int, int]:

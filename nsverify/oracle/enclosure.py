@@ -57,6 +57,11 @@ TINY = 2.0 ** -400
 #: assumed relative accuracy of torch's float64 exp on CPU (tested against mpmath)
 LIBM = 2.0 ** -45
 INF = math.inf
+#: the bits below an activation tensor's largest entry that the error-free products keep, per attempt (what is
+#: below is a radius): 104 first (double-double's reach, enough for eval-mode networks), then 157 (triple-double:
+#: training-mode ResNet-18 at full width, whose batch statistics multiply the radius by about 3 per BatchNorm,
+#: left 40 ReLU entries of its last block undecided at 104)
+PRECISION_BITS = (104, 157)
 
 
 class Unsupported(Exception):
@@ -92,7 +97,8 @@ class Rec:
 
     mid: torch.Tensor  # float64 midpoints (the tensor the program sees is a carrier in its own dtype)
     rad: torch.Tensor | None  # None: exact (radius 0 everywhere)
-    lo: torch.Tensor | None = None  # double-double low parts: the value's centre is mid + lo (exactly)
+    lo: torch.Tensor | None = None  # double-double low parts: the value's centre is mid + lo (+ tail), exactly
+    tail: torch.Tensor | None = None  # a third part (triple-double, ~2^-106 of mid): deep networks in training mode
     pid: torch.Tensor | None = None  # float64 provenance ids (exact integers); None: every entry its own function
     zero_ad: torch.Tensor | None = None  # bool: the entry is 0 with AD derivative 0 in w (ReLU at/below its kink)
     woff: torch.Tensor | None = None  # int64 coordinates in w, for a pure view of w (a parameter)
@@ -115,6 +121,7 @@ class ReluCall:
     output_id: int = 0
     orig: frozenset = frozenset()  # the parameter chunks its input depends on
     pair: int | None = None  # the other ReLU call of an identity pair relu(y) - relu(-y) (see _identity_pair)
+    float_only: int = 0  # entries that are 0 in the program's dtype while their exact value is not (decided)
 
 
 @dataclass
@@ -127,6 +134,7 @@ class PoolCall:
     zero_ad: int  # of those: all candidates ReLU outputs at or below the kink (AD derivative 0)
     mixed: int  # of those: different functions that may tie: not decided by enclosures
     first_mixed: tuple | None = None
+    float_only: int = 0  # windows whose maximum ties in the program's dtype while one exact entry is the largest
 
 
 @dataclass
@@ -379,8 +387,9 @@ class _Mode(TorchDispatchMode):
 
 
 class Engine:
-    def __init__(self, w: torch.Tensor):
+    def __init__(self, w: torch.Tensor, target_bits: int = PRECISION_BITS[0]):
         self.w = w
+        self.target_bits = target_bits  # the activations' bits kept by the error-free products
         self.recs: dict[int, tuple] = {}  # id(tensor) -> (tensor, Rec): strong references
         self.ids = Ids()
         self.res = Enclosure(uses=torch.zeros(w.numel(), dtype=torch.int32))
@@ -421,8 +430,8 @@ class Engine:
         low part folded into the radius)."""
         r = self.rec(t)
         if r is not None:
-            if r.lo is not None:
-                fold = r.lo.abs() if r.rad is None else r.rad + r.lo.abs()
+            if r.lo is not None or r.tail is not None:
+                fold = sum(x.abs() for x in (r.lo, r.tail, r.rad) if x is not None)
                 return r.mid, _none_if_zero(fold * (1 + 4 * U)), r.pid
             return r.mid, r.rad, r.pid
         m = t.detach()
@@ -431,13 +440,22 @@ class Engine:
         return m, None, None
 
     def dd(self, t):
-        """(hi, lo, rad) of a tensor argument: the value lies within rad of hi + lo (rad None: exactly)."""
+        """(hi, lo, rad) of a tensor argument: the value lies within rad of hi + lo (rad None: exactly); a
+        triple-double's tail is folded into the radius (:meth:`td` keeps it)."""
+        hi, lo, tail, rad = self.td(t)
+        if tail is not None and bool(tail.any()):
+            rad = (tail.abs() if rad is None else rad + tail.abs()) * (1 + 4 * U)
+        return hi, lo, rad
+
+    def td(self, t):
+        """(hi, lo, tail, rad) of a tensor argument: the value lies within rad of hi + lo + tail (tail None: 0;
+        rad None: exactly)."""
         r = self.rec(t)
         if r is not None:
-            return r.mid, (r.lo if r.lo is not None else torch.zeros_like(r.mid)), r.rad
+            return r.mid, (r.lo if r.lo is not None else torch.zeros_like(r.mid)), r.tail, r.rad
         m = t.detach()
         m = m.double() if m.is_floating_point() and m.dtype != torch.float64 else m
-        return m, torch.zeros_like(m), None
+        return m, torch.zeros_like(m), None, None
 
     def pid(self, t) -> torch.Tensor | None:
         r = self.rec(t)
@@ -515,7 +533,7 @@ class Engine:
             return x.clone() if copy else func(x, *args[1:], **kwargs)
 
         lazy_pid = Lazy(lambda: same(self.pid(t))) if isinstance(rec.pid, Lazy) else same(rec.pid)
-        new = Rec(mid=same(rec.mid), rad=same(rec.rad), lo=same(rec.lo), pid=lazy_pid,
+        new = Rec(mid=same(rec.mid), rad=same(rec.rad), lo=same(rec.lo), tail=same(rec.tail), pid=lazy_pid,
                   zero_ad=same(rec.zero_ad), woff=same(rec.woff))
         if new.woff is not None and new.woff.numel() == 1:
             new.coord = (int(new.woff.reshape(-1)[0]), 1.0)
@@ -534,7 +552,8 @@ class Engine:
         rec = self.rec(t)
         outs = func(t, *args[1:], **kwargs)
         parts = {k: (func(v, *args[1:], **kwargs) if v is not None else [None] * len(outs))
-                 for k, v in (("mid", rec.mid), ("rad", rec.rad), ("lo", rec.lo), ("pid", self.pid(t)),
+                 for k, v in (("mid", rec.mid), ("rad", rec.rad), ("lo", rec.lo), ("tail", rec.tail),
+                              ("pid", self.pid(t)),
                               ("zero_ad", rec.zero_ad), ("woff", rec.woff))}
         root = rec.orig == frozenset({"w"})
         if root:
@@ -543,7 +562,8 @@ class Engine:
                 self.res.chunks.append((starts, starts + o.numel()))
                 starts += o.numel()
         for i, o in enumerate(outs):
-            self.put(o, Rec(mid=parts["mid"][i], rad=parts["rad"][i], lo=parts["lo"][i], pid=parts["pid"][i],
+            self.put(o, Rec(mid=parts["mid"][i], rad=parts["rad"][i], lo=parts["lo"][i], tail=parts["tail"][i],
+                            pid=parts["pid"][i],
                             zero_ad=parts["zero_ad"][i], woff=parts["woff"][i],
                             orig=frozenset({i}) if root else rec.orig))
         return outs
@@ -570,10 +590,10 @@ def _conv(e: Engine, x, weight, bias, stride, padding, dilation, transposed, out
     kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
     n = (wm.shape[1] * math.prod(wm.shape[2:])) + (1 if bias is not None else 0)
     if e.precise and wr is None and br is None:
-        hi, lo, r = _exact_product(e, lambda a, b: conv(a, b, None, **kw), x, wm, tuple(range(1, wm.dim())), n,
-                                   bm.reshape((1, -1) + (1,) * nd) if bm is not None else None)
-        out = e.emit(hi, x.dtype, rad=r, lo=lo, pid=_conv_pid(e, x, weight, hi.shape, stride, padding, dilation,
-                                                               groups, nd))
+        hi, lo, tail, r = _exact_product(e, lambda a, b: conv(a, b, None, **kw), x, wm, tuple(range(1, wm.dim())),
+                                         n, bm.reshape((1, -1) + (1,) * nd) if bm is not None else None)
+        pid = _conv_pid(e, x, weight, hi.shape, stride, padding, dilation, groups, nd)
+        out = e.emit(hi, x.dtype, rad=r, lo=lo, tail=tail, pid=pid)
         if bias is not None:
             e.rec(out).bias = _with_bias(e, out, bias, 1)
         return out
@@ -618,41 +638,46 @@ def _conv_pid_now(e: Engine, x, weight, shape, stride, padding, dilation):
 
 
 def _exact_product(e: Engine, op, x, w, wdims, n: int, bias, w_lo=None, w_rad=None):
-    """op(x, w) (+ bias) in double-double: x (an enclosure, possibly double-double) and w (exact, or w + w_lo
-    within w_rad) cut into slices whose products ``op`` computes exactly (:mod:`nsverify.oracle.ddarith`), summed
-    in double-double; the radius bounds the operands' radii, the slices' remainders, and the double-double sums."""
-    xh, xl, xr = e.dd(x)
+    """op(x, w) (+ bias) in triple-double: x (an enclosure, possibly double- or triple-double) cut into slices to
+    ``e.target_bits`` below its largest entry and w (exact, or w + w_lo within w_rad) into slices whose products
+    ``op`` computes exactly (:mod:`nsverify.oracle.ddarith`), summed in triple-double (hi, lo, tail); the radius
+    bounds the operands' radii, the slices' remainders, and the sums' last rounding. Returns (hi, lo, tail, rad)."""
+    xh, xl, xt, xr = e.td(x)
     w_lo = torch.zeros_like(w) if w_lo is None else w_lo
     Ex = dd.exponent(xh)
     Ew = dd.exponent(w.abs() + w_lo.abs(), wdims)
     wbits = dd.weight_bits(w, wdims) if not bool(w_lo.any()) else 104
-    bx, kx, bw, kw = dd.plan(n, min(wbits, 104))
-    xs, xrem = dd.slices(xh, xl, Ex, bx, kx)
+    bx, kx, bw, kw = dd.plan(n, min(wbits, 104), e.target_bits)
+    xs, xrem = dd.slices(xh, xl, Ex, bx, kx, tail=xt)
     ws, wrem = dd.slices(w, w_lo, Ew, bw, kw)
-    acc_h = acc_l = err = None
+    acc = err = None
+
+    def accumulate(p):
+        nonlocal acc, err
+        if acc is None:
+            acc, err = [p, torch.zeros_like(p), torch.zeros_like(p)], torch.zeros_like(p)
+            return
+        acc[0], t = dd.two_sum(acc[0], p)
+        acc[1], t2 = dd.two_sum(acc[1], t)
+        acc[2] = acc[2] + t2
+        err = err + U * acc[2].abs()  # the only rounding: the third part's
+
     for a in xs:
         for b in ws:
             poll_deadline()
             if not bool(a.any()) or not bool(b.any()):
                 continue
-            p = op(a, b)  # exact: every partial sum is a multiple of both grids, below 2^53 of them
-            if acc_h is None:
-                acc_h, acc_l, err = p, torch.zeros_like(p), torch.zeros_like(p)
-            else:
-                acc_h, t = dd.two_sum(acc_h, p)
-                acc_l = acc_l + t
-                err = err + U * acc_l.abs()
-    if acc_h is None:
-        acc_h = op(torch.zeros_like(xh), w)
-        acc_l, err = torch.zeros_like(acc_h), torch.zeros_like(acc_h)
+            accumulate(op(a, b))  # exact: every partial sum is a multiple of both grids, below 2^53 of them
+    if acc is None:
+        accumulate(op(torch.zeros_like(xh), w))
     if bias is not None:
-        acc_h, t = dd.two_sum(acc_h, bias.expand_as(acc_h))
-        acc_l = acc_l + t
-        err = err + U * acc_l.abs()
-    hi, lo = dd.two_sum(acc_h, acc_l)
+        accumulate(bias.expand_as(acc[0]))
+    hi, x_ = dd.two_sum(acc[0], acc[1])
+    lo, tail = dd.two_sum(x_, acc[2])
     wa = w.abs() + w_lo.abs() if w_rad is None else w.abs() + w_lo.abs() + w_rad
-    xa = xh.abs() + xl.abs() + (xr if xr is not None else 0)
-    rad = err * 2 + U * U * hi.abs() * 4
+    xabs = xh.abs() + xl.abs() + (xt.abs() if xt is not None else 0)
+    xa = xabs + (xr if xr is not None else 0)
+    rad = err * 2 + U * U * U * hi.abs() * 8
     if bool(xrem.any()):
         rad = rad + op(xrem, wa)
     if bool(wrem.any()):
@@ -660,8 +685,8 @@ def _exact_product(e: Engine, op, x, w, wdims, n: int, bias, w_lo=None, w_rad=No
     if xr is not None:
         rad = rad + op(xr, wa)
     if w_rad is not None:
-        rad = rad + op(xh.abs() + xl.abs(), w_rad)
-    return hi, _none_if_zero(lo), _none_if_zero(_inflate(rad, n))
+        rad = rad + op(xabs, w_rad)
+    return hi, _none_if_zero(lo), _none_if_zero(tail), _none_if_zero(_inflate(rad, n))
 
 
 def _addmm(e: Engine, bias, a, b, beta=1, alpha=1):
@@ -680,9 +705,9 @@ def _matmul(e: Engine, a, b, bias):
     if e.precise and (bias is None or e.interval(bias)[1] is None):
         bh, bl, brad = e.dd(b)
         n = a.shape[-1] + (1 if bias is not None else 0)
-        hi, lo, r = _exact_product(e, torch.matmul, a, bh, (-2,), n,
-                                   None if bias is None else e.interval(bias)[0], w_lo=bl, w_rad=brad)
-        return e.emit(hi, a.dtype, rad=r, lo=lo, pid=None)
+        hi, lo, tail, r = _exact_product(e, torch.matmul, a, bh, (-2,), n,
+                                         None if bias is None else e.interval(bias)[0], w_lo=bl, w_rad=brad)
+        return e.emit(hi, a.dtype, rad=r, lo=lo, tail=tail, pid=None)
     am, ar, _ = e.interval(a)
     bm, br, _ = e.interval(b)
     mm = torch.matmul
@@ -726,36 +751,43 @@ def _binary(e: Engine, a, b, op: str):
         inf = ~torch.isfinite(am + bm if op == "add" else am - bm)
         am, bm = torch.where(torch.isfinite(am), am, torch.zeros_like(am)), \
             torch.where(torch.isfinite(bm), bm, torch.zeros_like(bm))
-    low = None
+    low = tail = None
+
+    def triple(t, m):
+        """(hi, lo, tail, rad) of an operand (a Python number: exact)."""
+        if not isinstance(t, torch.Tensor):
+            return m, torch.zeros_like(m), torch.zeros_like(m), None
+        h, l_, t_, r_ = e.td(t)
+        return h, l_, torch.zeros_like(h) if t_ is None else t_, r_
+
     if op in ("add", "sub") and e.precise and inf is None:
-        ah, al, ar2 = e.dd(a) if isinstance(a, torch.Tensor) else (am, torch.zeros_like(am), None)
-        bh, bl, br2 = e.dd(b) if isinstance(b, torch.Tensor) else (bm, torch.zeros_like(bm), None)
+        *ta, ar2 = triple(a, am)
+        *tb, br2 = triple(b, bm)
         sg = 1.0 if op == "add" else -1.0
-        shape = torch.broadcast_shapes(ah.shape, bh.shape)
-        ah, al, bh, bl = (t.expand(shape) for t in (ah, al, bh, bl))
-        mid, low, err = dd.dd_add(ah, al, sg * bh, sg * bl)
+        shape = torch.broadcast_shapes(ta[0].shape, tb[0].shape)
+        mid, low, tail, err = dd.td_add(tuple(t.expand(shape) for t in ta), tuple(sg * t.expand(shape) for t in tb))
         r = err
         for x in (ar2, br2):
             if x is not None:
                 r = r + x
         r = _none_if_zero(_inflate(r, 3))
-        low = _none_if_zero(low)
+        low, tail = _none_if_zero(low), _none_if_zero(tail)
     elif op in ("mul", "div") and e.precise and inf is None and (op == "mul" or not _dependent(e, b)):
-        ah, al, ar2 = e.dd(a) if isinstance(a, torch.Tensor) else (am, torch.zeros_like(am), None)
+        *ta, ar2 = triple(a, am)
         if op == "mul":
-            bh, bl, br2 = e.dd(b) if isinstance(b, torch.Tensor) else (bm, torch.zeros_like(bm), None)
-        else:  # a / c for a constant c: a * (1/c), 1/c in double-double from 120-bit mpmath
-            bh, bl, br2 = _reciprocal(bm)
-        shape = torch.broadcast_shapes(ah.shape, bh.shape)
-        ah, al, bh, bl = (t.expand(shape) for t in (ah, al, bh, bl))
-        ar2 = None if ar2 is None else ar2.expand(shape)
-        br2 = None if br2 is None else br2.expand(shape)
-        mid, low, r = _dd_scale(ah, al, ar2 if ar2 is not None else torch.zeros(shape, dtype=torch.float64), bh, bl,
-                                br2 if br2 is not None else torch.zeros(shape, dtype=torch.float64))
-        exact0 = ((ah == 0) & (al == 0) & ((ar2 == 0) if ar2 is not None else True)) | \
-            ((bh == 0) & (bl == 0) & ((br2 == 0) if br2 is not None else True))
+            *tb, br2 = triple(b, bm)
+        else:  # a / c for a constant c: a * (1/c), 1/c in triple-double from mpmath
+            *tb, br2 = _reciprocal(bm)
+        shape = torch.broadcast_shapes(ta[0].shape, tb[0].shape)
+        ta, tb = tuple(t.expand(shape) for t in ta), tuple(t.expand(shape) for t in tb)
+        zeros = torch.zeros(shape, dtype=torch.float64)
+        ar2 = zeros if ar2 is None else ar2.expand(shape)
+        br2 = zeros if br2 is None else br2.expand(shape)
+        (mid, low, tail), r = _td_scale(ta, ar2, tb, br2)
+        exact0 = ((ta[0] == 0) & (ta[1] == 0) & (ta[2] == 0) & (ar2 == 0)) | \
+            ((tb[0] == 0) & (tb[1] == 0) & (tb[2] == 0) & (br2 == 0))
         r = _none_if_zero(torch.where(exact0, torch.zeros_like(r), _inflate(r, 4)))
-        low = _none_if_zero(low)
+        low, tail = _none_if_zero(low), _none_if_zero(tail)
     elif op == "add":
         mid, r = add_i(am, ar, bm, br)
     elif op == "sub":
@@ -779,7 +811,7 @@ def _binary(e: Engine, a, b, op: str):
 
     pid = Lazy(pid_now)
     dt = a.dtype if isinstance(a, torch.Tensor) and e.dep(a) else b.dtype
-    out = e.emit(mid, dt, rad=r, lo=low, pid=pid)
+    out = e.emit(mid, dt, rad=r, lo=low, tail=tail, pid=pid)
     ra_, rb_ = (e.rec(t) if isinstance(t, torch.Tensor) else None for t in (a, b))
     if op in ("add", "sub") and ra_ is not None and ra_.coord is not None and not _dependent(e, b):
         e.rec(out).coord = ra_.coord  # w[j] + a constant
@@ -807,9 +839,9 @@ def _reciprocal(c: torch.Tensor):
     flat = c.reshape(-1).tolist()
     if any(v == 0 for v in flat):
         raise Unsupported("a division by a constant 0")
-    with mpmath.workprec(120):
+    with mpmath.workprec(PREC):
         vals = [1 / mpmath.mpf(v) for v in flat]
-    return _to_dd(vals, [0.0] * len(vals), c.shape)
+    return _to_td(vals, [0.0] * len(vals), c.shape)
 
 
 def _identity_pair(e: Engine, a, b, out) -> bool:
@@ -826,8 +858,7 @@ def _identity_pair(e: Engine, a, b, out) -> bool:
     ry, ro = e.rec(y), e.rec(out)
     if tuple(y.shape) != tuple(out.shape):
         return False
-    ro.mid, ro.lo, ro.rad = ry.mid.clone(), None if ry.lo is None else ry.lo.clone(), \
-        None if ry.rad is None else ry.rad.clone()
+    ro.mid, ro.lo, ro.tail, ro.rad = (None if v is None else v.clone() for v in (ry.mid, ry.lo, ry.tail, ry.rad))
     ro.zero_ad, ro.bias = None, None
     ca.pair, cb.pair = cb.call, ca.call
     touches = ca.touches
@@ -1013,40 +1044,51 @@ def _batch_norm(e: Engine, x, weight, bias, running_mean, running_var, training,
     return out, aux[1], aux[2]
 
 
-def _group_sums(hi, lo, rad, dims):
-    """Exact sums of hi + lo over ``dims`` (one group per remaining index): a list of 120-bit mpmath sums (group
-    order) and the radius of each (rad summed, and what the slices leave out), as a float64 tensor."""
+#: mpmath precision of the statistics, scales and exps feeding triple-double values (their rounding, 2^-200
+#: relative, is inside the 2^-155 that :func:`_to_td` adds)
+PREC = 200
+
+
+def _group_sums(hi, lo, rad, dims, tail=None):
+    """Exact sums of hi + lo (+ tail) over ``dims`` (one group per remaining index): a list of mpmath sums (group
+    order, exact to 2^-200) and the radius of each (rad summed, and what the slices leave out, below 2^-165 of
+    the group's largest entry), as a float64 tensor."""
     import mpmath
 
     n = 1
     for d_ in dims:
         n *= hi.shape[d_]
     bits = 52 - math.ceil(math.log2(max(n, 2)))
-    k = math.ceil(112 / bits)
-    E = dd.exponent(hi.abs() + lo.abs(), dims)
-    parts, rem = dd.slices(hi, lo, E, bits, k)
-    sums = [p.sum(dim=dims) for p in parts]  # exact: multiples of one grid, below 2^53 of them
+    k = math.ceil(165 / bits)
+    E = dd.exponent(hi.abs() + lo.abs() + (tail.abs() if tail is not None else 0), dims)
+    parts, rem = dd.slices(hi, lo, E, bits, k, tail=tail)
+    sums = [p.sum(dim=dims) for p in parts if bool(p.any())]  # exact: multiples of one grid, below 2^53 of them
+    sums = sums or [torch.zeros_like(hi).sum(dim=dims)]
     r = rem.sum(dim=dims) * (1 + 2 * gamma(n))
     if rad is not None:
         r = r + rad.sum(dim=dims) * (1 + 2 * gamma(n))
     cols = [t.reshape(-1).tolist() for t in sums]
-    with mpmath.workprec(130):
+    with mpmath.workprec(PREC):
         out = [mpmath.fsum(mpmath.mpf(c[i]) for c in cols) for i in range(len(cols[0]))]
     return out, r.reshape(-1)
 
 
-def _to_dd(vals, rads, shape):
-    """mpmath numbers (120 bits) and radii -> (hi, lo, rad) float64 tensors of ``shape``."""
+def _to_td(vals, rads, shape):
+    """mpmath numbers (``PREC`` bits) and radii -> (hi, lo, tail, rad) float64 tensors of ``shape``: hi + lo +
+    tail is v to within 2^-155 |v| (the tail's rounding and the mpmath rounding), added to the radius."""
     import mpmath
 
-    h, lo_, r = [], [], []
-    for v, rv in zip(vals, rads):
-        hv = float(v)
-        lv = float(v - hv)
-        h.append(hv)
-        lo_.append(lv)
-        r.append(float(rv) + float(abs(v) * mpmath.mpf(2) ** -104))
-    return tuple(torch.tensor(t, dtype=torch.float64).reshape(shape) for t in (h, lo_, r))
+    h, lo_, tl, r = [], [], [], []
+    with mpmath.workprec(PREC):
+        for v, rv in zip(vals, rads):
+            hv = float(v)
+            lv = float(v - hv)
+            tv = float(v - hv - lv)
+            h.append(hv)
+            lo_.append(lv)
+            tl.append(tv)
+            r.append(float(rv) + float(abs(v) * mpmath.mpf(2) ** -155))
+    return tuple(torch.tensor(t, dtype=torch.float64).reshape(shape) for t in (h, lo_, tl, r))
 
 
 def _batch_norm_dd(e: Engine, x, weight, bias, running_mean, running_var, training, momentum, eps):
@@ -1055,7 +1097,8 @@ def _batch_norm_dd(e: Engine, x, weight, bias, running_mean, running_var, traini
     are exact sums of the double-double values (:func:`_group_sums`), their radii propagated."""
     import mpmath
 
-    xh, xl, xr = e.dd(x)
+    xh, xl, xt, xr = e.td(x)
+    xv = (xh, xl, torch.zeros_like(xh) if xt is None else xt)
     c = xh.shape[1]
     shape = (1, c) + (1,) * (xh.dim() - 2)
     dims = [0] + list(range(2, xh.dim()))
@@ -1065,22 +1108,21 @@ def _batch_norm_dd(e: Engine, x, weight, bias, running_mean, running_var, traini
 
     g = vals(weight, 1.0)
     if training:
-        dh, dl, rad_d, var, vrad = _centred(xh, xl, xr, dims, shape)
+        d, rad_d, var, vrad = _centred(xv, xr, dims, shape)
     else:
         mh = torch.tensor(vals(running_mean, 0.0), dtype=torch.float64).reshape(shape)
         var, vrad = [mpmath.mpf(v) for v in vals(running_var, 1.0)], [mpmath.mpf(0)] * c
-        dh, dl, err1 = dd.dd_add(xh, xl, -mh.expand_as(xh), torch.zeros_like(xh))
+        *d, err1 = dd.td_add(xv, _td_of(-mh, xh))
         rad_d = err1 if xr is None else err1 + xr
-    sh, sl, sr = _inv_std(var, vrad, eps, shape, "BatchNorm", g)
+    s_, sr = _inv_std(var, vrad, eps, shape, "BatchNorm", g)
     poll_deadline()
-    yh, yl, rad = _dd_scale(dh, dl, rad_d, sh, sl, sr)
+    y, rad = _td_scale(tuple(d), rad_d, s_, sr)
     if bias is not None:
-        bh = e.interval(bias)[0].reshape(shape).expand_as(yh)
-        yh, yl, err3 = dd.dd_add(yh, yl, bh, torch.zeros_like(yh))
+        *y, err3 = dd.td_add(y, _td_of(e.interval(bias)[0].reshape(shape), xh))
         rad = rad + err3
     pid = Lazy(lambda: _channel_pid(e, x))
-    out = e.emit(yh.contiguous(), x.dtype, rad=_none_if_zero(_inflate(rad, 4)), lo=_none_if_zero(yl.contiguous()),
-                 pid=pid)
+    out = e.emit(y[0].contiguous(), x.dtype, rad=_none_if_zero(_inflate(rad, 4)),
+                 lo=_none_if_zero(y[1].contiguous()), tail=_none_if_zero(y[2].contiguous()), pid=pid)
     if bias is not None:
         e.rec(out).bias = _with_bias(e, out, bias, 1)
     aux = aten.native_batch_norm.default(x, weight, bias,
@@ -1100,7 +1142,8 @@ def _legit_no_training(e, x, weight, bias, running_mean, running_var, momentum, 
 
 
 def _relu(e: Engine, x):
-    hi, lo, r = e.dd(x)
+    hi, lo, tl, r0 = e.td(x)
+    _h, _l, r = e.dd(x)  # the signs are decided on the tail folded into the radius
     rec = e.rec(x)
     a, b = _dd_bounds(hi, lo, r)
     touch = (hi == 0) & (lo == 0) & ((r == 0) if r is not None else torch.ones_like(hi, dtype=torch.bool))
@@ -1108,11 +1151,13 @@ def _relu(e: Engine, x):
     neg = b < 0
     e.res.relus.append(ReluCall(e.calls, tuple(hi.shape), touch, int(undecided.sum()),
                                 rec.bias if rec is not None else None, id(x),
-                                orig=(rec.orig or frozenset()) if rec is not None else frozenset()))
+                                orig=(rec.orig or frozenset()) if rec is not None else frozenset(),
+                                float_only=int(((x.detach() == 0) & ~touch & ~undecided).sum())))
     off = neg | touch
     mid = torch.where(off, torch.zeros_like(hi), hi)
     low = _none_if_zero(torch.where(off, torch.zeros_like(lo), lo))
-    rad = None if r is None else _none_if_zero(torch.where(off, torch.zeros_like(r), r))
+    tail = None if tl is None else _none_if_zero(torch.where(off, torch.zeros_like(tl), tl))
+    rad = None if r0 is None else _none_if_zero(torch.where(off, torch.zeros_like(r0), r0))
 
     def pid_now():  # from the input's record (an in-place ReLU replaces the tensor's record by this one)
         if rec is not None and isinstance(rec.pid, Lazy):
@@ -1120,7 +1165,7 @@ def _relu(e: Engine, x):
         p = rec.pid if rec is not None else e.ids.const(x)
         return None if p is None else torch.where(neg, torch.zeros_like(p), e.ids.relabel(p, torch.tensor(-7.0)))
 
-    out = e.emit(mid, x.dtype, rad=rad, lo=low, pid=Lazy(pid_now), zero_ad=off)
+    out = e.emit(mid, x.dtype, rad=rad, lo=low, tail=tail, pid=Lazy(pid_now), zero_ad=off)
     e.res.relus[-1].output_id = id(out)
     return out
 
@@ -1153,7 +1198,8 @@ def _threshold(e: Engine, x, threshold, value):
 def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     if ceil_mode:
         raise Unsupported("a ceil_mode max pool")
-    m, lo_part, r = e.dd(x)
+    m, lo_part, r = e.dd(x)  # the comparisons: the tail folded into the radius
+    _m, _l, tail_part, r0 = e.td(x)  # the chosen values keep it
     rec = e.rec(x)
     k = tuple(kernel_size) if isinstance(kernel_size, (list, tuple)) else (kernel_size, kernel_size)
     k = k * 2 if len(k) == 1 else k
@@ -1187,6 +1233,9 @@ def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_
     first = cand.int().argmax(dim=1)  # the first candidate in window order: PyTorch's first maximal index
     stats = PoolCall(e.calls, (rec.orig or frozenset()) if rec is not None else frozenset(), int(olo.numel()),
                      int(tied.sum()), 0, 0, 0)
+    fcols, _ = unf(x.detach().double() if batched else x.detach().double()[None], -INF)  # the program's values
+    fties = (fcols == fcols.max(dim=1, keepdim=True).values).sum(dim=1) >= 2
+    stats.float_only = int((fties & (ncand == 1)).sum())
     oh = (h + 2 * pd[0] - dl[0] * (k[0] - 1) - 1) // s[0] + 1
     ow = (wd + 2 * pd[1] - dl[1] * (k[1] - 1) - 1) // s[1] + 1
     # the flat input index (within a channel's plane) of each window entry
@@ -1233,7 +1282,9 @@ def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_
 
     omid = pick(mb)
     olow = _none_if_zero(pick(lpb))
-    orad = None if rb is None else _none_if_zero(pick(rb))
+    otail = None if tail_part is None else _none_if_zero(pick(tail_part if batched else tail_part[None]))
+    rb0 = None if r0 is None else (r0 if batched else r0[None])
+    orad = None if rb0 is None else _none_if_zero(pick(rb0))
     def pool_pid():
         px = e.pid(x)
         if px is None:
@@ -1251,13 +1302,15 @@ def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_
     out = omid.reshape(shape)
     orad = None if orad is None else orad.reshape(shape)
     olow = None if olow is None else olow.reshape(shape)
+    otail = None if otail is None else otail.reshape(shape)
     indices = idx.reshape(shape).long()
     if not batched:
         out, indices = out[0], indices[0]
         orad = None if orad is None else orad[0]
         olow = None if olow is None else olow[0]
+        otail = None if otail is None else otail[0]
         zero_ad = None if zero_ad is None else zero_ad[0]
-    return e.emit(out, x.dtype, rad=orad, lo=olow, pid=pid_out, zero_ad=zero_ad), indices
+    return e.emit(out, x.dtype, rad=orad, lo=olow, tail=otail, pid=pid_out, zero_ad=zero_ad), indices
 
 
 def _mean_dim(e: Engine, x, dims, keepdim=False, dtype=None):
@@ -1310,27 +1363,29 @@ def _layer_norm(e: Engine, x, normalized_shape, weight, bias, eps):
     return out, mu.to(x.dtype), rstd_m.to(x.dtype)
 
 
-def _centred(xh, xl, xr, dims, shape):
-    """Per group over ``dims`` (``shape``: the groups' keepdim shape): x - mean (double-double and its radius) and
-    the biased variance with its radius (120-bit mpmath lists), from exact sums (:func:`_group_sums`)."""
+def _centred(x, xr, dims, shape):
+    """Per group over ``dims`` (``shape``: the groups' keepdim shape) of x (a triple (hi, lo, tail) within xr):
+    x - mean (a triple and its radius) and the biased variance with its radius (mpmath lists), from exact sums
+    (:func:`_group_sums`)."""
     import mpmath
 
+    xh = x[0]
     n = 1
     for d_ in dims:
         n *= xh.shape[d_]
-    sums, srad = _group_sums(xh, xl, xr, dims)
-    with mpmath.workprec(120):
+    sums, srad = _group_sums(x[0], x[1], xr, dims, tail=x[2])
+    with mpmath.workprec(PREC):
         mean = [v / n for v in sums]
-    mh, ml, mr = _to_dd(mean, (srad / n * (1 + 4 * U)).tolist(), shape)
-    dh, dl, err1 = dd.dd_add(xh, xl, -mh.expand_as(xh), -ml.expand_as(xh))
+    mh, ml, mt, mr = _to_td(mean, (srad / n * (1 + 4 * U)).tolist(), shape)
+    dh, dl, dt, err1 = dd.td_add(x, tuple(-t.expand_as(xh) for t in (mh, ml, mt)))
     rad_d = err1 + mr if xr is None else err1 + mr + xr
-    qh, ql, err2 = dd.dd_mul(dh, dl, dh, dl)
-    rad_q = 2 * (dh.abs() + dl.abs()) * rad_d + rad_d * rad_d + err2
-    qsums, qrad = _group_sums(qh, ql, rad_q, dims)
-    with mpmath.workprec(120):
+    qh, ql, qt, err2 = dd.td_mul((dh, dl, dt), (dh, dl, dt))
+    rad_q = 2 * (dh.abs() + dl.abs() + dt.abs()) * rad_d + rad_d * rad_d + err2
+    qsums, qrad = _group_sums(qh, ql, rad_q, dims, tail=qt)
+    with mpmath.workprec(PREC):
         var = [v / n for v in qsums]
         vrad = [mpmath.mpf(r_) / n * (1 + mpmath.mpf(2) ** -40) for r_ in qrad.tolist()]
-    return dh, dl, rad_d, var, vrad
+    return (dh, dl, dt), rad_d, var, vrad
 
 
 def _inv_std(var, vrad, eps, shape, what: str, gamma=None):
@@ -1339,7 +1394,7 @@ def _inv_std(var, vrad, eps, shape, what: str, gamma=None):
     import mpmath
 
     sv, sr = [], []
-    with mpmath.workprec(120):
+    with mpmath.workprec(PREC):
         for k, (v, vr) in enumerate(zip(var, vrad)):
             t_lo = min(v, max(v - vr, mpmath.mpf(0))) + mpmath.mpf(eps)  # v itself when exact (vr = 0)
             if t_lo <= 0:
@@ -1347,41 +1402,50 @@ def _inv_std(var, vrad, eps, shape, what: str, gamma=None):
             g = mpmath.mpf(1) if gamma is None else mpmath.mpf(gamma[k])
             sv.append(g / mpmath.sqrt(v + mpmath.mpf(eps)))
             sr.append(abs(g) / 2 * t_lo ** mpmath.mpf(-1.5) * vr * (1 + mpmath.mpf(2) ** -40))
-    return _to_dd(sv, sr, shape)
+    hi, lo, tail, rad = _to_td(sv, sr, shape)
+    return (hi, lo, tail), rad
 
 
-def _row_stats(e: Engine, xh, xl, xr, dims, eps):
-    """Per group over ``dims``: x - mean (double-double, its radius) and 1 / sqrt(var + eps) (double-double, its
-    radius), from exact sums and 120-bit mpmath (the variance is the biased one, as the normalisations use)."""
-    shape = list(xh.shape)
+def _row_stats(e: Engine, x, xr, dims, eps):
+    """Per group over ``dims`` of x (a triple within xr): x - mean (a triple, its radius) and 1 / sqrt(var + eps)
+    (a triple, its radius), from exact sums and mpmath (the variance is the biased one, as the normalisations
+    use)."""
+    shape = list(x[0].shape)
     for d_ in dims:
         shape[d_] = 1
-    dh, dl, rad_d, var, vrad = _centred(xh, xl, xr, dims, shape)
-    sh, sl, sr = _inv_std(var, vrad, eps, shape, "a normalisation")
-    return dh, dl, rad_d, sh, sl, sr
+    d, rad_d, var, vrad = _centred(x, xr, dims, shape)
+    s_, sr = _inv_std(var, vrad, eps, shape, "a normalisation")
+    return d, rad_d, s_, sr
 
 
-def _dd_scale(dh, dl, rad_d, sh, sl, sr):
-    """(d) * (s) for double-double enclosures (s broadcast): (hi, lo, rad)."""
-    yh, yl, err = dd.dd_mul(dh, dl, sh.expand_as(dh), sl.expand_as(dh))
-    rad = rad_d * (sh.abs() + sl.abs() + sr) + (dh.abs() + dl.abs()) * sr + err
-    return yh, yl, rad
+def _td_scale(d, rad_d, s_, sr):
+    """d * s for triple-double enclosures (d within rad_d, s broadcast within sr): (triple, rad)."""
+    s_ = tuple(t.expand_as(d[0]) for t in s_)
+    yh, yl, yt, err = dd.td_mul(d, s_)
+    rad = rad_d * (s_[0].abs() + s_[1].abs() + s_[2].abs() + sr) + (d[0].abs() + d[1].abs() + d[2].abs()) * sr + err
+    return (yh, yl, yt), rad
+
+
+def _td_of(t, like):
+    """A triple of an exact float64 tensor ``t`` (broadcast to ``like``)."""
+    t = t.expand_as(like)
+    return t, torch.zeros_like(like), torch.zeros_like(like)
 
 
 def _layer_norm_dd(e: Engine, x, normalized_shape, weight, bias, eps):
-    xh, xl, xr = e.dd(x)
+    xh, xl, xt, xr = e.td(x)
     dims = list(range(xh.dim() - len(normalized_shape), xh.dim()))
-    dh, dl, rad_d, sh, sl, sr = _row_stats(e, xh, xl, xr, dims, eps)
+    d, rad_d, s_, sr = _row_stats(e, (xh, xl, torch.zeros_like(xh) if xt is None else xt), xr, dims, eps)
     poll_deadline()
-    yh, yl, rad = _dd_scale(dh, dl, rad_d, sh, sl, sr)
+    y, rad = _td_scale(d, rad_d, s_, sr)
     if weight is not None:
         g = e.interval(weight)[0]
-        yh, yl, rad = _dd_scale(yh, yl, rad, g, torch.zeros_like(g), torch.zeros_like(g))
+        y, rad = _td_scale(y, rad, _td_of(g, g), torch.zeros_like(g))
     if bias is not None:
-        b = e.interval(bias)[0].expand_as(yh)
-        yh, yl, err = dd.dd_add(yh, yl, b, torch.zeros_like(yh))
+        *y, err = dd.td_add(y, _td_of(e.interval(bias)[0], xh))
         rad = rad + err
-    out = e.emit(yh.contiguous(), x.dtype, rad=_none_if_zero(_inflate(rad, 4)), lo=_none_if_zero(yl.contiguous()))
+    out = e.emit(y[0].contiguous(), x.dtype, rad=_none_if_zero(_inflate(rad, 4)),
+                 lo=_none_if_zero(y[1].contiguous()), tail=_none_if_zero(y[2].contiguous()))
     if bias is not None:
         e.rec(out).bias = _with_bias(e, out, bias, out.dim() - 1)
     aux = aten.native_layer_norm.default(x, normalized_shape, weight, bias, eps)
@@ -1403,7 +1467,7 @@ def _softmax_dd(e: Engine, x, dim):
     if xh.numel() > 2_000_000:
         raise Unsupported("a softmax with more than 2,000,000 entries (exp is taken in mpmath entry by entry)")
     vals, rads = [], []
-    with mpmath.workprec(120):
+    with mpmath.workprec(PREC):
         for h, lw, r_, m in zip(th.reshape(-1).tolist(), tl.reshape(-1).tolist(), tr.reshape(-1).tolist(),
                                 masked.reshape(-1).tolist()):
             if m:
@@ -1415,23 +1479,24 @@ def _softmax_dd(e: Engine, x, dim):
             vals.append(v)
             rads.append(float(mpmath.exp(t + mpmath.mpf(r_)) * mpmath.mpf(r_) * (1 + mpmath.mpf(2) ** -40)))
     poll_deadline()
-    eh, el, er = _to_dd(vals, rads, xh.shape)
+    eh, el, et, er = _to_td(vals, rads, xh.shape)
     er = torch.where(masked, torch.zeros_like(er), er)
-    sums, srad = _group_sums(eh, el, er, [dim])
+    sums, srad = _group_sums(eh, el, er, [dim], tail=et)
     shape = list(xh.shape)
     shape[dim] = 1
     inv, invr = [], []
-    with mpmath.workprec(120):
+    with mpmath.workprec(PREC):
         for v, r_ in zip(sums, srad.tolist()):
             lo_ = v - mpmath.mpf(r_)
             if lo_ <= 0:
                 raise Unsupported("a softmax row sum is not bounded away from 0")
             inv.append(1 / v)
             invr.append(mpmath.mpf(r_) / lo_ ** 2 * (1 + mpmath.mpf(2) ** -40))
-    ih, il, ir = _to_dd(inv, invr, shape)
-    yh, yl, rad = _dd_scale(eh, el, er, ih, il, ir)
+    ih, il, it, ir = _to_td(inv, invr, shape)
+    y, rad = _td_scale((eh, el, et), er, (ih, il, it), ir)
     rad = torch.where(masked, torch.zeros_like(rad), rad)
-    return e.emit(yh, x.dtype, rad=_none_if_zero(_inflate(rad, 4)), lo=_none_if_zero(yl), pid=None)
+    return e.emit(y[0], x.dtype, rad=_none_if_zero(_inflate(rad, 4)), lo=_none_if_zero(y[1]), tail=_none_if_zero(y[2]),
+                  pid=None)
 
 
 def _softmax(e: Engine, x, dim, half_to_float=False):
@@ -1504,10 +1569,11 @@ _RULES = {
 }
 
 
-def enclose(fn, w: torch.Tensor) -> tuple[Enclosure, Engine]:
+def enclose(fn, w: torch.Tensor, target_bits: int = PRECISION_BITS[0]) -> tuple[Enclosure, Engine]:
     """Run ``fn`` once at ``w`` under the enclosure rules.  The program runs in its own dtype (constants as
-    PyTorch computes them); every w-dependent value is carried exactly as float64 midpoints and radii."""
-    e = Engine(w)
+    PyTorch computes them); every w-dependent value is carried as a triple-double centre and a radius, the
+    products keeping ``target_bits`` of their activations (:data:`PRECISION_BITS`)."""
+    e = Engine(w, target_bits)
     carrier = w.detach().clone()
     e.put(carrier, Rec(mid=w.detach().double(), rad=None,
                        pid=torch.arange(w.numel(), dtype=torch.float64) + e.ids.fresh(w.numel()),

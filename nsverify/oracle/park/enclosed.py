@@ -40,7 +40,7 @@ import torch
 
 from nsverify.errors import TooManyPieces
 from nsverify.oracle.context import poll_deadline
-from nsverify.oracle.enclosure import Unsupported, enclose
+from nsverify.oracle.enclosure import PRECISION_BITS, Unsupported, enclose
 
 
 @dataclass
@@ -73,16 +73,33 @@ class Enclosed:
     stats: dict = field(default_factory=dict)
 
 
-def decide(fn, w: torch.Tensor, tracker=None) -> Enclosed | str:
-    """The enclosed Theorem 8 decision for ``fn`` at ``w``, or the reason (a string) why it declines."""
+class Imprecise(str):
+    """A reason to decline that more bits may remove: an undecided ReLU sign or max-pool tie."""
+
+
+def decide(fn, w: torch.Tensor, tracker=None) -> Enclosed | Lemma2Pair | str:
+    """The enclosed Theorem 8 decision for ``fn`` at ``w``, or the reason (a string) why it declines. The run is
+    made at each precision of :data:`~nsverify.oracle.enclosure.PRECISION_BITS` in turn, the next one only when
+    the last left a sign or a tie undecided (:class:`Imprecise`)."""
+    for i, bits in enumerate(PRECISION_BITS):
+        got = _decide_at(fn, w, bits, tracker)
+        if not isinstance(got, Imprecise) or i == len(PRECISION_BITS) - 1:
+            if isinstance(got, (Enclosed, Lemma2Pair)):
+                got.stats["enclosure_bits"] = bits
+            return str(got) if isinstance(got, Imprecise) else got
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _decide_at(fn, w: torch.Tensor, bits: int, tracker=None) -> Enclosed | Lemma2Pair | str:
+    """:func:`decide` at one precision (the products keep ``bits`` bits of their activations)."""
     if tracker is not None:
-        tracker.update(stage="enclosures: one float64 run")
+        tracker.update(stage=f"enclosures: a float64 run keeping {bits} bits")
     try:
-        res, _eng = enclose(fn, w)
+        res, _eng = enclose(fn, w, bits)
     except Unsupported as e:
         partial = getattr(e, "partial", None)
         first = None if partial is None else next((r for r in partial.relus if r.undecided), None)
-        return f"{_undecided(first)}; then: {e}" if first is not None else f"enclosures: {e}"
+        return Imprecise(f"{_undecided(first)}; then: {e}") if first is not None else f"enclosures: {e}"
     except TooManyPieces:  # the time limit: the caller reports it
         raise
     except Exception as e:  # noqa: BLE001 - a program the rules cannot run: the exact route decides
@@ -97,8 +114,8 @@ def decide(fn, w: torch.Tensor, tracker=None) -> Enclosed | str:
                         "elsewhere")
     for r in res.relus:
         if r.call in paired and r.undecided:  # y may be exactly 0 there: AD's 0 against the identity's 1, unknown
-            return (f"enclosures: ReLU call {r.call} of a pair relu(y) - relu(-y) has {r.undecided} entries whose "
-                    "enclosure contains 0 but is not the point 0")
+            return Imprecise(f"enclosures: ReLU call {r.call} of a pair relu(y) - relu(-y) has {r.undecided} entries "
+                             "whose enclosure contains 0 but is not the point 0")
     touched_pairs = [p for p in res.pairs if p[3]]
     if touched_pairs:
         return _lemma2(res, touched_pairs, paired)
@@ -106,11 +123,11 @@ def decide(fn, w: torch.Tensor, tracker=None) -> Enclosed | str:
         if r.call in paired:
             continue  # relu(y) - relu(-y) = y: smooth, whatever y's sign
         if r.undecided:
-            return _undecided(r)
+            return Imprecise(_undecided(r))
     for p in res.pools:
         if p.mixed:
-            return (f"enclosures: max pool call {p.call} has {p.mixed} windows where different functions may tie "
-                    f"(first: sample, channel, window {p.first_mixed})")
+            return Imprecise(f"enclosures: max pool call {p.call} has {p.mixed} windows where different functions "
+                             f"may tie (first: sample, channel, window {p.first_mixed})")
     layers = []
     for r in res.relus:
         poll_deadline()
@@ -138,6 +155,8 @@ def decide(fn, w: torch.Tensor, tracker=None) -> Enclosed | str:
         sign = -1 if b["sign"] > 0 else 1  # move every touched entry to ReLU's left side (AD's derivative 0)
         layers.append(TouchedLayer(r.call, n, chans, {int(coords[c]): sign for c in chans}, r.shape))
     stats = {"ops": res.ops, "dependent_ops": res.dependent_ops, "relu_calls": len(res.relus),
+             "float_only_ties": {"relu": sum(r.float_only for r in res.relus),
+                                 "max_pool": sum(p.float_only for p in res.pools)},
              "analytic_ops": sorted(res.analytic),
              "pools": [{"call": p.call, "windows": p.windows, "tied": p.tied, "identical": p.identical,
                         "zero_ad": p.zero_ad} for p in res.pools]}
