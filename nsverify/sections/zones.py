@@ -23,7 +23,7 @@ FULL = dict(fig33=(136, 4),
             table=dict(width=0.125, batch_size=64, datasets={"natural": (40, 4), "plateaus": (4, 2)}),
             trend=dict(batch_sizes=(8, 32, 128, 512), width=0.125, draws=8, batches=2),
             dich=dict(draws=42, batches=4, batch_size=128, width=1.0, fused_too=True),
-            sgd=dict(dtypes=("float64", "float32", "bfloat16"), steps=200, width=1.0, pairs32=6, pairs16=8,
+            sgd=dict(dtypes=("float64", "float32", "bfloat16"), steps=200, width=1.0, pairs32=32, pairs16=8,
                      pairs64=6),
             sweep=dict(seeds=(0, 1, 2, 3, 4), steps=400, betas=(0.0, 1e2, 1e3, 1e4)))
 

@@ -66,6 +66,9 @@ BERTOIN_16_SHARE = 0.95
 #: Bertoin et al., Fig. 1: the float32 pair separated within FIG1_STEPS iterations; the share of independent pairs
 #: that do is tested at FIG1_PAIR_SHARE (ours: the paper shows one pair, read as "typically", one in two)
 FIG1_STEPS, FIG1_PAIR_SHARE = 100, 0.5
+#: Fig. 1's rate of separating 32-bit pairs, as far as its one pair (one of one) shows it: the one-sided 95%
+#: Clopper-Pearson lower bound 1 - 0.95 = 0.05. An absence refutes Fig. 1 only at that rate (32 pairs for power 0.8)
+FIG1_PAPER_LOWER = 0.05
 #: Bertoin et al., App. D: at 16 bits the zone "is met very often": the share of independent 16-bit trajectory
 #: pairs that separate within FIG1_STEPS steps must exceed SIXTEEN_PAIR_BOUND (a majority, ours), with power
 #: computed at BERTOIN_16_SHARE; one pair (one event) decides nothing (issue 38: >= 5 independent units)
@@ -162,7 +165,8 @@ CLAIMS = (
     ClaimSpec("bertoin/fig1-32bit-sgd-separate", BERTOIN, "Fig. 1",
               "32 bits: the ReLU'(0) = 0 and 1 SGD trajectories separate within 100 iterations (at iteration 65)",
               "independent trajectory pairs (own seeds) that differ bitwise within 100 SGD steps, float32",
-              "occurs", "sgd pairs32: independent trajectory pairs of 100 steps (the unit)",
+              "occurs", "sgd pairs32: independent trajectory pairs of 100 steps (the unit); 32 in full mode, the "
+              "n_required at Fig. 1's rate read as its 95% lower bound 0.05 (one separating pair of one)",
               paper_value="separate within 100 iterations"),
     ClaimSpec("bertoin/appD-16bit-sgd-separate", BERTOIN,
               "App. D (the 16-bit zone 'is met very often', read by us as separating SGD trajectories)",
@@ -766,9 +770,10 @@ def sgd_claims(runs: dict, pairs32: list | None = None, pairs16: dict | None = N
         k, n, firsts = _separations(p32)
         out.append(SPEC["bertoin/fig1-32bit-sgd-separate"].judge(
             f"{k} of {n} independent pairs separate within {FIG1_STEPS} steps (first bitwise differences: "
-            f"{firsts})", decide.occurs(k, n, FIG1_PAIR_SHARE, what="trajectory pair", whose="our"),
-            threshold=Threshold(FIG1_PAIR_SHARE, "ours", "the share of pairs that separate, read from Fig. 1's one "
-                                                         "pair")))
+            f"{firsts})", decide.occurs(k, n, FIG1_PAPER_LOWER, what="trajectory pair",
+                                        whose="the paper's (95% lower bound of its one pair)"),
+            threshold=Threshold(FIG1_PAPER_LOWER, "paper", "the share of pairs that separate: the one-sided 95% lower "
+                                                           "bound from Fig. 1's one separating pair of one")))
     for name in ("float16", "bfloat16"):
         if name in runs:
             pairs = (pairs16 or {}).get(name) or [runs[name]]
@@ -798,8 +803,9 @@ def sgd_trajectories(dtypes, steps: int, width: float = 0.125, memo=None, pairs3
     runs = {name: memo(f"sgd-{name}-{steps}-{width}", lambda name=name: sgd_pair(getattr(torch, name), steps=steps,
                                                                                 width=width))
             for name in dtypes}
-    pairs = [memo(f"sgd-pair32-{1000 + i}-{FIG1_STEPS}-{width}",
-                  lambda i=i: sgd_pair(torch.float32, steps=FIG1_STEPS, width=width, seed=1000 + i))
+    pairs = [memo(f"sgd-pair32-{1000 + i}-{FIG1_STEPS}-{width}-stop",
+                  lambda i=i: sgd_pair(torch.float32, steps=FIG1_STEPS, width=width, seed=1000 + i,
+                                       stop_at_divergence=True))
              for i in range(pairs32)] if "float32" in dtypes else []
     sixteen = {name: [memo(f"sgd-pair16-{name}-{2000 + i}-{FIG1_STEPS}-{width}",
                            lambda name=name, i=i: sgd_pair(getattr(torch, name), steps=FIG1_STEPS, width=width,
