@@ -1,9 +1,10 @@
-"""Double-double arithmetic on whole float64 tensors, with rigorous error bounds, and error-free products of
-tensors by slicing (the enclosure engine's midpoints for deep networks: :mod:`nsverify.oracle.enclosure`).
+"""Double- and triple-double arithmetic on whole float64 tensors, with rigorous error bounds, and error-free
+products of tensors by slicing (the enclosure engine's centres for deep networks: :mod:`nsverify.oracle.enclosure`).
 
-A value is ``hi + lo`` (two float64 tensors, the exact real sum) and every operation returns a radius bounding
-what it did not represent.  The primitives are Knuth's TwoSum and Dekker's TwoProduct (exact: ``s + e == a + b``,
-``p + e == a * b`` in real arithmetic, barring overflow and underflow, which the engine excludes by magnitude).
+A value is ``hi + lo`` or ``hi + lo + tail`` (float64 tensors, the exact real sum) and every operation returns a
+radius bounding what it did not represent. The primitives are Knuth's TwoSum and Dekker's TwoProduct (exact:
+``s + e == a + b``, ``p + e == a * b`` in real arithmetic, barring overflow and underflow, which the engine excludes
+by magnitude).
 
 **Error-free matrix products** (Ozaki, Ogita, Oishi and Rump, *Error-free transformations of matrix
 multiplication by using fast routines of matrix multiplication and its applications*, Numer. Algorithms 59, 2012):
@@ -11,7 +12,7 @@ each operand is cut into slices that are integer multiples of a power of two wit
 the operand's largest entry (per tensor for the activations, per output channel for the weights).  A product of
 two slices then has every partial sum an exact multiple of the product of their grids and below 2^53 of them, so
 float64 convolution or matrix multiplication computes it **exactly, in any summation order**: b_x + b_w +
-ceil(log2 n) + 1 <= 53 for n terms.  The slice products are summed in double-double; what the slices leave out is
+ceil(log2 n) + 1 <= 53 for n terms.  The slice products are summed in triple-double; what the slices leave out is
 bounded as a radius.
 """
 
@@ -51,17 +52,6 @@ def dd_add(ah, al, bh, bl):
     e2 = e + t
     hi, lo = two_sum(s, e2)
     return hi, lo, 2 * U * (t.abs() + e2.abs()) * (1 + 4 * U)
-
-
-def dd_mul(ah, al, bh, bl):
-    """(hi, lo, err) for a * b."""
-    p, e = two_prod(ah, bh)
-    c1, c2 = ah * bl, al * bh
-    c = c1 + c2
-    e2 = e + c
-    hi, lo = two_sum(p, e2)
-    err = (3 * U * (c1.abs() + c2.abs()) + (al * bl).abs() + 2 * U * e2.abs()) * (1 + 8 * U)
-    return hi, lo, err
 
 
 def td_add(a, b):

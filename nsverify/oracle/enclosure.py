@@ -190,6 +190,16 @@ def _none_if_zero(r):
     return None if r is None or not bool(r.any()) else r
 
 
+def _fold(rad, *parts):
+    """``rad`` widened by the parts of a centre that a rule does not carry (a double-double's low part, a
+    triple-double's tail): rad + sum |part|, rounded up; ``rad`` itself when every part is absent or 0."""
+    terms = [p.abs() for p in parts if p is not None and bool(p.any())]
+    if not terms:
+        return rad
+    total = sum(terms) if rad is None else rad + sum(terms)
+    return _none_if_zero(total * (1 + 4 * U))
+
+
 def _abs_plus(m, r):
     return m.abs() if r is None else m.abs() + r
 
@@ -394,7 +404,7 @@ class Engine:
         self.ids = Ids()
         self.res = Enclosure(uses=torch.zeros(w.numel(), dtype=torch.int32))
         self.calls = 0
-        #: double-double midpoints with error-free products (deep networks); False: plain float64 enclosures
+        #: triple-double centres with error-free products (deep networks); False: plain float64 enclosures
         self.precise = True
 
     # -- records
@@ -426,14 +436,11 @@ class Engine:
         return self.put(carrier, Rec(mid=mid, **fields))
 
     def interval(self, t):
-        """(mid, rad, pid) of a tensor argument (a constant: exact, ids by value), in float64 (a double-double's
-        low part folded into the radius)."""
+        """(mid, rad, pid) of a tensor argument (a constant: exact, ids by value), in float64 (the low part and the
+        tail folded into the radius)."""
         r = self.rec(t)
         if r is not None:
-            if r.lo is not None or r.tail is not None:
-                fold = sum(x.abs() for x in (r.lo, r.tail, r.rad) if x is not None)
-                return r.mid, _none_if_zero(fold * (1 + 4 * U)), r.pid
-            return r.mid, r.rad, r.pid
+            return r.mid, _fold(r.rad, r.lo, r.tail), r.pid
         m = t.detach()
         if m.is_floating_point() and m.dtype != torch.float64:
             m = m.double()
@@ -443,9 +450,7 @@ class Engine:
         """(hi, lo, rad) of a tensor argument: the value lies within rad of hi + lo (rad None: exactly); a
         triple-double's tail is folded into the radius (:meth:`td` keeps it)."""
         hi, lo, tail, rad = self.td(t)
-        if tail is not None and bool(tail.any()):
-            rad = (tail.abs() if rad is None else rad + tail.abs()) * (1 + 4 * U)
-        return hi, lo, rad
+        return hi, lo, _fold(rad, tail)
 
     def td(self, t):
         """(hi, lo, tail, rad) of a tensor argument: the value lies within rad of hi + lo + tail (tail None: 0;
@@ -456,6 +461,12 @@ class Engine:
         m = t.detach()
         m = m.double() if m.is_floating_point() and m.dtype != torch.float64 else m
         return m, torch.zeros_like(m), None, None
+
+    def triple(self, t):
+        """((hi, lo, tail), rad) of a tensor argument, the tail a tensor of zeros where there is none: the
+        operand of the triple-double rules (:func:`~nsverify.oracle.ddarith.td_add`, ``td_mul``)."""
+        hi, lo, tail, rad = self.td(t)
+        return (hi, lo, torch.zeros_like(hi) if tail is None else tail), rad
 
     def pid(self, t) -> torch.Tensor | None:
         r = self.rec(t)
@@ -757,8 +768,8 @@ def _binary(e: Engine, a, b, op: str):
         """(hi, lo, tail, rad) of an operand (a Python number: exact)."""
         if not isinstance(t, torch.Tensor):
             return m, torch.zeros_like(m), torch.zeros_like(m), None
-        h, l_, t_, r_ = e.td(t)
-        return h, l_, torch.zeros_like(h) if t_ is None else t_, r_
+        v, r_ = e.triple(t)
+        return (*v, r_)
 
     if op in ("add", "sub") and e.precise and inf is None:
         *ta, ar2 = triple(a, am)
@@ -833,7 +844,7 @@ def _dependent(e: Engine, t) -> bool:
 
 
 def _reciprocal(c: torch.Tensor):
-    """1/c for a constant tensor c (no zero): double-double and radius."""
+    """1/c for a constant tensor c (no zero): (hi, lo, tail, rad)."""
     import mpmath
 
     flat = c.reshape(-1).tolist()
@@ -1092,13 +1103,13 @@ def _to_td(vals, rads, shape):
 
 
 def _batch_norm_dd(e: Engine, x, weight, bias, running_mean, running_var, training, momentum, eps):
-    """BatchNorm in double-double: (x - mean) * s + beta with s = gamma / sqrt(var + eps) per channel in 120-bit
-    mpmath (rounded to double-double, its error a radius); in training mode the batch mean and (biased) variance
-    are exact sums of the double-double values (:func:`_group_sums`), their radii propagated."""
+    """BatchNorm in triple-double: (x - mean) * s + beta with s = gamma / sqrt(var + eps) per channel in
+    ``PREC``-bit mpmath (rounded to a triple, its error a radius); in training mode the batch mean and (biased)
+    variance are exact sums of the triple-double values (:func:`_centred`), their radii propagated."""
     import mpmath
 
-    xh, xl, xt, xr = e.td(x)
-    xv = (xh, xl, torch.zeros_like(xh) if xt is None else xt)
+    xv, xr = e.triple(x)
+    xh = xv[0]
     c = xh.shape[1]
     shape = (1, c) + (1,) * (xh.dim() - 2)
     dims = [0] + list(range(2, xh.dim()))
@@ -1143,7 +1154,7 @@ def _legit_no_training(e, x, weight, bias, running_mean, running_var, momentum, 
 
 def _relu(e: Engine, x):
     hi, lo, tl, r0 = e.td(x)
-    _h, _l, r = e.dd(x)  # the signs are decided on the tail folded into the radius
+    r = _fold(r0, tl)  # the signs are decided on the tail folded into the radius
     rec = e.rec(x)
     a, b = _dd_bounds(hi, lo, r)
     touch = (hi == 0) & (lo == 0) & ((r == 0) if r is not None else torch.ones_like(hi, dtype=torch.bool))
@@ -1198,8 +1209,8 @@ def _threshold(e: Engine, x, threshold, value):
 def _max_pool(e: Engine, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     if ceil_mode:
         raise Unsupported("a ceil_mode max pool")
-    m, lo_part, r = e.dd(x)  # the comparisons: the tail folded into the radius
-    _m, _l, tail_part, r0 = e.td(x)  # the chosen values keep it
+    m, lo_part, tail_part, r0 = e.td(x)  # the chosen values keep the tail
+    r = _fold(r0, tail_part)  # the comparisons: the tail folded into the radius
     rec = e.rec(x)
     k = tuple(kernel_size) if isinstance(kernel_size, (list, tuple)) else (kernel_size, kernel_size)
     k = k * 2 if len(k) == 1 else k
@@ -1389,7 +1400,7 @@ def _centred(x, xr, dims, shape):
 
 
 def _inv_std(var, vrad, eps, shape, what: str, gamma=None):
-    """gamma / sqrt(var + eps) per group (gamma None: 1) in 120-bit mpmath, as double-double with its radius:
+    """gamma / sqrt(var + eps) per group (gamma None: 1) in ``PREC``-bit mpmath, as a triple with its radius:
     |d/dvar| = |gamma| / 2 (var + eps)^-1.5, bounded at var's lower end."""
     import mpmath
 
@@ -1433,9 +1444,10 @@ def _td_of(t, like):
 
 
 def _layer_norm_dd(e: Engine, x, normalized_shape, weight, bias, eps):
-    xh, xl, xt, xr = e.td(x)
+    xv, xr = e.triple(x)
+    xh = xv[0]
     dims = list(range(xh.dim() - len(normalized_shape), xh.dim()))
-    d, rad_d, s_, sr = _row_stats(e, (xh, xl, torch.zeros_like(xh) if xt is None else xt), xr, dims, eps)
+    d, rad_d, s_, sr = _row_stats(e, xv, xr, dims, eps)
     poll_deadline()
     y, rad = _td_scale(d, rad_d, s_, sr)
     if weight is not None:
@@ -1453,8 +1465,9 @@ def _layer_norm_dd(e: Engine, x, normalized_shape, weight, bias, eps):
 
 
 def _softmax_dd(e: Engine, x, dim):
-    """softmax in double-double: shifted by each row's largest midpoint (exact in real arithmetic), exp per entry
-    in 120-bit mpmath (with the derivative bound exp(t + r) r for the radius), exact row sums, 1/sum in mpmath."""
+    """softmax in triple-double: shifted by each row's largest midpoint (exact in real arithmetic), exp per entry
+    in ``PREC``-bit mpmath (with the derivative bound exp(t + r) r for the radius), exact row sums, 1/sum in
+    mpmath."""
     import mpmath
 
     xh, xl, xr = e.dd(x)
